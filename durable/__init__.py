@@ -1,0 +1,61 @@
+"""Durable workflows for AWS Lambda: plain Python functions replayed from a DynamoDB ledger.
+
+    from durable import App, Context, RetryPolicy
+
+    app = App()
+
+    @app.step(retry=RetryPolicy(max_attempts=5))
+    def provision_workspace(user_id: str) -> str: ...
+
+    @app.workflow(name="onboarding", version=1)
+    def onboarding(ctx: Context, user_id: str) -> dict[str, str]:
+        return {"workspace": provision_workspace(user_id)}
+"""
+
+from durable.config import EngineConfig
+from durable.context import Context, StepContext, current_step
+from durable.engine import Engine, Outcome
+from durable.errors import (
+    CallbackFailed,
+    CallbackTimeout,
+    DurableError,
+    IdempotencyConflict,
+    InvalidInput,
+    NonDeterminismError,
+    PayloadTooLarge,
+    RetryableError,
+    RunNotFound,
+    StepFailed,
+    TerminalError,
+    WorkflowNotFound,
+)
+from durable.model import RunRecord, RunStatus, StepRecord, StepStatus
+from durable.registry import App
+from durable.retry import RetryPolicy
+
+__all__ = [
+    "App",
+    "CallbackFailed",
+    "CallbackTimeout",
+    "Context",
+    "DurableError",
+    "Engine",
+    "EngineConfig",
+    "IdempotencyConflict",
+    "InvalidInput",
+    "NonDeterminismError",
+    "Outcome",
+    "PayloadTooLarge",
+    "RetryPolicy",
+    "RetryableError",
+    "RunNotFound",
+    "RunRecord",
+    "RunStatus",
+    "StepContext",
+    "StepFailed",
+    "StepRecord",
+    "StepStatus",
+    "TerminalError",
+    "WorkflowNotFound",
+    "current_step",
+]

@@ -1,0 +1,45 @@
+"""Engine tuning knobs: one frozen value, built by the composition root from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from durable.retry import DEFAULT_RETRY, RetryPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    # A lease must outlive any step body it vouches for; bodies longer than this renew
+    # it before they start (see ``default_step_budget``).
+    lease: timedelta = timedelta(seconds=60)
+    # Two machines' clocks may disagree; an expired lease is taken over only once it is
+    # this much in the past by the claimer's clock.
+    clock_skew: timedelta = timedelta(seconds=5)
+    # The time budget of a step without ``timeout=``.
+    default_step_budget: timedelta = timedelta(seconds=30)
+    # Time kept back at the end of an invocation for the hand-off writes.
+    safety_margin: timedelta = timedelta(seconds=2)
+    # Bodies executed per invocation before handing off (1 = strict isolation).
+    steps_per_invocation: int = 1000
+    # Waits this short are served in-process when the invocation has time left.
+    inprocess_wait_threshold: timedelta = timedelta(seconds=5)
+    # Delay before the sweeper treats a handed-off run as lost.
+    handoff_grace: timedelta = timedelta(seconds=30)
+    max_takeovers: int = 3
+    max_history: int = 10_000
+    due_shards: int = 4
+    # Finished runs are purged after this long (DynamoDB TTL on ``purge_at``).
+    retention: timedelta = timedelta(days=30)
+    # Upper bound on a run's life, used to keep side-effect records at least as long
+    # as any retry of the run could ask for them (never a fixed 24 hours).
+    max_run_lifetime: timedelta = timedelta(days=365)
+    default_retry: RetryPolicy = DEFAULT_RETRY
+
+    def __post_init__(self) -> None:
+        if self.steps_per_invocation < 1:
+            raise ValueError("steps_per_invocation must be >= 1")
+        if self.max_takeovers < 1:
+            raise ValueError("max_takeovers must be >= 1")
+        if self.due_shards < 1:
+            raise ValueError("due_shards must be >= 1")

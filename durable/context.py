@@ -1,0 +1,196 @@
+"""What workflow and step code see: ``Context`` and ``StepContext``.
+
+Both are thin facades over the engine's per-invocation ``Execution``; they hold no state
+of their own beyond identifiers, so everything a workflow observes comes from the ledger.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid as _uuid
+from collections.abc import Callable
+from contextvars import ContextVar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from durable.errors import DurableError
+from durable.registry import Semantics
+
+if TYPE_CHECKING:
+    from durable.execution import Execution, StepRun
+    from durable.retry import RetryPolicy
+
+R = TypeVar("R")
+
+_active_context: ContextVar[Context | None] = ContextVar("durable_context", default=None)
+_active_step: ContextVar[StepContext | None] = ContextVar("durable_step", default=None)
+
+logger = logging.getLogger("durable.workflow")
+
+
+def active_context() -> Context | None:
+    """The workflow context when called from workflow code (not inside a step body)."""
+    return _active_context.get()
+
+
+def current_step() -> StepContext:
+    """The running step's context; only valid inside a step body."""
+    step = _active_step.get()
+    if step is None:
+        raise DurableError(
+            "durable.current_step() is only available inside a step body that the engine is "
+            "running (call it from a function passed to ctx.step or decorated with @app.step)"
+        )
+    return step
+
+
+class Context:
+    """The workflow's handle on durable operations. Passed as the first argument."""
+
+    def __init__(self, execution: Execution) -> None:
+        self._exec = execution
+        self.logger = logging.LoggerAdapter(
+            logger, {"run_id": execution.run.run_id, "workflow": execution.workflow.name}
+        )
+
+    @property
+    def run_id(self) -> str:
+        return self._exec.run.run_id
+
+    @property
+    def workflow(self) -> str:
+        return self._exec.workflow.name
+
+    @property
+    def version(self) -> int:
+        return self._exec.workflow.version
+
+    def step(
+        self,
+        fn: Callable[..., R],
+        *args: Any,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+        semantics: Semantics | None = None,
+        compensate: Callable[..., Any] | None = None,
+        **kwargs: Any,
+    ) -> R:
+        """Run ``fn(*args, **kwargs)`` as a durable step and return its (decoded) result.
+
+        A recorded result is returned without running anything. The option names are
+        reserved: pass a same-named argument of ``fn`` through ``functools.partial``.
+        """
+        result: R = self._exec.call_step(
+            fn,
+            args,
+            kwargs,
+            name=name,
+            retry=retry,
+            timeout=timeout,
+            semantics=semantics,
+            compensate=compensate,
+        )
+        return result
+
+    def now(self) -> datetime:
+        """The current time, recorded on first execution and replayed after."""
+        value: datetime = self._exec.record_value("now", "now")
+        return value
+
+    def uuid(self) -> _uuid.UUID:
+        """A random UUID, recorded on first execution and replayed after."""
+        value: _uuid.UUID = self._exec.record_value("uuid", "uuid")
+        return value
+
+    def random(self) -> float:
+        """A float in [0, 1), recorded on first execution and replayed after."""
+        value: float = self._exec.record_value("random", "random")
+        return value
+
+    def continue_as_new(self, input: Any = None) -> None:  # noqa: A002 - public API name
+        """End this run and start a fresh one (new ledger) of the same workflow with ``input``."""
+        self._exec.continue_as_new(input)
+
+
+class StepContext:
+    """The running step's view of its own durable state."""
+
+    def __init__(self, step: StepRun) -> None:
+        self._step = step
+
+    @property
+    def run_id(self) -> str:
+        return self._step.run_id
+
+    @property
+    def step_name(self) -> str:
+        return self._step.name
+
+    @property
+    def position(self) -> str:
+        return self._step.position
+
+    @property
+    def attempt(self) -> int:
+        """1-based attempt number of this execution of the step."""
+        return self._step.attempt
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across attempts and invocations: run id, position and step name."""
+        return self._step.idempotency_key
+
+    @property
+    def checkpoint_state(self) -> Any:
+        """The state saved by the last ``checkpoint`` of this step (any attempt), or None."""
+        return self._step.checkpoint_state
+
+    def checkpoint(self, state: Any, *, payload_version: int = 1) -> None:
+        """Persist ``state`` (plain JSON) so a retry or a new worker resumes from it.
+
+        One atomic write that also renews the run's lease.
+        """
+        self._step.checkpoint(state, payload_version)
+
+    def heartbeat(self) -> None:
+        """Renew the run's lease during a long body (no-op when it has time left)."""
+        self._step.heartbeat()
+
+    def record_ref(self, kind: str, value: str) -> None:
+        """Remember an external id this step created; written with the step's result."""
+        self._step.record_ref(kind, value)
+
+    def effect(
+        self,
+        action: str,
+        call: Callable[[str], Any],
+        reconcile: Callable[[str], Any] | None = None,
+    ) -> Any:
+        """Perform an external side effect at most once per key, across every retry.
+
+        The key (this step's idempotency key plus ``action``) is persisted before
+        ``call(key)``; the reference ``call`` returns is stored after. A later attempt
+        gets the stored reference back, or, when an earlier attempt died between the two
+        writes, ``reconcile(key)`` (look the effect up by key) decides: a non-None result
+        is adopted; None means it did not happen and ``call(key)`` runs again with the same
+        key. Without ``reconcile`` the call repeats with the same key, for APIs that
+        deduplicate by it.
+        """
+        return self._step.effect(action, call, reconcile)
+
+
+def bind_context(ctx: Context | None) -> object:
+    return _active_context.set(ctx)
+
+
+def bind_step(step: StepContext | None) -> object:
+    return _active_step.set(step)
+
+
+def reset_context(token: object) -> None:
+    _active_context.reset(token)  # type: ignore[arg-type]
+
+
+def reset_step(token: object) -> None:
+    _active_step.reset(token)  # type: ignore[arg-type]

@@ -1,0 +1,207 @@
+"""The determinism guard: workflow code must not read the clock, randomness or the network.
+
+Replay only works when workflow code outside steps makes the same calls every time, so
+everything nondeterministic belongs in a step or in ``ctx.now()/uuid()/random()``. The
+engine brackets workflow code and step bodies with a ``Guard``; production uses
+``NoGuard`` (zero cost), ``durable.testing.LocalRunner`` uses ``DeterminismGuard``.
+
+The guard is best effort by construction (C code can read the clock directly): it
+patches the module-level entry points (``time.time``, ``random.random``, ``uuid.uuid4``,
+...), swaps ``datetime`` names in the workflow's own module for guarded stand-ins, and
+watches the network through an audit hook.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import random
+import sys
+import sysconfig
+import threading
+import time
+import types
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, Protocol
+
+from durable.errors import TerminalError
+
+
+class NonDeterministicCall(TerminalError):
+    """Workflow code called something nondeterministic outside a step."""
+
+
+class Guard(Protocol):
+    def workflow_code(self, fn: Callable[..., Any]) -> AbstractContextManager[None]: ...
+
+    def step_code(self) -> AbstractContextManager[None]: ...
+
+
+class NoGuard:
+    @contextmanager
+    def workflow_code(self, fn: Callable[..., Any]) -> Iterator[None]:
+        yield
+
+    @contextmanager
+    def step_code(self) -> Iterator[None]:
+        yield
+
+
+_STATE = threading.local()
+_STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"])
+_PACKAGE_DIR = os.path.normcase(os.path.dirname(os.path.abspath(__file__)))
+_HINT = "move it into a step, or use ctx.now() / ctx.uuid() / ctx.random()"
+
+
+def _guard_active() -> bool:
+    return bool(getattr(_STATE, "active", False))
+
+
+def _called_from_user_code(depth: int = 2) -> bool:
+    """True when the frame calling the patched function is user code (not stdlib/engine)."""
+    frame = sys._getframe(depth)
+    filename = os.path.normcase(frame.f_code.co_filename)
+    return not (filename.startswith(_STDLIB) or filename.startswith(_PACKAGE_DIR))
+
+
+def _violation(what: str) -> NonDeterministicCall:
+    error = NonDeterministicCall(f"workflow code called {what} outside a step: {_HINT}")
+    recorder: list[NonDeterministicCall] | None = getattr(_STATE, "violations", None)
+    if recorder is not None:
+        recorder.append(error)
+    return error
+
+
+def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if _guard_active() and _called_from_user_code():
+            raise _violation(name)
+        return original(*args, **kwargs)
+
+    guarded.__wrapped__ = original  # type: ignore[attr-defined]
+    return guarded
+
+
+_PATCHES: list[tuple[Any, str]] = [
+    (time, "time"),
+    (time, "time_ns"),
+    (time, "monotonic"),
+    (random, "random"),
+    (random, "randint"),
+    (random, "randrange"),
+    (random, "choice"),
+    (random, "choices"),
+    (random, "uniform"),
+    (random, "shuffle"),
+    (random, "sample"),
+    (random, "getrandbits"),
+    (uuid, "uuid1"),
+    (uuid, "uuid4"),
+]
+
+
+class _GuardedDatetime(_dt.datetime):
+    @classmethod
+    def now(cls, tz: _dt.tzinfo | None = None) -> _GuardedDatetime:
+        if _guard_active():
+            raise _violation("datetime.now()")
+        return super().now(tz)  # type: ignore[return-value]
+
+    @classmethod
+    def utcnow(cls) -> _GuardedDatetime:
+        if _guard_active():
+            raise _violation("datetime.utcnow()")
+        return super().now(_dt.UTC).replace(tzinfo=None)  # type: ignore[return-value]
+
+    @classmethod
+    def today(cls) -> _GuardedDatetime:
+        if _guard_active():
+            raise _violation("datetime.today()")
+        return super().today()  # type: ignore[return-value]
+
+
+class _GuardedDate(_dt.date):
+    @classmethod
+    def today(cls) -> _GuardedDate:
+        if _guard_active():
+            raise _violation("date.today()")
+        return super().today()  # type: ignore[return-value]
+
+
+def _datetime_module_proxy() -> types.ModuleType:
+    proxy = types.ModuleType("datetime")
+    proxy.__dict__.update(_dt.__dict__)
+    proxy.datetime = _GuardedDatetime  # type: ignore[attr-defined]
+    proxy.date = _GuardedDate  # type: ignore[attr-defined]
+    return proxy
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if event in ("socket.connect", "socket.getaddrinfo") and _guard_active():
+        raise _violation(f"the network ({event})")
+
+
+_install_lock = threading.Lock()
+_installed = False
+
+
+def _install() -> None:
+    """Patch once per process; patched functions are inert unless a guard is active."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        for module, name in _PATCHES:
+            setattr(module, name, _wrap(f"{module.__name__}.{name}()", getattr(module, name)))
+        sys.addaudithook(_audit)
+        _installed = True
+
+
+class DeterminismGuard:
+    """Fails workflow code that reads the clock, randomness or the network outside a step."""
+
+    def __init__(self) -> None:
+        _install()
+        self.violations: list[NonDeterministicCall] = []
+        self._proxy = _datetime_module_proxy()
+
+    def _swap_globals(self, namespace: dict[str, Any]) -> dict[str, Any]:
+        saved: dict[str, Any] = {}
+        for key, value in list(namespace.items()):
+            replacement: Any = None
+            if value is _dt:
+                replacement = self._proxy
+            elif value is _dt.datetime:
+                replacement = _GuardedDatetime
+            elif value is _dt.date:
+                replacement = _GuardedDate
+            if replacement is not None:
+                saved[key] = value
+                namespace[key] = replacement
+        return saved
+
+    @contextmanager
+    def workflow_code(self, fn: Callable[..., Any]) -> Iterator[None]:
+        namespace: dict[str, Any] = getattr(fn, "__globals__", {})
+        saved = self._swap_globals(namespace)
+        previous = getattr(_STATE, "active", False)
+        previous_recorder = getattr(_STATE, "violations", None)
+        _STATE.active = True
+        _STATE.violations = self.violations
+        try:
+            yield
+        finally:
+            _STATE.active = previous
+            _STATE.violations = previous_recorder
+            namespace.update(saved)
+
+    @contextmanager
+    def step_code(self) -> Iterator[None]:
+        previous = getattr(_STATE, "active", False)
+        _STATE.active = False
+        try:
+            yield
+        finally:
+            _STATE.active = previous

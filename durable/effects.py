@@ -1,0 +1,64 @@
+"""``StepContext.effect``: side effects keyed in the idempotency table (seed 000).
+
+The key is persisted before the call and the external reference after it, so a retry,
+whenever it comes, either gets the reference back or reconciles. The record lives as long
+as any retry of its run could come: the run's lifetime bound plus the retention period,
+never a fixed window (seed 002's 24-hour Redis TTL is the failure this avoids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from durable import serde
+from durable.config import EngineConfig
+from durable.model import parse_time
+from durable.ports import EffectStore
+
+if TYPE_CHECKING:
+    from durable.execution import StepRun
+
+COMPLETED = "COMPLETED"
+
+
+class Effects:
+    def __init__(self, store: EffectStore, config: EngineConfig) -> None:
+        self.store = store
+        self.config = config
+
+    def expiration_for(self, created_at: str) -> int:
+        horizon = parse_time(created_at) + self.config.max_run_lifetime + self.config.retention
+        return int(horizon.timestamp())
+
+    def perform(
+        self,
+        step: StepRun,
+        action: str,
+        call: Callable[[str], Any],
+        reconcile: Callable[[str], Any] | None,
+    ) -> Any:
+        if not action or not isinstance(action, str):
+            raise ValueError("effect(action, ...) needs a non-empty action name, e.g. 'charge'")
+        key = f"effect:{step.idempotency_key}:{action}"
+        expiration = self.expiration_for(step.x.run.created_at)
+        existing = self.store.begin(key, expiration)
+        if existing is not None and existing.status == COMPLETED:
+            return serde.decode(existing.reference)
+        if existing is not None and reconcile is not None:
+            # An earlier attempt persisted the key and died before storing the result:
+            # the effect may or may not have happened; the caller's lookup decides.
+            found = reconcile(key)
+            if found is not None:
+                return self._store(key, found, expiration)
+        return self._store(key, call(key), expiration)
+
+    def _store(self, key: str, reference: Any, expiration: int) -> Any:
+        try:
+            text = serde.dumps_plain(reference)
+        except (TypeError, ValueError) as e:
+            raise TypeError(
+                f"effect call must return a plain-JSON reference (an id or a dict): {e}"
+            ) from e
+        self.store.complete(key, text, expiration)
+        return serde.decode(text)

@@ -1,0 +1,383 @@
+"""Engine operations: start runs, drive invocations, read the ledger.
+
+``resume`` is one worker invocation (DESIGN section 3): claim first, then load, replay
+the workflow, and turn the way it stopped (suspend, hand-off, result, failure, lost
+lease) into exactly one conditional write on the run item.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from durable import serde
+from durable.clock import Clock, SystemClock
+from durable.config import EngineConfig
+from durable.determinism import Guard, NoGuard
+from durable.effects import Effects
+from durable.errors import (
+    DurableError,
+    Handoff,
+    IdempotencyConflict,
+    InvalidInput,
+    LeaseLost,
+    RunCanceled,
+    RunNotFound,
+    Suspend,
+    WorkflowNotFound,
+)
+from durable.execution import ContinueAsNew, Execution, InboxChanged, summarize
+from durable.ids import derived_run_id, new_ulid
+from durable.model import (
+    RunError,
+    RunHistory,
+    RunRecord,
+    RunStatus,
+    StepRecord,
+    format_time,
+)
+from durable.ports import (
+    Claim,
+    ConditionFailed,
+    EffectStore,
+    Invocation,
+    Invoker,
+    Ledger,
+    Page,
+    RunExists,
+    RunGuard,
+)
+from durable.registry import App
+from durable.retry import error_type_name
+
+log = logging.getLogger("durable.engine")
+
+ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one invocation ended, for handlers, tests and logs."""
+
+    run_id: str
+    result: str  # succeeded | failed | canceled | suspended | handed_off | busy | lease_lost
+    status: str | None = None
+
+
+class Engine:
+    def __init__(
+        self,
+        app: App,
+        ledger: Ledger,
+        invoker: Invoker,
+        effects: EffectStore,
+        *,
+        clock: Clock | None = None,
+        config: EngineConfig | None = None,
+        guard: Guard | None = None,
+    ) -> None:
+        self.app = app
+        self.ledger = ledger
+        self.invoker = invoker
+        self.clock = clock or SystemClock()
+        self.config = config or EngineConfig()
+        self.effects = Effects(effects, self.config)
+        self.guard: Guard = guard or NoGuard()
+
+    # --- starting ------------------------------------------------------------------
+
+    def start(
+        self,
+        workflow: str,
+        input: Any = None,  # noqa: A002 - public API name
+        *,
+        idempotency_key: str | None = None,
+        requested_by: str | None = None,
+        version: int | None = None,
+    ) -> RunRecord:
+        """Create a run and invoke a worker for it.
+
+        Invalid input raises ``InvalidInput`` and writes nothing. With an idempotency key
+        (scoped to the workflow) the same key and input return the same run; the same key
+        with another input raises ``IdempotencyConflict``.
+        """
+        wf = self.app.get_workflow(workflow, version)
+        if not wf.takes_input and input is not None:
+            raise InvalidInput(
+                f"workflow {workflow!r} takes no input; start it without one", field="input"
+            )
+        input_text = serde.validate_input(input, wf.input_annotation, workflow)
+        input_hash = serde.sha256_hex(input_text)
+        now = self.clock.now()
+        stamp = format_time(now)
+        if idempotency_key is not None:
+            if not idempotency_key.strip() or len(idempotency_key) > 256:
+                raise InvalidInput(
+                    "idempotency_key must be 1-256 characters", field="idempotency_key"
+                )
+            run_id = derived_run_id(workflow, idempotency_key)
+        else:
+            run_id = new_ulid(now)
+        run = RunRecord(
+            run_id=run_id,
+            workflow=wf.name,
+            version=wf.version,
+            status=RunStatus.PENDING,
+            input=input_text,
+            input_hash=input_hash,
+            created_at=stamp,
+            updated_at=stamp,
+            requested_by=requested_by,
+            idempotency_key=idempotency_key,
+            # Due at once: if the invocation below is lost, the sweeper starts the run.
+            due_at=stamp,
+        )
+        try:
+            created = self.ledger.create_run(run)
+        except RunExists as e:
+            if e.existing.input_hash != input_hash or e.existing.workflow != wf.name:
+                raise IdempotencyConflict(
+                    f"idempotency key {idempotency_key!r} was already used for run "
+                    f"{e.existing.run_id} with a different input; use a new key"
+                ) from e
+            return e.existing
+        self._invoke(run_id, "start", 0)
+        return created
+
+    def _invoke(self, run_id: str, reason: str, hop: int) -> None:
+        try:
+            self.invoker.invoke(run_id, reason, hop)
+        except Exception:  # the due time is already set: the sweeper will pick it up
+            log.warning("invoking a worker for run %s failed; the sweeper will retry", run_id,
+                        exc_info=True)
+
+    # --- driving -------------------------------------------------------------------
+
+    def resume(self, run_id: str, invocation: Invocation | None = None, hop: int = 0) -> Outcome:
+        """One worker invocation for ``run_id``."""
+        invocation = invocation or Invocation()
+        owner = uuid.uuid4().hex  # fresh per execution: Lambda retries reuse request ids
+        now = self.clock.now()
+        lease = self.config.lease
+        if invocation.remaining_seconds is not None:
+            # The lease covers the whole invocation: nobody takes over a live worker.
+            lease = timedelta(seconds=max(invocation.remaining_seconds(), 1.0))
+        claim = self.ledger.claim(
+            run_id,
+            owner,
+            now=format_time(now),
+            lease_until=format_time(now + lease),
+            stale_before=format_time(now - self.config.clock_skew),
+        )
+        if claim is None:
+            return Outcome(run_id, "busy")
+        history = self.ledger.load(run_id)
+        if history is None:
+            return Outcome(run_id, "busy")
+        history.run = claim.run
+        try:
+            wf = self.app.get_workflow(claim.run.workflow, claim.run.version)
+        except WorkflowNotFound as e:
+            return self._finish_failed(claim.run, owner, e, attention=True)
+        try:
+            poisoned = self._count_takeover(claim, history, owner)
+        except LeaseLost:
+            return Outcome(run_id, "lease_lost")
+        while True:
+            x = Execution(self, wf, history, owner, invocation, poisoned=poisoned, hop=hop)
+            try:
+                return self._drive(x)
+            except InboxChanged:
+                reloaded = self.ledger.load(run_id)
+                if reloaded is None:
+                    return Outcome(run_id, "lease_lost")
+                history = reloaded
+                poisoned = x.poisoned and not x.poison_failed
+
+    def _count_takeover(self, claim: Claim, history: RunHistory, owner: str) -> bool:
+        """Whether the run's current step killed ``max_takeovers`` workers in a row."""
+        if not claim.took_over:
+            return False
+        run = claim.run
+        progress = sum(1 for s in history.steps.values() if s.status.final)
+        if run.takeover_mark != progress:
+            try:
+                history.run = self.ledger.update_run(
+                    run.run_id,
+                    RunGuard(fence=run.fence, owner=owner),
+                    {"takeovers": 1, "takeover_mark": progress},
+                )
+            except ConditionFailed as e:
+                raise LeaseLost() from e
+            return self.config.max_takeovers <= 1
+        return run.takeovers >= self.config.max_takeovers
+
+    def _drive(self, x: Execution) -> Outcome:
+        run_id = x.run.run_id
+        try:
+            result = x.run_workflow()
+        except Suspend:
+            return Outcome(run_id, "suspended", RunStatus.WAITING.value)
+        except Handoff:
+            return self._handoff(x)
+        except LeaseLost:
+            return Outcome(run_id, "lease_lost")
+        except RunCanceled:
+            return self._finish_canceled(x)
+        except ContinueAsNew as c:
+            return self._continue_as_new(x, c.input_value)
+        except Exception as error:
+            if x.nondeterminism is not None:
+                return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
+            return self._finish_failed(x.run, x.owner, error, attention=x.poison_failed)
+        if x.nondeterminism is not None:  # user code swallowed it: still park the run
+            return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
+        try:
+            output = serde.encode(result, x.workflow.return_annotation)
+        except TypeError as error:
+            return self._finish_failed(x.run, x.owner, error, attention=False)
+        return self._finish(
+            x.run,
+            x.owner,
+            {"status": RunStatus.SUCCEEDED.value, "output": output,
+             "needs_attention": x.poison_failed},
+        )
+
+    # --- run-item transitions --------------------------------------------------------
+
+    def _final_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
+        now = self.clock.now()
+        return {
+            **changes,
+            "lease_owner": None,
+            "lease_until": None,
+            "due_at": None,
+            "updated_at": format_time(now),
+            "purge_at": int((now + self.config.retention).timestamp()),
+        }
+
+    def _finish(self, run: RunRecord, owner: str, changes: dict[str, Any]) -> Outcome:
+        guard = RunGuard(fence=run.fence, owner=owner, statuses=ACTIVE, no_cancel=True)
+        try:
+            stored = self.ledger.update_run(run.run_id, guard, self._final_changes(changes))
+        except ConditionFailed as e:
+            current = e.current
+            if current is not None and current.fence == run.fence and current.cancel_requested:
+                return self._write_canceled(current, owner)
+            return Outcome(run.run_id, "lease_lost")
+        return Outcome(run.run_id, stored.status.value.lower(), stored.status.value)
+
+    def _finish_failed(
+        self, run: RunRecord, owner: str, error: BaseException, *, attention: bool
+    ) -> Outcome:
+        err = RunError(type=error_type_name(error), message=summarize(error), retryable=False)
+        return self._finish(
+            run,
+            owner,
+            {"status": RunStatus.FAILED.value, "error": err, "needs_attention": attention},
+        )
+
+    def _finish_canceled(self, x: Execution) -> Outcome:
+        return self._write_canceled(x.run, x.owner)
+
+    def _write_canceled(self, run: RunRecord, owner: str) -> Outcome:
+        changes = self._final_changes(
+            {
+                "status": RunStatus.CANCELED.value,
+                "error": RunError("Canceled", run.cancel_reason or "canceled"),
+            }
+        )
+        try:
+            self.ledger.update_run(run.run_id, RunGuard(fence=run.fence, owner=owner), changes)
+        except ConditionFailed:
+            return Outcome(run.run_id, "lease_lost")
+        return Outcome(run.run_id, "canceled", RunStatus.CANCELED.value)
+
+    def _handoff(self, x: Execution) -> Outcome:
+        """Release the lease with a due time first, then invoke a fresh worker."""
+        now = self.clock.now()
+        try:
+            x.run = self.ledger.update_run(
+                x.run.run_id,
+                x.guard(),
+                {
+                    "lease_owner": None,
+                    "lease_until": None,
+                    "due_at": format_time(now + self.config.handoff_grace),
+                    "updated_at": format_time(now),
+                },
+            )
+        except ConditionFailed:
+            return Outcome(x.run.run_id, "lease_lost")
+        self._invoke(x.run.run_id, "continue", x.hop + 1)
+        return Outcome(x.run.run_id, "handed_off", x.run.status.value)
+
+    def _continue_as_new(self, x: Execution, input_value: Any) -> Outcome:
+        """Start the successor (id derived from this run, so a retry finds it), then end."""
+        wf = x.workflow
+        input_text = serde.validate_input(input_value, wf.input_annotation, wf.name)
+        stamp = format_time(self.clock.now())
+        successor = RunRecord(
+            run_id=derived_run_id(wf.name, f"continue:{x.run.run_id}"),
+            workflow=wf.name,
+            version=wf.version,
+            status=RunStatus.PENDING,
+            input=input_text,
+            input_hash=serde.sha256_hex(input_text),
+            created_at=stamp,
+            updated_at=stamp,
+            requested_by=x.run.requested_by,
+            due_at=stamp,
+            continued_from=x.run.run_id,
+        )
+        try:
+            self.ledger.create_run(successor)
+        except RunExists:
+            pass  # created by an earlier attempt of this very transition
+        output = serde.canonical_json({"continued_as_new": successor.run_id})
+        outcome = self._finish(
+            x.run, x.owner, {"status": RunStatus.SUCCEEDED.value, "output": output}
+        )
+        if outcome.result == "succeeded":
+            self._invoke(successor.run_id, "start", 0)
+        return outcome
+
+    # --- reading -------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunRecord:
+        run = self.ledger.get_run(run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
+        return run
+
+    def history(self, run_id: str) -> list[StepRecord]:
+        loaded = self.ledger.load(run_id)
+        if loaded is None:
+            raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
+        return [loaded.steps[p] for p in sorted(loaded.steps)]
+
+    def list_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        needs_attention: bool | None = None,
+        version: int | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[RunRecord]:
+        if status is not None and status not in RunStatus.__members__:
+            raise DurableError(
+                f"unknown status {status!r}; use one of {', '.join(RunStatus.__members__)}"
+            )
+        return self.ledger.list_runs(
+            workflow=workflow,
+            status=status,
+            needs_attention=needs_attention,
+            version=version,
+            limit=limit,
+            cursor=cursor,
+        )

@@ -1,0 +1,148 @@
+"""Every error the library raises or lets users raise.
+
+Standard library only: this module sits at the bottom of the import graph so that
+adapters, handlers and user code can all depend on it without pulling in the engine.
+
+Two families live here:
+
+* ``DurableError`` subclasses are ordinary exceptions users may catch.
+* Control-flow signals (``Suspend``, ``Handoff``, ``LeaseLost``, ``RunCanceled``) derive
+  from ``BaseException`` so that an ``except Exception`` in workflow code cannot swallow
+  the engine's decision to stop the current invocation.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+
+class DurableError(Exception):
+    """Root of every error this library raises on purpose."""
+
+
+class TerminalError(DurableError):
+    """Raise from a step to fail it for good: the retry policy is not consulted."""
+
+
+class RetryableError(DurableError):
+    """Raise from a step to ask for another attempt, optionally after ``retry_after``."""
+
+    def __init__(self, message: str = "", *, retry_after: timedelta | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class StepFailed(DurableError):
+    """A step failed for good. Raised into the workflow on first execution and on replay."""
+
+    def __init__(
+        self, step: str, position: str, error_type: str, message: str, attempts: int
+    ) -> None:
+        super().__init__(
+            f"step {step!r} at position {position} failed after {attempts} attempt(s): "
+            f"{error_type}: {message}"
+        )
+        self.step = step
+        self.position = position
+        self.error_type = error_type
+        self.error_message = message
+        self.attempts = attempts
+
+
+class CallbackTimeout(DurableError):
+    """A callback or signal wait passed its timeout before anybody answered."""
+
+
+class CallbackFailed(DurableError):
+    """The callback's sender reported a failure (for example a rejected approval)."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.error_message = message
+
+
+class NonDeterminismError(DurableError):
+    """Replay reached a recorded position whose name or kind differs from the code's call."""
+
+    def __init__(self, position: str, recorded: str, called: str) -> None:
+        super().__init__(
+            f"non-determinism at position {position}: the ledger recorded {recorded} "
+            f"but the workflow now calls {called}. Keep old runs on the version they "
+            "started on (register a new version) or fork the run from an earlier step."
+        )
+        self.position = position
+        self.recorded = recorded
+        self.called = called
+
+
+class PayloadTooLarge(DurableError):
+    """A payload would push a ledger item past DynamoDB's 400 KB item limit (terminal)."""
+
+    def __init__(self, what: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"{what} is {size} bytes; a ledger item may hold at most {limit} bytes. "
+            "Store large data elsewhere (for example S3) and return a reference to it."
+        )
+        self.what = what
+        self.size = size
+        self.limit = limit
+
+
+class WorkflowNotFound(DurableError):
+    """No workflow (or no such version of it) is registered under that name."""
+
+
+class RunNotFound(DurableError):
+    """No run with that id exists in the ledger."""
+
+
+class InvalidInput(DurableError):
+    """Input failed validation; ``field`` names the offending location."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class IdempotencyConflict(DurableError):
+    """An idempotency key was reused with a different input."""
+
+
+class RegistrationError(DurableError):
+    """A workflow or step definition cannot be registered as written."""
+
+
+class InvalidState(DurableError):
+    """The requested operation does not apply to the run's current status."""
+
+
+class StorageError(DurableError):
+    """The ledger or another store failed; ``retryable`` says whether trying again may help."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+# --- control flow -----------------------------------------------------------------
+
+
+class ControlFlow(BaseException):  # noqa: N818 - these are signals, not errors
+    """Base of the engine's internal signals; never meant to be caught by user code."""
+
+
+class Suspend(ControlFlow):
+    """The run waits for a timer or an event; the invocation ends."""
+
+
+class Handoff(ControlFlow):
+    """The invocation's budget is spent; the run continues in a fresh invocation."""
+
+
+class LeaseLost(ControlFlow):
+    """Another owner holds the run now; this invocation must start no further step."""
+
+
+class RunCanceled(ControlFlow):
+    """A cancel was accepted for the run; the workflow stops at this durable call."""

@@ -1,0 +1,595 @@
+"""One invocation's replay of a run: positions, recorded results, step bodies, the lease.
+
+An ``Execution`` is created after the run was claimed and its partition loaded. It calls
+the workflow function from the top; every durable call takes the next position and either
+returns what the ledger recorded there or executes and records it. It never outlives the
+invocation: suspension, hand-off and lease loss are ``BaseException`` signals that unwind
+the workflow and are turned into outcomes by ``Engine.resume``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from durable import serde
+from durable.context import (
+    Context,
+    StepContext,
+    bind_context,
+    bind_step,
+    reset_context,
+    reset_step,
+)
+from durable.errors import (
+    DurableError,
+    Handoff,
+    LeaseLost,
+    NonDeterminismError,
+    PayloadTooLarge,
+    RunCanceled,
+    StepFailed,
+    Suspend,
+    TerminalError,
+)
+from durable.model import (
+    Attempt,
+    RunHistory,
+    RunRecord,
+    StepKind,
+    StepRecord,
+    StepStatus,
+    format_time,
+    parse_time,
+    position_path,
+)
+from durable.ports import ConditionFailed, Invocation, RunGuard
+from durable.registry import (
+    RESERVED_STEP_OPTIONS,
+    Semantics,
+    StepFunction,
+    WorkflowDef,
+    callable_name,
+    check_step_options,
+    return_annotation,
+)
+from durable.retry import RetryPolicy, classify, error_type_name
+from durable.values import RECORDED_VALUES
+
+if TYPE_CHECKING:
+    from durable.engine import Engine
+
+
+class InboxChanged(BaseException):  # noqa: N818 - internal signal
+    """An event arrived while the run was being driven: reload and replay again."""
+
+
+class ContinueAsNew(BaseException):  # noqa: N818 - internal signal
+    def __init__(self, input_value: Any) -> None:
+        self.input_value = input_value
+
+
+class WorkerInterrupted(DurableError):
+    """An attempt was found RUNNING: its worker died, timed out or lost its lease."""
+
+
+class HistoryLimitExceeded(TerminalError):
+    """A run passed ``max_history`` positions; use ``ctx.continue_as_new`` for long loops."""
+
+
+def summarize(error: BaseException, limit: int = 1000) -> str:
+    text = f"{error_type_name(error)}: {error}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+@dataclass(slots=True)
+class StepOptionsResolved:
+    retry: RetryPolicy
+    budget: timedelta
+    semantics: Semantics
+
+
+class Execution:
+    """Drives one replay of a claimed run; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        workflow: WorkflowDef,
+        history: RunHistory,
+        owner: str,
+        invocation: Invocation,
+        *,
+        poisoned: bool = False,
+        hop: int = 0,
+    ) -> None:
+        self.engine = engine
+        self.config = engine.config
+        self.clock = engine.clock
+        self.ledger = engine.ledger
+        self.workflow = workflow
+        self.run: RunRecord = history.run
+        self.steps = history.steps
+        self.signals = history.signals
+        self.owner = owner
+        self.invocation = invocation
+        self.poisoned = poisoned
+        self.hop = hop
+        self._counter = 0
+        self._executed = 0
+        self.nondeterminism: NonDeterminismError | None = None
+        self.poison_failed = False
+        # (position, undo, result, args, kwargs) of completed compensable steps, in order
+        self.compensations: list[tuple[str, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]]] = []
+
+    # --- identity and replay -------------------------------------------------------
+
+    def guard(self, **extra: Any) -> RunGuard:
+        return RunGuard(fence=self.run.fence, owner=self.owner, **extra)
+
+    def next_position(self) -> str:
+        if self.nondeterminism is not None:
+            raise self.nondeterminism  # code that caught it once may not go on diverging
+        if self.run.cancel_requested:
+            raise RunCanceled(self.run.cancel_reason or "canceled")
+        self._counter += 1
+        if self._counter > self.config.max_history:
+            raise HistoryLimitExceeded(
+                f"run {self.run.run_id} passed max_history={self.config.max_history} "
+                "positions; long loops should call ctx.continue_as_new(state)"
+            )
+        return position_path(self._counter)
+
+    def recorded(self, position: str, name: str, kind: StepKind) -> StepRecord | None:
+        rec = self.steps.get(position)
+        if rec is None:
+            return None
+        if rec.name != name or rec.kind != kind:
+            self.nondeterminism = NonDeterminismError(
+                position, f"{rec.kind} {rec.name!r}", f"{kind} {name!r}"
+            )
+            raise self.nondeterminism
+        return rec
+
+    def now_text(self) -> str:
+        return format_time(self.clock.now())
+
+    # --- running the workflow --------------------------------------------------------
+
+    def run_workflow(self) -> Any:
+        ctx = Context(self)
+        args: list[Any] = [ctx]
+        if self.workflow.takes_input:
+            args.append(serde.decode(self.run.input, self.workflow.input_annotation))
+        token = bind_context(ctx)
+        try:
+            with self.engine.guard.workflow_code(self.workflow.fn):
+                return self.workflow.fn(*args)
+        finally:
+            reset_context(token)
+
+    # --- recorded values (now, uuid, random) -----------------------------------------
+
+    def record_value(self, name: str, producer: str) -> Any:
+        position = self.next_position()
+        make, annotation = RECORDED_VALUES[producer]
+        rec = self.recorded(position, name, StepKind.VALUE)
+        if rec is not None and rec.status == StepStatus.DONE:
+            return serde.decode(rec.output, annotation)
+        self.ensure_lease(timedelta(0))
+        value = make(self.clock)
+        encoded = serde.encode(value, annotation)
+        stored = self.write_final(
+            self.new_record(position, name, StepKind.VALUE, StepStatus.DONE, output=encoded)
+        )
+        return serde.decode(stored.output, annotation)
+
+    # --- steps ---------------------------------------------------------------------
+
+    def call_step(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        name: str | None,
+        retry: RetryPolicy | None,
+        timeout: timedelta | None,
+        semantics: Semantics | None,
+        compensate: Callable[..., Any] | None,
+    ) -> Any:
+        step_name = callable_name(fn, name)
+        clash = RESERVED_STEP_OPTIONS.intersection(kwargs)
+        if clash:  # only reachable through **kwargs dicts, which bypass the signature
+            raise TypeError(f"reserved option(s) {sorted(clash)}: use functools.partial")
+        check_step_options(retry, timeout, semantics or "at_least_once")
+        opts = self.resolve_options(fn, retry, timeout, semantics)
+        position = self.next_position()
+        annotation = return_annotation(fn)
+        rec = self.recorded(position, step_name, StepKind.STEP)
+        if rec is not None and rec.status.final:
+            return self.replay_result(rec, annotation)
+        body = fn.fn if isinstance(fn, StepFunction) else fn
+        result = StepRun(self, position, step_name, rec, opts).execute(
+            lambda: body(*args, **kwargs), annotation
+        )
+        if compensate is not None:
+            self.compensations.append((position, compensate, result, args, kwargs))
+        return result
+
+    def resolve_options(
+        self,
+        fn: Callable[..., Any],
+        retry: RetryPolicy | None,
+        timeout: timedelta | None,
+        semantics: Semantics | None,
+    ) -> StepOptionsResolved:
+        defaults = fn.options if isinstance(fn, StepFunction) else None
+        policy = (
+            retry
+            or (defaults.retry if defaults else None)
+            or self.engine.app.default_retry
+            or self.config.default_retry
+        )
+        budget = timeout or (defaults.timeout if defaults else None)
+        return StepOptionsResolved(
+            retry=policy,
+            budget=budget or self.config.default_step_budget,
+            semantics=semantics or (defaults.semantics if defaults else "at_least_once"),
+        )
+
+    def replay_result(self, rec: StepRecord, annotation: Any) -> Any:
+        if rec.status == StepStatus.DONE:
+            return serde.decode(rec.output, annotation)
+        raise StepFailed(
+            rec.name,
+            rec.position,
+            rec.error_type or "Error",
+            rec.error_summary or "",
+            rec.attempt,
+        )
+
+    def new_record(
+        self, position: str, name: str, kind: StepKind, status: StepStatus, **fields: Any
+    ) -> StepRecord:
+        return StepRecord(
+            run_id=self.run.run_id,
+            position=position,
+            name=name,
+            kind=kind,
+            status=status,
+            updated_at=self.now_text(),
+            **fields,
+        )
+
+    def write_final(self, rec: StepRecord) -> StepRecord:
+        """Write a final record; a lost race adopts the winner's record."""
+        return self.ledger.write_step(rec)
+
+    # --- lease and budget -----------------------------------------------------------
+
+    def remaining(self) -> float | None:
+        fn = self.invocation.remaining_seconds
+        return None if fn is None else fn()
+
+    def check_budget(self, budget: timedelta) -> None:
+        """Start no body the invocation cannot finish; hand off instead."""
+        if self._executed >= self.config.steps_per_invocation:
+            raise Handoff()
+        remaining = self.remaining()
+        if remaining is None:
+            return
+        needed = (budget + self.config.safety_margin).total_seconds()
+        if remaining >= needed:
+            return
+        if self._executed == 0:
+            raise TerminalError(
+                f"the step needs {budget.total_seconds():.0f}s but a fresh invocation has "
+                f"only {remaining:.0f}s: lower the step's timeout= or raise the function's "
+                "timeout"
+            )
+        raise Handoff()
+
+    def ensure_lease(self, budget: timedelta) -> None:
+        """Renew the lease (fenced) unless it already outlives ``budget`` by our clock."""
+        now = self.clock.now()
+        until = parse_time(self.run.lease_until) if self.run.lease_until else now
+        needed = budget + self.config.safety_margin
+        if until - now >= needed:
+            return
+        new_until = format_time(now + max(self.config.lease, needed))
+        try:
+            self.run = self.ledger.update_run(
+                self.run.run_id, self.guard(), {"lease_until": new_until, "due_at": new_until}
+            )
+        except ConditionFailed as e:
+            raise LeaseLost() from e
+        if self.run.cancel_requested:
+            raise RunCanceled(self.run.cancel_reason or "canceled")
+
+    def count_body(self) -> None:
+        self._executed += 1
+
+    # --- waiting ---------------------------------------------------------------------
+
+    def suspend(self, due_at: str | None) -> Suspend:
+        """Park the run WAITING unless an event arrived since the claim (then reload)."""
+        changes: dict[str, Any] = {
+            "status": "WAITING",
+            "lease_owner": None,
+            "lease_until": None,
+            "due_at": due_at,
+            "updated_at": self.now_text(),
+        }
+        try:
+            self.run = self.ledger.update_run(
+                self.run.run_id, self.guard(inbox=self.run.inbox), changes
+            )
+        except ConditionFailed as e:
+            current = e.current
+            if (
+                current is not None
+                and current.fence == self.run.fence
+                and current.lease_owner == self.owner
+            ):
+                raise InboxChanged() from e
+            raise LeaseLost() from e
+        return Suspend()
+
+    def continue_as_new(self, input_value: Any) -> None:
+        self.next_position()  # honours cancel and non-determinism like any durable call
+        raise ContinueAsNew(input_value)
+
+
+class StepRun:
+    """One step's execution across its attempts within this invocation."""
+
+    def __init__(
+        self,
+        execution: Execution,
+        position: str,
+        name: str,
+        previous: StepRecord | None,
+        opts: StepOptionsResolved,
+    ) -> None:
+        self.x = execution
+        self.position = position
+        self.name = name
+        self.previous = previous
+        self.opts = opts
+        self.run_id = execution.run.run_id
+        self.idempotency_key = f"{self.run_id}:{position}:{name}"
+        self.attempt = (previous.attempt if previous else 0) + 1
+        self.attempts: list[Attempt] = list(previous.attempts) if previous else []
+        self.checkpoint_payload: dict[str, Any] | None = previous.checkpoint if previous else None
+        self.refs: list[dict[str, str]] = list(previous.refs) if previous else []
+
+    # --- record building -------------------------------------------------------------
+
+    def record(self, status: StepStatus, **fields: Any) -> StepRecord:
+        return self.x.new_record(
+            self.position,
+            self.name,
+            StepKind.STEP,
+            status,
+            attempt=self.attempt,
+            attempts=list(self.attempts),
+            checkpoint=self.checkpoint_payload,
+            idempotency_key=self.idempotency_key,
+            refs=list(self.refs),
+            **fields,
+        )
+
+    def adopt(self, stored: StepRecord, annotation: Any) -> Any:
+        return self.x.replay_result(stored, annotation)
+
+    # --- the attempt loop ----------------------------------------------------------
+
+    def execute(self, body: Callable[[], Any], annotation: Any) -> Any:
+        prev = self.previous
+        if prev is not None and prev.status == StepStatus.WAITING and prev.wake_at:
+            if parse_time(prev.wake_at) > self.x.clock.now():
+                raise self.x.suspend(prev.wake_at)  # woken early: wait the rest
+        if prev is not None and prev.status == StepStatus.RUNNING:
+            interrupted = self.interrupted(prev)
+            if interrupted is not None:
+                return self.after_failure(interrupted, None, annotation, body)
+        while True:
+            if self.x.poisoned:
+                self.x.poison_failed = True
+                return self.fail_for_good(
+                    WorkerInterrupted(
+                        f"the worker died {self.x.config.max_takeovers} times running this "
+                        "step (timeout, out of memory or crash); fix it and retry the run"
+                    ),
+                    annotation,
+                )
+            try:
+                self.x.check_budget(self.opts.budget)
+            except TerminalError as e:
+                return self.fail_for_good(e, annotation)
+            self.x.ensure_lease(self.opts.budget)
+            started = self.x.now_text()
+            attempt = Attempt(
+                n=self.attempt,
+                started_at=started,
+                request_id=self.x.invocation.request_id,
+                log_stream=self.x.invocation.log_stream,
+            )
+            self.attempts.append(attempt)
+            if self.opts.semantics == "at_most_once_per_attempt":
+                stored = self.x.ledger.write_step(self.record(StepStatus.RUNNING))
+                if stored.status.final:
+                    return self.adopt(stored, annotation)
+            self.x.count_body()
+            try:
+                value = self.run_body(body)
+                encoded = serde.encode(value, annotation)
+                decoded = serde.decode(encoded, annotation)
+            except Exception as error:  # control-flow signals are BaseException
+                attempt.finished_at = self.x.now_text()
+                attempt.error_class = classify(error)
+                attempt.error = summarize(error, 500)
+                outcome = self.after_failure(error, attempt, annotation, body)
+                if outcome is _RETRY_NOW:
+                    continue
+                return outcome
+            attempt.finished_at = self.x.now_text()
+            try:
+                stored = self.x.write_final(self.record(StepStatus.DONE, output=encoded))
+            except PayloadTooLarge as error:
+                attempt.error_class = "terminal"
+                attempt.error = summarize(error, 500)
+                return self.fail_for_good(error, annotation)
+            if stored.output != encoded or stored.status != StepStatus.DONE:
+                return self.adopt(stored, annotation)
+            return decoded
+
+    def run_body(self, body: Callable[[], Any]) -> Any:
+        step_ctx = StepContext(self)
+        step_token = bind_step(step_ctx)
+        ctx_token = bind_context(None)  # a decorated step called inside a step is plain
+        try:
+            with self.x.engine.guard.step_code():
+                return body()
+        finally:
+            reset_context(ctx_token)
+            reset_step(step_token)
+
+    def interrupted(self, prev: StepRecord) -> WorkerInterrupted | None:
+        """A RUNNING record means an attempt started and never finished."""
+        if self.opts.semantics != "at_most_once_per_attempt":
+            return None  # at-least-once: the RUNNING record only carries a checkpoint
+        self.attempt = prev.attempt  # the interrupted attempt is the one that failed
+        error = WorkerInterrupted(
+            f"attempt {prev.attempt} was interrupted (worker died, timed out or lost its "
+            "lease); at_most_once_per_attempt does not re-run it blindly"
+        )
+        if self.attempts:
+            last = self.attempts[-1]
+            last.finished_at = self.x.now_text()
+            last.error_class = "retryable"
+            last.error = summarize(error, 500)
+        return error
+
+    def after_failure(
+        self,
+        error: BaseException,
+        attempt: Attempt | None,
+        annotation: Any,
+        body: Callable[[], Any],
+    ) -> Any:
+        delay = self.opts.retry.next_delay(self.attempt, error)
+        if delay is None:
+            return self.fail_for_good(error, annotation)
+        summary = summarize(error)
+        if self.can_wait_in_process(delay):
+            stored = self.x.ledger.write_step(
+                self.record(
+                    StepStatus.RETRYABLE_FAILED,
+                    error_type=error_type_name(error),
+                    error_class="retryable",
+                    error_summary=summary,
+                )
+            )
+            if stored.status.final:
+                return self.adopt(stored, annotation)
+            self.x.clock.sleep(delay.total_seconds())
+            self.attempt += 1
+            return _RETRY_NOW
+        wake_at = format_time(self.x.clock.now() + delay)
+        stored = self.x.ledger.write_step(
+            self.record(
+                StepStatus.WAITING,
+                error_type=error_type_name(error),
+                error_class="retryable",
+                error_summary=summary,
+                wake_at=wake_at,
+                detail={"reason": "retry"},
+            )
+        )
+        if stored.status.final:
+            return self.adopt(stored, annotation)
+        raise self.x.suspend(wake_at)
+
+    def can_wait_in_process(self, delay: timedelta) -> bool:
+        if delay > self.x.config.inprocess_wait_threshold:
+            return False
+        remaining = self.x.remaining()
+        if remaining is None:
+            return True
+        needed = delay + self.opts.budget + self.x.config.safety_margin
+        return remaining >= needed.total_seconds()
+
+    def fail_for_good(self, error: BaseException, annotation: Any) -> Any:
+        if self.attempts and self.attempts[-1].finished_at is None:
+            last = self.attempts[-1]
+            last.finished_at = self.x.now_text()
+            last.error_class = "terminal"
+            last.error = summarize(error, 500)
+        stored = self.x.write_final(
+            self.record(
+                StepStatus.TERMINAL_FAILED,
+                error_type=error_type_name(error),
+                error_class="terminal",
+                error_summary=summarize(error),
+            )
+        )
+        if stored.status == StepStatus.DONE:
+            return self.adopt(stored, annotation)
+        raise StepFailed(
+            stored.name,
+            stored.position,
+            stored.error_type or "Error",
+            stored.error_summary or "",
+            stored.attempt,
+        ) from (error if isinstance(error, Exception) else None)
+
+    # --- StepContext operations -------------------------------------------------------
+
+    @property
+    def checkpoint_state(self) -> Any:
+        if not self.checkpoint_payload:
+            return None
+        return serde.decode(self.checkpoint_payload.get("state"))
+
+    def checkpoint(self, state: Any, payload_version: int) -> None:
+        try:
+            text = serde.dumps_plain(state)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"checkpoint state must be plain JSON: {e}") from e
+        self.checkpoint_payload = {"payload_version": payload_version, "state": text}
+        now = self.x.clock.now()
+        until = format_time(now + max(self.x.config.lease, self.opts.budget))
+        try:
+            self.x.run = self.x.ledger.write_step_fenced(
+                self.record(StepStatus.RUNNING),
+                self.x.guard(),
+                {"lease_until": until, "due_at": until},
+            )
+        except ConditionFailed as e:
+            raise LeaseLost() from e
+
+    def heartbeat(self) -> None:
+        self.x.ensure_lease(self.opts.budget)
+
+    def record_ref(self, kind: str, value: str) -> None:
+        if not kind or not isinstance(value, str):
+            raise ValueError("record_ref(kind, value) needs a non-empty kind and a string value")
+        ref = {"kind": kind, "value": value}
+        if ref not in self.refs:
+            self.refs.append(ref)
+
+    def effect(
+        self,
+        action: str,
+        call: Callable[[str], Any],
+        reconcile: Callable[[str], Any] | None,
+    ) -> Any:
+        return self.x.engine.effects.perform(self, action, call, reconcile)
+
+
+_RETRY_NOW: Any = object()
+

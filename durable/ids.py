@@ -1,0 +1,35 @@
+"""Identifiers: ULIDs for runs and signals, derived ids for idempotent starts."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import datetime
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def _base32(value: int, length: int) -> str:
+    chars = []
+    for _ in range(length):
+        value, rem = divmod(value, 32)
+        chars.append(_CROCKFORD[rem])
+    return "".join(reversed(chars))
+
+
+def new_ulid(now: datetime) -> str:
+    """A ULID: 48-bit millisecond time then 80 random bits, 26 sortable characters."""
+    millis = int(now.timestamp() * 1000)
+    randomness = int.from_bytes(os.urandom(10), "big")
+    return _base32(millis, 10) + _base32(randomness, 16)
+
+
+def derived_run_id(workflow: str, idempotency_key: str) -> str:
+    """Deterministic 26-character id from (workflow, key): the run item's put dedupes."""
+    digest = hashlib.sha256(f"{workflow}\x00{idempotency_key}".encode()).digest()
+    return _base32(int.from_bytes(digest[:17], "big") >> 6, 26)
+
+
+def due_shard(run_id: str, shards: int) -> str:
+    """The due index's partition for a run: spreads sweeper reads over ``shards`` keys."""
+    return str(int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards)

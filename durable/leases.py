@@ -1,0 +1,85 @@
+"""The run item's lease rules, shared by every ledger so they cannot drift.
+
+A ledger applies these atomically (the memory ledger under a lock, DynamoDB as
+condition expressions); keeping the decision in one pure function means the contract
+suite tests one rule, not one per adapter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Literal
+
+from durable.model import RunError, RunRecord, RunStatus
+from durable.ports import RunGuard
+
+ClaimKind = Literal["free", "takeover"]
+
+# Only these may be claimed; COMPENSATING keeps its status through a claim.
+CLAIMABLE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING)
+
+
+def claim_kind(run: RunRecord, owner: str, stale_before: str) -> ClaimKind | None:
+    """How ``owner`` may claim ``run`` now, or None (terminal or busy)."""
+    if run.status not in CLAIMABLE:
+        return None
+    if run.lease_owner is None or run.lease_owner == owner:
+        return "free"
+    if run.lease_until is not None and run.lease_until < stale_before:
+        return "takeover"
+    return None
+
+
+def claimed(run: RunRecord, owner: str, now: str, lease_until: str, kind: ClaimKind) -> RunRecord:
+    status = run.status if run.status == RunStatus.COMPENSATING else RunStatus.RUNNING
+    return replace(
+        run,
+        status=status,
+        lease_owner=owner,
+        lease_until=lease_until,
+        due_at=lease_until,
+        fence=run.fence + 1,
+        takeovers=run.takeovers + (1 if kind == "takeover" else 0),
+        updated_at=now if status != run.status else run.updated_at,
+    )
+
+
+def guard_holds(run: RunRecord, guard: RunGuard) -> bool:
+    if run.fence != guard.fence or run.lease_owner != guard.owner:
+        return False
+    if guard.inbox is not None and run.inbox != guard.inbox:
+        return False
+    if guard.statuses and run.status.value not in guard.statuses:
+        return False
+    return not (guard.no_cancel and run.cancel_requested)
+
+
+RUN_FIELDS = frozenset(RunRecord.__dataclass_fields__)
+IMMUTABLE_RUN_FIELDS = frozenset({"run_id", "workflow", "created_at", "input", "input_hash"})
+
+
+def check_changes(changes: dict[str, Any]) -> None:
+    unknown = set(changes) - RUN_FIELDS
+    if unknown:
+        raise ValueError(f"unknown run fields {sorted(unknown)}")
+    frozen = set(changes) & IMMUTABLE_RUN_FIELDS
+    if frozen:
+        raise ValueError(f"run fields {sorted(frozen)} never change")
+
+
+def normalize_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """Coerce wire forms (status words, error dicts) to the record's types."""
+    check_changes(changes)
+    out = dict(changes)
+    if "status" in out and out["status"] is not None:
+        out["status"] = RunStatus(out["status"])
+    if isinstance(out.get("error"), dict):
+        out["error"] = RunError.from_dict(out["error"])
+    for flag in ("needs_attention", "cancel_requested", "cancel_compensate"):
+        if flag in out and out[flag] is None:
+            out[flag] = False
+    return out
+
+
+def apply_changes(run: RunRecord, changes: dict[str, Any]) -> RunRecord:
+    return replace(run, **normalize_changes(changes))

@@ -1,0 +1,223 @@
+"""Value types of the ledger: runs, steps, attempts and signals.
+
+Plain dataclasses with console-readable fields: statuses are words, times are ISO-8601
+UTC strings (``2026-01-02T03:04:05.678Z``; fixed width so string order is time order,
+which the due and listing indexes rely on), payloads are JSON text.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+class RunStatus(enum.StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    WAITING = "WAITING"
+    COMPENSATING = "COMPENSATING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL_RUN
+
+
+_TERMINAL_RUN = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELED})
+TERMINAL_RUN_STATUSES: tuple[str, ...] = tuple(s.value for s in _TERMINAL_RUN)
+
+
+class StepStatus(enum.StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    WAITING = "WAITING"
+    RETRYABLE_FAILED = "RETRYABLE_FAILED"
+    TERMINAL_FAILED = "TERMINAL_FAILED"
+    DONE = "DONE"
+    COMPENSATED = "COMPENSATED"
+    TIMED_OUT = "TIMED_OUT"
+
+    @property
+    def final(self) -> bool:
+        """A final step record is never overwritten (first writer wins)."""
+        return self in _FINAL_STEP
+
+
+_FINAL_STEP = frozenset(
+    {StepStatus.DONE, StepStatus.TERMINAL_FAILED, StepStatus.COMPENSATED, StepStatus.TIMED_OUT}
+)
+FINAL_STEP_STATUSES: tuple[str, ...] = tuple(s.value for s in _FINAL_STEP)
+
+
+class StepKind(enum.StrEnum):
+    STEP = "step"
+    SLEEP = "sleep"
+    CALLBACK = "callback"
+    SIGNAL = "signal"
+    CONDITION = "condition"
+    COMPENSATION = "compensation"
+    VALUE = "value"
+
+
+# --- time encoding ------------------------------------------------------------------
+
+
+def format_time(when: datetime) -> str:
+    """ISO-8601 UTC with milliseconds and a ``Z``: fixed width, so it sorts as text."""
+    if when.tzinfo is None:
+        raise ValueError("naive datetime: pass an aware datetime (for example datetime.now(UTC))")
+    utc = when.astimezone(UTC)
+    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+
+
+def parse_time(text: str) -> datetime:
+    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+
+
+def position_path(*indexes: int) -> str:
+    """``0003`` or ``0003.0001``: zero-padded so the sort key orders like the code."""
+    return ".".join(f"{i:04d}" for i in indexes)
+
+
+# --- records ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RunError:
+    type: str
+    message: str
+    retryable: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "message": self.message, "retryable": self.retryable}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunError:
+        return cls(str(data["type"]), str(data["message"]), bool(data.get("retryable", False)))
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """The run item (``RUN#<id>`` / ``RUN``): status plus the lease protocol's fields."""
+
+    run_id: str
+    workflow: str
+    version: int
+    status: RunStatus
+    input: str
+    input_hash: str
+    created_at: str
+    updated_at: str
+    output: str | None = None
+    error: RunError | None = None
+    requested_by: str | None = None
+    idempotency_key: str | None = None
+    needs_attention: bool = False
+    # Lease protocol (DESIGN section 3): fence increments on every claim so a stale
+    # owner's conditional writes fail; inbox increments on every external event.
+    lease_owner: str | None = None
+    lease_until: str | None = None
+    fence: int = 0
+    takeovers: int = 0
+    takeover_mark: int = 0
+    inbox: int = 0
+    cancel_requested: bool = False
+    cancel_reason: str | None = None
+    cancel_compensate: bool = False
+    due_at: str | None = None
+    purge_at: int | None = None
+    continued_from: str | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status.terminal
+
+
+@dataclass(slots=True)
+class Attempt:
+    n: int
+    started_at: str
+    finished_at: str | None = None
+    error_class: str | None = None  # "retryable" | "terminal"
+    error: str | None = None
+    request_id: str | None = None
+    log_stream: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in _attempt_items(self) if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Attempt:
+        return cls(
+            n=int(data["n"]),
+            started_at=str(data["started_at"]),
+            finished_at=data.get("finished_at"),
+            error_class=data.get("error_class"),
+            error=data.get("error"),
+            request_id=data.get("request_id"),
+            log_stream=data.get("log_stream"),
+        )
+
+
+def _attempt_items(a: Attempt) -> list[tuple[str, Any]]:
+    return [
+        ("n", a.n),
+        ("started_at", a.started_at),
+        ("finished_at", a.finished_at),
+        ("error_class", a.error_class),
+        ("error", a.error),
+        ("request_id", a.request_id),
+        ("log_stream", a.log_stream),
+    ]
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """A step item (``RUN#<id>`` / ``STEP#<position>``)."""
+
+    run_id: str
+    position: str
+    name: str
+    kind: StepKind
+    status: StepStatus
+    updated_at: str
+    step_version: int = 1
+    attempt: int = 0
+    attempts: list[Attempt] = field(default_factory=list)
+    output: str | None = None
+    error_type: str | None = None
+    error_class: str | None = None
+    error_summary: str | None = None
+    checkpoint: dict[str, Any] | None = None  # {"payload_version": int, "state": JSON text}
+    idempotency_key: str | None = None
+    refs: list[dict[str, str]] = field(default_factory=list)
+    wake_at: str | None = None
+    expires_at: str | None = None
+    token_nonce: str | None = None
+    token_hash: str | None = None
+    detail: dict[str, Any] | None = None  # kind-specific extras (wait reason, compensation)
+
+
+@dataclass(slots=True)
+class SignalRecord:
+    """A signal item (``RUN#<id>`` / ``SIGNAL#<name>#<ulid>``), consumed in order."""
+
+    run_id: str
+    name: str
+    signal_id: str
+    payload: str
+    received_at: str
+    consumed_by: str | None = None
+
+
+@dataclass(slots=True)
+class RunHistory:
+    """Everything one consistent load of a run's partition returns."""
+
+    run: RunRecord
+    steps: dict[str, StepRecord]
+    signals: list[SignalRecord]

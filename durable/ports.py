@@ -1,0 +1,166 @@
+"""The engine's ports: what it needs from storage, invocation and side-effect records.
+
+Adapters (``durable.adapters``) implement these Protocols for DynamoDB, Lambda and the
+in-memory test doubles. Every method documents the conditional semantics the engine
+relies on; the contract suite in ``tests/contract`` holds each implementation to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar
+
+from durable.errors import DurableError
+from durable.model import RunHistory, RunRecord, StepRecord
+
+T = TypeVar("T")
+
+
+class RunExists(DurableError):
+    """``create_run`` found an item with that run id; ``existing`` is what is stored."""
+
+    def __init__(self, existing: RunRecord) -> None:
+        super().__init__(f"run {existing.run_id} already exists")
+        self.existing = existing
+
+
+class ConditionFailed(DurableError):
+    """A conditional write on the run item failed; ``current`` is the stored item.
+
+    ``current`` is None when the run item no longer exists.
+    """
+
+    def __init__(self, current: RunRecord | None) -> None:
+        super().__init__("conditional write on the run item failed")
+        self.current = current
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    run: RunRecord
+    took_over: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    items: list[T]
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunGuard:
+    """Conditions on the run item for a fenced write by the current owner.
+
+    ``fence`` and ``owner`` are always checked. ``inbox`` (suspension) requires no event
+    arrived since the claim; ``statuses`` and ``no_cancel`` guard the final result.
+    """
+
+    fence: int
+    owner: str
+    inbox: int | None = None
+    statuses: tuple[str, ...] = ()
+    no_cancel: bool = False
+
+
+class Ledger(Protocol):
+    """The single-table step ledger."""
+
+    def create_run(self, run: RunRecord) -> RunRecord:
+        """Put the run item if no item has its id; else raise ``RunExists``."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def load(self, run_id: str) -> RunHistory | None:
+        """One strongly consistent read of the whole partition (all pages)."""
+        ...
+
+    def claim(self, run_id: str, owner: str, *, now: str, lease_until: str, stale_before: str) -> Claim | None:
+        """Take the run's lease with one conditional update.
+
+        Succeeds when the run is not terminal and the lease is absent, released, already
+        ``owner``'s, or expired before ``stale_before`` (``now`` minus the clock-skew
+        margin). Bumps ``fence``, sets ``lease_owner``/``lease_until`` and
+        ``due_at = lease_until`` (so a dead owner is found by the sweeper). Taking over an
+        expired, unreleased lease also increments ``takeovers`` and reports
+        ``took_over``. Returns None when the run is missing, terminal or busy.
+        """
+        ...
+
+    def update_run(
+        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]
+    ) -> RunRecord:
+        """Apply ``changes`` (RunRecord field -> value; None removes) under ``guard``.
+
+        Returns the new item; raises ``ConditionFailed`` with the stored item otherwise.
+        ``updated_at`` must be among the changes when the status changes (listing index).
+        """
+        ...
+
+    def write_step(self, step: StepRecord) -> StepRecord:
+        """Put a step item unless a *final* record is stored at its position.
+
+        First writer wins: a final record (DONE, TERMINAL_FAILED, ...) is never
+        overwritten; the loser gets the stored record back and adopts it. Returns what
+        the ledger holds after the call. One request.
+        """
+        ...
+
+    def write_step_fenced(
+        self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
+    ) -> RunRecord:
+        """Atomically write a non-final step and update the run item under ``guard``.
+
+        Used for checkpoints (which also renew the lease). Raises ``ConditionFailed``
+        when the run guard fails, or returns after adopting nothing when the step turned
+        final meanwhile (the caller reloads). Returns the new run item.
+        """
+        ...
+
+    def list_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        needs_attention: bool | None = None,
+        version: int | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[RunRecord]:
+        """Runs newest first, from the listing or attention index (never a scan)."""
+        ...
+
+
+class Invoker(Protocol):
+    """Starts a worker invocation for a run, asynchronously (fire and forget)."""
+
+    def invoke(self, run_id: str, reason: str, hop: int = 0) -> None: ...
+
+
+@dataclass(slots=True)
+class EffectRecord:
+    key: str
+    status: str  # "INPROGRESS" | "COMPLETED"
+    reference: str | None  # JSON text of what ``call`` returned
+    expiration: int  # epoch seconds
+
+
+class EffectStore(Protocol):
+    """Side-effect keys of ``StepContext.effect`` (the idempotency table)."""
+
+    def begin(self, key: str, expiration: int) -> EffectRecord | None:
+        """Persist the key as in progress unless it exists; return the existing record."""
+        ...
+
+    def complete(self, key: str, reference: str, expiration: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """What the engine knows of the current compute invocation (a Lambda context)."""
+
+    request_id: str | None = None
+    log_stream: str | None = None
+    remaining_seconds: Callable[[], float] | None = None  # None: unbounded (tests)
+

@@ -1,0 +1,219 @@
+"""The authoring API: ``App`` with its ``@workflow`` and ``@step`` decorators."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_type_hints
+
+from durable.errors import RegistrationError, WorkflowNotFound
+from durable.retry import RetryPolicy
+from durable.serde import NO_ANNOTATION
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Semantics = Literal["at_least_once", "at_most_once_per_attempt"]
+SEMANTICS: tuple[str, ...] = ("at_least_once", "at_most_once_per_attempt")
+# ``Context.step`` keeps these keyword names for itself; user arguments with the same
+# name go through ``functools.partial``.
+RESERVED_STEP_OPTIONS = frozenset({"name", "retry", "timeout", "semantics", "compensate"})
+
+
+def callable_name(fn: Callable[..., Any], explicit: str | None) -> str:
+    """The ledger name of a callable: explicit, else ``__qualname__``.
+
+    Lambdas and partials have no readable name, so they must be given one.
+    """
+    if explicit is not None:
+        if not explicit or not explicit.strip():
+            raise RegistrationError("name= must be a non-empty string")
+        return explicit
+    if isinstance(fn, StepFunction):
+        return fn.name
+    if isinstance(fn, functools.partial):
+        raise RegistrationError(
+            "a functools.partial has no readable name: pass name='...' so the ledger says "
+            "what ran"
+        )
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(qualname, str) or "<lambda>" in qualname:
+        raise RegistrationError(
+            "a lambda has no readable name: pass name='...' (for example "
+            "ctx.step(lambda: ..., name='fetch-price'))"
+        )
+    return qualname
+
+
+def return_annotation(fn: Callable[..., Any]) -> Any:
+    target = fn.func if isinstance(fn, functools.partial) else fn
+    if isinstance(target, StepFunction):
+        return target.return_annotation
+    try:
+        hints = get_type_hints(target)
+    except Exception:  # unresolvable forward refs, builtins without signatures
+        return NO_ANNOTATION
+    return hints.get("return", NO_ANNOTATION)
+
+
+def _reject_async(fn: Callable[..., Any], what: str) -> None:
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        raise RegistrationError(
+            f"{what} {getattr(fn, '__qualname__', fn)!r} is async; async def is not supported "
+            "yet: write a plain def (run asyncio.run(...) inside a step if you need it)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StepOptions:
+    retry: RetryPolicy | None = None
+    timeout: timedelta | None = None
+    semantics: Semantics = "at_least_once"
+
+
+class StepFunction(Generic[P, R]):
+    """A step function: durable when called inside a workflow, a plain call elsewhere."""
+
+    def __init__(self, fn: Callable[P, R], name: str, options: StepOptions) -> None:
+        self.fn = fn
+        self.name = name
+        self.options = options
+        self.return_annotation = return_annotation(fn)
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        from durable.context import active_context
+
+        ctx = active_context()
+        if ctx is None:
+            return self.fn(*args, **kwargs)
+        result: R = ctx.step(self, *args, **kwargs)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<step {self.name}>"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowDef:
+    name: str
+    version: int
+    fn: Callable[..., Any]
+    takes_input: bool
+    input_annotation: Any
+    return_annotation: Any
+
+
+def _workflow_signature(fn: Callable[..., Any], name: str) -> tuple[bool, Any]:
+    params = list(inspect.signature(fn).parameters.values())
+    kinds_ok = all(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params
+    )
+    if not params or len(params) > 2 or not kinds_ok:
+        raise RegistrationError(
+            f"workflow {name!r} must take ctx plus at most one input parameter, "
+            "for example def onboarding(ctx: Context, signup: Signup)"
+        )
+    if len(params) == 1:
+        return False, NO_ANNOTATION
+    try:
+        hints = get_type_hints(fn)
+    except Exception as e:
+        raise RegistrationError(
+            f"workflow {name!r}: cannot resolve the input annotation ({e}); import the type "
+            "at module level"
+        ) from e
+    return True, hints.get(params[1].name, NO_ANNOTATION)
+
+
+class App:
+    """An explicit registry of workflows and steps (no global singleton).
+
+    ``default_retry`` applies to steps that set no policy of their own.
+    """
+
+    def __init__(self, *, default_retry: RetryPolicy | None = None) -> None:
+        self.default_retry = default_retry
+        self._workflows: dict[str, dict[int, WorkflowDef]] = {}
+
+    def workflow(
+        self, fn: Callable[..., Any] | None = None, *, name: str | None = None, version: int = 1
+    ) -> Any:
+        """Register a workflow function ``(ctx[, input]) -> result``.
+
+        Several versions of one name may be registered side by side; a run stays pinned to
+        the version it started on.
+        """
+
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            wf_name = name or getattr(f, "__name__", None)
+            if not wf_name:
+                raise RegistrationError("a workflow needs a name")
+            _reject_async(f, "workflow")
+            if not isinstance(version, int) or version < 1:
+                raise RegistrationError(f"workflow {wf_name!r}: version must be an int >= 1")
+            takes_input, annotation = _workflow_signature(f, wf_name)
+            versions = self._workflows.setdefault(wf_name, {})
+            if version in versions:
+                raise RegistrationError(
+                    f"workflow {wf_name!r} version {version} is already registered; "
+                    "bump version= for the new code"
+                )
+            versions[version] = WorkflowDef(
+                wf_name, version, f, takes_input, annotation, return_annotation(f)
+            )
+            return f
+
+        return register(fn) if fn is not None else register
+
+    def step(
+        self,
+        fn: Callable[P, R] | None = None,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+        semantics: Semantics = "at_least_once",
+    ) -> Any:
+        """Declare a step function with default options (overridable per call)."""
+
+        def wrap(f: Callable[P, R]) -> StepFunction[P, R]:
+            _reject_async(f, "step")
+            check_step_options(retry, timeout, semantics)
+            return StepFunction(f, callable_name(f, name), StepOptions(retry, timeout, semantics))
+
+        return wrap(fn) if fn is not None else wrap
+
+    def get_workflow(self, name: str, version: int | None = None) -> WorkflowDef:
+        versions = self._workflows.get(name)
+        if not versions:
+            known = ", ".join(sorted(self._workflows)) or "none"
+            raise WorkflowNotFound(
+                f"no workflow named {name!r} is registered (known: {known})"
+            )
+        if version is None:
+            return versions[max(versions)]
+        if version not in versions:
+            raise WorkflowNotFound(
+                f"workflow {name!r} has no version {version} (registered: "
+                f"{', '.join(str(v) for v in sorted(versions))}); keep old versions registered "
+                "until their runs finish"
+            )
+        return versions[version]
+
+    def workflows(self) -> list[WorkflowDef]:
+        return [wf for versions in self._workflows.values() for wf in versions.values()]
+
+
+def check_step_options(
+    retry: RetryPolicy | None, timeout: timedelta | None, semantics: str
+) -> None:
+    if retry is not None and not isinstance(retry, RetryPolicy):
+        raise RegistrationError("retry= must be a durable.RetryPolicy")
+    if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
+        raise RegistrationError("timeout= must be a positive datetime.timedelta")
+    if semantics not in SEMANTICS:
+        raise RegistrationError(f"semantics= must be one of {', '.join(SEMANTICS)}")

@@ -1,0 +1,198 @@
+"""Retry policies and the failure taxonomy (retryable vs terminal)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+from durable.errors import (
+    InvalidInput,
+    NonDeterminismError,
+    PayloadTooLarge,
+    RetryableError,
+    StorageError,
+    TerminalError,
+)
+
+# AWS error codes, read by duck typing from ``err.response["Error"]["Code"]`` so this
+# module never imports botocore.
+RETRYABLE_AWS_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "TooManyRequestsException",
+        "ProvisionedThroughputExceededException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "RequestThrottledException",
+        "SlowDown",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalServerError",
+        "InternalServerErrorException",
+        "InternalFailure",
+        "InternalError",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "TransactionInProgressException",
+        "PriorThrottling",
+        "EC2ThrottledException",
+        "LimitExceededException",
+    }
+)
+TERMINAL_AWS_CODES = frozenset(
+    {
+        "ValidationException",
+        "ValidationError",
+        "AccessDenied",
+        "AccessDeniedException",
+        "UnauthorizedOperation",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "ResourceNotFoundException",
+        "NoSuchKey",
+        "NoSuchBucket",
+        "NotFound",
+        "InvalidParameterValue",
+        "InvalidParameterException",
+        "ConditionalCheckFailedException",
+    }
+)
+
+_TRANSIENT_BUILTINS: tuple[type[BaseException], ...] = (
+    TimeoutError,
+    ConnectionError,
+)
+_TERMINAL_BUILTINS: tuple[type[BaseException], ...] = (
+    ValueError,
+    TypeError,
+    KeyError,
+    LookupError,
+    AttributeError,
+    PermissionError,
+    NotImplementedError,
+    FileNotFoundError,
+)
+
+ErrorClass = Literal["retryable", "terminal"]
+
+# Jitter needs randomness but not reproducibility; a private generator keeps it out of
+# the determinism guard's way and away from user seeding of the global one.
+_JITTER = random.Random()
+
+
+def _aws_code(error: BaseException) -> str | None:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        code = response.get("Error", {}).get("Code")
+        return str(code) if code else None
+    return None
+
+
+def _http_status(error: BaseException) -> int | None:
+    for attr in ("status_code", "status"):
+        value = getattr(error, attr, None)
+        if isinstance(value, int) and 100 <= value <= 599:
+            return value
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        value = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if isinstance(value, int):
+            return value
+    value = getattr(response, "status_code", None)  # requests/httpx style
+    return value if isinstance(value, int) else None
+
+
+def classify(error: BaseException) -> ErrorClass:
+    """Default taxonomy: transient failures retry, caller mistakes fail for good.
+
+    Order matters: the user's explicit ``TerminalError``/``RetryableError`` wins, then
+    AWS error codes, then HTTP statuses, then well-known Python exception types. An
+    unknown exception is retryable: a bug then shows up as exhausted attempts with the
+    error recorded, rather than a silent single failure.
+    """
+    if isinstance(error, TerminalError | InvalidInput | PayloadTooLarge | NonDeterminismError):
+        return "terminal"
+    if isinstance(error, RetryableError):
+        return "retryable"
+    if isinstance(error, StorageError):
+        return "retryable" if error.retryable else "terminal"
+    code = _aws_code(error)
+    if code in RETRYABLE_AWS_CODES:
+        return "retryable"
+    if code in TERMINAL_AWS_CODES:
+        return "terminal"
+    status = _http_status(error)
+    if status is not None:
+        if status == 429 or status >= 500:
+            return "retryable"
+        if 400 <= status < 500:
+            return "terminal"
+    if isinstance(error, _TRANSIENT_BUILTINS):
+        return "retryable"
+    if isinstance(error, _TERMINAL_BUILTINS):
+        return "terminal"
+    return "retryable"
+
+
+def error_type_name(error: BaseException) -> str:
+    code = _aws_code(error)
+    name = type(error).__qualname__
+    return f"{name}({code})" if code else name
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how soon a failed step is tried again.
+
+    ``retry_on`` / ``never_retry`` narrow the default taxonomy: when ``retry_on`` is
+    given only those exception types retry; ``never_retry`` types never do.
+    """
+
+    max_attempts: int = 3
+    initial_delay: timedelta = timedelta(seconds=1)
+    backoff: float = 2.0
+    max_delay: timedelta = timedelta(minutes=5)
+    jitter: Literal["full", "none"] = "full"
+    retry_on: tuple[type[BaseException], ...] = ()
+    never_retry: tuple[type[BaseException], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("RetryPolicy.max_attempts must be >= 1 (1 means never retry)")
+        if self.backoff < 1.0:
+            raise ValueError("RetryPolicy.backoff must be >= 1.0")
+        if self.initial_delay < timedelta(0) or self.max_delay < timedelta(0):
+            raise ValueError("RetryPolicy delays must not be negative")
+        if self.jitter not in ("full", "none"):
+            raise ValueError("RetryPolicy.jitter must be 'full' or 'none'")
+
+    def should_retry(self, error: BaseException) -> bool:
+        if self.never_retry and isinstance(error, self.never_retry):
+            return False
+        if isinstance(error, TerminalError):
+            return False
+        if self.retry_on:
+            return isinstance(error, self.retry_on) or isinstance(error, RetryableError)
+        return classify(error) == "retryable"
+
+    def next_delay(self, attempt: int, error: BaseException) -> timedelta | None:
+        """Delay before attempt ``attempt + 1``, or None when the step fails for good."""
+        if attempt >= self.max_attempts or not self.should_retry(error):
+            return None
+        if isinstance(error, RetryableError) and error.retry_after is not None:
+            return min(error.retry_after, self.max_delay)
+        ceiling = min(
+            self.initial_delay.total_seconds() * self.backoff ** (attempt - 1),
+            self.max_delay.total_seconds(),
+        )
+        if self.jitter == "full":
+            return timedelta(seconds=_JITTER.uniform(0, ceiling))
+        return timedelta(seconds=ceiling)
+
+
+DEFAULT_RETRY = RetryPolicy()
+NO_RETRY = RetryPolicy(max_attempts=1)

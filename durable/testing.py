@@ -1,0 +1,216 @@
+"""Test your workflows in-process: ``LocalRunner`` with a fake clock and crash injection.
+
+    runner = LocalRunner(app)
+    run = runner.start("onboarding", {"user_id": "u1"})
+    runner.run_until_idle()
+    runner.advance(timedelta(days=3))        # fires sleeps and retry timers
+    assert runner.get_run(run.run_id).status == "SUCCEEDED"
+
+Crash injection wraps the ports: ``runner.crash_at("ledger.write_step", call=2,
+when="after")`` makes the worker "die" right after the second ``write_step`` call (the
+write happened, the worker did not learn of it). The dead worker's lease then expires
+like a real one's: ``advance`` past the lease and the run is taken over.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Literal
+
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
+from durable.clock import FakeClock
+from durable.config import EngineConfig
+from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
+from durable.engine import Engine, Outcome
+from durable.model import RunRecord, StepRecord, format_time
+from durable.ports import Invocation
+from durable.registry import App
+
+When = Literal["before", "after"]
+
+
+class SimulatedCrash(BaseException):  # noqa: N818 - it models a process death
+    """The injected death of a worker; nothing after it runs in that invocation."""
+
+
+@dataclass(slots=True)
+class CrashPoint:
+    target: str  # "ledger.write_step", "effects.begin", "invoker.invoke", ...
+    call: int  # 1-based: crash on the k-th call of that method
+    when: When
+    fired: bool = False
+
+
+@dataclass(slots=True)
+class CrashPlan:
+    points: list[CrashPoint] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def tick(self, target: str) -> tuple[bool, bool]:
+        """Count a call; return (crash before, crash after) for it."""
+        with self.lock:
+            n = self.counts.get(target, 0) + 1
+            self.counts[target] = n
+            before = after = False
+            for p in self.points:
+                if p.target == target and p.call == n and not p.fired:
+                    p.fired = True
+                    before |= p.when == "before"
+                    after |= p.when == "after"
+            return before, after
+
+
+class CrashingPort:
+    """Wraps a port; every method call is counted and may crash before or after."""
+
+    def __init__(self, name: str, target: Any, plan: CrashPlan) -> None:
+        self._name = name
+        self._target = target
+        self._plan = plan
+
+    def __getattr__(self, attr: str) -> Any:
+        value = getattr(self._target, attr)
+        if not callable(value) or attr.startswith("_"):
+            return value
+        key = f"{self._name}.{attr}"
+        plan = self._plan
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            before, after = plan.tick(key)
+            if before:
+                raise SimulatedCrash(f"crash before {key}")
+            result = value(*args, **kwargs)
+            if after:
+                raise SimulatedCrash(f"crash after {key}")
+            return result
+
+        return call
+
+
+class LocalRunner:
+    """An in-process engine on the memory adapters with a fake clock."""
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        config: EngineConfig | None = None,
+        clock: FakeClock | None = None,
+        determinism_guard: bool = True,
+        remaining_seconds: Callable[[], float] | None = None,
+    ) -> None:
+        self.app = app
+        self.clock = clock or FakeClock()
+        self.config = config or EngineConfig(inprocess_wait_threshold=timedelta(0))
+        self.plan = CrashPlan()
+        self.memory_ledger = MemoryLedger()
+        self.invoker = MemoryInvoker()
+        self.effect_store = MemoryEffectStore()
+        self.guard = DeterminismGuard() if determinism_guard else None
+        self.engine = Engine(
+            app,
+            CrashingPort("ledger", self.memory_ledger, self.plan),  # type: ignore[arg-type]
+            CrashingPort("invoker", self.invoker, self.plan),  # type: ignore[arg-type]
+            CrashingPort("effects", self.effect_store, self.plan),  # type: ignore[arg-type]
+            clock=self.clock,
+            config=self.config,
+            guard=self.guard or NoGuard(),
+        )
+        self.remaining_seconds = remaining_seconds
+        self.crashes: list[SimulatedCrash] = []
+        self.outcomes: list[Outcome] = []
+        self._request = 0
+
+    # --- crash injection --------------------------------------------------------------
+
+    def crash_at(self, target: str, *, call: int = 1, when: When = "before") -> None:
+        """Kill the worker at the ``call``-th call of ``target`` (e.g. ``ledger.write_step``)."""
+        self.plan.points.append(CrashPoint(target, call, when))
+
+    def call_count(self, target: str) -> int:
+        return self.plan.counts.get(target, 0)
+
+    # --- operations -------------------------------------------------------------------
+
+    def start(self, workflow: str, input: Any = None, **kwargs: Any) -> RunRecord:  # noqa: A002
+        try:
+            return self.engine.start(workflow, input, **kwargs)
+        except SimulatedCrash as crash:
+            self.crashes.append(crash)
+            raise
+
+    def run_until_idle(self, max_invocations: int = 10_000) -> list[Outcome]:
+        """Run queued invocations, then every run due by the fake clock, until none is left."""
+        outcomes: list[Outcome] = []
+        for _ in range(max_invocations):
+            item = self.invoker.pop()
+            if item is not None:
+                outcomes.extend(self._invoke(item.run_id, item.hop))
+                continue
+            due = self.due_runs()
+            if not due:
+                self._raise_violations()
+                return outcomes
+            round_outcomes = [o for run_id in due for o in self._invoke(run_id, 0)]
+            outcomes.extend(round_outcomes)
+            if all(o.result == "busy" for o in round_outcomes):
+                # Due but leased by a (dead) worker whose lease is not stale yet.
+                self._raise_violations()
+                return outcomes
+        raise RuntimeError(
+            f"run_until_idle: still busy after {max_invocations} invocations (a run that "
+            "never waits nor ends?)"
+        )
+
+    def advance(self, delta: timedelta | None = None, **kwargs: float) -> list[Outcome]:
+        """Move the fake clock forward (``advance(days=3)`` works too) and run what is due."""
+        self.clock.advance(delta if delta is not None else timedelta(**kwargs))
+        return self.run_until_idle()
+
+    def due_runs(self) -> list[str]:
+        now = format_time(self.clock.now())
+        due = []
+        for run_id in self.memory_ledger.all_run_ids():
+            run = self.memory_ledger.get_run(run_id)
+            if run is not None and not run.terminal and run.due_at is not None and run.due_at <= now:
+                due.append(run_id)
+        return due
+
+    def _invoke(self, run_id: str, hop: int) -> list[Outcome]:
+        self._request += 1
+        invocation = Invocation(
+            request_id=f"local-{self._request}", remaining_seconds=self.remaining_seconds
+        )
+        try:
+            outcome = self.engine.resume(run_id, invocation, hop)
+        except SimulatedCrash as crash:
+            self.crashes.append(crash)
+            return []
+        self.outcomes.append(outcome)
+        return [outcome]
+
+    def _raise_violations(self) -> None:
+        if self.guard is not None and self.guard.violations:
+            first = self.guard.violations[0]
+            self.guard.violations.clear()
+            raise first
+
+    def get_run(self, run_id: str) -> RunRecord:
+        return self.engine.get_run(run_id)
+
+    def history(self, run_id: str) -> list[StepRecord]:
+        return self.engine.history(run_id)
+
+
+__all__ = [
+    "CrashPlan",
+    "CrashPoint",
+    "CrashingPort",
+    "LocalRunner",
+    "NonDeterministicCall",
+    "SimulatedCrash",
+]

