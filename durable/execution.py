@@ -34,6 +34,7 @@ from durable.errors import (
     Suspend,
     TerminalError,
 )
+from durable.leases import apply_changes
 from durable.model import (
     Attempt,
     RunHistory,
@@ -563,14 +564,16 @@ class StepRun:
         self.checkpoint_payload = {"payload_version": payload_version, "state": text}
         now = self.x.clock.now()
         until = format_time(now + max(self.x.config.lease, self.opts.budget))
+        changes = {"lease_until": until, "due_at": until}
         try:
-            self.x.run = self.x.ledger.write_step_fenced(
-                self.record(StepStatus.RUNNING),
-                self.x.guard(),
-                {"lease_until": until, "due_at": until},
+            written = self.x.ledger.write_step_fenced(
+                self.record(StepStatus.RUNNING), self.x.guard(), changes
             )
         except ConditionFailed as e:
             raise LeaseLost() from e
+        if not written:  # a final record exists: another worker finished this step
+            raise LeaseLost()
+        self.x.run = apply_changes(self.x.run, changes)
 
     def heartbeat(self) -> None:
         self.x.ensure_lease(self.opts.budget)

@@ -40,7 +40,7 @@ def claimed(run: RunRecord, owner: str, now: str, lease_until: str, kind: ClaimK
         due_at=lease_until,
         fence=run.fence + 1,
         takeovers=run.takeovers + (1 if kind == "takeover" else 0),
-        updated_at=now if status != run.status else run.updated_at,
+        updated_at=now,
     )
 
 

@@ -109,12 +109,12 @@ class Ledger(Protocol):
 
     def write_step_fenced(
         self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
-    ) -> RunRecord:
+    ) -> bool:
         """Atomically write a non-final step and update the run item under ``guard``.
 
         Used for checkpoints (which also renew the lease). Raises ``ConditionFailed``
-        when the run guard fails, or returns after adopting nothing when the step turned
-        final meanwhile (the caller reloads). Returns the new run item.
+        when the run guard fails; returns False, writing nothing, when a final record is
+        already stored at the step's position; True when both writes happened.
         """
         ...
 

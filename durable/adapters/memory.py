@@ -108,7 +108,7 @@ class MemoryLedger:
 
     def write_step_fenced(
         self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
-    ) -> RunRecord:
+    ) -> bool:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
         with self._lock:
             run = self._runs.get(step.run_id)
@@ -117,11 +117,10 @@ class MemoryLedger:
             steps = self._steps.setdefault(step.run_id, {})
             existing = steps.get(step.position)
             if existing is not None and existing.status.final:
-                return copy_run(run)
-            new = apply_changes(run, dict(run_changes))
+                return False
             steps[step.position] = copy_step(step)
-            self._runs[step.run_id] = new
-            return copy_run(new)
+            self._runs[step.run_id] = apply_changes(run, dict(run_changes))
+            return True
 
     def list_runs(
         self,
@@ -133,6 +132,11 @@ class MemoryLedger:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[RunRecord]:
+        if not needs_attention and workflow is None:
+            raise ValueError(
+                "list_runs needs workflow= or needs_attention=True (served by an index, "
+                "never a table scan)"
+            )
         with self._lock:
             runs = [
                 r
@@ -142,7 +146,12 @@ class MemoryLedger:
                 and (needs_attention is None or r.needs_attention == needs_attention)
                 and (version is None or r.version == version)
             ]
-        runs.sort(key=lambda r: (r.updated_at, r.run_id), reverse=True)
+        # The same order as the DynamoDB indexes: the attention index sorts by time, the
+        # listing index by "<status>#<updated_at>".
+        if needs_attention:
+            runs.sort(key=lambda r: (r.updated_at, r.run_id), reverse=True)
+        else:
+            runs.sort(key=lambda r: (r.status.value, r.updated_at, r.run_id), reverse=True)
         start = int(cursor) if cursor else 0
         page = runs[start : start + limit]
         more = start + limit < len(runs)

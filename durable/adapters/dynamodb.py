@@ -1,0 +1,459 @@
+"""The DynamoDB ledger: every engine write is one conditional request.
+
+Condition expressions here mirror the pure rules in ``durable.leases``; the contract
+suite runs the same tests against this adapter (moto, DynamoDB Local, LocalStack) and the
+memory ledger so the two cannot drift. Vendor errors are translated at this boundary.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from durable.adapters.dynamodb_items import (
+    ATTENTION_PK,
+    RUN_SK,
+    SIGNAL_PREFIX,
+    STEP_PREFIX,
+    item_to_run,
+    item_to_signal,
+    item_to_step,
+    list_pk,
+    list_sk,
+    run_attribute_value,
+    run_pk,
+    run_to_item,
+    step_to_item,
+)
+from durable.errors import PayloadTooLarge, StorageError
+from durable.ids import due_shard
+from durable.leases import claim_kind, claimed, normalize_changes
+from durable.limits import check_item_size
+from durable.model import (
+    FINAL_STEP_STATUSES,
+    RunHistory,
+    RunRecord,
+    RunStatus,
+    SignalRecord,
+    StepRecord,
+)
+from durable.ports import Claim, ConditionFailed, Page, RunExists, RunGuard
+from durable.retry import classify
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+_CLAIM_FREE_STATUSES = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
+
+
+def _code(error: Exception) -> str:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def storage_error(error: Exception, what: str) -> NoReturn:
+    """Translate a botocore error into ``StorageError`` (retryable by the taxonomy)."""
+    raise StorageError(f"{what} failed: {error}", retryable=classify(error) == "retryable") from error
+
+
+class _Expr:
+    """Builds expression attribute names/values with stable placeholders."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def name(self, attr: str) -> str:
+        key = f"#{attr}"
+        self.names[key] = attr
+        return key
+
+    def value(self, raw: dict[str, Any], hint: str) -> str:
+        key = f":v{len(self.values)}_{hint}"
+        self.values[key] = raw
+        return key
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.names:
+            out["ExpressionAttributeNames"] = self.names
+        if self.values:
+            out["ExpressionAttributeValues"] = self.values
+        return out
+
+
+def _s(text: str) -> dict[str, Any]:
+    return {"S": text}
+
+
+def _n(number: int) -> dict[str, Any]:
+    return {"N": str(number)}
+
+
+def _encode_cursor(key: dict[str, Any] | None) -> str | None:
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+
+
+def _decode_cursor(cursor: str | None) -> dict[str, Any] | None:
+    if not cursor:
+        return None
+    try:
+        data: dict[str, Any] = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except ValueError as e:
+        raise ValueError("cursor is not one this API returned; start without it") from e
+    return data
+
+
+class DynamoLedger:
+    """The single-table ledger on DynamoDB (see DESIGN section 4 and ``template.yaml``)."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str, *, due_shards: int = 4) -> None:
+        self.client = client
+        self.table = table_name
+        self.shards = due_shards
+
+    # --- runs ----------------------------------------------------------------------
+
+    def create_run(self, run: RunRecord) -> RunRecord:
+        check_item_size(run, f"the input of run {run.run_id}")
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=run_to_item(run, self.shards),
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as e:
+            old = getattr(e, "response", {}).get("Item")
+            existing = item_to_run(old) if old else self.get_run(run.run_id)
+            if existing is None:  # deleted meanwhile (TTL): treat as a transient conflict
+                raise StorageError("run id conflict; try again", retryable=True) from e
+            raise RunExists(existing) from e
+        except Exception as e:
+            storage_error(e, "creating the run")
+        return run
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        try:
+            response = self.client.get_item(
+                TableName=self.table,
+                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                ConsistentRead=True,
+            )
+        except Exception as e:
+            storage_error(e, "reading the run")
+        item = response.get("Item")
+        return item_to_run(item) if item else None
+
+    def load(self, run_id: str) -> RunHistory | None:
+        run: RunRecord | None = None
+        steps: dict[str, StepRecord] = {}
+        signals: list[SignalRecord] = []
+        start: dict[str, Any] | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": _s(run_pk(run_id))},
+                "ConsistentRead": True,
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            try:
+                response = self.client.query(**request)
+            except Exception as e:
+                storage_error(e, "loading the run")
+            for item in response.get("Items", []):
+                sk = item["sk"]["S"]
+                if sk == RUN_SK:
+                    run = item_to_run(item)
+                elif sk.startswith(STEP_PREFIX):
+                    step = item_to_step(item)
+                    steps[step.position] = step
+                elif sk.startswith(SIGNAL_PREFIX):
+                    signals.append(item_to_signal(item))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        if run is None:
+            return None
+        return RunHistory(run, steps, signals)
+
+    # --- the lease protocol ----------------------------------------------------------
+
+    def claim(
+        self, run_id: str, owner: str, *, now: str, lease_until: str, stale_before: str
+    ) -> Claim | None:
+        # Fast path (one request): the lease is free or ours and the run is not
+        # compensating. Anything else is decided from the item the failure returns.
+        e = _Expr()
+        st, lo = e.name("status"), e.name("lease_owner")
+        statuses = ", ".join(e.value(_s(s), "st") for s in _CLAIM_FREE_STATUSES)
+        me = e.value(_s(owner), "me")
+        condition = f"{st} IN ({statuses}) AND (attribute_not_exists({lo}) OR {lo} = {me})"
+        sets = self._claim_sets(e, run_id, RunStatus.RUNNING.value, owner, now, lease_until, me)
+        try:
+            new = self._update(run_id, condition, f"SET {sets}", e)
+            return Claim(new, took_over=False)
+        except ConditionFailed as failed:
+            current = failed.current
+        if current is None:
+            return None
+        kind = claim_kind(current, owner, stale_before)
+        if kind is None:
+            return None
+        target = claimed(current, owner, now, lease_until, kind)
+        # Exact-state claim: nothing may have changed the lease since we read it.
+        e = _Expr()
+        fence, st, lo, lu = e.name("fence"), e.name("status"), e.name("lease_owner"), e.name(
+            "lease_until"
+        )
+        parts = [
+            f"{fence} = {e.value(_n(current.fence), 'f')}",
+            f"{st} = {e.value(_s(current.status.value), 'st')}",
+        ]
+        if current.lease_owner is None:
+            parts.append(f"attribute_not_exists({lo})")
+        else:
+            parts.append(f"{lo} = {e.value(_s(current.lease_owner), 'lo')}")
+            if current.lease_until is not None:
+                parts.append(f"{lu} = {e.value(_s(current.lease_until), 'lu')}")
+        me = e.value(_s(owner), "me")
+        sets = self._claim_sets(e, run_id, target.status.value, owner, now, lease_until, me)
+        if kind == "takeover":
+            sets += f", {e.name('takeovers')} = {e.name('takeovers')} + {e.value(_n(1), 'one')}"
+        try:
+            new = self._update(run_id, " AND ".join(parts), f"SET {sets}", e)
+        except ConditionFailed:
+            return None
+        return Claim(new, took_over=kind == "takeover")
+
+    def _claim_sets(
+        self, e: _Expr, run_id: str, status: str, owner: str, now: str, until: str, me: str
+    ) -> str:
+        u = e.value(_s(until), "until")
+        assignments = [
+            f"{e.name('status')} = {e.value(_s(status), 'nst')}",
+            f"{e.name('lease_owner')} = {me}",
+            f"{e.name('lease_until')} = {u}",
+            f"{e.name('due_at')} = {u}",
+            f"{e.name('due_shard')} = {e.value(_s(due_shard(run_id, self.shards)), 'sh')}",
+            f"{e.name('fence')} = {e.name('fence')} + {e.value(_n(1), 'inc')}",
+            f"{e.name('updated_at')} = {e.value(_s(now), 'now')}",
+            f"{e.name('list_sk')} = {e.value(_s(list_sk(status, now)), 'lsk')}",
+        ]
+        return ", ".join(assignments)
+
+    def _guard_condition(self, e: _Expr, guard: RunGuard) -> str:
+        parts = [
+            f"{e.name('fence')} = {e.value(_n(guard.fence), 'gf')}",
+            f"{e.name('lease_owner')} = {e.value(_s(guard.owner), 'go')}",
+        ]
+        if guard.inbox is not None:
+            parts.append(f"{e.name('inbox')} = {e.value(_n(guard.inbox), 'gi')}")
+        if guard.statuses:
+            values = ", ".join(e.value(_s(s), "gs") for s in guard.statuses)
+            parts.append(f"{e.name('status')} IN ({values})")
+        if guard.no_cancel:
+            cr = e.name("cancel_requested")
+            parts.append(f"(attribute_not_exists({cr}) OR {cr} = {e.value({'BOOL': False}, 'gc')})")
+        return " AND ".join(parts)
+
+    def _change_expression(self, e: _Expr, run_id: str, changes: Mapping[str, Any]) -> str:
+        normalized = normalize_changes(dict(changes))
+        sets: list[str] = []
+        removes: list[str] = []
+        for field, value in normalized.items():
+            if value is None:
+                removes.append(e.name(field))
+            else:
+                sets.append(f"{e.name(field)} = {e.value(run_attribute_value(field, value), field)}")
+        # Derived index keys (DESIGN section 4): keep the sparse indexes exact.
+        if "due_at" in normalized:
+            if normalized["due_at"] is None:
+                removes.append(e.name("due_shard"))
+            else:
+                shard = e.value(_s(due_shard(run_id, self.shards)), "sh")
+                sets.append(f"{e.name('due_shard')} = {shard}")
+        if "needs_attention" in normalized:
+            if normalized["needs_attention"]:
+                sets.append(f"{e.name('attention_pk')} = {e.value(_s(ATTENTION_PK), 'att')}")
+            else:
+                removes.append(e.name("attention_pk"))
+        if "status" in normalized and "updated_at" in normalized:
+            status = normalized["status"].value
+            key = e.value(_s(list_sk(status, normalized["updated_at"])), "lsk")
+            sets.append(f"{e.name('list_sk')} = {key}")
+        expression = ""
+        if sets:
+            expression += "SET " + ", ".join(sets)
+        if removes:
+            expression += " REMOVE " + ", ".join(removes)
+        return expression.strip()
+
+    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
+        e = _Expr()
+        condition = self._guard_condition(e, guard)
+        update = self._change_expression(e, run_id, changes)
+        new = self._update(run_id, condition, update, e)
+        check_item_size(new, f"run {run_id}")
+        return new
+
+    def _update(self, run_id: str, condition: str, update: str, e: _Expr) -> RunRecord:
+        try:
+            response = self.client.update_item(
+                TableName=self.table,
+                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                ConditionExpression=f"attribute_exists(pk) AND {condition}",
+                UpdateExpression=update,
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **e.kwargs(),
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as err:
+            old = getattr(err, "response", {}).get("Item")
+            raise ConditionFailed(item_to_run(old) if old else None) from err
+        except Exception as err:
+            if _code(err) == "ValidationException" and "Item size" in str(err):
+                raise PayloadTooLarge(f"run {run_id}", 400 * 1024 + 1, 400 * 1024) from err
+            storage_error(err, "updating the run")
+        return item_to_run(response["Attributes"])
+
+    # --- steps ---------------------------------------------------------------------
+
+    def _step_condition(self, e: _Expr) -> str:
+        st = e.name("status")
+        finals = ", ".join(e.value(_s(s), "fin") for s in FINAL_STEP_STATUSES)
+        return f"attribute_not_exists(sk) OR NOT ({st} IN ({finals}))"
+
+    def write_step(self, step: StepRecord) -> StepRecord:
+        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
+        e = _Expr()
+        condition = self._step_condition(e)
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=step_to_item(step),
+                ConditionExpression=condition,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **e.kwargs(),
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as err:
+            old = getattr(err, "response", {}).get("Item")
+            if not old:  # cannot happen: the condition only fails on an existing item
+                raise StorageError("step write lost to a vanished item", retryable=True) from err
+            return item_to_step(old)
+        except Exception as err:
+            storage_error(err, f"writing step {step.position}")
+        return step
+
+    def write_step_fenced(
+        self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
+    ) -> bool:
+        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
+        se, re_ = _Expr(), _Expr()
+        step_condition = self._step_condition(se)
+        run_condition = self._guard_condition(re_, guard)
+        update = self._change_expression(re_, step.run_id, run_changes)
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": step_to_item(step),
+                            "ConditionExpression": step_condition,
+                            **se.kwargs(),  # type: ignore[typeddict-item]
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": {"pk": _s(run_pk(step.run_id)), "sk": _s(RUN_SK)},
+                            "ConditionExpression": f"attribute_exists(pk) AND {run_condition}",
+                            "UpdateExpression": update,
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                            **re_.kwargs(),  # type: ignore[typeddict-item]
+                        }
+                    },
+                ]
+            )
+        except self.client.exceptions.TransactionCanceledException as err:
+            reasons = getattr(err, "response", {}).get("CancellationReasons", [])
+            codes = [r.get("Code") for r in reasons]
+            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
+                old = reasons[1].get("Item")
+                raise ConditionFailed(item_to_run(old) if old else self.get_run(step.run_id)) from err
+            if codes and codes[0] == "ConditionalCheckFailed":
+                return False  # the step turned final meanwhile: nothing to checkpoint
+            storage_error(err, f"checkpointing step {step.position}")
+        except Exception as err:
+            storage_error(err, f"checkpointing step {step.position}")
+        return True
+
+    # --- listing -------------------------------------------------------------------
+
+    def list_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        needs_attention: bool | None = None,
+        version: int | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[RunRecord]:
+        e = _Expr()
+        filters: list[str] = []
+        if needs_attention:
+            index = "attention-index"
+            key = f"{e.name('attention_pk')} = {e.value(_s(ATTENTION_PK), 'pk')}"
+            if workflow is not None:
+                filters.append(f"{e.name('workflow')} = {e.value(_s(workflow), 'wf')}")
+            if status is not None:
+                filters.append(f"{e.name('status')} = {e.value(_s(status), 'st')}")
+        elif workflow is not None:
+            index = "list-index"
+            key = f"{e.name('list_pk')} = {e.value(_s(list_pk(workflow)), 'pk')}"
+            if status is not None:
+                key += f" AND begins_with({e.name('list_sk')}, {e.value(_s(status + '#'), 'st')})"
+            if needs_attention is False:
+                na = e.name("needs_attention")
+                filters.append(f"(attribute_not_exists({na}) OR {na} = {e.value({'BOOL': False}, 'na')})")
+        else:
+            raise ValueError(
+                "list_runs needs workflow= or needs_attention=True (served by an index, "
+                "never a table scan)"
+            )
+        if version is not None:
+            filters.append(f"{e.name('version')} = {e.value(_n(version), 'ver')}")
+        items: list[RunRecord] = []
+        start = _decode_cursor(cursor)
+        while len(items) < limit:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "IndexName": index,
+                "KeyConditionExpression": key,
+                "ScanIndexForward": False,
+                "Limit": limit - len(items),
+                **e.kwargs(),
+            }
+            if filters:
+                request["FilterExpression"] = " AND ".join(filters)
+            if start:
+                request["ExclusiveStartKey"] = start
+            try:
+                response = self.client.query(**request)
+            except Exception as err:
+                storage_error(err, "listing runs")
+            items.extend(item_to_run(i) for i in response.get("Items", []))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        return Page(items, _encode_cursor(start))

@@ -1,0 +1,79 @@
+"""Side-effect records of ``StepContext.effect`` in the idempotency table.
+
+The table has AWS Lambda Powertools' idempotency schema (``id``, ``expiration``,
+``status``, ``data``), so Powertools' own records (webhook deliveries, event-source
+starts) and these live side by side. An expired record counts as absent, as in
+Powertools, because DynamoDB's TTL deletes lazily.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from durable.adapters.dynamodb import storage_error
+from durable.ports import EffectRecord
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+def _record(item: dict[str, Any]) -> EffectRecord:
+    return EffectRecord(
+        key=item["id"]["S"],
+        status=item.get("status", {}).get("S", "INPROGRESS"),
+        reference=item.get("data", {}).get("S"),
+        expiration=int(item.get("expiration", {}).get("N", "0")),
+    )
+
+
+class DynamoEffectStore:
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self.client = client
+        self.table = table_name
+
+    def begin(self, key: str, expiration: int) -> EffectRecord | None:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={
+                    "id": {"S": key},
+                    "status": {"S": "INPROGRESS"},
+                    "expiration": {"N": str(expiration)},
+                },
+                ConditionExpression="attribute_not_exists(id) OR expiration < :now",
+                ExpressionAttributeValues={":now": {"N": str(int(time.time()))}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except self.client.exceptions.ConditionalCheckFailedException as e:
+            old = getattr(e, "response", {}).get("Item")
+            if old:
+                return _record(old)
+            return self._get(key)
+        except Exception as e:
+            storage_error(e, f"persisting side-effect key {key}")
+        return None
+
+    def _get(self, key: str) -> EffectRecord | None:
+        try:
+            response = self.client.get_item(
+                TableName=self.table, Key={"id": {"S": key}}, ConsistentRead=True
+            )
+        except Exception as e:
+            storage_error(e, f"reading side-effect key {key}")
+        item = response.get("Item")
+        return _record(item) if item else None
+
+    def complete(self, key: str, reference: str, expiration: int) -> None:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item={
+                    "id": {"S": key},
+                    "status": {"S": "COMPLETED"},
+                    "data": {"S": reference},
+                    "expiration": {"N": str(expiration)},
+                },
+            )
+        except Exception as e:
+            storage_error(e, f"storing the reference of side-effect key {key}")

@@ -1,0 +1,102 @@
+"""Create the ledger and idempotency tables from ``template.yaml``.
+
+The template is the schema's single source of truth: tests and the local runtime read
+the ``AWS::DynamoDB::Table`` resources from it, so deploy and test cannot drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+LEDGER = "LedgerTable"
+IDEMPOTENCY = "IdempotencyTable"
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """Reads CloudFormation short-form tags (!Ref, !Sub, ...) as plain values."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
+    if isinstance(node, yaml.ScalarNode):
+        return {suffix: loader.construct_scalar(node)}
+    if isinstance(node, yaml.SequenceNode):
+        return {suffix: loader.construct_sequence(node, deep=True)}
+    return {suffix: loader.construct_mapping(node, deep=True)}  # type: ignore[arg-type]
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def find_template(start: Path | None = None) -> Path:
+    """``template.yaml`` of the project: next to the package, or in a parent folder."""
+    here = (start or Path(__file__)).resolve()
+    for folder in [here, *here.parents]:
+        candidate = folder / "template.yaml"
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(
+        "template.yaml not found above the durable package; pass its path explicitly"
+    )
+
+
+def load_template(path: Path | None = None) -> dict[str, Any]:
+    with open(path or find_template(), encoding="utf-8") as fh:
+        data: dict[str, Any] = yaml.load(fh, Loader=_CfnLoader)  # noqa: S506 - safe subclass
+    return data
+
+
+def table_definitions(path: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Logical id -> the table's CloudFormation properties."""
+    resources = load_template(path)["Resources"]
+    return {
+        name: res["Properties"]
+        for name, res in resources.items()
+        if res.get("Type") == "AWS::DynamoDB::Table"
+    }
+
+
+def create_table_request(props: dict[str, Any], table_name: str) -> dict[str, Any]:
+    """Translate CloudFormation table properties into a ``CreateTable`` request."""
+    request: dict[str, Any] = {
+        "TableName": table_name,
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "KeySchema": props["KeySchema"],
+        "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
+    }
+    if props.get("GlobalSecondaryIndexes"):
+        request["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+    return request
+
+
+def create_tables(
+    client: DynamoDBClient,
+    names: dict[str, str],
+    *,
+    template: Path | None = None,
+    exist_ok: bool = True,
+) -> None:
+    """Create each table in ``names`` (logical id -> physical name) and enable its TTL."""
+    definitions = table_definitions(template)
+    for logical, physical in names.items():
+        props = definitions[logical]
+        try:
+            client.create_table(**create_table_request(props, physical))
+        except client.exceptions.ResourceInUseException:
+            if not exist_ok:
+                raise
+            continue
+        client.get_waiter("table_exists").wait(
+            TableName=physical, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
+        )
+        ttl = props.get("TimeToLiveSpecification")
+        if ttl and ttl.get("Enabled"):
+            client.update_time_to_live(
+                TableName=physical,
+                TimeToLiveSpecification={"AttributeName": ttl["AttributeName"], "Enabled": True},
+            )

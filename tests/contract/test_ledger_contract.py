@@ -1,0 +1,350 @@
+"""The ledger contract: every implementation (memory, moto, DynamoDB Local) passes it.
+
+Each test reads GIVEN / WHEN / THEN. The ``ledger`` fixture is parametrized over the
+backends in ``tests/conftest.py``; a behaviour the engine relies on belongs here so fakes
+cannot drift from DynamoDB.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from durable.errors import PayloadTooLarge
+from durable.model import Attempt, RunError, RunStatus, StepStatus
+from durable.ports import ConditionFailed, RunExists, RunGuard
+from tests.support.records import T0, make_run, make_step, t
+
+
+def claim(ledger: Any, owner: str, now: int, lease: int = 60, skew: int = 5, run_id: str = "RUN1") -> Any:
+    return ledger.claim(
+        run_id, owner, now=t(now), lease_until=t(now + lease), stale_before=t(now - skew)
+    )
+
+
+# --- run creation -----------------------------------------------------------------------
+
+
+def test_create_and_read_back_the_run(ledger: Any) -> None:
+    run = make_run(requested_by="alice", idempotency_key="k1")
+    ledger.create_run(run)
+    assert ledger.get_run("RUN1") == run
+    assert ledger.get_run("missing") is None
+
+
+def test_create_twice_reports_the_stored_run(ledger: Any) -> None:
+    ledger.create_run(make_run(input='{"a":1}'))
+    with pytest.raises(RunExists) as info:
+        ledger.create_run(make_run(input='{"a":2}'))
+    assert info.value.existing.input == '{"a":1}'
+    assert ledger.get_run("RUN1").input == '{"a":1}'  # nothing overwritten
+
+
+def test_oversized_input_is_refused_and_nothing_is_written(ledger: Any) -> None:
+    with pytest.raises(PayloadTooLarge) as info:
+        ledger.create_run(make_run(input='"' + "x" * 450_000 + '"'))
+    assert "400" in str(info.value) or info.value.limit < 410_000
+    assert ledger.get_run("RUN1") is None
+
+
+# --- claims -----------------------------------------------------------------------------
+
+
+def test_claim_takes_a_free_lease_and_bumps_the_fence(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    got = claim(ledger, "w1", now=10)
+    assert got is not None and not got.took_over
+    run = got.run
+    assert (run.status, run.lease_owner, run.fence) == (RunStatus.RUNNING, "w1", 1)
+    assert run.lease_until == t(70)
+    assert run.due_at == run.lease_until  # a dead owner is found by the sweeper
+    assert ledger.get_run("RUN1") == run
+
+
+def test_a_live_lease_is_not_claimed_by_another_owner(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    claim(ledger, "w1", now=10)
+    assert claim(ledger, "w2", now=20) is None
+    assert ledger.get_run("RUN1").lease_owner == "w1"
+
+
+def test_the_owner_may_claim_again(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    claim(ledger, "w1", now=10)
+    again = claim(ledger, "w1", now=20)
+    assert again is not None and again.run.fence == 2
+
+
+def test_an_expired_lease_is_taken_over_only_past_the_skew_margin(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    claim(ledger, "w1", now=0, lease=60)
+    # Expired by our clock, but not by more than the 5 s skew margin: still busy.
+    assert claim(ledger, "w2", now=63) is None
+    took = claim(ledger, "w2", now=66)
+    assert took is not None and took.took_over
+    assert (took.run.lease_owner, took.run.takeovers, took.run.fence) == ("w2", 1, 2)
+
+
+def test_a_released_lease_is_claimed_without_a_takeover(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    run = claim(ledger, "w1", now=0).run
+    ledger.update_run("RUN1", RunGuard(run.fence, "w1"), {"lease_owner": None, "lease_until": None})
+    got = claim(ledger, "w2", now=1)
+    assert got is not None and not got.took_over and got.run.takeovers == 0
+
+
+def test_terminal_and_missing_runs_are_not_claimed(ledger: Any) -> None:
+    ledger.create_run(make_run(status=RunStatus.SUCCEEDED))
+    assert claim(ledger, "w1", now=0) is None
+    assert claim(ledger, "w1", now=0, run_id="nope") is None
+
+
+def test_a_compensating_run_keeps_its_status_through_a_claim(ledger: Any) -> None:
+    ledger.create_run(make_run(status=RunStatus.COMPENSATING))
+    got = claim(ledger, "w1", now=0)
+    assert got is not None and got.run.status == RunStatus.COMPENSATING
+
+
+def test_concurrent_claims_have_exactly_one_winner(ledger: Any, atomic_backend: None) -> None:
+    ledger.create_run(make_run())
+    results: list[Any] = []
+    barrier = threading.Barrier(6)
+
+    def contend(i: int) -> None:
+        barrier.wait()
+        results.append(claim(ledger, f"w{i}", now=0))
+
+    threads = [threading.Thread(target=contend, args=(i,)) for i in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    assert ledger.get_run("RUN1").lease_owner == winners[0].run.lease_owner
+
+
+# --- guarded run updates ------------------------------------------------------------------
+
+
+def test_update_with_a_stale_fence_fails_and_returns_the_stored_item(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    claim(ledger, "w1", now=0)
+    claim(ledger, "w1", now=1)  # fence 2
+    with pytest.raises(ConditionFailed) as info:
+        ledger.update_run("RUN1", RunGuard(1, "w1"), {"status": "SUCCEEDED", "updated_at": t(2)})
+    assert info.value.current is not None and info.value.current.fence == 2
+    assert ledger.get_run("RUN1").status == RunStatus.RUNNING
+
+
+def test_suspension_requires_an_unchanged_inbox(ledger: Any) -> None:
+    ledger.create_run(make_run(inbox=3))
+    run = claim(ledger, "w1", now=0).run
+    with pytest.raises(ConditionFailed) as info:
+        ledger.update_run("RUN1", RunGuard(run.fence, "w1", inbox=2), {"status": "WAITING", "updated_at": t(1)})
+    assert info.value.current.inbox == 3
+    new = ledger.update_run(
+        "RUN1", RunGuard(run.fence, "w1", inbox=3), {"status": "WAITING", "updated_at": t(1)}
+    )
+    assert new.status == RunStatus.WAITING
+
+
+def test_the_final_write_refuses_a_cancel_requested_run(ledger: Any) -> None:
+    ledger.create_run(make_run(cancel_requested=True, cancel_reason="stop"))
+    run = claim(ledger, "w1", now=0).run
+    guard = RunGuard(run.fence, "w1", statuses=("RUNNING", "COMPENSATING"), no_cancel=True)
+    with pytest.raises(ConditionFailed) as info:
+        ledger.update_run("RUN1", guard, {"status": "SUCCEEDED", "updated_at": t(1)})
+    assert info.value.current.cancel_requested
+
+
+def test_the_final_write_needs_an_active_status(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    run = claim(ledger, "w1", now=0).run
+    ledger.update_run("RUN1", RunGuard(run.fence, "w1"), {"status": "WAITING", "updated_at": t(1)})
+    guard = RunGuard(run.fence, "w1", statuses=("RUNNING", "COMPENSATING"))
+    with pytest.raises(ConditionFailed):
+        ledger.update_run("RUN1", guard, {"status": "SUCCEEDED", "updated_at": t(2)})
+
+
+def test_update_sets_and_removes_fields(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    run = claim(ledger, "w1", now=0).run
+    new = ledger.update_run(
+        "RUN1",
+        RunGuard(run.fence, "w1"),
+        {
+            "status": "FAILED",
+            "updated_at": t(5),
+            "error": RunError("ValueError", "bad", False),
+            "needs_attention": True,
+            "due_at": None,
+            "lease_owner": None,
+            "lease_until": None,
+            "purge_at": 1_800_000_000,
+        },
+    )
+    stored = ledger.get_run("RUN1")
+    assert stored == new
+    assert stored.error == RunError("ValueError", "bad", False)
+    assert (stored.due_at, stored.lease_owner, stored.purge_at) == (None, None, 1_800_000_000)
+
+
+# --- steps ------------------------------------------------------------------------------
+
+
+def test_first_writer_wins_and_the_loser_adopts(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    first = ledger.write_step(make_step(output='"A"'))
+    assert first.output == '"A"'
+    second = ledger.write_step(make_step(output='"B"'))
+    assert second.output == '"A"' and second.status == StepStatus.DONE
+    assert ledger.load("RUN1").steps["0001"].output == '"A"'
+
+
+def test_non_final_records_are_overwritten(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    ledger.write_step(make_step(status=StepStatus.RUNNING, output=None))
+    ledger.write_step(make_step(status=StepStatus.RETRYABLE_FAILED, output=None, attempt=1))
+    done = ledger.write_step(make_step(status=StepStatus.DONE, output='"x"', attempt=2))
+    assert done.status == StepStatus.DONE and ledger.load("RUN1").steps["0001"].attempt == 2
+
+
+def test_a_terminal_failure_is_final_too(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    ledger.write_step(make_step(status=StepStatus.TERMINAL_FAILED, output=None, error_summary="no"))
+    adopted = ledger.write_step(make_step(status=StepStatus.DONE, output='"late"'))
+    assert adopted.status == StepStatus.TERMINAL_FAILED
+
+
+def test_concurrent_completions_agree_on_one_result(ledger: Any, atomic_backend: None) -> None:
+    ledger.create_run(make_run())
+    results: list[str | None] = []
+    barrier = threading.Barrier(6)
+
+    def complete(i: int) -> None:
+        barrier.wait()
+        results.append(ledger.write_step(make_step(output=f'"{i}"')).output)
+
+    threads = [threading.Thread(target=complete, args=(i,)) for i in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    stored = ledger.load("RUN1").steps["0001"].output
+    assert set(results) == {stored}
+
+
+def test_step_records_round_trip_every_field(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    step = make_step(
+        attempts=[
+            Attempt(1, t(1), t(2), "retryable", "ConnectionError: x", "req-1", "stream-1"),
+            Attempt(2, t(3), t(4)),
+        ],
+        attempt=2,
+        checkpoint={"payload_version": 2, "state": '{"cursor":"abc"}'},
+        refs=[{"kind": "ticket", "value": "T-1"}],
+        idempotency_key="RUN1:0001:step",
+        wake_at=t(9),
+        error_type="X",
+        error_class="retryable",
+        error_summary="summary",
+        detail={"reason": "retry"},
+    )
+    ledger.write_step(step)
+    assert ledger.load("RUN1").steps["0001"] == step
+
+
+def test_oversized_step_output_is_refused(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    with pytest.raises(PayloadTooLarge):
+        ledger.write_step(make_step(output='"' + "y" * 420_000 + '"'))
+    assert ledger.load("RUN1").steps == {}
+
+
+def test_load_returns_every_page_of_a_large_history(ledger: Any) -> None:
+    # 30 steps of ~40 KB: over 1 MB, so DynamoDB answers in several pages.
+    ledger.create_run(make_run())
+    blob = '"' + "z" * 40_000 + '"'
+    for i in range(1, 31):
+        ledger.write_step(make_step(position=f"{i:04d}", output=blob))
+    loaded = ledger.load("RUN1")
+    assert sorted(loaded.steps) == [f"{i:04d}" for i in range(1, 31)]
+
+
+def test_checkpoint_writes_the_step_and_renews_the_lease_atomically(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    run = claim(ledger, "w1", now=0).run
+    step = make_step(status=StepStatus.RUNNING, output=None, checkpoint={"payload_version": 1, "state": "5"})
+    assert ledger.write_step_fenced(step, RunGuard(run.fence, "w1"), {"lease_until": t(500)})
+    assert ledger.get_run("RUN1").lease_until == t(500)
+    assert ledger.load("RUN1").steps["0001"].checkpoint == {"payload_version": 1, "state": "5"}
+
+
+def test_a_fenced_write_by_a_stale_owner_writes_neither_item(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    claim(ledger, "w1", now=0, lease=10)
+    claim(ledger, "w2", now=100)  # w1's lease expired and was taken over
+    step = make_step(status=StepStatus.RUNNING, output=None)
+    with pytest.raises(ConditionFailed):
+        ledger.write_step_fenced(step, RunGuard(1, "w1"), {"lease_until": t(500)})
+    assert ledger.load("RUN1").steps == {}
+    assert ledger.get_run("RUN1").lease_owner == "w2"
+
+
+def test_a_fenced_write_never_replaces_a_final_step(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    run = claim(ledger, "w1", now=0).run
+    ledger.write_step(make_step(output='"done"'))
+    written = ledger.write_step_fenced(
+        make_step(status=StepStatus.RUNNING, output=None), RunGuard(run.fence, "w1"), {"lease_until": t(500)}
+    )
+    assert written is False
+    assert ledger.load("RUN1").steps["0001"].output == '"done"'
+    assert ledger.get_run("RUN1").lease_until == t(60)
+
+
+# --- listing ----------------------------------------------------------------------------
+
+
+def _finish(ledger: Any, run_id: str, status: str, at: int, attention: bool = False) -> None:
+    run = claim(ledger, "w", now=at, run_id=run_id).run
+    ledger.update_run(
+        run_id,
+        RunGuard(run.fence, "w"),
+        {"status": status, "updated_at": t(at), "needs_attention": attention, "lease_owner": None},
+    )
+
+
+def test_list_runs_by_workflow_status_and_attention(ledger: Any) -> None:
+    for i, (wf, version) in enumerate([("a", 1), ("a", 2), ("a", 1), ("b", 1)]):
+        ledger.create_run(make_run(f"R{i}", workflow=wf, version=version))
+    _finish(ledger, "R0", "SUCCEEDED", 10)
+    _finish(ledger, "R1", "FAILED", 20, attention=True)
+    _finish(ledger, "R3", "FAILED", 30, attention=True)
+
+    assert [r.run_id for r in ledger.list_runs(workflow="a", status="SUCCEEDED").items] == ["R0"]
+    assert {r.run_id for r in ledger.list_runs(workflow="a").items} == {"R0", "R1", "R2"}
+    assert [r.run_id for r in ledger.list_runs(workflow="a", version=2).items] == ["R1"]
+    attention = ledger.list_runs(needs_attention=True).items
+    assert [r.run_id for r in attention] == ["R3", "R1"]  # newest first
+    assert [r.run_id for r in ledger.list_runs(needs_attention=True, workflow="b").items] == ["R3"]
+    with pytest.raises(ValueError):
+        ledger.list_runs(status="FAILED")  # would need a scan
+
+
+def test_list_runs_pages_with_a_cursor(ledger: Any) -> None:
+    for i in range(5):
+        ledger.create_run(make_run(f"R{i}", updated_at=t(i), created_at=T0))
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = ledger.list_runs(workflow="wf", limit=2, cursor=cursor)
+        seen += [r.run_id for r in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert sorted(seen) == [f"R{i}" for i in range(5)] and len(seen) == 5
