@@ -1,15 +1,15 @@
 """Durable workflows for AWS Lambda: plain Python functions replayed from a DynamoDB ledger.
 
-    from durable import App, Context, RetryPolicy
+from durable import App, Context, RetryPolicy
 
-    app = App()
+app = App()
 
-    @app.step(retry=RetryPolicy(max_attempts=5))
-    def provision_workspace(user_id: str) -> str: ...
+@app.step(retry=RetryPolicy(max_attempts=5))
+def provision_workspace(user_id: str) -> str: ...
 
-    @app.workflow(name="onboarding", version=1)
-    def onboarding(ctx: Context, user_id: str) -> dict[str, str]:
-        return {"workspace": provision_workspace(user_id)}
+@app.workflow(name="onboarding", version=1)
+def onboarding(ctx: Context, user_id: str) -> dict[str, str]:
+    return {"workspace": provision_workspace(user_id)}
 """
 
 from durable.config import EngineConfig

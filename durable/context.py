@@ -93,6 +93,22 @@ class Context:
         )
         return result
 
+    def sleep(self, duration: timedelta, *, name: str = "sleep") -> None:
+        """Wait durably: the wake time is computed once and recorded; the run suspends.
+
+        Any length works (minutes to years); short ones may be served in-process.
+        """
+        if not isinstance(duration, timedelta) or duration < timedelta(0):
+            raise ValueError("sleep(duration) needs a non-negative datetime.timedelta")
+        when = self._exec.wake_time(duration)
+        self._exec.sleep_until(when, name)
+
+    def sleep_until(self, when: datetime, *, name: str = "sleep") -> None:
+        """Wait durably until ``when`` (an aware datetime)."""
+        if not isinstance(when, datetime) or when.tzinfo is None:
+            raise ValueError("sleep_until(when) needs a timezone-aware datetime")
+        self._exec.sleep_until(when, name)
+
     def now(self) -> datetime:
         """The current time, recorded on first execution and replayed after."""
         value: datetime = self._exec.record_value("now", "now")
@@ -108,7 +124,7 @@ class Context:
         value: float = self._exec.record_value("random", "random")
         return value
 
-    def continue_as_new(self, input: Any = None) -> None:  # noqa: A002 - public API name
+    def continue_as_new(self, input: Any = None) -> None:
         """End this run and start a fresh one (new ledger) of the same workflow with ``input``."""
         self._exec.continue_as_new(input)
 

@@ -107,19 +107,19 @@ class _GuardedDatetime(_dt.datetime):
     def now(cls, tz: _dt.tzinfo | None = None) -> _GuardedDatetime:
         if _guard_active():
             raise _violation("datetime.now()")
-        return super().now(tz)  # type: ignore[return-value]
+        return super().now(tz)
 
     @classmethod
     def utcnow(cls) -> _GuardedDatetime:
         if _guard_active():
             raise _violation("datetime.utcnow()")
-        return super().now(_dt.UTC).replace(tzinfo=None)  # type: ignore[return-value]
+        return super().now(_dt.UTC).replace(tzinfo=None)
 
     @classmethod
     def today(cls) -> _GuardedDatetime:
         if _guard_active():
             raise _violation("datetime.today()")
-        return super().today()  # type: ignore[return-value]
+        return super().today()
 
 
 class _GuardedDate(_dt.date):
@@ -127,7 +127,7 @@ class _GuardedDate(_dt.date):
     def today(cls) -> _GuardedDate:
         if _guard_active():
             raise _violation("date.today()")
-        return super().today()  # type: ignore[return-value]
+        return super().today()
 
 
 def _datetime_module_proxy() -> types.ModuleType:
@@ -144,19 +144,18 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
 
 
 _install_lock = threading.Lock()
-_installed = False
+_installed: list[bool] = []
 
 
 def _install() -> None:
     """Patch once per process; patched functions are inert unless a guard is active."""
-    global _installed
     with _install_lock:
         if _installed:
             return
         for module, name in _PATCHES:
             setattr(module, name, _wrap(f"{module.__name__}.{name}()", getattr(module, name)))
         sys.addaudithook(_audit)
-        _installed = True
+        _installed.append(True)
 
 
 class DeterminismGuard:

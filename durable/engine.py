@@ -7,6 +7,7 @@ lease) into exactly one conditional write on the run item.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
@@ -92,7 +93,7 @@ class Engine:
     def start(
         self,
         workflow: str,
-        input: Any = None,  # noqa: A002 - public API name
+        input: Any = None,
         *,
         idempotency_key: str | None = None,
         requested_by: str | None = None,
@@ -151,8 +152,9 @@ class Engine:
         try:
             self.invoker.invoke(run_id, reason, hop)
         except Exception:  # the due time is already set: the sweeper will pick it up
-            log.warning("invoking a worker for run %s failed; the sweeper will retry", run_id,
-                        exc_info=True)
+            log.warning(
+                "invoking a worker for run %s failed; the sweeper will retry", run_id, exc_info=True
+            )
 
     # --- driving -------------------------------------------------------------------
 
@@ -242,8 +244,11 @@ class Engine:
         return self._finish(
             x.run,
             x.owner,
-            {"status": RunStatus.SUCCEEDED.value, "output": output,
-             "needs_attention": x.poison_failed},
+            {
+                "status": RunStatus.SUCCEEDED.value,
+                "output": output,
+                "needs_attention": x.poison_failed,
+            },
         )
 
     # --- run-item transitions --------------------------------------------------------
@@ -333,10 +338,8 @@ class Engine:
             due_at=stamp,
             continued_from=x.run.run_id,
         )
-        try:
+        with contextlib.suppress(RunExists):  # created by an earlier try of this transition
             self.ledger.create_run(successor)
-        except RunExists:
-            pass  # created by an earlier attempt of this very transition
         output = serde.canonical_json({"continued_as_new": successor.run_id})
         outcome = self._finish(
             x.run, x.owner, {"status": RunStatus.SUCCEEDED.value, "output": output}

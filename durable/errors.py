@@ -128,7 +128,7 @@ class StorageError(DurableError):
 # --- control flow -----------------------------------------------------------------
 
 
-class ControlFlow(BaseException):  # noqa: N818 - these are signals, not errors
+class ControlFlow(BaseException):
     """Base of the engine's internal signals; never meant to be caught by user code."""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
@@ -63,11 +63,11 @@ if TYPE_CHECKING:
     from durable.engine import Engine
 
 
-class InboxChanged(BaseException):  # noqa: N818 - internal signal
+class InboxChanged(BaseException):
     """An event arrived while the run was being driven: reload and replay again."""
 
 
-class ContinueAsNew(BaseException):  # noqa: N818 - internal signal
+class ContinueAsNew(BaseException):
     def __init__(self, input_value: Any) -> None:
         self.input_value = input_value
 
@@ -123,7 +123,9 @@ class Execution:
         self.nondeterminism: NonDeterminismError | None = None
         self.poison_failed = False
         # (position, undo, result, args, kwargs) of completed compensable steps, in order
-        self.compensations: list[tuple[str, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]]] = []
+        self.compensations: list[
+            tuple[str, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]]
+        ] = []
 
     # --- identity and replay -------------------------------------------------------
 
@@ -339,6 +341,44 @@ class Execution:
             raise LeaseLost() from e
         return Suspend()
 
+    # --- durable sleep ---------------------------------------------------------------
+
+    def wake_time(self, duration: timedelta) -> datetime:
+        """Used only on first execution; a replay reads the recorded ``wake_at``."""
+        return self.clock.now() + duration
+
+    def sleep_until(self, when: datetime, name: str) -> None:
+        """Record the wake time once (replay never recomputes it), then wait for it."""
+        position = self.next_position()
+        rec = self.recorded(position, name, StepKind.SLEEP)
+        if rec is not None and rec.status.final:
+            return
+        if rec is None:
+            wake_at = format_time(when)
+            rec = self.ledger.write_step(
+                self.new_record(position, name, StepKind.SLEEP, StepStatus.WAITING, wake_at=wake_at)
+            )
+            if rec.status.final:
+                return
+        wake_at = rec.wake_at or format_time(when)
+        wait = parse_time(wake_at) - self.clock.now()
+        if wait > timedelta(0):
+            if not self.can_wait_in_process(wait, timedelta(0)):
+                raise self.suspend(wake_at)
+            self.clock.sleep(wait.total_seconds())
+        done = self.new_record(position, name, StepKind.SLEEP, StepStatus.DONE, wake_at=wake_at)
+        self.ledger.write_step(done)
+
+    def can_wait_in_process(self, wait: timedelta, then_needed: timedelta) -> bool:
+        """Short waits are served here when the invocation has time for them and after."""
+        if wait > self.config.inprocess_wait_threshold:
+            return False
+        remaining = self.remaining()
+        if remaining is None:
+            return True
+        needed = wait + then_needed + self.config.safety_margin
+        return remaining >= needed.total_seconds()
+
     def continue_as_new(self, input_value: Any) -> None:
         self.next_position()  # honours cancel and non-determinism like any durable call
         raise ContinueAsNew(input_value)
@@ -390,13 +430,15 @@ class StepRun:
 
     def execute(self, body: Callable[[], Any], annotation: Any) -> Any:
         prev = self.previous
-        if prev is not None and prev.status == StepStatus.WAITING and prev.wake_at:
-            if parse_time(prev.wake_at) > self.x.clock.now():
-                raise self.x.suspend(prev.wake_at)  # woken early: wait the rest
+        waiting = prev is not None and prev.status == StepStatus.WAITING and prev.wake_at
+        if waiting and parse_time(prev.wake_at) > self.x.clock.now():  # type: ignore[union-attr,arg-type]
+            raise self.x.suspend(prev.wake_at)  # type: ignore[union-attr]  # woken early
         if prev is not None and prev.status == StepStatus.RUNNING:
             interrupted = self.interrupted(prev)
             if interrupted is not None:
-                return self.after_failure(interrupted, None, annotation, body)
+                outcome = self.after_failure(interrupted, None, annotation, body)
+                if outcome is not _RETRY_NOW:
+                    return outcome
         while True:
             if self.x.poisoned:
                 self.x.poison_failed = True
@@ -486,7 +528,7 @@ class StepRun:
         if delay is None:
             return self.fail_for_good(error, annotation)
         summary = summarize(error)
-        if self.can_wait_in_process(delay):
+        if self.x.can_wait_in_process(delay, self.opts.budget):
             stored = self.x.ledger.write_step(
                 self.record(
                     StepStatus.RETRYABLE_FAILED,
@@ -514,15 +556,6 @@ class StepRun:
         if stored.status.final:
             return self.adopt(stored, annotation)
         raise self.x.suspend(wake_at)
-
-    def can_wait_in_process(self, delay: timedelta) -> bool:
-        if delay > self.x.config.inprocess_wait_threshold:
-            return False
-        remaining = self.x.remaining()
-        if remaining is None:
-            return True
-        needed = delay + self.opts.budget + self.x.config.safety_margin
-        return remaining >= needed.total_seconds()
 
     def fail_for_good(self, error: BaseException, annotation: Any) -> Any:
         if self.attempts and self.attempts[-1].finished_at is None:
@@ -595,4 +628,3 @@ class StepRun:
 
 
 _RETRY_NOW: Any = object()
-

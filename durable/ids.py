@@ -32,4 +32,6 @@ def derived_run_id(workflow: str, idempotency_key: str) -> str:
 
 def due_shard(run_id: str, shards: int) -> str:
     """The due index's partition for a run: spreads sweeper reads over ``shards`` keys."""
-    return str(int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards)
+    return str(
+        int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards
+    )

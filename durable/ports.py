@@ -76,7 +76,9 @@ class Ledger(Protocol):
         """One strongly consistent read of the whole partition (all pages)."""
         ...
 
-    def claim(self, run_id: str, owner: str, *, now: str, lease_until: str, stale_before: str) -> Claim | None:
+    def claim(
+        self, run_id: str, owner: str, *, now: str, lease_until: str, stale_before: str
+    ) -> Claim | None:
         """Take the run's lease with one conditional update.
 
         Succeeds when the run is not terminal and the lease is absent, released, already
@@ -88,9 +90,7 @@ class Ledger(Protocol):
         """
         ...
 
-    def update_run(
-        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]
-    ) -> RunRecord:
+    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         """Apply ``changes`` (RunRecord field -> value; None removes) under ``guard``.
 
         Returns the new item; raises ``ConditionFailed`` with the stored item otherwise.
@@ -163,4 +163,3 @@ class Invocation:
     request_id: str | None = None
     log_stream: str | None = None
     remaining_seconds: Callable[[], float] | None = None  # None: unbounded (tests)
-

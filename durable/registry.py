@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_type_hints
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_type_hints, overload
 
 from durable.errors import RegistrationError, WorkflowNotFound
 from durable.retry import RetryPolicy
@@ -15,6 +15,7 @@ from durable.serde import NO_ANNOTATION
 
 P = ParamSpec("P")
 R = TypeVar("R")
+F = TypeVar("F", bound=Callable[..., Any])
 
 Semantics = Literal["at_least_once", "at_most_once_per_attempt"]
 SEMANTICS: tuple[str, ...] = ("at_least_once", "at_most_once_per_attempt")
@@ -36,8 +37,7 @@ def callable_name(fn: Callable[..., Any], explicit: str | None) -> str:
         return fn.name
     if isinstance(fn, functools.partial):
         raise RegistrationError(
-            "a functools.partial has no readable name: pass name='...' so the ledger says "
-            "what ran"
+            "a functools.partial has no readable name: pass name='...' so the ledger says what ran"
         )
     qualname = getattr(fn, "__qualname__", None)
     if not isinstance(qualname, str) or "<lambda>" in qualname:
@@ -90,7 +90,9 @@ class StepFunction(Generic[P, R]):
         ctx = active_context()
         if ctx is None:
             return self.fn(*args, **kwargs)
-        result: R = ctx.step(self, *args, **kwargs)
+        # Reserved option names cannot collide: they are keyword-only in Context.step and
+        # a step needing one takes it through functools.partial.
+        result: R = ctx.step(self, *args, **kwargs)  # type: ignore[arg-type]
         return result
 
     def __repr__(self) -> str:
@@ -109,9 +111,7 @@ class WorkflowDef:
 
 def _workflow_signature(fn: Callable[..., Any], name: str) -> tuple[bool, Any]:
     params = list(inspect.signature(fn).parameters.values())
-    kinds_ok = all(
-        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params
-    )
+    kinds_ok = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
     if not params or len(params) > 2 or not kinds_ok:
         raise RegistrationError(
             f"workflow {name!r} must take ctx plus at most one input parameter, "
@@ -138,6 +138,12 @@ class App:
     def __init__(self, *, default_retry: RetryPolicy | None = None) -> None:
         self.default_retry = default_retry
         self._workflows: dict[str, dict[int, WorkflowDef]] = {}
+
+    @overload
+    def workflow(self, fn: F, /) -> F: ...
+
+    @overload
+    def workflow(self, *, name: str | None = None, version: int = 1) -> Callable[[F], F]: ...
 
     def workflow(
         self, fn: Callable[..., Any] | None = None, *, name: str | None = None, version: int = 1
@@ -169,6 +175,19 @@ class App:
 
         return register(fn) if fn is not None else register
 
+    @overload
+    def step(self, fn: Callable[P, R], /) -> StepFunction[P, R]: ...
+
+    @overload
+    def step(
+        self,
+        *,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+        semantics: Semantics = "at_least_once",
+    ) -> Callable[[Callable[P, R]], StepFunction[P, R]]: ...
+
     def step(
         self,
         fn: Callable[P, R] | None = None,
@@ -191,9 +210,7 @@ class App:
         versions = self._workflows.get(name)
         if not versions:
             known = ", ".join(sorted(self._workflows)) or "none"
-            raise WorkflowNotFound(
-                f"no workflow named {name!r} is registered (known: {known})"
-            )
+            raise WorkflowNotFound(f"no workflow named {name!r} is registered (known: {known})")
         if version is None:
             return versions[max(versions)]
         if version not in versions:

@@ -176,7 +176,7 @@ class RetryPolicy:
         if isinstance(error, TerminalError):
             return False
         if self.retry_on:
-            return isinstance(error, self.retry_on) or isinstance(error, RetryableError)
+            return isinstance(error, (*self.retry_on, RetryableError))
         return classify(error) == "retryable"
 
     def next_delay(self, attempt: int, error: BaseException) -> timedelta | None:

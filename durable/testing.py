@@ -25,14 +25,15 @@ from durable.clock import FakeClock
 from durable.config import EngineConfig
 from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine import Engine, Outcome
+from durable.errors import RunNotFound
 from durable.model import RunRecord, StepRecord, format_time
-from durable.ports import Invocation
+from durable.ports import EffectStore, Invocation
 from durable.registry import App
 
 When = Literal["before", "after"]
 
 
-class SimulatedCrash(BaseException):  # noqa: N818 - it models a process death
+class SimulatedCrash(BaseException):
     """The injected death of a worker; nothing after it runs in that invocation."""
 
 
@@ -102,6 +103,7 @@ class LocalRunner:
         clock: FakeClock | None = None,
         determinism_guard: bool = True,
         remaining_seconds: Callable[[], float] | None = None,
+        effect_store: EffectStore | None = None,
     ) -> None:
         self.app = app
         self.clock = clock or FakeClock()
@@ -109,13 +111,13 @@ class LocalRunner:
         self.plan = CrashPlan()
         self.memory_ledger = MemoryLedger()
         self.invoker = MemoryInvoker()
-        self.effect_store = MemoryEffectStore()
+        self.effect_store: EffectStore = effect_store or MemoryEffectStore()
         self.guard = DeterminismGuard() if determinism_guard else None
         self.engine = Engine(
             app,
-            CrashingPort("ledger", self.memory_ledger, self.plan),  # type: ignore[arg-type]
-            CrashingPort("invoker", self.invoker, self.plan),  # type: ignore[arg-type]
-            CrashingPort("effects", self.effect_store, self.plan),  # type: ignore[arg-type]
+            CrashingPort("ledger", self.memory_ledger, self.plan),
+            CrashingPort("invoker", self.invoker, self.plan),
+            CrashingPort("effects", self.effect_store, self.plan),
             clock=self.clock,
             config=self.config,
             guard=self.guard or NoGuard(),
@@ -136,7 +138,7 @@ class LocalRunner:
 
     # --- operations -------------------------------------------------------------------
 
-    def start(self, workflow: str, input: Any = None, **kwargs: Any) -> RunRecord:  # noqa: A002
+    def start(self, workflow: str, input: Any = None, **kwargs: Any) -> RunRecord:
         try:
             return self.engine.start(workflow, input, **kwargs)
         except SimulatedCrash as crash:
@@ -176,7 +178,12 @@ class LocalRunner:
         due = []
         for run_id in self.memory_ledger.all_run_ids():
             run = self.memory_ledger.get_run(run_id)
-            if run is not None and not run.terminal and run.due_at is not None and run.due_at <= now:
+            if (
+                run is not None
+                and not run.terminal
+                and run.due_at is not None
+                and run.due_at <= now
+            ):
                 due.append(run_id)
         return due
 
@@ -199,11 +206,20 @@ class LocalRunner:
             self.guard.violations.clear()
             raise first
 
+    # Reads for assertions go to the ledger directly: they are not the worker's calls,
+    # so they neither count towards nor trigger injected crashes.
+
     def get_run(self, run_id: str) -> RunRecord:
-        return self.engine.get_run(run_id)
+        run = self.memory_ledger.get_run(run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r}")
+        return run
 
     def history(self, run_id: str) -> list[StepRecord]:
-        return self.engine.history(run_id)
+        loaded = self.memory_ledger.load(run_id)
+        if loaded is None:
+            raise RunNotFound(f"no run {run_id!r}")
+        return [loaded.steps[p] for p in sorted(loaded.steps)]
 
 
 __all__ = [

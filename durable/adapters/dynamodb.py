@@ -57,7 +57,9 @@ def _code(error: Exception) -> str:
 
 def storage_error(error: Exception, what: str) -> NoReturn:
     """Translate a botocore error into ``StorageError`` (retryable by the taxonomy)."""
-    raise StorageError(f"{what} failed: {error}", retryable=classify(error) == "retryable") from error
+    raise StorageError(
+        f"{what} failed: {error}", retryable=classify(error) == "retryable"
+    ) from error
 
 
 class _Expr:
@@ -211,8 +213,11 @@ class DynamoLedger:
         target = claimed(current, owner, now, lease_until, kind)
         # Exact-state claim: nothing may have changed the lease since we read it.
         e = _Expr()
-        fence, st, lo, lu = e.name("fence"), e.name("status"), e.name("lease_owner"), e.name(
-            "lease_until"
+        fence, st, lo, lu = (
+            e.name("fence"),
+            e.name("status"),
+            e.name("lease_owner"),
+            e.name("lease_until"),
         )
         parts = [
             f"{fence} = {e.value(_n(current.fence), 'f')}",
@@ -273,7 +278,9 @@ class DynamoLedger:
             if value is None:
                 removes.append(e.name(field))
             else:
-                sets.append(f"{e.name(field)} = {e.value(run_attribute_value(field, value), field)}")
+                sets.append(
+                    f"{e.name(field)} = {e.value(run_attribute_value(field, value), field)}"
+                )
         # Derived index keys (DESIGN section 4): keep the sparse indexes exact.
         if "due_at" in normalized:
             if normalized["due_at"] is None:
@@ -389,7 +396,9 @@ class DynamoLedger:
             codes = [r.get("Code") for r in reasons]
             if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
                 old = reasons[1].get("Item")
-                raise ConditionFailed(item_to_run(old) if old else self.get_run(step.run_id)) from err
+                raise ConditionFailed(
+                    item_to_run(old) if old else self.get_run(step.run_id)
+                ) from err
             if codes and codes[0] == "ConditionalCheckFailed":
                 return False  # the step turned final meanwhile: nothing to checkpoint
             storage_error(err, f"checkpointing step {step.position}")
@@ -425,7 +434,9 @@ class DynamoLedger:
                 key += f" AND begins_with({e.name('list_sk')}, {e.value(_s(status + '#'), 'st')})"
             if needs_attention is False:
                 na = e.name("needs_attention")
-                filters.append(f"(attribute_not_exists({na}) OR {na} = {e.value({'BOOL': False}, 'na')})")
+                filters.append(
+                    f"(attribute_not_exists({na}) OR {na} = {e.value({'BOOL': False}, 'na')})"
+                )
         else:
             raise ValueError(
                 "list_runs needs workflow= or needs_attention=True (served by an index, "

@@ -4,6 +4,7 @@ suite). Used by ``durable.testing.LocalRunner``, fast unit tests and benchmarks.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -84,9 +85,7 @@ class MemoryLedger:
             self._runs[run_id] = new
             return Claim(copy_run(new), kind == "takeover")
 
-    def update_run(
-        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]
-    ) -> RunRecord:
+    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         with self._lock:
             run = self._runs.get(run_id)
             if run is None or not guard_holds(run, guard):
@@ -163,6 +162,12 @@ class MemoryLedger:
         with self._lock:
             return list(self._runs)
 
+    def patch_run(self, run_id: str, changes: Mapping[str, Any]) -> RunRecord:
+        """Change a run without any guard: simulates another writer in tests."""
+        with self._lock:
+            self._runs[run_id] = apply_changes(self._runs[run_id], dict(changes))
+            return copy_run(self._runs[run_id])
+
 
 @dataclass(slots=True)
 class Invocation:
@@ -195,7 +200,8 @@ class MemoryEffectStore:
     def begin(self, key: str, expiration: int) -> EffectRecord | None:
         with self._lock:
             existing = self.records.get(key)
-            if existing is not None:
+            # Like DynamoDB TTL read through Powertools: an expired record counts as absent.
+            if existing is not None and existing.expiration >= time.time():
                 return replace(existing)
             self.records[key] = EffectRecord(key, "INPROGRESS", None, expiration)
             return None

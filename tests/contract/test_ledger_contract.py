@@ -18,7 +18,9 @@ from durable.ports import ConditionFailed, RunExists, RunGuard
 from tests.support.records import T0, make_run, make_step, t
 
 
-def claim(ledger: Any, owner: str, now: int, lease: int = 60, skew: int = 5, run_id: str = "RUN1") -> Any:
+def claim(
+    ledger: Any, owner: str, now: int, lease: int = 60, skew: int = 5, run_id: str = "RUN1"
+) -> Any:
     return ledger.claim(
         run_id, owner, now=t(now), lease_until=t(now + lease), stale_before=t(now - skew)
     )
@@ -143,8 +145,10 @@ def test_suspension_requires_an_unchanged_inbox(ledger: Any) -> None:
     ledger.create_run(make_run(inbox=3))
     run = claim(ledger, "w1", now=0).run
     with pytest.raises(ConditionFailed) as info:
-        ledger.update_run("RUN1", RunGuard(run.fence, "w1", inbox=2), {"status": "WAITING", "updated_at": t(1)})
-    assert info.value.current.inbox == 3
+        ledger.update_run(
+            "RUN1", RunGuard(run.fence, "w1", inbox=2), {"status": "WAITING", "updated_at": t(1)}
+        )
+    assert info.value.current is not None and info.value.current.inbox == 3
     new = ledger.update_run(
         "RUN1", RunGuard(run.fence, "w1", inbox=3), {"status": "WAITING", "updated_at": t(1)}
     )
@@ -157,7 +161,7 @@ def test_the_final_write_refuses_a_cancel_requested_run(ledger: Any) -> None:
     guard = RunGuard(run.fence, "w1", statuses=("RUNNING", "COMPENSATING"), no_cancel=True)
     with pytest.raises(ConditionFailed) as info:
         ledger.update_run("RUN1", guard, {"status": "SUCCEEDED", "updated_at": t(1)})
-    assert info.value.current.cancel_requested
+    assert info.value.current is not None and info.value.current.cancel_requested
 
 
 def test_the_final_write_needs_an_active_status(ledger: Any) -> None:
@@ -278,7 +282,9 @@ def test_load_returns_every_page_of_a_large_history(ledger: Any) -> None:
 def test_checkpoint_writes_the_step_and_renews_the_lease_atomically(ledger: Any) -> None:
     ledger.create_run(make_run())
     run = claim(ledger, "w1", now=0).run
-    step = make_step(status=StepStatus.RUNNING, output=None, checkpoint={"payload_version": 1, "state": "5"})
+    step = make_step(
+        status=StepStatus.RUNNING, output=None, checkpoint={"payload_version": 1, "state": "5"}
+    )
     assert ledger.write_step_fenced(step, RunGuard(run.fence, "w1"), {"lease_until": t(500)})
     assert ledger.get_run("RUN1").lease_until == t(500)
     assert ledger.load("RUN1").steps["0001"].checkpoint == {"payload_version": 1, "state": "5"}
@@ -300,7 +306,9 @@ def test_a_fenced_write_never_replaces_a_final_step(ledger: Any) -> None:
     run = claim(ledger, "w1", now=0).run
     ledger.write_step(make_step(output='"done"'))
     written = ledger.write_step_fenced(
-        make_step(status=StepStatus.RUNNING, output=None), RunGuard(run.fence, "w1"), {"lease_until": t(500)}
+        make_step(status=StepStatus.RUNNING, output=None),
+        RunGuard(run.fence, "w1"),
+        {"lease_until": t(500)},
     )
     assert written is False
     assert ledger.load("RUN1").steps["0001"].output == '"done"'

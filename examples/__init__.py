@@ -1,0 +1,1 @@
+"""Runnable workflows from the two seed documents; every one is tested."""

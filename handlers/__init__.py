@@ -1,0 +1,1 @@
+"""Thin Lambda entry points; ``bootstrap`` is the one place that reads the environment."""

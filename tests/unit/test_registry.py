@@ -1,0 +1,139 @@
+"""Registration rules of the authoring API: clear errors at decoration time."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from durable import App, Context, RetryPolicy, WorkflowNotFound
+from durable.errors import RegistrationError
+from durable.testing import LocalRunner
+
+
+def test_async_workflows_and_steps_are_rejected_with_a_clear_message() -> None:
+    app = App()
+    with pytest.raises(RegistrationError, match="async def is not supported"):
+
+        @app.workflow
+        async def flow(ctx: Context) -> None: ...
+
+    with pytest.raises(RegistrationError, match="async def is not supported"):
+
+        @app.step
+        async def step() -> None: ...
+
+
+def test_a_workflow_takes_ctx_and_at_most_one_input() -> None:
+    app = App()
+    with pytest.raises(RegistrationError, match="at most one input"):
+
+        @app.workflow
+        def two_inputs(ctx: Context, a: int, b: int) -> None: ...
+
+    with pytest.raises(RegistrationError, match="at most one input"):
+
+        @app.workflow
+        def var_args(ctx: Context, *args: Any) -> None: ...
+
+
+def test_the_same_version_cannot_be_registered_twice_but_versions_coexist() -> None:
+    app = App()
+
+    @app.workflow(name="w", version=1)
+    def v1(ctx: Context) -> int:
+        return 1
+
+    @app.workflow(name="w", version=2)
+    def v2(ctx: Context) -> int:
+        return 2
+
+    with pytest.raises(RegistrationError, match="already registered"):
+
+        @app.workflow(name="w", version=2)
+        def again(ctx: Context) -> int:
+            return 3
+
+    assert app.get_workflow("w").version == 2
+    assert app.get_workflow("w", 1).fn is v1
+
+
+def test_unknown_workflows_and_versions_name_what_exists() -> None:
+    app = App()
+
+    @app.workflow(name="known")
+    def known(ctx: Context) -> None: ...
+
+    with pytest.raises(WorkflowNotFound, match="known: known"):
+        app.get_workflow("nope")
+    with pytest.raises(WorkflowNotFound, match="registered: 1"):
+        app.get_workflow("known", 7)
+
+
+def test_lambdas_and_partials_need_a_name() -> None:
+    app = App()
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.workflow
+    def flow(ctx: Context) -> int:
+        return ctx.step(lambda: 1)
+
+    @app.workflow
+    def flow_partial(ctx: Context) -> int:
+        return ctx.step(functools.partial(add, 1), 2)
+
+    @app.workflow
+    def flow_named(ctx: Context) -> int:
+        return ctx.step(lambda: 1, name="one") + ctx.step(functools.partial(add, 1), 2, name="add")
+
+    runner = LocalRunner(app)
+    for name in ("flow", "flow_partial"):
+        run = runner.start(name)
+        runner.run_until_idle()
+        stored = runner.get_run(run.run_id)
+        assert stored.status == "FAILED"
+        assert stored.error is not None and "pass name=" in stored.error.message
+    run = runner.start("flow_named")
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).output == "4"
+    assert [s.name for s in runner.history(run.run_id)] == ["one", "add"]
+
+
+def test_a_decorated_step_outside_a_workflow_is_a_plain_call() -> None:
+    app = App()
+    calls: list[int] = []
+
+    @app.step(retry=RetryPolicy(max_attempts=2))
+    def double(x: int) -> int:
+        calls.append(x)
+        return 2 * x
+
+    assert double(4) == 8 and calls == [4]
+    assert double.name.endswith("double")
+
+
+def test_invalid_step_options_are_rejected() -> None:
+    app = App()
+    with pytest.raises(RegistrationError, match="semantics"):
+        app.step(semantics="exactly_once")(lambda: 1)  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="max_attempts"):
+        RetryPolicy(max_attempts=0)
+
+
+class Signup(BaseModel):
+    user_id: str
+
+
+def test_the_input_annotation_is_resolved_at_registration() -> None:
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context, signup: Signup) -> str:
+        return signup.user_id
+
+    wf = app.get_workflow("flow")
+    assert wf.takes_input and wf.input_annotation is Signup
