@@ -48,15 +48,30 @@ def callable_name(fn: Callable[..., Any], explicit: str | None) -> str:
     return qualname
 
 
+def resolve_annotation(fn: Callable[..., Any], name: str) -> Any:
+    """One parameter's (or ``"return"``'s) annotation, resolved without needing the others.
+
+    ``get_type_hints`` fails when *any* annotation names a type it cannot see (a local
+    import of ``Context``, say); resolving just the one we need avoids that trap.
+    """
+    try:
+        return get_type_hints(fn).get(name, NO_ANNOTATION)
+    except Exception:
+        raw = getattr(fn, "__annotations__", {}).get(name, NO_ANNOTATION)
+        if not isinstance(raw, str):
+            return raw
+        namespace = dict(getattr(fn, "__globals__", {}))
+        return eval(raw, namespace)  # noqa: S307 - evaluating the function's own annotation
+
+
 def return_annotation(fn: Callable[..., Any]) -> Any:
     target = fn.func if isinstance(fn, functools.partial) else fn
     if isinstance(target, StepFunction):
         return target.return_annotation
     try:
-        hints = get_type_hints(target)
-    except Exception:  # unresolvable forward refs, builtins without signatures
+        return resolve_annotation(target, "return")
+    except Exception:  # builtins without annotations, or a type defined in a function
         return NO_ANNOTATION
-    return hints.get("return", NO_ANNOTATION)
 
 
 def _reject_async(fn: Callable[..., Any], what: str) -> None:
@@ -120,13 +135,12 @@ def _workflow_signature(fn: Callable[..., Any], name: str) -> tuple[bool, Any]:
     if len(params) == 1:
         return False, NO_ANNOTATION
     try:
-        hints = get_type_hints(fn)
+        return True, resolve_annotation(fn, params[1].name)
     except Exception as e:
         raise RegistrationError(
-            f"workflow {name!r}: cannot resolve the input annotation ({e}); import the type "
-            "at module level"
+            f"workflow {name!r}: cannot resolve the input annotation ({e}); define or import "
+            "the type at module level"
         ) from e
-    return True, hints.get(params[1].name, NO_ANNOTATION)
 
 
 class App:

@@ -1,0 +1,122 @@
+"""The engine end to end on real DynamoDB (moto in-process and DynamoDB Local over HTTP):
+the onboarding example, a crash and a takeover, and the storage requests a step costs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from durable import Engine, EngineConfig, RunStatus, StepStatus
+from durable.adapters.dynamodb import DynamoLedger
+from durable.adapters.idempotency import DynamoEffectStore
+from durable.adapters.memory import MemoryInvoker
+from durable.clock import FakeClock
+from durable.testing import CrashingPort, CrashPlan, CrashPoint, SimulatedCrash
+from examples import onboarding
+from examples.services import services
+from tests.conftest import MakeTables
+
+SIGNUP = {"user_id": "u7", "email": "u7@example.com"}
+
+
+@pytest.fixture(params=["moto", pytest.param("dynamodb-local", marks=pytest.mark.integration)])
+def client(request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue("moto_client" if request.param == "moto" else "ddb_local_client")
+
+
+def build(client: Any, make_tables: MakeTables, plan: CrashPlan | None = None) -> tuple[Engine, FakeClock, MemoryInvoker]:
+    ledger_table, idem_table = make_tables(client)
+    clock = FakeClock()
+    invoker = MemoryInvoker()
+    ledger: Any = DynamoLedger(client, ledger_table)
+    if plan is not None:
+        ledger = CrashingPort("ledger", ledger, plan)
+    engine = Engine(
+        onboarding.app,
+        ledger,
+        invoker,
+        DynamoEffectStore(client, idem_table),
+        clock=clock,
+        config=EngineConfig(lease=timedelta(seconds=60)),
+    )
+    return engine, clock, invoker
+
+
+def test_onboarding_runs_to_completion_on_dynamodb(client: Any, make_tables: MakeTables) -> None:
+    services.reset()
+    engine, clock, invoker = build(client, make_tables)
+    run = engine.start("onboarding", SIGNUP, requested_by="test")
+    assert invoker.pop() is not None
+    assert engine.resume(run.run_id).result == "suspended"
+    assert engine.get_run(run.run_id).due_at == "2026-01-04T00:00:00.000Z"
+    clock.advance(timedelta(days=3))
+    assert engine.resume(run.run_id).result == "succeeded"
+    stored = engine.get_run(run.run_id)
+    assert stored.status == RunStatus.SUCCEEDED and stored.requested_by == "test"
+    steps = engine.history(run.run_id)
+    assert [s.name for s in steps] == [
+        "provision_workspace",
+        "send_welcome_email",
+        "create_starter_project",
+        "sleep",
+        "send_follow_up_nudge",
+    ]
+    assert all(s.status == StepStatus.DONE for s in steps)
+    assert steps[0].refs == [{"kind": "workspace", "value": "ws-u7"}]
+    assert dict(services.effects) == {"workspace": 1, "email": 2, "project": 1}
+
+
+def test_a_crash_before_a_step_record_is_recovered_by_a_takeover(
+    client: Any, make_tables: MakeTables
+) -> None:
+    services.reset()
+    plan = CrashPlan([CrashPoint("ledger.write_step", 2, "before")])
+    engine, clock, _ = build(client, make_tables, plan)
+    run = engine.start("onboarding", SIGNUP)
+    with pytest.raises(SimulatedCrash):
+        engine.resume(run.run_id)  # dies after sending the welcome email, before recording it
+    assert engine.resume(run.run_id).result == "busy"  # the dead worker's lease holds
+    clock.advance(timedelta(seconds=70))
+    assert engine.resume(run.run_id).result == "suspended"
+    stored = engine.get_run(run.run_id)
+    assert stored.takeovers == 1
+    assert dict(services.effects) == {"workspace": 1, "email": 1, "project": 1}
+
+
+def test_a_completed_step_costs_one_conditional_write_and_no_read(
+    client: Any, make_tables: MakeTables
+) -> None:
+    from durable import App, Context
+
+    app = App()
+
+    def tick(i: int) -> int:
+        return i + 1
+
+    @app.workflow
+    def many(ctx: Context, n: int) -> int:
+        total = 0
+        for i in range(n):
+            total = ctx.step(tick, i)
+        return total
+
+    calls: Counter[str] = Counter()
+    client.meta.events.register(
+        "before-call.dynamodb.*", lambda model, **_: calls.update([model.name])
+    )
+    ledger_table, idem_table = make_tables(client)
+    engine = Engine(app, DynamoLedger(client, ledger_table), MemoryInvoker(),
+                    DynamoEffectStore(client, idem_table))
+    for n in (5, 25):
+        calls.clear()
+        run = engine.start("many", n)
+        assert engine.resume(run.run_id).result == "succeeded"
+        if n == 5:
+            base = Counter(calls)
+        else:
+            extra = calls - base
+    # 20 more steps cost exactly 20 more PutItems and nothing else.
+    assert dict(extra) == {"PutItem": 20}
