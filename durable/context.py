@@ -17,8 +17,9 @@ from durable.errors import DurableError
 from durable.registry import Semantics
 
 if TYPE_CHECKING:
-    from durable.execution import Execution, StepRun
+    from durable.execution import Execution
     from durable.retry import RetryPolicy
+    from durable.steps import StepRun
 
 R = TypeVar("R")
 

@@ -17,7 +17,7 @@ from durable.model import parse_time
 from durable.ports import EffectStore
 
 if TYPE_CHECKING:
-    from durable.execution import StepRun
+    from durable.steps import StepRun
 
 COMPLETED = "COMPLETED"
 

@@ -30,8 +30,9 @@ from durable.errors import (
     Suspend,
     WorkflowNotFound,
 )
-from durable.execution import ContinueAsNew, Execution, InboxChanged, summarize
+from durable.execution import Execution
 from durable.ids import derived_run_id, new_ulid
+from durable.interrupts import ContinueAsNew, InboxChanged, summarize
 from durable.model import (
     RunError,
     RunHistory,

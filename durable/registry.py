@@ -61,7 +61,7 @@ def resolve_annotation(fn: Callable[..., Any], name: str) -> Any:
         if not isinstance(raw, str):
             return raw
         namespace = dict(getattr(fn, "__globals__", {}))
-        return eval(raw, namespace)  # noqa: S307 - evaluating the function's own annotation
+        return eval(raw, namespace)
 
 
 def return_annotation(fn: Callable[..., Any]) -> Any:

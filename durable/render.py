@@ -11,7 +11,7 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-    line = "  ".join("{:<%d}" % w for w in widths)
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
     out = [line.format(*headers), line.format(*("-" * w for w in widths))]
     out += [line.format(*row) for row in rows]
     return "\n".join(s.rstrip() for s in out)

@@ -27,7 +27,9 @@ def client(request: pytest.FixtureRequest) -> Any:
     return request.getfixturevalue("moto_client" if request.param == "moto" else "ddb_local_client")
 
 
-def build(client: Any, make_tables: MakeTables, plan: CrashPlan | None = None) -> tuple[Engine, FakeClock, MemoryInvoker]:
+def build(
+    client: Any, make_tables: MakeTables, plan: CrashPlan | None = None
+) -> tuple[Engine, FakeClock, MemoryInvoker]:
     ledger_table, idem_table = make_tables(client)
     clock = FakeClock()
     invoker = MemoryInvoker()
@@ -108,8 +110,12 @@ def test_a_completed_step_costs_one_conditional_write_and_no_read(
         "before-call.dynamodb.*", lambda model, **_: calls.update([model.name])
     )
     ledger_table, idem_table = make_tables(client)
-    engine = Engine(app, DynamoLedger(client, ledger_table), MemoryInvoker(),
-                    DynamoEffectStore(client, idem_table))
+    engine = Engine(
+        app,
+        DynamoLedger(client, ledger_table),
+        MemoryInvoker(),
+        DynamoEffectStore(client, idem_table),
+    )
     for n in (5, 25):
         calls.clear()
         run = engine.start("many", n)

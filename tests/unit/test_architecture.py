@@ -39,6 +39,6 @@ def test_importing_the_core_loads_no_vendor_sdk() -> None:
 def test_errors_is_standard_library_only() -> None:
     source = (Path(__file__).resolve().parents[2] / "durable" / "errors.py").read_text()
     imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
-    assert all(
-        line.split()[1].split(".")[0] in {"__future__", "datetime"} for line in imports
-    ), imports
+    assert all(line.split()[1].split(".")[0] in {"__future__", "datetime"} for line in imports), (
+        imports
+    )

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from collections.abc import Callable
+from datetime import timedelta
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, StepStatus
 from durable.ports import Invocation

@@ -1,0 +1,30 @@
+"""Internal signals and helpers shared by the execution and step modules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durable.errors import DurableError, TerminalError
+from durable.retry import error_type_name
+
+
+class InboxChanged(BaseException):
+    """An event arrived while the run was being driven: reload and replay again."""
+
+
+class ContinueAsNew(BaseException):
+    def __init__(self, input_value: Any) -> None:
+        self.input_value = input_value
+
+
+class WorkerInterrupted(DurableError):
+    """An attempt was found RUNNING: its worker died, timed out or lost its lease."""
+
+
+class HistoryLimitExceeded(TerminalError):
+    """A run passed ``max_history`` positions; use ``ctx.continue_as_new`` for long loops."""
+
+
+def summarize(error: BaseException, limit: int = 1000) -> str:
+    text = f"{error_type_name(error)}: {error}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,274 @@
+"""One step's execution across its attempts: the body, retries, checkpoints, effects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from durable import serde
+from durable.context import StepContext, bind_context, bind_step, reset_context, reset_step
+from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, TerminalError
+from durable.interrupts import WorkerInterrupted, summarize
+from durable.leases import apply_changes
+from durable.model import Attempt, StepKind, StepRecord, StepStatus, format_time, parse_time
+from durable.ports import ConditionFailed
+from durable.registry import Semantics
+from durable.retry import RetryPolicy, classify, error_type_name
+
+if TYPE_CHECKING:
+    from durable.execution import Execution
+
+# after_failure's answer when the retry was served in-process: loop to the next attempt.
+_RETRY_NOW: Any = object()
+
+
+@dataclass(slots=True)
+class StepOptionsResolved:
+    retry: RetryPolicy
+    budget: timedelta
+    semantics: Semantics
+
+
+class StepRun:
+    """One step's execution across its attempts within this invocation."""
+
+    def __init__(
+        self,
+        execution: Execution,
+        position: str,
+        name: str,
+        previous: StepRecord | None,
+        opts: StepOptionsResolved,
+    ) -> None:
+        self.x = execution
+        self.position = position
+        self.name = name
+        self.previous = previous
+        self.opts = opts
+        self.run_id = execution.run.run_id
+        self.idempotency_key = f"{self.run_id}:{position}:{name}"
+        self.attempt = (previous.attempt if previous else 0) + 1
+        self.attempts: list[Attempt] = list(previous.attempts) if previous else []
+        self.checkpoint_payload: dict[str, Any] | None = previous.checkpoint if previous else None
+        self.refs: list[dict[str, str]] = list(previous.refs) if previous else []
+
+    # --- record building -------------------------------------------------------------
+
+    def record(self, status: StepStatus, **fields: Any) -> StepRecord:
+        return self.x.new_record(
+            self.position,
+            self.name,
+            StepKind.STEP,
+            status,
+            attempt=self.attempt,
+            attempts=list(self.attempts),
+            checkpoint=self.checkpoint_payload,
+            idempotency_key=self.idempotency_key,
+            refs=list(self.refs),
+            **fields,
+        )
+
+    def adopt(self, stored: StepRecord, annotation: Any) -> Any:
+        return self.x.replay_result(stored, annotation)
+
+    # --- the attempt loop ----------------------------------------------------------
+
+    def execute(self, body: Callable[[], Any], annotation: Any) -> Any:
+        prev = self.previous
+        waiting = prev is not None and prev.status == StepStatus.WAITING and prev.wake_at
+        if waiting and parse_time(prev.wake_at) > self.x.clock.now():  # type: ignore[union-attr,arg-type]
+            raise self.x.suspend(prev.wake_at)  # type: ignore[union-attr]  # woken early
+        if prev is not None and prev.status == StepStatus.RUNNING:
+            interrupted = self.interrupted(prev)
+            if interrupted is not None:
+                outcome = self.after_failure(interrupted, None, annotation, body)
+                if outcome is not _RETRY_NOW:
+                    return outcome
+        while True:
+            if self.x.poisoned:
+                self.x.poison_failed = True
+                return self.fail_for_good(
+                    WorkerInterrupted(
+                        f"the worker died {self.x.config.max_takeovers} times running this "
+                        "step (timeout, out of memory or crash); fix it and retry the run"
+                    ),
+                    annotation,
+                )
+            try:
+                self.x.check_budget(self.opts.budget)
+            except TerminalError as e:
+                return self.fail_for_good(e, annotation)
+            self.x.ensure_lease(self.opts.budget)
+            started = self.x.now_text()
+            attempt = Attempt(
+                n=self.attempt,
+                started_at=started,
+                request_id=self.x.invocation.request_id,
+                log_stream=self.x.invocation.log_stream,
+            )
+            self.attempts.append(attempt)
+            if self.opts.semantics == "at_most_once_per_attempt":
+                stored = self.x.ledger.write_step(self.record(StepStatus.RUNNING))
+                if stored.status.final:
+                    return self.adopt(stored, annotation)
+            self.x.count_body()
+            try:
+                value = self.run_body(body)
+                encoded = serde.encode(value, annotation)
+                decoded = serde.decode(encoded, annotation)
+            except Exception as error:  # control-flow signals are BaseException
+                attempt.finished_at = self.x.now_text()
+                attempt.error_class = classify(error)
+                attempt.error = summarize(error, 500)
+                outcome = self.after_failure(error, attempt, annotation, body)
+                if outcome is _RETRY_NOW:
+                    continue
+                return outcome
+            attempt.finished_at = self.x.now_text()
+            try:
+                stored = self.x.write_final(self.record(StepStatus.DONE, output=encoded))
+            except PayloadTooLarge as error:
+                attempt.error_class = "terminal"
+                attempt.error = summarize(error, 500)
+                return self.fail_for_good(error, annotation)
+            if stored.output != encoded or stored.status != StepStatus.DONE:
+                return self.adopt(stored, annotation)
+            return decoded
+
+    def run_body(self, body: Callable[[], Any]) -> Any:
+        step_ctx = StepContext(self)
+        step_token = bind_step(step_ctx)
+        ctx_token = bind_context(None)  # a decorated step called inside a step is plain
+        try:
+            with self.x.engine.guard.step_code():
+                return body()
+        finally:
+            reset_context(ctx_token)
+            reset_step(step_token)
+
+    def interrupted(self, prev: StepRecord) -> WorkerInterrupted | None:
+        """A RUNNING record means an attempt started and never finished."""
+        if self.opts.semantics != "at_most_once_per_attempt":
+            return None  # at-least-once: the RUNNING record only carries a checkpoint
+        self.attempt = prev.attempt  # the interrupted attempt is the one that failed
+        error = WorkerInterrupted(
+            f"attempt {prev.attempt} was interrupted (worker died, timed out or lost its "
+            "lease); at_most_once_per_attempt does not re-run it blindly"
+        )
+        if self.attempts:
+            last = self.attempts[-1]
+            last.finished_at = self.x.now_text()
+            last.error_class = "retryable"
+            last.error = summarize(error, 500)
+        return error
+
+    def after_failure(
+        self,
+        error: BaseException,
+        attempt: Attempt | None,
+        annotation: Any,
+        body: Callable[[], Any],
+    ) -> Any:
+        delay = self.opts.retry.next_delay(self.attempt, error)
+        if delay is None:
+            return self.fail_for_good(error, annotation)
+        summary = summarize(error)
+        if self.x.can_wait_in_process(delay, self.opts.budget):
+            stored = self.x.ledger.write_step(
+                self.record(
+                    StepStatus.RETRYABLE_FAILED,
+                    error_type=error_type_name(error),
+                    error_class="retryable",
+                    error_summary=summary,
+                )
+            )
+            if stored.status.final:
+                return self.adopt(stored, annotation)
+            self.x.clock.sleep(delay.total_seconds())
+            self.attempt += 1
+            return _RETRY_NOW
+        wake_at = format_time(self.x.clock.now() + delay)
+        stored = self.x.ledger.write_step(
+            self.record(
+                StepStatus.WAITING,
+                error_type=error_type_name(error),
+                error_class="retryable",
+                error_summary=summary,
+                wake_at=wake_at,
+                detail={"reason": "retry"},
+            )
+        )
+        if stored.status.final:
+            return self.adopt(stored, annotation)
+        raise self.x.suspend(wake_at)
+
+    def fail_for_good(self, error: BaseException, annotation: Any) -> Any:
+        if self.attempts and self.attempts[-1].finished_at is None:
+            last = self.attempts[-1]
+            last.finished_at = self.x.now_text()
+            last.error_class = "terminal"
+            last.error = summarize(error, 500)
+        stored = self.x.write_final(
+            self.record(
+                StepStatus.TERMINAL_FAILED,
+                error_type=error_type_name(error),
+                error_class="terminal",
+                error_summary=summarize(error),
+            )
+        )
+        if stored.status == StepStatus.DONE:
+            return self.adopt(stored, annotation)
+        raise StepFailed(
+            stored.name,
+            stored.position,
+            stored.error_type or "Error",
+            stored.error_summary or "",
+            stored.attempt,
+        ) from (error if isinstance(error, Exception) else None)
+
+    # --- StepContext operations -------------------------------------------------------
+
+    @property
+    def checkpoint_state(self) -> Any:
+        if not self.checkpoint_payload:
+            return None
+        return serde.decode(self.checkpoint_payload.get("state"))
+
+    def checkpoint(self, state: Any, payload_version: int) -> None:
+        try:
+            text = serde.dumps_plain(state)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"checkpoint state must be plain JSON: {e}") from e
+        self.checkpoint_payload = {"payload_version": payload_version, "state": text}
+        now = self.x.clock.now()
+        until = format_time(now + max(self.x.config.lease, self.opts.budget))
+        changes = {"lease_until": until, "due_at": until}
+        try:
+            written = self.x.ledger.write_step_fenced(
+                self.record(StepStatus.RUNNING), self.x.guard(), changes
+            )
+        except ConditionFailed as e:
+            raise LeaseLost() from e
+        if not written:  # a final record exists: another worker finished this step
+            raise LeaseLost()
+        self.x.run = apply_changes(self.x.run, changes)
+
+    def heartbeat(self) -> None:
+        self.x.ensure_lease(self.opts.budget)
+
+    def record_ref(self, kind: str, value: str) -> None:
+        if not kind or not isinstance(value, str):
+            raise ValueError("record_ref(kind, value) needs a non-empty kind and a string value")
+        ref = {"kind": kind, "value": value}
+        if ref not in self.refs:
+            self.refs.append(ref)
+
+    def effect(
+        self,
+        action: str,
+        call: Callable[[str], Any],
+        reconcile: Callable[[str], Any] | None,
+    ) -> Any:
+        return self.x.engine.effects.perform(self, action, call, reconcile)
