@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from durable.retry import DEFAULT_RETRY, RetryPolicy
@@ -35,6 +35,17 @@ class EngineConfig:
     # as any retry of the run could ask for them (never a fixed 24 hours).
     max_run_lifetime: timedelta = timedelta(days=365)
     default_retry: RetryPolicy = DEFAULT_RETRY
+    # HMAC key of callback tokens (from Secrets Manager/SSM in production); None refuses
+    # to mint tokens rather than minting forgeable ones.
+    callback_secret: bytes | None = field(default=None, repr=False)
+    # Public base of callback URLs, e.g. "https://api.example.com/prod".
+    callback_base_url: str = ""
+    # The sweeper skips due entries younger than this (2 minutes on AWS so it does not
+    # race EventBridge Scheduler's own firing; 0 locally).
+    sweep_grace: timedelta = timedelta(minutes=2)
+    # A swept run becomes due again after this, should the invocation be lost.
+    sweep_retrigger: timedelta = timedelta(minutes=5)
+    sweep_max_invocations: int = 500
 
     def __post_init__(self) -> None:
         if self.steps_per_invocation < 1:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from durable.execution import Execution
     from durable.retry import RetryPolicy
     from durable.steps import StepRun
+    from durable.waits import Callback
 
 R = TypeVar("R")
 
@@ -109,6 +110,70 @@ class Context:
         if not isinstance(when, datetime) or when.tzinfo is None:
             raise ValueError("sleep_until(when) needs a timezone-aware datetime")
         self._exec.sleep_until(when, name)
+
+    def create_callback(self, name: str, timeout: timedelta | None = None) -> Callback:
+        """Mint a callback (``.token``, ``.url``); ``.result()`` waits for its answer.
+
+        The wait is recorded WAITING with its expiry before the token exists, so an
+        answer can never arrive for a wait the ledger does not know.
+        """
+        from durable.waits import create_callback
+
+        return create_callback(self._exec, name, timeout)
+
+    def wait_for_callback(
+        self,
+        name: str,
+        timeout: timedelta | None = None,
+        submit: Callable[[Callback], Any] | None = None,
+    ) -> Any:
+        """Create a callback, run ``submit(callback)`` as the durable step ``<name>.submit``
+        (email the approver its URL, say), and wait for the answer.
+
+        Returns the answer's JSON result; raises ``CallbackFailed`` when the sender
+        reported a failure (a rejection) and ``CallbackTimeout`` after ``timeout``.
+        """
+        from durable.waits import wait_for_callback
+
+        return wait_for_callback(self._exec, name, timeout, submit)
+
+    def wait_for_signal(self, name: str, timeout: timedelta | None = None) -> Any:
+        """Wait for the next signal ``name`` sent to this run (buffered if sent earlier).
+
+        Signals are consumed in the order they arrived; raises ``CallbackTimeout``.
+        """
+        from durable.waits import wait_for_signal
+
+        return wait_for_signal(self._exec, name, timeout)
+
+    def wait_for_condition(
+        self,
+        check: Callable[[], R],
+        interval: timedelta,
+        timeout: timedelta | None = None,
+        *,
+        name: str | None = None,
+        backoff: float = 1.5,
+        max_interval: timedelta | None = None,
+    ) -> R:
+        """Poll ``check()`` (a database flag, an external job's status) until it returns a
+        truthy value, which is recorded and returned. Polls back off from ``interval``
+        by ``backoff`` up to ``max_interval`` (default 10x interval); retryable errors
+        count as "not yet", terminal ones raise ``StepFailed``; ``CallbackTimeout`` after
+        ``timeout``.
+        """
+        from durable.waits import wait_for_condition
+
+        value: R = wait_for_condition(
+            self._exec,
+            check,
+            interval,
+            timeout,
+            name=name,
+            backoff=backoff,
+            max_interval=max_interval,
+        )
+        return value
 
     def now(self) -> datetime:
         """The current time, recorded on first execution and replayed after."""

@@ -11,7 +11,7 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from durable import serde
@@ -38,6 +38,7 @@ from durable.model import (
     RunHistory,
     RunRecord,
     RunStatus,
+    SignalRecord,
     StepRecord,
     format_time,
 )
@@ -48,16 +49,20 @@ from durable.ports import (
     Invocation,
     Invoker,
     Ledger,
+    NoTimers,
     Page,
     RunExists,
     RunGuard,
+    Timers,
 )
 from durable.registry import App
 from durable.retry import error_type_name
+from durable.sweeper import SweepReport, sweep
 
 log = logging.getLogger("durable.engine")
 
 ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
+FINISHED = frozenset({"succeeded", "failed", "canceled"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,7 @@ class Engine:
         clock: Clock | None = None,
         config: EngineConfig | None = None,
         guard: Guard | None = None,
+        timers: Timers | None = None,
     ) -> None:
         self.app = app
         self.ledger = ledger
@@ -88,6 +94,26 @@ class Engine:
         self.config = config or EngineConfig()
         self.effects = Effects(effects, self.config)
         self.guard: Guard = guard or NoGuard()
+        self.timers: Timers = timers or NoTimers()
+
+    # --- timers ------------------------------------------------------------------------
+
+    def arm_timer(
+        self, run_id: str, position: str, wake_at: datetime, *, rearm_at: datetime | None = None
+    ) -> None:
+        """Arm a wake-up; a failure is logged, not raised: the due index is the backstop."""
+        try:
+            self.timers.arm(run_id, position, wake_at, rearm_at=rearm_at)
+        except Exception:
+            log.warning(
+                "arming a timer for run %s failed; the sweeper will wake it", run_id, exc_info=True
+            )
+
+    def _cancel_timers(self, run_id: str) -> None:
+        try:
+            self.timers.cancel_run(run_id)
+        except Exception:  # a leftover schedule only causes a harmless extra invocation
+            log.warning("deleting the timers of run %s failed", run_id, exc_info=True)
 
     # --- starting ------------------------------------------------------------------
 
@@ -149,6 +175,9 @@ class Engine:
         self._invoke(run_id, "start", 0)
         return created
 
+    def invoke_worker(self, run_id: str, reason: str) -> None:
+        self._invoke(run_id, reason, 0)
+
     def _invoke(self, run_id: str, reason: str, hop: int) -> None:
         try:
             self.invoker.invoke(run_id, reason, hop)
@@ -159,8 +188,14 @@ class Engine:
 
     # --- driving -------------------------------------------------------------------
 
-    def resume(self, run_id: str, invocation: Invocation | None = None, hop: int = 0) -> Outcome:
-        """One worker invocation for ``run_id``."""
+    def resume(
+        self,
+        run_id: str,
+        invocation: Invocation | None = None,
+        hop: int = 0,
+        reason: str = "",
+    ) -> Outcome:
+        """One worker invocation for ``run_id`` (``reason``: start, continue, timer, ...)."""
         invocation = invocation or Invocation()
         owner = uuid.uuid4().hex  # fresh per execution: Lambda retries reuse request ids
         now = self.clock.now()
@@ -190,15 +225,21 @@ class Engine:
         except LeaseLost:
             return Outcome(run_id, "lease_lost")
         while True:
-            x = Execution(self, wf, history, owner, invocation, poisoned=poisoned, hop=hop)
+            x = Execution(
+                self, wf, history, owner, invocation, poisoned=poisoned, hop=hop, reason=reason
+            )
             try:
-                return self._drive(x)
+                outcome = self._drive(x)
             except InboxChanged:
                 reloaded = self.ledger.load(run_id)
                 if reloaded is None:
                     return Outcome(run_id, "lease_lost")
                 history = reloaded
                 poisoned = x.poisoned and not x.poison_failed
+                continue
+            if outcome.result in FINISHED and x.has_timers():
+                self._cancel_timers(run_id)
+            return outcome
 
     def _count_takeover(self, claim: Claim, history: RunHistory, owner: str) -> bool:
         """Whether the run's current step killed ``max_takeovers`` workers in a row."""
@@ -348,6 +389,29 @@ class Engine:
         if outcome.result == "succeeded":
             self._invoke(successor.run_id, "start", 0)
         return outcome
+
+    # --- external events ------------------------------------------------------------
+
+    def complete_callback(self, token: str, result: Any = None, error: Any = None) -> str:
+        """Answer a callback: ``result`` (any JSON) or ``error`` ({type, message}).
+
+        Raises ``InvalidInput`` (malformed), ``CallbackNotFound`` (unknown or forged),
+        ``CallbackAlreadyCompleted`` (used), ``CallbackExpired`` (timed out); nothing is
+        written in any of these. Returns the run id.
+        """
+        from durable.events import complete_callback
+
+        return complete_callback(self, token, result, error)
+
+    def signal(self, run_id: str, name: str, payload: Any = None) -> SignalRecord:
+        """Deliver a named signal; buffered until the run waits for it."""
+        from durable.events import send_signal
+
+        return send_signal(self, run_id, name, payload)
+
+    def sweep(self, now: datetime | None = None) -> SweepReport:
+        """Invoke a worker for every run due before ``now - sweep_grace`` (capped)."""
+        return sweep(self, now)
 
     # --- reading -------------------------------------------------------------------
 

@@ -89,6 +89,18 @@ class PayloadTooLarge(DurableError):
         self.limit = limit
 
 
+class CallbackNotFound(DurableError):
+    """No pending callback matches the token (unknown, or forged): HTTP 404."""
+
+
+class CallbackAlreadyCompleted(DurableError):
+    """The callback was already answered: HTTP 409."""
+
+
+class CallbackExpired(DurableError):
+    """The callback's timeout passed before the answer arrived: HTTP 410."""
+
+
 class WorkflowNotFound(DurableError):
     """No workflow (or no such version of it) is registered under that name."""
 

@@ -74,6 +74,7 @@ class Execution:
         *,
         poisoned: bool = False,
         hop: int = 0,
+        reason: str = "",
     ) -> None:
         self.engine = engine
         self.config = engine.config
@@ -87,6 +88,8 @@ class Execution:
         self.invocation = invocation
         self.poisoned = poisoned
         self.hop = hop
+        self.reason = reason  # why the worker was invoked: start, continue, timer, sweep, event
+        self.armed = False
         self._counter = 0
         self._executed = 0
         self.nondeterminism: NonDeterminismError | None = None
@@ -101,11 +104,18 @@ class Execution:
     def guard(self, **extra: Any) -> RunGuard:
         return RunGuard(fence=self.run.fence, owner=self.owner, **extra)
 
-    def next_position(self) -> str:
+    def has_timers(self) -> bool:
+        """Whether this run may have armed a timer that is still pending."""
+        return self.armed or any(s.wake_at or s.expires_at for s in self.steps.values())
+
+    def check_cancel(self) -> None:
         if self.nondeterminism is not None:
             raise self.nondeterminism  # code that caught it once may not go on diverging
         if self.run.cancel_requested:
             raise RunCanceled(self.run.cancel_reason or "canceled")
+
+    def next_position(self) -> str:
+        self.check_cancel()
         self._counter += 1
         if self._counter > self.config.max_history:
             raise HistoryLimitExceeded(
@@ -237,8 +247,10 @@ class Execution:
         )
 
     def write_final(self, rec: StepRecord) -> StepRecord:
-        """Write a final record; a lost race adopts the winner's record."""
-        return self.ledger.write_step(rec)
+        """Write a record (one conditional put); a lost race adopts the winner's record."""
+        stored = self.ledger.write_step(rec)
+        self.steps[rec.position] = stored
+        return stored
 
     # --- lease and budget -----------------------------------------------------------
 
@@ -286,8 +298,24 @@ class Execution:
 
     # --- waiting ---------------------------------------------------------------------
 
-    def suspend(self, due_at: str | None) -> Suspend:
-        """Park the run WAITING unless an event arrived since the claim (then reload)."""
+    def suspend(
+        self, due_at: str | None, position: str | None = None, *, replayed: bool = False
+    ) -> Suspend:
+        """Park the run WAITING unless an event arrived since the claim (then reload).
+
+        The timer is armed first: a crash between the two writes leaves an extra wake-up
+        (harmless), never a lost one. A timer wake-up that finds its wait not yet due was
+        early, so the wait is re-armed under a fresh schedule name.
+        """
+        if due_at is not None and position is not None:
+            self.armed = True
+            early = replayed and self.reason == "timer"
+            self.engine.arm_timer(
+                self.run.run_id,
+                position,
+                parse_time(due_at),
+                rearm_at=self.clock.now() if early else None,
+            )
         changes: dict[str, Any] = {
             "status": "WAITING",
             "lease_owner": None,
@@ -322,6 +350,7 @@ class Execution:
         rec = self.recorded(position, name, StepKind.SLEEP)
         if rec is not None and rec.status.final:
             return
+        replayed = rec is not None
         if rec is None:
             wake_at = format_time(when)
             rec = self.ledger.write_step(
@@ -333,7 +362,7 @@ class Execution:
         wait = parse_time(wake_at) - self.clock.now()
         if wait > timedelta(0):
             if not self.can_wait_in_process(wait, timedelta(0)):
-                raise self.suspend(wake_at)
+                raise self.suspend(wake_at, position, replayed=replayed)
             self.clock.sleep(wait.total_seconds())
         done = self.new_record(position, name, StepKind.SLEEP, StepStatus.DONE, wake_at=wake_at)
         self.ledger.write_step(done)

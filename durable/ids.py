@@ -35,3 +35,12 @@ def due_shard(run_id: str, shards: int) -> str:
     return str(
         int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards
     )
+
+
+def timer_name(run_id: str, position: str, rearm_at: datetime | None = None) -> str:
+    """A schedule name, ``[0-9A-Za-z_.-]{1,64}``: deterministic per wait, so arming twice
+    is harmless; a re-arm after an early wake-up gets a fresh name (its time)."""
+    name = f"{run_id}-{position}"
+    if rearm_at is not None:
+        name += f"-r{int(rearm_at.timestamp())}"
+    return name

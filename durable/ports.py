@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from durable.errors import DurableError
-from durable.model import RunHistory, RunRecord, StepRecord
+from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord
 
 T = TypeVar("T")
 
@@ -33,6 +34,25 @@ class ConditionFailed(DurableError):
 
     def __init__(self, current: RunRecord | None) -> None:
         super().__init__("conditional write on the run item failed")
+        self.current = current
+
+
+class WaitNotPending(DurableError):
+    """A completion found the step no longer WAITING (or the token/expiry did not match).
+
+    ``current`` is the stored step record (None when there is none).
+    """
+
+    def __init__(self, current: StepRecord | None) -> None:
+        super().__init__("the step is not waiting for this completion")
+        self.current = current
+
+
+class RunFinished(DurableError):
+    """An event was addressed to a run that is missing or already finished."""
+
+    def __init__(self, current: RunRecord | None) -> None:
+        super().__init__("the run is missing or finished")
         self.current = current
 
 
@@ -65,6 +85,8 @@ class RunGuard:
 
 class Ledger(Protocol):
     """The single-table step ledger."""
+
+    shards: int  # partitions of the due index; the sweeper reads each
 
     def create_run(self, run: RunRecord) -> RunRecord:
         """Put the run item if no item has its id; else raise ``RunExists``."""
@@ -118,6 +140,51 @@ class Ledger(Protocol):
         """
         ...
 
+    def get_step(self, run_id: str, position: str) -> StepRecord | None:
+        """One step record, strongly consistent."""
+        ...
+
+    def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
+        """Deliver a callback completion: one transaction of two writes.
+
+        The step item is replaced by ``step`` only if it is WAITING, carries
+        ``token_hash`` (when given) and has not expired at ``now``; the run item's
+        ``inbox`` is incremented and ``due_at`` set to ``now`` only if the run is not
+        terminal. Raises ``WaitNotPending`` or ``RunFinished``; nothing is written then.
+        """
+        ...
+
+    def add_signal(self, signal: SignalRecord, *, now: str) -> None:
+        """Store a signal item and bump the run's inbox (``due_at = now``) atomically.
+
+        Raises ``RunFinished`` (nothing written) when the run is missing or terminal.
+        """
+        ...
+
+    def consume_signal(self, step: StepRecord, signal: SignalRecord) -> StepRecord:
+        """Record ``step`` (first writer wins) and mark ``signal`` consumed by it, atomically.
+
+        Returns the stored step: ``step`` itself, or the final record that won.
+        """
+        ...
+
+    def due_runs(
+        self, shard: int, *, before: str, limit: int, cursor: str | None = None
+    ) -> Page[tuple[str, str]]:
+        """(run_id, due_at) of runs in one due-index shard with ``due_at <= before``.
+
+        Read from an eventually consistent index: callers confirm with ``claim_trigger``.
+        """
+        ...
+
+    def claim_trigger(self, run_id: str, due_at: str, new_due_at: str) -> bool:
+        """Move a non-terminal run's ``due_at`` from ``due_at`` to ``new_due_at``.
+
+        The sweeper's claim on the base table: exactly one sweeper wins a due entry, and
+        an entry the index showed stale (already moved) is skipped.
+        """
+        ...
+
     def list_runs(
         self,
         *,
@@ -130,6 +197,34 @@ class Ledger(Protocol):
     ) -> Page[RunRecord]:
         """Runs newest first, from the listing or attention index (never a scan)."""
         ...
+
+
+class Timers(Protocol):
+    """Durable timers (EventBridge Scheduler one-time schedules on AWS)."""
+
+    def arm(
+        self, run_id: str, position: str, wake_at: datetime, *, rearm_at: datetime | None = None
+    ) -> None:
+        """Create a one-time wake-up for the run. ``rearm_at`` (the time of re-arming)
+        names a fresh schedule when a wait is re-armed after an early wake-up. An
+        existing schedule of the same name counts as armed."""
+        ...
+
+    def cancel_run(self, run_id: str) -> None:
+        """Delete the run's pending schedules; a missing one is not an error."""
+        ...
+
+
+class NoTimers:
+    """No timer service: the sweeper alone wakes runs from the due index."""
+
+    def arm(
+        self, run_id: str, position: str, wake_at: datetime, *, rearm_at: datetime | None = None
+    ) -> None:
+        return None
+
+    def cancel_run(self, run_id: str) -> None:
+        return None
 
 
 class Invoker(Protocol):

@@ -79,7 +79,8 @@ class StepRun:
         prev = self.previous
         waiting = prev is not None and prev.status == StepStatus.WAITING and prev.wake_at
         if waiting and parse_time(prev.wake_at) > self.x.clock.now():  # type: ignore[union-attr,arg-type]
-            raise self.x.suspend(prev.wake_at)  # type: ignore[union-attr]  # woken early
+            # woken before the backoff ended (another event, or an early timer)
+            raise self.x.suspend(prev.wake_at, self.position, replayed=True)  # type: ignore[union-attr]
         if prev is not None and prev.status == StepStatus.RUNNING:
             interrupted = self.interrupted(prev)
             if interrupted is not None:
@@ -202,7 +203,7 @@ class StepRun:
         )
         if stored.status.final:
             return self.adopt(stored, annotation)
-        raise self.x.suspend(wake_at)
+        raise self.x.suspend(wake_at, self.position)
 
     def fail_for_good(self, error: BaseException, annotation: Any) -> Any:
         if self.attempts and self.attempts[-1].finished_at is None:

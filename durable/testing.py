@@ -14,19 +14,20 @@ like a real one's: ``advance`` past the lease and the run is taken over.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Literal
 
-from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
 from durable.clock import FakeClock
 from durable.config import EngineConfig
 from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine import Engine, Outcome
 from durable.errors import RunNotFound
-from durable.model import RunRecord, StepRecord, format_time
+from durable.model import RunRecord, StepRecord
 from durable.ports import EffectStore, Invocation
 from durable.registry import App
 
@@ -107,11 +108,17 @@ class LocalRunner:
     ) -> None:
         self.app = app
         self.clock = clock or FakeClock()
+        # Every wait goes through the ledger (no in-process shortcuts) so tests see the
+        # durable path; the sweeper has no grace period locally.
         self.config = config or EngineConfig(inprocess_wait_threshold=timedelta(0))
+        if self.config.callback_secret is None:
+            self.config = replace(self.config, callback_secret=os.urandom(32))
+        self.config = replace(self.config, sweep_grace=timedelta(0))
         self.plan = CrashPlan()
         self.memory_ledger = MemoryLedger()
         self.invoker = MemoryInvoker()
         self.effect_store: EffectStore = effect_store or MemoryEffectStore()
+        self.timers = MemoryTimers()
         self.guard = DeterminismGuard() if determinism_guard else None
         self.engine = Engine(
             app,
@@ -121,6 +128,7 @@ class LocalRunner:
             clock=self.clock,
             config=self.config,
             guard=self.guard or NoGuard(),
+            timers=CrashingPort("timers", self.timers, self.plan),
         )
         self.remaining_seconds = remaining_seconds
         self.crashes: list[SimulatedCrash] = []
@@ -146,21 +154,24 @@ class LocalRunner:
             raise
 
     def run_until_idle(self, max_invocations: int = 10_000) -> list[Outcome]:
-        """Run queued invocations, then every run due by the fake clock, until none is left."""
+        """Run queued invocations, fire due timers, sweep; repeat until nothing is due."""
         outcomes: list[Outcome] = []
         for _ in range(max_invocations):
             item = self.invoker.pop()
             if item is not None:
-                outcomes.extend(self._invoke(item.run_id, item.hop))
+                outcomes.extend(self._invoke(item.run_id, item.hop, item.reason))
                 continue
-            due = self.due_runs()
-            if not due:
-                self._raise_violations()
-                return outcomes
-            round_outcomes = [o for run_id in due for o in self._invoke(run_id, 0)]
-            outcomes.extend(round_outcomes)
-            if all(o.result == "busy" for o in round_outcomes):
-                # Due but leased by a (dead) worker whose lease is not stale yet.
+            fired = self.timers.due(self.clock.now())
+            if fired:
+                for run_id in fired:
+                    outcomes.extend(self._invoke(run_id, 0, "timer"))
+                continue
+            try:
+                report = self.engine.sweep()  # queues invocations for whatever is due
+            except SimulatedCrash as crash:  # the sweeper died; the next sweep starts over
+                self.crashes.append(crash)
+                continue
+            if report.invoked == 0:
                 self._raise_violations()
                 return outcomes
         raise RuntimeError(
@@ -173,27 +184,20 @@ class LocalRunner:
         self.clock.advance(delta if delta is not None else timedelta(**kwargs))
         return self.run_until_idle()
 
-    def due_runs(self) -> list[str]:
-        now = format_time(self.clock.now())
-        due = []
-        for run_id in self.memory_ledger.all_run_ids():
-            run = self.memory_ledger.get_run(run_id)
-            if (
-                run is not None
-                and not run.terminal
-                and run.due_at is not None
-                and run.due_at <= now
-            ):
-                due.append(run_id)
-        return due
+    def complete_callback(self, token: str, result: Any = None, error: Any = None) -> str:
+        """Answer a callback (as the API route would); ``run_until_idle`` then resumes it."""
+        return self.engine.complete_callback(token, result, error)
 
-    def _invoke(self, run_id: str, hop: int) -> list[Outcome]:
+    def signal(self, run_id: str, name: str, payload: Any = None) -> None:
+        self.engine.signal(run_id, name, payload)
+
+    def _invoke(self, run_id: str, hop: int, reason: str = "") -> list[Outcome]:
         self._request += 1
         invocation = Invocation(
             request_id=f"local-{self._request}", remaining_seconds=self.remaining_seconds
         )
         try:
-            outcome = self.engine.resume(run_id, invocation, hop)
+            outcome = self.engine.resume(run_id, invocation, hop, reason)
         except SimulatedCrash as crash:
             self.crashes.append(crash)
             return []

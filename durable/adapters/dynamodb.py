@@ -7,11 +7,10 @@ memory ledger so the two cannot drift. Vendor errors are translated at this boun
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
+from durable.adapters.dynamodb_events import EventsMixin
 from durable.adapters.dynamodb_items import (
     ATTENTION_PK,
     RUN_SK,
@@ -27,6 +26,15 @@ from durable.adapters.dynamodb_items import (
     run_to_item,
     step_to_item,
 )
+from durable.adapters.dynamodb_support import (
+    Expr,
+    decode_cursor,
+    encode_cursor,
+    error_code,
+    n,
+    s,
+    storage_error,
+)
 from durable.errors import PayloadTooLarge, StorageError
 from durable.ids import due_shard
 from durable.leases import claim_kind, claimed, normalize_changes
@@ -40,7 +48,6 @@ from durable.model import (
     StepRecord,
 )
 from durable.ports import Claim, ConditionFailed, Page, RunExists, RunGuard
-from durable.retry import classify
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -48,71 +55,7 @@ if TYPE_CHECKING:
 _CLAIM_FREE_STATUSES = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
 
 
-def _code(error: Exception) -> str:
-    response = getattr(error, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
-def storage_error(error: Exception, what: str) -> NoReturn:
-    """Translate a botocore error into ``StorageError`` (retryable by the taxonomy)."""
-    raise StorageError(
-        f"{what} failed: {error}", retryable=classify(error) == "retryable"
-    ) from error
-
-
-class _Expr:
-    """Builds expression attribute names/values with stable placeholders."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, str] = {}
-        self.values: dict[str, Any] = {}
-
-    def name(self, attr: str) -> str:
-        key = f"#{attr}"
-        self.names[key] = attr
-        return key
-
-    def value(self, raw: dict[str, Any], hint: str) -> str:
-        key = f":v{len(self.values)}_{hint}"
-        self.values[key] = raw
-        return key
-
-    def kwargs(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.names:
-            out["ExpressionAttributeNames"] = self.names
-        if self.values:
-            out["ExpressionAttributeValues"] = self.values
-        return out
-
-
-def _s(text: str) -> dict[str, Any]:
-    return {"S": text}
-
-
-def _n(number: int) -> dict[str, Any]:
-    return {"N": str(number)}
-
-
-def _encode_cursor(key: dict[str, Any] | None) -> str | None:
-    if not key:
-        return None
-    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
-
-
-def _decode_cursor(cursor: str | None) -> dict[str, Any] | None:
-    if not cursor:
-        return None
-    try:
-        data: dict[str, Any] = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except ValueError as e:
-        raise ValueError("cursor is not one this API returned; start without it") from e
-    return data
-
-
-class DynamoLedger:
+class DynamoLedger(EventsMixin):
     """The single-table ledger on DynamoDB (see DESIGN section 4 and ``template.yaml``)."""
 
     def __init__(self, client: DynamoDBClient, table_name: str, *, due_shards: int = 4) -> None:
@@ -145,7 +88,7 @@ class DynamoLedger:
         try:
             response = self.client.get_item(
                 TableName=self.table,
-                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                Key={"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
                 ConsistentRead=True,
             )
         except Exception as e:
@@ -162,7 +105,7 @@ class DynamoLedger:
             request: dict[str, Any] = {
                 "TableName": self.table,
                 "KeyConditionExpression": "pk = :pk",
-                "ExpressionAttributeValues": {":pk": _s(run_pk(run_id))},
+                "ExpressionAttributeValues": {":pk": s(run_pk(run_id))},
                 "ConsistentRead": True,
             }
             if start:
@@ -194,10 +137,10 @@ class DynamoLedger:
     ) -> Claim | None:
         # Fast path (one request): the lease is free or ours and the run is not
         # compensating. Anything else is decided from the item the failure returns.
-        e = _Expr()
+        e = Expr()
         st, lo = e.name("status"), e.name("lease_owner")
-        statuses = ", ".join(e.value(_s(s), "st") for s in _CLAIM_FREE_STATUSES)
-        me = e.value(_s(owner), "me")
+        statuses = ", ".join(e.value(s(v), "st") for v in _CLAIM_FREE_STATUSES)
+        me = e.value(s(owner), "me")
         condition = f"{st} IN ({statuses}) AND (attribute_not_exists({lo}) OR {lo} = {me})"
         sets = self._claim_sets(e, run_id, RunStatus.RUNNING.value, owner, now, lease_until, me)
         try:
@@ -212,7 +155,7 @@ class DynamoLedger:
             return None
         target = claimed(current, owner, now, lease_until, kind)
         # Exact-state claim: nothing may have changed the lease since we read it.
-        e = _Expr()
+        e = Expr()
         fence, st, lo, lu = (
             e.name("fence"),
             e.name("status"),
@@ -220,19 +163,19 @@ class DynamoLedger:
             e.name("lease_until"),
         )
         parts = [
-            f"{fence} = {e.value(_n(current.fence), 'f')}",
-            f"{st} = {e.value(_s(current.status.value), 'st')}",
+            f"{fence} = {e.value(n(current.fence), 'f')}",
+            f"{st} = {e.value(s(current.status.value), 'st')}",
         ]
         if current.lease_owner is None:
             parts.append(f"attribute_not_exists({lo})")
         else:
-            parts.append(f"{lo} = {e.value(_s(current.lease_owner), 'lo')}")
+            parts.append(f"{lo} = {e.value(s(current.lease_owner), 'lo')}")
             if current.lease_until is not None:
-                parts.append(f"{lu} = {e.value(_s(current.lease_until), 'lu')}")
-        me = e.value(_s(owner), "me")
+                parts.append(f"{lu} = {e.value(s(current.lease_until), 'lu')}")
+        me = e.value(s(owner), "me")
         sets = self._claim_sets(e, run_id, target.status.value, owner, now, lease_until, me)
         if kind == "takeover":
-            sets += f", {e.name('takeovers')} = {e.name('takeovers')} + {e.value(_n(1), 'one')}"
+            sets += f", {e.name('takeovers')} = {e.name('takeovers')} + {e.value(n(1), 'one')}"
         try:
             new = self._update(run_id, " AND ".join(parts), f"SET {sets}", e)
         except ConditionFailed:
@@ -240,37 +183,37 @@ class DynamoLedger:
         return Claim(new, took_over=kind == "takeover")
 
     def _claim_sets(
-        self, e: _Expr, run_id: str, status: str, owner: str, now: str, until: str, me: str
+        self, e: Expr, run_id: str, status: str, owner: str, now: str, until: str, me: str
     ) -> str:
-        u = e.value(_s(until), "until")
+        u = e.value(s(until), "until")
         assignments = [
-            f"{e.name('status')} = {e.value(_s(status), 'nst')}",
+            f"{e.name('status')} = {e.value(s(status), 'nst')}",
             f"{e.name('lease_owner')} = {me}",
             f"{e.name('lease_until')} = {u}",
             f"{e.name('due_at')} = {u}",
-            f"{e.name('due_shard')} = {e.value(_s(due_shard(run_id, self.shards)), 'sh')}",
-            f"{e.name('fence')} = {e.name('fence')} + {e.value(_n(1), 'inc')}",
-            f"{e.name('updated_at')} = {e.value(_s(now), 'now')}",
-            f"{e.name('list_sk')} = {e.value(_s(list_sk(status, now)), 'lsk')}",
+            f"{e.name('due_shard')} = {e.value(s(due_shard(run_id, self.shards)), 'sh')}",
+            f"{e.name('fence')} = {e.name('fence')} + {e.value(n(1), 'inc')}",
+            f"{e.name('updated_at')} = {e.value(s(now), 'now')}",
+            f"{e.name('list_sk')} = {e.value(s(list_sk(status, now)), 'lsk')}",
         ]
         return ", ".join(assignments)
 
-    def _guard_condition(self, e: _Expr, guard: RunGuard) -> str:
+    def _guard_condition(self, e: Expr, guard: RunGuard) -> str:
         parts = [
-            f"{e.name('fence')} = {e.value(_n(guard.fence), 'gf')}",
-            f"{e.name('lease_owner')} = {e.value(_s(guard.owner), 'go')}",
+            f"{e.name('fence')} = {e.value(n(guard.fence), 'gf')}",
+            f"{e.name('lease_owner')} = {e.value(s(guard.owner), 'go')}",
         ]
         if guard.inbox is not None:
-            parts.append(f"{e.name('inbox')} = {e.value(_n(guard.inbox), 'gi')}")
+            parts.append(f"{e.name('inbox')} = {e.value(n(guard.inbox), 'gi')}")
         if guard.statuses:
-            values = ", ".join(e.value(_s(s), "gs") for s in guard.statuses)
+            values = ", ".join(e.value(s(v), "gs") for v in guard.statuses)
             parts.append(f"{e.name('status')} IN ({values})")
         if guard.no_cancel:
             cr = e.name("cancel_requested")
             parts.append(f"(attribute_not_exists({cr}) OR {cr} = {e.value({'BOOL': False}, 'gc')})")
         return " AND ".join(parts)
 
-    def _change_expression(self, e: _Expr, run_id: str, changes: Mapping[str, Any]) -> str:
+    def _change_expression(self, e: Expr, run_id: str, changes: Mapping[str, Any]) -> str:
         normalized = normalize_changes(dict(changes))
         sets: list[str] = []
         removes: list[str] = []
@@ -286,16 +229,16 @@ class DynamoLedger:
             if normalized["due_at"] is None:
                 removes.append(e.name("due_shard"))
             else:
-                shard = e.value(_s(due_shard(run_id, self.shards)), "sh")
+                shard = e.value(s(due_shard(run_id, self.shards)), "sh")
                 sets.append(f"{e.name('due_shard')} = {shard}")
         if "needs_attention" in normalized:
             if normalized["needs_attention"]:
-                sets.append(f"{e.name('attention_pk')} = {e.value(_s(ATTENTION_PK), 'att')}")
+                sets.append(f"{e.name('attention_pk')} = {e.value(s(ATTENTION_PK), 'att')}")
             else:
                 removes.append(e.name("attention_pk"))
         if "status" in normalized and "updated_at" in normalized:
             status = normalized["status"].value
-            key = e.value(_s(list_sk(status, normalized["updated_at"])), "lsk")
+            key = e.value(s(list_sk(status, normalized["updated_at"])), "lsk")
             sets.append(f"{e.name('list_sk')} = {key}")
         expression = ""
         if sets:
@@ -305,18 +248,18 @@ class DynamoLedger:
         return expression.strip()
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
-        e = _Expr()
+        e = Expr()
         condition = self._guard_condition(e, guard)
         update = self._change_expression(e, run_id, changes)
         new = self._update(run_id, condition, update, e)
         check_item_size(new, f"run {run_id}")
         return new
 
-    def _update(self, run_id: str, condition: str, update: str, e: _Expr) -> RunRecord:
+    def _update(self, run_id: str, condition: str, update: str, e: Expr) -> RunRecord:
         try:
             response = self.client.update_item(
                 TableName=self.table,
-                Key={"pk": _s(run_pk(run_id)), "sk": _s(RUN_SK)},
+                Key={"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
                 ConditionExpression=f"attribute_exists(pk) AND {condition}",
                 UpdateExpression=update,
                 ReturnValues="ALL_NEW",
@@ -327,21 +270,21 @@ class DynamoLedger:
             old = getattr(err, "response", {}).get("Item")
             raise ConditionFailed(item_to_run(old) if old else None) from err
         except Exception as err:
-            if _code(err) == "ValidationException" and "Item size" in str(err):
+            if error_code(err) == "ValidationException" and "Item size" in str(err):
                 raise PayloadTooLarge(f"run {run_id}", 400 * 1024 + 1, 400 * 1024) from err
             storage_error(err, "updating the run")
         return item_to_run(response["Attributes"])
 
     # --- steps ---------------------------------------------------------------------
 
-    def _step_condition(self, e: _Expr) -> str:
+    def _step_condition(self, e: Expr) -> str:
         st = e.name("status")
-        finals = ", ".join(e.value(_s(s), "fin") for s in FINAL_STEP_STATUSES)
+        finals = ", ".join(e.value(s(v), "fin") for v in FINAL_STEP_STATUSES)
         return f"attribute_not_exists(sk) OR NOT ({st} IN ({finals}))"
 
     def write_step(self, step: StepRecord) -> StepRecord:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
-        e = _Expr()
+        e = Expr()
         condition = self._step_condition(e)
         try:
             self.client.put_item(
@@ -364,7 +307,7 @@ class DynamoLedger:
         self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
     ) -> bool:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
-        se, re_ = _Expr(), _Expr()
+        se, re_ = Expr(), Expr()
         step_condition = self._step_condition(se)
         run_condition = self._guard_condition(re_, guard)
         update = self._change_expression(re_, step.run_id, run_changes)
@@ -382,7 +325,7 @@ class DynamoLedger:
                     {
                         "Update": {
                             "TableName": self.table,
-                            "Key": {"pk": _s(run_pk(step.run_id)), "sk": _s(RUN_SK)},
+                            "Key": {"pk": s(run_pk(step.run_id)), "sk": s(RUN_SK)},
                             "ConditionExpression": f"attribute_exists(pk) AND {run_condition}",
                             "UpdateExpression": update,
                             "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
@@ -418,20 +361,20 @@ class DynamoLedger:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[RunRecord]:
-        e = _Expr()
+        e = Expr()
         filters: list[str] = []
         if needs_attention:
             index = "attention-index"
-            key = f"{e.name('attention_pk')} = {e.value(_s(ATTENTION_PK), 'pk')}"
+            key = f"{e.name('attention_pk')} = {e.value(s(ATTENTION_PK), 'pk')}"
             if workflow is not None:
-                filters.append(f"{e.name('workflow')} = {e.value(_s(workflow), 'wf')}")
+                filters.append(f"{e.name('workflow')} = {e.value(s(workflow), 'wf')}")
             if status is not None:
-                filters.append(f"{e.name('status')} = {e.value(_s(status), 'st')}")
+                filters.append(f"{e.name('status')} = {e.value(s(status), 'st')}")
         elif workflow is not None:
             index = "list-index"
-            key = f"{e.name('list_pk')} = {e.value(_s(list_pk(workflow)), 'pk')}"
+            key = f"{e.name('list_pk')} = {e.value(s(list_pk(workflow)), 'pk')}"
             if status is not None:
-                key += f" AND begins_with({e.name('list_sk')}, {e.value(_s(status + '#'), 'st')})"
+                key += f" AND begins_with({e.name('list_sk')}, {e.value(s(status + '#'), 'st')})"
             if needs_attention is False:
                 na = e.name("needs_attention")
                 filters.append(
@@ -443,9 +386,9 @@ class DynamoLedger:
                 "never a table scan)"
             )
         if version is not None:
-            filters.append(f"{e.name('version')} = {e.value(_n(version), 'ver')}")
+            filters.append(f"{e.name('version')} = {e.value(n(version), 'ver')}")
         items: list[RunRecord] = []
-        start = _decode_cursor(cursor)
+        start = decode_cursor(cursor)
         while len(items) < limit:
             request: dict[str, Any] = {
                 "TableName": self.table,
@@ -467,4 +410,4 @@ class DynamoLedger:
             start = response.get("LastEvaluatedKey")
             if not start:
                 break
-        return Page(items, _encode_cursor(start))
+        return Page(items, encode_cursor(start))

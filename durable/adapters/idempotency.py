@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from durable.adapters.dynamodb import storage_error
+from durable.adapters.dynamodb_support import storage_error
 from durable.ports import EffectRecord
 
 if TYPE_CHECKING:

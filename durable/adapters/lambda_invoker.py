@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from durable.adapters.dynamodb import storage_error
+from durable.adapters.dynamodb_support import storage_error
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient

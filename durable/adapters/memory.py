@@ -8,18 +8,22 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
+from durable.ids import due_shard, timer_name
 from durable.leases import apply_changes, claim_kind, claimed, guard_holds
 from durable.limits import check_item_size
-from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord
+from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord, StepStatus
 from durable.ports import (
     Claim,
     ConditionFailed,
     EffectRecord,
     Page,
     RunExists,
+    RunFinished,
     RunGuard,
+    WaitNotPending,
 )
 
 
@@ -40,7 +44,8 @@ def copy_step(step: StepRecord) -> StepRecord:
 class MemoryLedger:
     """A ledger in a dict, atomic under one lock."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, due_shards: int = 4) -> None:
+        self.shards = due_shards
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}
         self._steps: dict[str, dict[str, StepRecord]] = {}
@@ -121,6 +126,75 @@ class MemoryLedger:
             self._runs[step.run_id] = apply_changes(run, dict(run_changes))
             return True
 
+    def get_step(self, run_id: str, position: str) -> StepRecord | None:
+        with self._lock:
+            step = self._steps.get(run_id, {}).get(position)
+            return copy_step(step) if step else None
+
+    def _bump_inbox(self, run_id: str, now: str) -> None:
+        run = self._runs.get(run_id)
+        if run is None or run.terminal:
+            raise RunFinished(copy_run(run) if run else None)
+        self._runs[run_id] = replace(run, inbox=run.inbox + 1, due_at=now)
+
+    def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
+        check_item_size(step, f"the completion of step {step.name!r} at {step.position}")
+        with self._lock:
+            current = self._steps.get(step.run_id, {}).get(step.position)
+            pending = (
+                current is not None
+                and current.status == StepStatus.WAITING
+                and (token_hash is None or current.token_hash == token_hash)
+                and (current.expires_at is None or current.expires_at > now)
+            )
+            if not pending:
+                raise WaitNotPending(copy_step(current) if current else None)
+            self._bump_inbox(step.run_id, now)
+            self._steps[step.run_id][step.position] = copy_step(step)
+
+    def add_signal(self, signal: SignalRecord, *, now: str) -> None:
+        check_item_size(signal, f"signal {signal.name!r}")
+        with self._lock:
+            self._bump_inbox(signal.run_id, now)
+            self._signals[signal.run_id].append(replace(signal))
+
+    def consume_signal(self, step: StepRecord, signal: SignalRecord) -> StepRecord:
+        with self._lock:
+            steps = self._steps.setdefault(step.run_id, {})
+            existing = steps.get(step.position)
+            if existing is not None and existing.status.final:
+                return copy_step(existing)
+            steps[step.position] = copy_step(step)
+            stored = self._signals[signal.run_id]
+            for i, item in enumerate(stored):
+                if item.signal_id == signal.signal_id and item.name == signal.name:
+                    stored[i] = replace(item, consumed_by=step.position)
+            return step
+
+    def due_runs(
+        self, shard: int, *, before: str, limit: int, cursor: str | None = None
+    ) -> Page[tuple[str, str]]:
+        with self._lock:
+            due = sorted(
+                (r.due_at, r.run_id)
+                for r in self._runs.values()
+                if r.due_at is not None
+                and r.due_at <= before
+                and int(due_shard(r.run_id, self.shards)) == shard
+            )
+        start = int(cursor) if cursor else 0
+        page = [(run_id, at) for at, run_id in due[start : start + limit]]
+        more = start + limit < len(due)
+        return Page(page, str(start + limit) if more else None)
+
+    def claim_trigger(self, run_id: str, due_at: str, new_due_at: str) -> bool:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None or run.terminal or run.due_at != due_at:
+                return False
+            self._runs[run_id] = replace(run, due_at=new_due_at)
+            return True
+
     def list_runs(
         self,
         *,
@@ -190,6 +264,38 @@ class MemoryInvoker:
     def pop(self) -> Invocation | None:
         with self._lock:
             return self.queue.popleft() if self.queue else None
+
+
+class MemoryTimers:
+    """Armed wake-ups in a dict; ``LocalRunner`` and the local runtime fire them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.armed: dict[str, tuple[str, datetime]] = {}
+        self.arm_calls = 0
+
+    def arm(
+        self, run_id: str, position: str, wake_at: datetime, *, rearm_at: datetime | None = None
+    ) -> None:
+        name = timer_name(run_id, position, rearm_at)
+        with self._lock:
+            self.arm_calls += 1
+            self.armed.setdefault(name, (run_id, wake_at))
+
+    def cancel_run(self, run_id: str) -> None:
+        with self._lock:
+            for name in [n for n, (r, _) in self.armed.items() if r == run_id]:
+                del self.armed[name]
+
+    def due(self, now: datetime) -> list[str]:
+        """Fire (remove) every timer due at ``now``; return their run ids in time order."""
+        with self._lock:
+            fired = sorted(
+                (at, name, run_id) for name, (run_id, at) in self.armed.items() if at <= now
+            )
+            for _, name, _ in fired:
+                del self.armed[name]
+        return [run_id for _, _, run_id in fired]
 
 
 class MemoryEffectStore:

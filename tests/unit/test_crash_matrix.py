@@ -49,10 +49,13 @@ def clean_run() -> tuple[dict[str, int], str | None]:
 
 
 CLEAN_COUNTS, CLEAN_OUTPUT = clean_run()
+# The sweeper polls the due index on every idle turn of the runner: its calls are all
+# alike, so the first few stand for the rest.
+SWEEPER = {"ledger.due_runs", "ledger.claim_trigger"}
 CASES = [
     (target, k, when)
     for target, count in sorted(CLEAN_COUNTS.items())
-    for k in range(1, count + 1)
+    for k in range(1, (min(count, 3) if target in SWEEPER else count) + 1)
     for when in ("before", "after")
 ]
 
@@ -67,6 +70,10 @@ def test_the_clean_run_touches_every_port() -> None:
         "effects.begin",
         "effects.complete",
         "invoker.invoke",
+        "timers.arm",
+        "timers.cancel_run",
+        "ledger.due_runs",
+        "ledger.claim_trigger",
     } <= set(CLEAN_COUNTS)
     assert len(CASES) >= 40
 

@@ -1,0 +1,74 @@
+"""Helpers shared by the DynamoDB adapters: error translation, expressions, cursors."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, NoReturn
+
+from durable.errors import StorageError
+from durable.retry import classify
+
+
+def error_code(error: Exception) -> str:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def storage_error(error: Exception, what: str) -> NoReturn:
+    """Translate a botocore error into ``StorageError`` (retryable by the taxonomy)."""
+    raise StorageError(
+        f"{what} failed: {error}", retryable=classify(error) == "retryable"
+    ) from error
+
+
+class Expr:
+    """Builds expression attribute names/values with stable placeholders."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.values: dict[str, Any] = {}
+
+    def name(self, attr: str) -> str:
+        key = f"#{attr}"
+        self.names[key] = attr
+        return key
+
+    def value(self, raw: dict[str, Any], hint: str) -> str:
+        key = f":v{len(self.values)}_{hint}"
+        self.values[key] = raw
+        return key
+
+    def kwargs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.names:
+            out["ExpressionAttributeNames"] = self.names
+        if self.values:
+            out["ExpressionAttributeValues"] = self.values
+        return out
+
+
+def s(text: str) -> dict[str, Any]:
+    return {"S": text}
+
+
+def n(number: int) -> dict[str, Any]:
+    return {"N": str(number)}
+
+
+def encode_cursor(key: dict[str, Any] | None) -> str | None:
+    if not key:
+        return None
+    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+
+
+def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
+    if not cursor:
+        return None
+    try:
+        data: dict[str, Any] = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except ValueError as e:
+        raise ValueError("cursor is not one this API returned; start without it") from e
+    return data

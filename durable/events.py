@@ -1,0 +1,121 @@
+"""External events addressed to runs: callback completions and signals.
+
+Each writes its own record and bumps the run's inbox in one transaction, then invokes a
+worker. Every error case is decided before anything is written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from durable import serde, tokens
+from durable.errors import (
+    CallbackAlreadyCompleted,
+    CallbackExpired,
+    CallbackNotFound,
+    InvalidInput,
+    InvalidState,
+    RunNotFound,
+)
+from durable.ids import new_ulid
+from durable.model import SignalRecord, StepKind, StepRecord, StepStatus, format_time
+from durable.ports import RunFinished, WaitNotPending
+from durable.waits import check_wait_name
+
+if TYPE_CHECKING:
+    from durable.engine import Engine
+
+
+def _json_text(value: Any, field: str) -> str:
+    try:
+        return serde.dumps_plain(value)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"{field} must be JSON: {e}", field=field) from e
+
+
+def _error_fields(error: Any) -> tuple[str, str]:
+    if not isinstance(error, dict):
+        raise InvalidInput('error must be an object {"type": ..., "message": ...}', field="error")
+    kind, message = error.get("type", "Rejected"), error.get("message", "")
+    if not isinstance(kind, str) or not kind or len(kind) > 200:
+        raise InvalidInput(
+            "error.type must be a non-empty string (<= 200 chars)", field="error.type"
+        )
+    if not isinstance(message, str) or len(message) > 10_000:
+        raise InvalidInput("error.message must be a string (<= 10000 chars)", field="error.message")
+    return kind, message
+
+
+def _refuse(current: StepRecord | None, now: str) -> None:
+    """Raise the error that explains why ``current`` cannot take a completion."""
+    if current is None:
+        raise CallbackNotFound("unknown callback token")
+    expired = current.expires_at is not None and current.expires_at <= now
+    if current.status == StepStatus.TIMED_OUT or (current.status == StepStatus.WAITING and expired):
+        raise CallbackExpired(
+            f"callback {current.name!r} expired at {current.expires_at}; the workflow has "
+            "moved on (it saw a CallbackTimeout)"
+        )
+    raise CallbackAlreadyCompleted(f"callback {current.name!r} was already answered")
+
+
+def complete_callback(engine: Engine, token: str, result: Any = None, error: Any = None) -> str:
+    """Answer a callback with ``result`` or ``error``; returns the run id."""
+    run_id, position, _ = tokens.parse_token(token)
+    if error is not None and result is not None:
+        raise InvalidInput("send either a result or an error, not both", field="error")
+    output = None if error is not None else _json_text(result, "result")
+    failure = _error_fields(error) if error is not None else None
+    secret = tokens.check_secret(engine.config.callback_secret)
+    rec = engine.ledger.get_step(run_id, position)
+    digest = tokens.token_hash(token)
+    if (
+        rec is None
+        or rec.kind != StepKind.CALLBACK
+        or rec.token_nonce is None
+        or rec.token_hash != digest
+        or not tokens.verify(secret, token, rec.token_nonce)
+    ):
+        raise CallbackNotFound("unknown callback token: check it was copied whole")
+    now = format_time(engine.clock.now())
+    if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
+        _refuse(rec, now)
+    answered = replace(
+        rec,
+        status=StepStatus.TERMINAL_FAILED if failure else StepStatus.DONE,
+        output=output,
+        error_type=failure[0] if failure else None,
+        error_class="terminal" if failure else None,
+        error_summary=failure[1] if failure else None,
+        updated_at=now,
+    )
+    try:
+        engine.ledger.complete_waiting(answered, token_hash=digest, now=now)
+    except WaitNotPending as e:
+        _refuse(e.current, now)
+    except RunFinished as e:
+        raise InvalidState(f"run {run_id} has already finished") from e
+    engine.invoke_worker(run_id, "callback")
+    return run_id
+
+
+def send_signal(engine: Engine, run_id: str, name: str, payload: Any = None) -> SignalRecord:
+    try:
+        check_wait_name(name, "signal")
+    except ValueError as e:
+        raise InvalidInput(str(e), field="name") from e
+    text = _json_text(payload, "payload")
+    run = engine.ledger.get_run(run_id)
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
+    if run.terminal:
+        raise InvalidState(f"run {run_id} is {run.status.value}; it takes no more signals")
+    now = engine.clock.now()
+    signal = SignalRecord(run_id, name, new_ulid(now), text, format_time(now))
+    try:
+        engine.ledger.add_signal(signal, now=format_time(now))
+    except RunFinished as e:
+        raise InvalidState(f"run {run_id} has finished; it takes no more signals") from e
+    engine.invoke_worker(run_id, "signal")
+    return signal

@@ -1,0 +1,269 @@
+"""Waits on the outside world: callbacks (approvals), signals and polled conditions.
+
+Each is a position in the ledger like a step. The wait is recorded WAITING (with its
+expiry) before anything can complete it; completions arrive through the engine's event
+operations, which bump the run's inbox so a worker that is running sees them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from durable import serde, tokens
+from durable.context import bind_context, reset_context
+from durable.errors import CallbackFailed, CallbackTimeout, StepFailed, TerminalError
+from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time
+from durable.registry import callable_name, return_annotation
+from durable.retry import classify, error_type_name
+
+if TYPE_CHECKING:
+    from durable.execution import Execution
+
+# Step names of waits and signals: readable in the ledger, safe in schedule names.
+_MAX_NAME = 128
+
+
+def check_wait_name(name: str, what: str) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
+        raise ValueError(f"{what} name must be a non-empty string of at most {_MAX_NAME} chars")
+    if any(ord(c) < 32 for c in name):
+        raise ValueError(f"{what} name must not contain control characters")
+    return name
+
+
+def _check_timeout(timeout: timedelta | None) -> None:
+    if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
+        raise ValueError("timeout must be a positive datetime.timedelta (or None: wait forever)")
+
+
+def _settled(rec: StepRecord, what: str) -> Any:
+    """The outcome of a finished wait: its value, or the error it ended with."""
+    if rec.status == StepStatus.DONE:
+        return serde.decode(rec.output)
+    if rec.status == StepStatus.TIMED_OUT:
+        raise CallbackTimeout(
+            f"{what} {rec.name!r} at {rec.position} timed out at {rec.expires_at}"
+        )
+    raise CallbackFailed(rec.error_type or "Rejected", rec.error_summary or "")
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """A pending callback: hand ``url`` (or ``token``) to whoever must answer."""
+
+    token: str
+    url: str
+    name: str
+    position: str
+    _execution: Execution
+
+    def result(self) -> Any:
+        """Wait for the answer: its JSON result, or ``CallbackFailed`` / ``CallbackTimeout``."""
+        return _await(self._execution, self.position, "callback")
+
+
+def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callback:
+    check_wait_name(name, "callback")
+    _check_timeout(timeout)
+    secret = tokens.check_secret(x.config.callback_secret)
+    position = x.next_position()
+    rec = x.recorded(position, name, StepKind.CALLBACK)
+    if rec is None:
+        nonce = tokens.new_nonce()
+        token = tokens.make_token(secret, x.run.run_id, position, nonce)
+        expires = format_time(x.clock.now() + timeout) if timeout else None
+        # Written WAITING (with its expiry) before the token leaves this function.
+        rec = x.write_final(
+            x.new_record(
+                position,
+                name,
+                StepKind.CALLBACK,
+                StepStatus.WAITING,
+                token_nonce=nonce,
+                token_hash=tokens.token_hash(token),
+                expires_at=expires,
+            )
+        )
+    token = tokens.make_token(secret, x.run.run_id, position, rec.token_nonce or "")
+    base = x.config.callback_base_url.rstrip("/")
+    return Callback(token, f"{base}/callbacks/{token}", name, position, x)
+
+
+def _await(x: Execution, position: str, what: str) -> Any:
+    """Return a settled wait's outcome, time it out, or suspend until it settles."""
+    x.check_cancel()
+    rec = x.steps[position]
+    if rec.status.final:
+        return _settled(rec, what)
+    now = x.clock.now()
+    if rec.expires_at is not None and parse_time(rec.expires_at) <= now:
+        # Under the same "still WAITING" condition a completion needs: exactly one wins.
+        timed_out = StepRecord(
+            **{**_fields(rec), "status": StepStatus.TIMED_OUT, "updated_at": format_time(now)}
+        )
+        return _settled(x.write_final(timed_out), what)
+    raise x.suspend(rec.expires_at, position, replayed=True)
+
+
+def _fields(rec: StepRecord) -> dict[str, Any]:
+    return {f: getattr(rec, f) for f in rec.__dataclass_fields__}
+
+
+def wait_for_callback(
+    x: Execution,
+    name: str,
+    timeout: timedelta | None,
+    submit: Callable[[Callback], Any] | None,
+) -> Any:
+    callback = create_callback(x, name, timeout)
+    if submit is not None:
+        x.call_step(
+            submit,
+            (callback,),
+            {},
+            name=f"{name}.submit",
+            retry=None,
+            timeout=None,
+            semantics=None,
+            compensate=None,
+        )
+    return callback.result()
+
+
+# --- signals ------------------------------------------------------------------------
+
+
+def wait_for_signal(x: Execution, name: str, timeout: timedelta | None) -> Any:
+    check_wait_name(name, "signal")
+    _check_timeout(timeout)
+    position = x.next_position()
+    rec = x.recorded(position, name, StepKind.SIGNAL)
+    if rec is not None and rec.status.final:
+        return _settled(rec, "signal")
+    consumed = {
+        (s.detail or {}).get("signal_id")
+        for s in x.steps.values()
+        if s.kind == StepKind.SIGNAL and s.status == StepStatus.DONE
+    }
+    pending = sorted(
+        (
+            s
+            for s in x.signals
+            if s.name == name and s.signal_id not in consumed and s.consumed_by in (None, position)
+        ),
+        key=lambda s: s.signal_id,
+    )
+    if pending:
+        signal = pending[0]
+        done = x.new_record(
+            position,
+            name,
+            StepKind.SIGNAL,
+            StepStatus.DONE,
+            output=signal.payload,
+            detail={"signal_id": signal.signal_id, "received_at": signal.received_at},
+        )
+        stored = x.ledger.consume_signal(done, signal)
+        x.steps[position] = stored
+        return _settled(stored, "signal")
+    if rec is None:
+        expires = format_time(x.clock.now() + timeout) if timeout else None
+        x.write_final(
+            x.new_record(position, name, StepKind.SIGNAL, StepStatus.WAITING, expires_at=expires)
+        )
+    return _await(x, position, "signal")
+
+
+# --- conditions ---------------------------------------------------------------------
+
+
+def wait_for_condition(
+    x: Execution,
+    check: Callable[[], Any],
+    interval: timedelta,
+    timeout: timedelta | None,
+    *,
+    name: str | None,
+    backoff: float,
+    max_interval: timedelta | None,
+) -> Any:
+    if not isinstance(interval, timedelta) or interval <= timedelta(0):
+        raise ValueError("interval must be a positive datetime.timedelta")
+    _check_timeout(timeout)
+    if backoff < 1.0:
+        raise ValueError("backoff must be >= 1.0")
+    step_name = callable_name(check, name)
+    annotation = return_annotation(check)
+    cap = max_interval or interval * 10
+    position = x.next_position()
+    rec = x.recorded(position, step_name, StepKind.CONDITION)
+    if rec is not None and rec.status.final:
+        if rec.status == StepStatus.TERMINAL_FAILED:
+            raise StepFailed(
+                rec.name, position, rec.error_type or "Error", rec.error_summary or "", rec.attempt
+            )
+        return _settled(rec, "condition")
+    now = x.clock.now()
+    if rec is not None and rec.wake_at and parse_time(rec.wake_at) > now:
+        raise x.suspend(rec.wake_at, position, replayed=True)
+    attempt = rec.attempt if rec is not None else 0
+    expires = (
+        rec.expires_at if rec is not None else (format_time(now + timeout) if timeout else None)
+    )
+    base = x.new_record(
+        position, step_name, StepKind.CONDITION, StepStatus.WAITING, expires_at=expires
+    )
+    while True:
+        now = x.clock.now()
+        if expires is not None and parse_time(expires) <= now:
+            base.status, base.attempt = StepStatus.TIMED_OUT, attempt
+            base.updated_at = format_time(now)
+            return _settled(x.write_final(base), "condition")
+        x.ensure_lease(x.config.default_step_budget)
+        attempt += 1
+        value, error = _poll(x, check)
+        base.attempt, base.updated_at = attempt, x.now_text()
+        if error is not None and classify(error) == "terminal":
+            base.status = StepStatus.TERMINAL_FAILED
+            base.error_type, base.error_class = error_type_name(error), "terminal"
+            base.error_summary = f"{error_type_name(error)}: {error}"[:1000]
+            stored = x.write_final(base)
+            raise StepFailed(
+                stored.name,
+                position,
+                stored.error_type or "Error",
+                stored.error_summary or "",
+                attempt,
+            ) from error
+        if error is None and value:
+            base.status = StepStatus.DONE
+            base.output = serde.encode(value, annotation)
+            return serde.decode(x.write_final(base).output, annotation)
+        delay = min(interval * backoff ** (attempt - 1), cap)
+        wake = x.clock.now() + delay
+        if expires is not None:
+            wake = min(wake, parse_time(expires))
+        if x.can_wait_in_process(wake - x.clock.now(), x.config.default_step_budget):
+            x.clock.sleep(max(0.0, (wake - x.clock.now()).total_seconds()))
+            continue
+        base.wake_at = format_time(wake)
+        base.error_summary = f"{error_type_name(error)}: {error}"[:1000] if error else None
+        x.write_final(base)
+        raise x.suspend(base.wake_at, position)
+
+
+def _poll(x: Execution, check: Callable[[], Any]) -> tuple[Any, Exception | None]:
+    """Run one check like a step body: outside workflow code, errors captured."""
+    token = bind_context(None)
+    try:
+        with x.engine.guard.step_code():
+            return check(), None
+    except TerminalError as e:
+        return None, e
+    except Exception as e:
+        return None, e
+    finally:
+        reset_context(token)
