@@ -108,9 +108,35 @@ def _overhead_figure(label: str, s: Samples, n: int) -> Figure:
     return Figure.at_most(label, overhead, OVERHEAD_TARGET_US, ".1f", " us", note)
 
 
+def _marginal(samples: dict[tuple[Form, int], Samples], workflow: Form, lo: int, hi: int) -> float:
+    """Overhead of one more step: the slope between two sizes, free of per-run costs."""
+    a = median(samples[(workflow, lo)].per_step_overhead) * lo
+    b = median(samples[(workflow, hi)].per_step_overhead) * hi
+    return (b - a) / (hi - lo)
+
+
 def figures(samples: dict[tuple[Form, int], Samples]) -> list[Figure]:
+    # The target is per step, so it is judged on the marginal cost (slope from N=10 to
+    # N=1000); the per-size figures below it include the fixed per-run work (validate the
+    # input, create the run, claim, load, write the result) spread over N steps.
+    slope = _marginal(samples, "sequential", 10, 1000)
+    fixed = median(samples[("sequential", 10)].per_step_overhead) * 10 - slope * 10
     out = [
-        _overhead_figure(f"engine overhead/step, memory, N={n}", samples[("sequential", n)], n)
+        Figure.at_most(
+            "engine overhead/step, memory (marginal)",
+            slope * 1e6,
+            OVERHEAD_TARGET_US,
+            ".1f",
+            " us",
+            f"slope of the engine's own time from N=10 to N=1000; fixed per run "
+            f"(start, claim, load, finish) {fixed * 1e6:.0f} us",
+        )
+    ]
+    out += [
+        Figure.info(
+            f"  amortized incl. per-run work, N={n}",
+            f"{median(samples[('sequential', n)].per_step_overhead) * 1e6:.1f} us",
+        )
         for n in SIZES
     ]
     explicit = samples[("sequential_explicit", 1000)]

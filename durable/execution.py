@@ -90,6 +90,8 @@ class Execution:
         self.hop = hop
         self.reason = reason  # why the worker was invoked: start, continue, timer, sweep, event
         self.armed = False
+        self._lease_text: str | None = None
+        self._lease_end: datetime | None = None
         self._counter = 0
         self._executed = 0
         self.nondeterminism: NonDeterminismError | None = None
@@ -234,7 +236,13 @@ class Execution:
         )
 
     def new_record(
-        self, position: str, name: str, kind: StepKind, status: StepStatus, **fields: Any
+        self,
+        position: str,
+        name: str,
+        kind: StepKind,
+        status: StepStatus,
+        updated_at: str | None = None,
+        **fields: Any,
     ) -> StepRecord:
         return StepRecord(
             run_id=self.run.run_id,
@@ -242,7 +250,7 @@ class Execution:
             name=name,
             kind=kind,
             status=status,
-            updated_at=self.now_text(),
+            updated_at=updated_at or self.now_text(),
             **fields,
         )
 
@@ -279,7 +287,7 @@ class Execution:
     def ensure_lease(self, budget: timedelta) -> None:
         """Renew the lease (fenced) unless it already outlives ``budget`` by our clock."""
         now = self.clock.now()
-        until = parse_time(self.run.lease_until) if self.run.lease_until else now
+        until = self.lease_end() or now
         needed = budget + self.config.safety_margin
         if until - now >= needed:
             return
@@ -292,6 +300,14 @@ class Execution:
             raise LeaseLost() from e
         if self.run.cancel_requested:
             raise RunCanceled(self.run.cancel_reason or "canceled")
+
+    def lease_end(self) -> datetime | None:
+        """The lease's end as a datetime, parsed once per lease (checked on every step)."""
+        text = self.run.lease_until
+        if text != self._lease_text:
+            self._lease_text = text
+            self._lease_end = parse_time(text) if text else None
+        return self._lease_end
 
     def count_body(self) -> None:
         self._executed += 1

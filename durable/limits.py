@@ -9,6 +9,7 @@ exactly what DynamoDB would.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 from durable.errors import PayloadTooLarge
@@ -40,15 +41,24 @@ def record_size(record: Any) -> int:
     return value_size(record)
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def _quick_upper_bound(record: Any) -> int | None:
     """A cheap upper bound for the common small record (keeps the hot path fast)."""
-    if not dataclasses.is_dataclass(record):
+    if not dataclasses.is_dataclass(record) or isinstance(record, type):
         return None
     total = 16 * 1024  # generous allowance for names, numbers, attempts and refs
-    for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
+    for name in _field_names(type(record)):
+        value = getattr(record, name)
+        if value is None or isinstance(value, int):
+            continue
         if isinstance(value, str):
             total += 4 * len(value)  # UTF-8 uses at most 4 bytes per character
+        elif isinstance(value, list) and value and dataclasses.is_dataclass(value[0]):
+            total += 4 * 1024 * len(value)  # an attempt: short fields, errors cut at 500 chars
         elif isinstance(value, dict | list) and value:
             total += value_size(value)
     return total

@@ -69,9 +69,20 @@ def return_annotation(fn: Callable[..., Any]) -> Any:
     if isinstance(target, StepFunction):
         return target.return_annotation
     try:
+        return _cached_return_annotation(target)
+    except TypeError:  # an unhashable callable object
+        return _return_annotation(target)
+
+
+def _return_annotation(target: Callable[..., Any]) -> Any:
+    try:
         return resolve_annotation(target, "return")
     except Exception:  # builtins without annotations, or a type defined in a function
         return NO_ANNOTATION
+
+
+# Resolving string annotations compiles code: once per callable, not once per step.
+_cached_return_annotation = functools.lru_cache(maxsize=4096)(_return_annotation)
 
 
 def _reject_async(fn: Callable[..., Any], what: str) -> None:

@@ -127,9 +127,11 @@ class StepRun:
                 if outcome is _RETRY_NOW:
                     continue
                 return outcome
-            attempt.finished_at = self.x.now_text()
+            attempt.finished_at = finished = self.x.now_text()
             try:
-                stored = self.x.write_final(self.record(StepStatus.DONE, output=encoded))
+                stored = self.x.write_final(
+                    self.record(StepStatus.DONE, output=encoded, updated_at=finished)
+                )
             except PayloadTooLarge as error:
                 attempt.error_class = "terminal"
                 attempt.error = summarize(error, 500)

@@ -150,174 +150,221 @@ class SignalItem(_Base):
     consumed_by = UnicodeAttribute(null=True)
 
 
-RUN_ATTRIBUTES = RunItem.get_attributes()
+# --- the codec ---------------------------------------------------------------------------
+# Records are converted by hand rather than through pynamodb's Model instances: pynamodb
+# costs ~100 us to serialize and ~280 us to deserialize a step item, which would dominate
+# a step's CPU and a long run's wake-up. The models above stay the declared layout, and
+# tests/contract/test_item_layout.py checks every item this codec writes round-trips
+# through them unchanged, so the two cannot drift.
 
-# --- records -> items -------------------------------------------------------------------
+
+def _av(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"S": value}
+    if isinstance(value, bool):
+        return {"BOOL": value}
+    if isinstance(value, int | float):
+        return {"N": str(value)}
+    if isinstance(value, dict):
+        return {"M": {k: _av(v) for k, v in value.items() if v is not None}}
+    if isinstance(value, list | tuple):
+        return {"L": [_av(v) for v in value]}
+    raise TypeError(f"cannot store {type(value).__name__} in the ledger")
+
+
+def _py(av: dict[str, Any]) -> Any:
+    ((kind, value),) = av.items()
+    if kind == "S":
+        return value
+    if kind == "N":
+        return float(value) if "." in value or "e" in value.lower() else int(value)
+    if kind == "BOOL":
+        return value
+    if kind == "M":
+        return {k: _py(v) for k, v in value.items()}
+    if kind == "L":
+        return [_py(v) for v in value]
+    if kind == "NULL":
+        return None
+    raise TypeError(f"unexpected attribute type {kind}")
+
+
+def _item(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: _av(v) for k, v in fields.items() if v is not None}
 
 
 def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
-    item = RunItem(
-        pk=run_pk(run.run_id),
-        sk=RUN_SK,
-        run_id=run.run_id,
-        workflow=run.workflow,
-        version=run.version,
-        status=run.status.value,
-        input=run.input,
-        input_hash=run.input_hash,
-        created_at=run.created_at,
-        updated_at=run.updated_at,
-        output=run.output,
-        error=ErrorMap(**run.error.to_dict()) if run.error else None,
-        requested_by=run.requested_by,
-        idempotency_key=run.idempotency_key,
-        needs_attention=run.needs_attention,
-        lease_owner=run.lease_owner,
-        lease_until=run.lease_until,
-        fence=run.fence,
-        takeovers=run.takeovers,
-        takeover_mark=run.takeover_mark,
-        inbox=run.inbox,
-        cancel_requested=run.cancel_requested,
-        cancel_reason=run.cancel_reason,
-        cancel_compensate=run.cancel_compensate,
-        due_at=run.due_at,
-        purge_at=run.purge_at,
-        continued_from=run.continued_from,
-        due_shard=due_shard(run.run_id, shards) if run.due_at else None,
-        list_pk=list_pk(run.workflow),
-        list_sk=list_sk(run.status.value, run.updated_at),
-        attention_pk=ATTENTION_PK if run.needs_attention else None,
+    return _item(
+        {
+            "pk": run_pk(run.run_id),
+            "sk": RUN_SK,
+            "run_id": run.run_id,
+            "workflow": run.workflow,
+            "version": run.version,
+            "status": run.status.value,
+            "input": run.input,
+            "input_hash": run.input_hash,
+            "created_at": run.created_at,
+            "updated_at": run.updated_at,
+            "output": run.output,
+            "error": run.error.to_dict() if run.error else None,
+            "requested_by": run.requested_by,
+            "idempotency_key": run.idempotency_key,
+            "needs_attention": run.needs_attention,
+            "lease_owner": run.lease_owner,
+            "lease_until": run.lease_until,
+            "fence": run.fence,
+            "takeovers": run.takeovers,
+            "takeover_mark": run.takeover_mark,
+            "inbox": run.inbox,
+            "cancel_requested": run.cancel_requested,
+            "cancel_reason": run.cancel_reason,
+            "cancel_compensate": run.cancel_compensate,
+            "due_at": run.due_at,
+            "purge_at": run.purge_at,
+            "continued_from": run.continued_from,
+            "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
+            "list_pk": list_pk(run.workflow),
+            "list_sk": list_sk(run.status.value, run.updated_at),
+            "attention_pk": ATTENTION_PK if run.needs_attention else None,
+        }
     )
-    return item.serialize()
 
 
 def step_to_item(step: StepRecord) -> dict[str, Any]:
-    item = StepItem(
-        pk=run_pk(step.run_id),
-        sk=STEP_PREFIX + step.position,
-        run_id=step.run_id,
-        position=step.position,
-        name=step.name,
-        kind=step.kind.value,
-        status=step.status.value,
-        updated_at=step.updated_at,
-        step_version=step.step_version,
-        attempt=step.attempt,
-        attempts=[AttemptMap(**a.to_dict()) for a in step.attempts] or None,
-        output=step.output,
-        error_type=step.error_type,
-        error_class=step.error_class,
-        error_summary=step.error_summary,
-        checkpoint=CheckpointMap(**step.checkpoint) if step.checkpoint else None,
-        idempotency_key=step.idempotency_key,
-        refs=[RefMap(**r) for r in step.refs] or None,
-        wake_at=step.wake_at,
-        expires_at=step.expires_at,
-        token_nonce=step.token_nonce,
-        token_hash=step.token_hash,
-        detail=json.dumps(step.detail, separators=(",", ":")) if step.detail else None,
+    return _item(
+        {
+            "pk": run_pk(step.run_id),
+            "sk": STEP_PREFIX + step.position,
+            "run_id": step.run_id,
+            "position": step.position,
+            "name": step.name,
+            "kind": step.kind.value,
+            "status": step.status.value,
+            "updated_at": step.updated_at,
+            "step_version": step.step_version,
+            "attempt": step.attempt,
+            "attempts": [a.to_dict() for a in step.attempts] or None,
+            "output": step.output,
+            "error_type": step.error_type,
+            "error_class": step.error_class,
+            "error_summary": step.error_summary,
+            "checkpoint": step.checkpoint,
+            "idempotency_key": step.idempotency_key,
+            "refs": step.refs or None,
+            "wake_at": step.wake_at,
+            "expires_at": step.expires_at,
+            "token_nonce": step.token_nonce,
+            "token_hash": step.token_hash,
+            "detail": json.dumps(step.detail, separators=(",", ":")) if step.detail else None,
+        }
     )
-    return item.serialize()
 
 
 def signal_to_item(signal: SignalRecord) -> dict[str, Any]:
-    item = SignalItem(
-        pk=run_pk(signal.run_id),
-        sk=f"{SIGNAL_PREFIX}{signal.name}#{signal.signal_id}",
-        run_id=signal.run_id,
-        name=signal.name,
-        signal_id=signal.signal_id,
-        payload=signal.payload,
-        received_at=signal.received_at,
-        consumed_by=signal.consumed_by,
+    return _item(
+        {
+            "pk": run_pk(signal.run_id),
+            "sk": f"{SIGNAL_PREFIX}{signal.name}#{signal.signal_id}",
+            "run_id": signal.run_id,
+            "name": signal.name,
+            "signal_id": signal.signal_id,
+            "payload": signal.payload,
+            "received_at": signal.received_at,
+            "consumed_by": signal.consumed_by,
+        }
     )
-    return item.serialize()
 
 
-# --- items -> records -------------------------------------------------------------------
+def _plain(raw: dict[str, Any]) -> dict[str, Any]:
+    return {k: _py(v) for k, v in raw.items()}
 
 
 def item_to_run(raw: dict[str, Any]) -> RunRecord:
-    m = RunItem.from_raw_data(raw)
+    d = _plain(raw)
+    error = d.get("error")
     return RunRecord(
-        run_id=m.run_id,
-        workflow=m.workflow,
-        version=int(m.version),
-        status=RunStatus(m.status),
-        input=m.input,
-        input_hash=m.input_hash,
-        created_at=m.created_at,
-        updated_at=m.updated_at,
-        output=m.output,
-        error=RunError(m.error.type, m.error.message, bool(m.error.retryable)) if m.error else None,
-        requested_by=m.requested_by,
-        idempotency_key=m.idempotency_key,
-        needs_attention=bool(m.needs_attention),
-        lease_owner=m.lease_owner,
-        lease_until=m.lease_until,
-        fence=int(m.fence or 0),
-        takeovers=int(m.takeovers or 0),
-        takeover_mark=int(m.takeover_mark or 0),
-        inbox=int(m.inbox or 0),
-        cancel_requested=bool(m.cancel_requested),
-        cancel_reason=m.cancel_reason,
-        cancel_compensate=bool(m.cancel_compensate),
-        due_at=m.due_at,
-        purge_at=int(m.purge_at) if m.purge_at is not None else None,
-        continued_from=m.continued_from,
+        run_id=d["run_id"],
+        workflow=d["workflow"],
+        version=int(d["version"]),
+        status=RunStatus(d["status"]),
+        input=d["input"],
+        input_hash=d["input_hash"],
+        created_at=d["created_at"],
+        updated_at=d["updated_at"],
+        output=d.get("output"),
+        error=RunError.from_dict(error) if error else None,
+        requested_by=d.get("requested_by"),
+        idempotency_key=d.get("idempotency_key"),
+        needs_attention=bool(d.get("needs_attention", False)),
+        lease_owner=d.get("lease_owner"),
+        lease_until=d.get("lease_until"),
+        fence=int(d.get("fence", 0)),
+        takeovers=int(d.get("takeovers", 0)),
+        takeover_mark=int(d.get("takeover_mark", 0)),
+        inbox=int(d.get("inbox", 0)),
+        cancel_requested=bool(d.get("cancel_requested", False)),
+        cancel_reason=d.get("cancel_reason"),
+        cancel_compensate=bool(d.get("cancel_compensate", False)),
+        due_at=d.get("due_at"),
+        purge_at=int(d["purge_at"]) if d.get("purge_at") is not None else None,
+        continued_from=d.get("continued_from"),
     )
 
 
 def item_to_step(raw: dict[str, Any]) -> StepRecord:
-    m = StepItem.from_raw_data(raw)
+    d = _plain(raw)
+    checkpoint = d.get("checkpoint")
     return StepRecord(
-        run_id=m.run_id,
-        position=m.position,
-        name=m.name,
-        kind=StepKind(m.kind),
-        status=StepStatus(m.status),
-        updated_at=m.updated_at,
-        step_version=int(m.step_version or 1),
-        attempt=int(m.attempt or 0),
-        attempts=[Attempt.from_dict(a.as_dict()) for a in (m.attempts or [])],
-        output=m.output,
-        error_type=m.error_type,
-        error_class=m.error_class,
-        error_summary=m.error_summary,
+        run_id=d["run_id"],
+        position=d["position"],
+        name=d["name"],
+        kind=StepKind(d["kind"]),
+        status=StepStatus(d["status"]),
+        updated_at=d["updated_at"],
+        step_version=int(d.get("step_version", 1)),
+        attempt=int(d.get("attempt", 0)),
+        attempts=[Attempt.from_dict(a) for a in d.get("attempts") or []],
+        output=d.get("output"),
+        error_type=d.get("error_type"),
+        error_class=d.get("error_class"),
+        error_summary=d.get("error_summary"),
         checkpoint=(
-            {"payload_version": int(m.checkpoint.payload_version), "state": m.checkpoint.state}
-            if m.checkpoint
+            {"payload_version": int(checkpoint["payload_version"]), "state": checkpoint["state"]}
+            if checkpoint
             else None
         ),
-        idempotency_key=m.idempotency_key,
-        refs=[{"kind": r.kind, "value": r.value} for r in (m.refs or [])],
-        wake_at=m.wake_at,
-        expires_at=m.expires_at,
-        token_nonce=m.token_nonce,
-        token_hash=m.token_hash,
-        detail=json.loads(m.detail) if m.detail else None,
+        idempotency_key=d.get("idempotency_key"),
+        refs=[{"kind": r["kind"], "value": r["value"]} for r in d.get("refs") or []],
+        wake_at=d.get("wake_at"),
+        expires_at=d.get("expires_at"),
+        token_nonce=d.get("token_nonce"),
+        token_hash=d.get("token_hash"),
+        detail=json.loads(d["detail"]) if d.get("detail") else None,
     )
 
 
 def item_to_signal(raw: dict[str, Any]) -> SignalRecord:
-    m = SignalItem.from_raw_data(raw)
+    d = _plain(raw)
     return SignalRecord(
-        run_id=m.run_id,
-        name=m.name,
-        signal_id=m.signal_id,
-        payload=m.payload,
-        received_at=m.received_at,
-        consumed_by=m.consumed_by,
+        run_id=d["run_id"],
+        name=d["name"],
+        signal_id=d["signal_id"],
+        payload=d["payload"],
+        received_at=d["received_at"],
+        consumed_by=d.get("consumed_by"),
     )
 
 
 def run_attribute_value(name: str, value: Any) -> dict[str, Any]:
-    """One run field as a low-level AttributeValue, via the model's attribute type."""
-    attr = RUN_ATTRIBUTES[name]
-    if name == "error" and value is not None and not isinstance(value, ErrorMap):
-        data = value.to_dict() if isinstance(value, RunError) else dict(value)
-        value = ErrorMap(**data)
-    if name == "status" and isinstance(value, RunStatus):
+    """One run field as a low-level AttributeValue (for update expressions)."""
+    if name not in RUN_ATTRIBUTES:
+        raise ValueError(f"{name!r} is not an attribute of the run item")
+    if isinstance(value, RunError):
+        value = value.to_dict()
+    elif isinstance(value, RunStatus):
         value = value.value
-    return {attr.attr_type: attr.serialize(value)}
+    return _av(value)
+
+
+RUN_ATTRIBUTES = frozenset(RunItem.get_attributes())
