@@ -147,6 +147,9 @@ class RunRecord:
     due_at: str | None = None
     purge_at: int | None = None
     continued_from: str | None = None
+    forked_from: str | None = None  # "<run_id>@<position>"
+    # Operator decisions on this run (cancel, retry, fork): who, when, what, why.
+    operations: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def terminal(self) -> bool:

@@ -120,6 +120,31 @@ class Ledger(Protocol):
         """
         ...
 
+    def operate(
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+    ) -> RunRecord:
+        """An operator's change to a run that no worker may be holding (retry, cancel).
+
+        Conditional on the status being one of ``statuses`` (and, with ``unleased``, no
+        lease held); appends ``operation`` to the run's ``operations`` log; with
+        ``bump_inbox`` increments ``inbox`` like every external event so a running owner
+        notices. Returns the new item or raises ``ConditionFailed`` with the stored one.
+        """
+        ...
+
+    def reopen_step(self, step: StepRecord) -> bool:
+        """Replace a TERMINAL_FAILED step with ``step`` (a retry reopens it); False if the
+        stored step is not TERMINAL_FAILED any more. The only write that touches a final
+        record, and only on an operator's explicit retry."""
+        ...
+
     def write_step(self, step: StepRecord) -> StepRecord:
         """Put a step item unless a *final* record is stored at its position.
 

@@ -16,6 +16,7 @@ from durable.adapters.dynamodb_items import (
     RUN_SK,
     SIGNAL_PREFIX,
     STEP_PREFIX,
+    attribute_value,
     item_to_run,
     item_to_signal,
     item_to_step,
@@ -46,6 +47,7 @@ from durable.model import (
     RunStatus,
     SignalRecord,
     StepRecord,
+    StepStatus,
 )
 from durable.ports import Claim, ConditionFailed, Page, RunExists, RunGuard
 
@@ -213,9 +215,15 @@ class DynamoLedger(EventsMixin):
             parts.append(f"(attribute_not_exists({cr}) OR {cr} = {e.value({'BOOL': False}, 'gc')})")
         return " AND ".join(parts)
 
-    def _change_expression(self, e: Expr, run_id: str, changes: Mapping[str, Any]) -> str:
+    def _change_expression(
+        self,
+        e: Expr,
+        run_id: str,
+        changes: Mapping[str, Any],
+        extra_sets: list[str] | None = None,
+    ) -> str:
         normalized = normalize_changes(dict(changes))
-        sets: list[str] = []
+        sets: list[str] = list(extra_sets or [])
         removes: list[str] = []
         for field, value in normalized.items():
             if value is None:
@@ -246,6 +254,53 @@ class DynamoLedger(EventsMixin):
         if removes:
             expression += " REMOVE " + ", ".join(removes)
         return expression.strip()
+
+    def operate(
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+    ) -> RunRecord:
+        e = Expr()
+        allowed = ", ".join(e.value(s(v), "st") for v in statuses)
+        parts = [f"{e.name('status')} IN ({allowed})"]
+        if unleased:
+            parts.append(f"attribute_not_exists({e.name('lease_owner')})")
+        extra: list[str] = []
+        if operation is not None:
+            ops = e.name("operations")
+            empty = e.value({"L": []}, "empty")
+            entry = e.value({"L": [attribute_value(dict(operation))]}, "op")
+            extra.append(f"{ops} = list_append(if_not_exists({ops}, {empty}), {entry})")
+        if bump_inbox:
+            inbox = e.name("inbox")
+            zero, one = e.value(n(0), "zero"), e.value(n(1), "one")
+            extra.append(f"{inbox} = if_not_exists({inbox}, {zero}) + {one}")
+        update = self._change_expression(e, run_id, changes, extra)
+        if not update:  # nothing to change: still a conditional check that the run fits
+            update = f"SET {e.name('status')} = {e.name('status')}"
+        new = self._update(run_id, " AND ".join(parts), update, e)
+        check_item_size(new, f"run {run_id}")
+        return new
+
+    def reopen_step(self, step: StepRecord) -> bool:
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=step_to_item(step),
+                ConditionExpression="#status = :failed",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":failed": s(StepStatus.TERMINAL_FAILED.value)},
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        except Exception as err:
+            storage_error(err, f"reopening step {step.position}")
+        return True
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         e = Expr()

@@ -76,6 +76,14 @@ class RefMap(MapAttribute[str, Any]):
     value = UnicodeAttribute()
 
 
+class OperationMap(MapAttribute[str, Any]):
+    action = UnicodeAttribute()
+    at = UnicodeAttribute()
+    by = UnicodeAttribute(null=True)
+    reason = UnicodeAttribute(null=True)
+    detail = UnicodeAttribute(null=True)
+
+
 class _Base(Model):
     class Meta:
         table_name = "durable-ledger"  # never used for I/O: the adapter's client is
@@ -110,6 +118,8 @@ class RunItem(_Base):
     due_at = UnicodeAttribute(null=True)
     purge_at = NumberAttribute(null=True)
     continued_from = UnicodeAttribute(null=True)
+    forked_from = UnicodeAttribute(null=True)
+    operations = ListAttribute(of=OperationMap, null=True)
     # Index keys, derived from the fields above by this adapter.
     due_shard = UnicodeAttribute(null=True)
     list_pk = UnicodeAttribute(null=True)
@@ -158,7 +168,7 @@ class SignalItem(_Base):
 # through them unchanged, so the two cannot drift.
 
 
-def _av(value: Any) -> dict[str, Any]:
+def attribute_value(value: Any) -> dict[str, Any]:
     if isinstance(value, str):
         return {"S": value}
     if isinstance(value, bool):
@@ -166,9 +176,9 @@ def _av(value: Any) -> dict[str, Any]:
     if isinstance(value, int | float):
         return {"N": str(value)}
     if isinstance(value, dict):
-        return {"M": {k: _av(v) for k, v in value.items() if v is not None}}
+        return {"M": {k: attribute_value(v) for k, v in value.items() if v is not None}}
     if isinstance(value, list | tuple):
-        return {"L": [_av(v) for v in value]}
+        return {"L": [attribute_value(v) for v in value]}
     raise TypeError(f"cannot store {type(value).__name__} in the ledger")
 
 
@@ -190,7 +200,7 @@ def _py(av: dict[str, Any]) -> Any:
 
 
 def _item(fields: dict[str, Any]) -> dict[str, Any]:
-    return {k: _av(v) for k, v in fields.items() if v is not None}
+    return {k: attribute_value(v) for k, v in fields.items() if v is not None}
 
 
 def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
@@ -223,6 +233,8 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "due_at": run.due_at,
             "purge_at": run.purge_at,
             "continued_from": run.continued_from,
+            "forked_from": run.forked_from,
+            "operations": run.operations or None,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
             "list_sk": list_sk(run.status.value, run.updated_at),
@@ -309,6 +321,8 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         due_at=d.get("due_at"),
         purge_at=int(d["purge_at"]) if d.get("purge_at") is not None else None,
         continued_from=d.get("continued_from"),
+        forked_from=d.get("forked_from"),
+        operations=[dict(o) for o in d.get("operations") or []],
     )
 
 
@@ -364,7 +378,7 @@ def run_attribute_value(name: str, value: Any) -> dict[str, Any]:
         value = value.to_dict()
     elif isinstance(value, RunStatus):
         value = value.value
-    return _av(value)
+    return attribute_value(value)
 
 
 RUN_ATTRIBUTES = frozenset(RunItem.get_attributes())

@@ -28,7 +28,11 @@ from durable.ports import (
 
 
 def copy_run(run: RunRecord) -> RunRecord:
-    return replace(run, error=replace(run.error) if run.error else None)
+    return replace(
+        run,
+        error=replace(run.error) if run.error else None,
+        operations=[dict(o) for o in run.operations],
+    )
 
 
 def copy_step(step: StepRecord) -> StepRecord:
@@ -99,6 +103,42 @@ class MemoryLedger:
             check_item_size(new, f"run {run_id}")
             self._runs[run_id] = new
             return copy_run(new)
+
+    def operate(
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+    ) -> RunRecord:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if (
+                run is None
+                or run.status.value not in statuses
+                or (unleased and run.lease_owner is not None)
+            ):
+                raise ConditionFailed(copy_run(run) if run else None)
+            new = apply_changes(run, dict(changes))
+            if operation is not None:
+                new = replace(new, operations=[*run.operations, dict(operation)])
+            if bump_inbox:
+                new = replace(new, inbox=run.inbox + 1)
+            check_item_size(new, f"run {run_id}")
+            self._runs[run_id] = new
+            return copy_run(new)
+
+    def reopen_step(self, step: StepRecord) -> bool:
+        with self._lock:
+            steps = self._steps.get(step.run_id, {})
+            current = steps.get(step.position)
+            if current is None or current.status != StepStatus.TERMINAL_FAILED:
+                return False
+            steps[step.position] = copy_step(step)
+            return True
 
     def write_step(self, step: StepRecord) -> StepRecord:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")

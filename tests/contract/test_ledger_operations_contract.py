@@ -1,0 +1,60 @@
+"""Ledger contract, part three: operator changes (cancel, retry) and reopening a step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from durable.model import RunStatus, StepStatus
+from durable.ports import ConditionFailed
+from tests.support.records import make_run, make_step, t
+
+ACTIVE = ("PENDING", "RUNNING", "WAITING", "COMPENSATING")
+OP = {"action": "cancel", "at": t(5), "by": "alice", "reason": "duplicate"}
+
+
+def test_a_cancel_request_bumps_the_inbox_and_logs_the_operation(ledger: Any) -> None:
+    ledger.create_run(make_run(status=RunStatus.WAITING, inbox=2, due_at=None))
+    new = ledger.operate(
+        "RUN1",
+        statuses=ACTIVE,
+        changes={"cancel_requested": True, "cancel_reason": "duplicate", "due_at": t(5)},
+        operation=OP,
+        bump_inbox=True,
+    )
+    assert (new.inbox, new.cancel_requested, new.due_at) == (3, True, t(5))
+    assert new.operations == [OP]
+    again = ledger.operate("RUN1", statuses=ACTIVE, changes={}, operation={**OP, "by": "bob"})
+    assert [o["by"] for o in again.operations] == ["alice", "bob"]
+    assert ledger.get_run("RUN1") == again
+
+
+def test_an_operation_on_a_run_in_another_status_writes_nothing(ledger: Any) -> None:
+    ledger.create_run(make_run(status=RunStatus.SUCCEEDED))
+    with pytest.raises(ConditionFailed) as info:
+        ledger.operate("RUN1", statuses=ACTIVE, changes={"cancel_requested": True}, operation=OP)
+    assert info.value.current is not None and info.value.current.status == RunStatus.SUCCEEDED
+    assert ledger.get_run("RUN1").operations == []
+    with pytest.raises(ConditionFailed) as missing:
+        ledger.operate("NOPE", statuses=ACTIVE, changes={})
+    assert missing.value.current is None
+
+
+def test_an_unleased_operation_refuses_a_leased_run(ledger: Any) -> None:
+    ledger.create_run(make_run(status=RunStatus.FAILED, lease_owner="w", lease_until=t(60)))
+    with pytest.raises(ConditionFailed):
+        ledger.operate("RUN1", statuses=("FAILED",), changes={"status": "PENDING"}, unleased=True)
+
+
+def test_reopen_replaces_only_a_terminal_failure(ledger: Any) -> None:
+    ledger.create_run(make_run())
+    failed = make_step(status=StepStatus.TERMINAL_FAILED, output=None, attempt=3, error_summary="x")
+    ledger.write_step(failed)
+    reopened = replace(failed, status=StepStatus.RETRYABLE_FAILED, detail={"attempt_base": 3})
+    assert ledger.reopen_step(reopened)
+    assert ledger.get_step("RUN1", "0001") == reopened
+    assert not ledger.reopen_step(reopened)  # not TERMINAL_FAILED any more
+    ledger.write_step(make_step(position="0002"))
+    assert not ledger.reopen_step(make_step(position="0002", status=StepStatus.RETRYABLE_FAILED))
