@@ -26,6 +26,10 @@ class EngineConfig:
     inprocess_wait_threshold: timedelta = timedelta(seconds=5)
     # Delay before the sweeper treats a handed-off run as lost.
     handoff_grace: timedelta = timedelta(seconds=30)
+    # A running owner looks at the run item (one fenced lease renewal, which returns it)
+    # at least this often between step bodies, so a cancel request is seen within this
+    # much work without a read per step.
+    cancel_check_interval: timedelta = timedelta(seconds=5)
     max_takeovers: int = 3
     max_history: int = 10_000
     due_shards: int = 4

@@ -190,6 +190,18 @@ class Context:
         value: float = self._exec.record_value("random", "random")
         return value
 
+    def compensate(self) -> None:
+        """Run the compensations registered so far, newest first, and forget them.
+
+        For workflows that catch a failure and roll back without failing. Raises
+        ``StepFailed`` if a compensation fails for good (the rest are not run).
+        """
+        from durable.sagas import run_compensations
+
+        failure = run_compensations(self._exec, mark_status=False)
+        if failure is not None:
+            raise failure
+
     def continue_as_new(self, input: Any = None) -> None:
         """End this run and start a fresh one (new ledger) of the same workflow with ``input``."""
         self._exec.continue_as_new(input)

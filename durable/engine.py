@@ -57,6 +57,7 @@ from durable.ports import (
 )
 from durable.registry import App
 from durable.retry import error_type_name
+from durable.sagas import run_compensations
 from durable.sweeper import SweepReport, sweep
 
 log = logging.getLogger("durable.engine")
@@ -260,38 +261,67 @@ class Engine:
         return run.takeovers >= self.config.max_takeovers
 
     def _drive(self, x: Execution) -> Outcome:
+        """Turn the way this replay stopped into the run item's next state."""
         run_id = x.run.run_id
         try:
-            result = x.run_workflow()
+            return self._conclude(x)
         except Suspend:
             return Outcome(run_id, "suspended", RunStatus.WAITING.value)
         except Handoff:
             return self._handoff(x)
         except LeaseLost:
             return Outcome(run_id, "lease_lost")
-        except RunCanceled:
-            return self._finish_canceled(x)
         except ContinueAsNew as c:
             return self._continue_as_new(x, c.input_value)
-        except Exception as error:
-            if x.nondeterminism is not None:
-                return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
-            return self._finish_failed(x.run, x.owner, error, attention=x.poison_failed)
-        if x.nondeterminism is not None:  # user code swallowed it: still park the run
-            return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
+
+    def _conclude(self, x: Execution) -> Outcome:
         try:
-            output = serde.encode(result, x.workflow.return_annotation)
-        except TypeError as error:
-            return self._finish_failed(x.run, x.owner, error, attention=False)
-        return self._finish(
+            try:
+                result = x.run_workflow()
+            except Exception as error:
+                return self._after_failure(x, error)
+            if x.nondeterminism is not None:  # user code swallowed it: still park the run
+                return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
+            try:
+                output = serde.encode(result, x.workflow.return_annotation)
+            except (TypeError, ValueError) as error:
+                return self._after_failure(x, error)
+            return self._finish(
+                x.run,
+                x.owner,
+                {
+                    "status": RunStatus.SUCCEEDED.value,
+                    "output": output,
+                    "needs_attention": x.poison_failed,
+                },
+                execution=x,
+            )
+        except RunCanceled:
+            return self._cancel(x)
+
+    def _after_failure(self, x: Execution, error: Exception) -> Outcome:
+        """Compensate (unless the code itself is in doubt), then record the failure."""
+        if x.nondeterminism is not None:  # never compensate on a replay we cannot trust
+            return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
+        undo_failed = run_compensations(x, mark_status=True) if x.compensations else None
+        return self._finish_failed(
             x.run,
             x.owner,
-            {
-                "status": RunStatus.SUCCEEDED.value,
-                "output": output,
-                "needs_attention": x.poison_failed,
-            },
+            error,
+            attention=x.poison_failed or undo_failed is not None,
+            undo_failed=undo_failed,
         )
+
+    def _cancel(self, x: Execution) -> Outcome:
+        undo_failed = None
+        if x.run.cancel_compensate and x.compensations:
+            undo_failed = run_compensations(x, mark_status=True)
+        if undo_failed is not None:
+            cause = RunError("Canceled", x.run.cancel_reason or "canceled")
+            return self._finish_failed(
+                x.run, x.owner, undo_failed, attention=True, cause=cause, cancel_ok=True
+            )
+        return self._write_canceled(x.run, x.owner)
 
     # --- run-item transitions --------------------------------------------------------
 
@@ -306,29 +336,62 @@ class Engine:
             "purge_at": int((now + self.config.retention).timestamp()),
         }
 
-    def _finish(self, run: RunRecord, owner: str, changes: dict[str, Any]) -> Outcome:
-        guard = RunGuard(fence=run.fence, owner=owner, statuses=ACTIVE, no_cancel=True)
+    def _finish(
+        self,
+        run: RunRecord,
+        owner: str,
+        changes: dict[str, Any],
+        *,
+        execution: Execution | None = None,
+        cancel_ok: bool = False,
+    ) -> Outcome:
+        """The final write: fenced, on an active status, and never over a cancel request.
+
+        A cancel that landed after the last step wins over success: with ``execution``
+        (the success path) it re-enters cancellation so requested compensations run.
+        """
+        guard = RunGuard(fence=run.fence, owner=owner, statuses=ACTIVE, no_cancel=not cancel_ok)
         try:
             stored = self.ledger.update_run(run.run_id, guard, self._final_changes(changes))
         except ConditionFailed as e:
             current = e.current
             if current is not None and current.fence == run.fence and current.cancel_requested:
+                if execution is not None:
+                    execution.run = current
+                    raise RunCanceled(current.cancel_reason or "canceled") from e
                 return self._write_canceled(current, owner)
             return Outcome(run.run_id, "lease_lost")
         return Outcome(run.run_id, stored.status.value.lower(), stored.status.value)
 
     def _finish_failed(
-        self, run: RunRecord, owner: str, error: BaseException, *, attention: bool
+        self,
+        run: RunRecord,
+        owner: str,
+        error: BaseException,
+        *,
+        attention: bool,
+        undo_failed: BaseException | None = None,
+        cause: RunError | None = None,
+        cancel_ok: bool = False,
     ) -> Outcome:
-        err = RunError(type=error_type_name(error), message=summarize(error), retryable=False)
+        """FAILED with the original error; a failed compensation is appended, never lost."""
+        err = cause or RunError(
+            type=error_type_name(error), message=summarize(error), retryable=False
+        )
+        if undo_failed is not None:
+            err = RunError(
+                err.type,
+                f"{err.message} | then compensation failed: {summarize(undo_failed)}",
+                False,
+            )
+        elif cause is not None:
+            err = RunError(err.type, f"{err.message} | then: {summarize(error)}", False)
         return self._finish(
             run,
             owner,
             {"status": RunStatus.FAILED.value, "error": err, "needs_attention": attention},
+            cancel_ok=cancel_ok,
         )
-
-    def _finish_canceled(self, x: Execution) -> Outcome:
-        return self._write_canceled(x.run, x.owner)
 
     def _write_canceled(self, run: RunRecord, owner: str) -> Outcome:
         changes = self._final_changes(
@@ -412,6 +475,40 @@ class Engine:
     def sweep(self, now: datetime | None = None) -> SweepReport:
         """Invoke a worker for every run due before ``now - sweep_grace`` (capped)."""
         return sweep(self, now)
+
+    # --- operator decisions -----------------------------------------------------------
+
+    def cancel(
+        self,
+        run_id: str,
+        reason: str,
+        compensate: bool = False,
+        requested_by: str | None = None,
+    ) -> RunRecord:
+        """Ask a run to stop. A waiting run is canceled at once (timers deleted); a
+        running one stops at its next lease check or durable call (its in-flight step
+        finishes and is recorded). With ``compensate`` the registered compensations run
+        first. Canceling a finished run raises ``InvalidState``; twice is harmless."""
+        from durable.operations import cancel
+
+        return cancel(self, run_id, reason, compensate, requested_by)
+
+    def retry(
+        self, run_id: str, upgrade_to: int | None = None, requested_by: str | None = None
+    ) -> RunRecord:
+        """Re-run a FAILED run from its failed step, keeping completed steps and the failed
+        step's checkpoint. ``upgrade_to`` re-pins it to a newer version, only if that
+        version replays the recorded steps without non-determinism."""
+        from durable.operations import retry
+
+        return retry(self, run_id, upgrade_to, requested_by)
+
+    def fork(self, run_id: str, from_step: int | str, requested_by: str | None = None) -> RunRecord:
+        """Start a new run with the ledger of ``run_id`` up to (not including) step
+        ``from_step``, re-executing from there."""
+        from durable.operations import fork
+
+        return fork(self, run_id, from_step, requested_by)
 
     # --- reading -------------------------------------------------------------------
 

@@ -38,9 +38,9 @@ class StepFailed(DurableError):
     def __init__(
         self, step: str, position: str, error_type: str, message: str, attempts: int
     ) -> None:
+        detail = message if message.startswith(error_type) else f"{error_type}: {message}"
         super().__init__(
-            f"step {step!r} at position {position} failed after {attempts} attempt(s): "
-            f"{error_type}: {message}"
+            f"step {step!r} at position {position} failed after {attempts} attempt(s): {detail}"
         )
         self.step = step
         self.position = position

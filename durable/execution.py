@@ -30,6 +30,7 @@ from durable.errors import (
 )
 from durable.interrupts import (
     ContinueAsNew,
+    DryRunComplete,
     HistoryLimitExceeded,
     InboxChanged,
 )
@@ -90,12 +91,15 @@ class Execution:
         self.hop = hop
         self.reason = reason  # why the worker was invoked: start, continue, timer, sweep, event
         self.armed = False
+        self._checked_at: datetime | None = self.clock.now()  # the claim just read the run
         self._lease_text: str | None = None
         self._lease_end: datetime | None = None
         self._counter = 0
         self._executed = 0
         self.nondeterminism: NonDeterminismError | None = None
         self.poison_failed = False
+        self.compensating = False  # compensation steps run even after a cancel request
+        self.dry_run = False  # replay recorded results only; stop where new work begins
         # (position, undo, result, args, kwargs) of completed compensable steps, in order
         self.compensations: list[
             tuple[str, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]]
@@ -113,11 +117,12 @@ class Execution:
     def check_cancel(self) -> None:
         if self.nondeterminism is not None:
             raise self.nondeterminism  # code that caught it once may not go on diverging
-        if self.run.cancel_requested:
+        if self.run.cancel_requested and not self.compensating:
             raise RunCanceled(self.run.cancel_reason or "canceled")
 
     def next_position(self) -> str:
-        self.check_cancel()
+        if self.nondeterminism is not None:
+            raise self.nondeterminism
         self._counter += 1
         if self._counter > self.config.max_history:
             raise HistoryLimitExceeded(
@@ -127,14 +132,31 @@ class Execution:
         return position_path(self._counter)
 
     def recorded(self, position: str, name: str, kind: StepKind) -> StepRecord | None:
+        """The final or pending record at ``position``, checked against the call.
+
+        A cancel request stops the run here, at the first position that would do new
+        work; replaying recorded results first rebuilds the compensation list.
+        """
         rec = self.steps.get(position)
+        if self.dry_run and (
+            rec is None or not rec.status.final or rec.status == StepStatus.TERMINAL_FAILED
+        ):
+            if rec is not None and (rec.name != name or rec.kind != kind):
+                self.nondeterminism = NonDeterminismError(
+                    position, f"{rec.kind} {rec.name!r}", f"{kind} {name!r}"
+                )
+                raise self.nondeterminism
+            raise DryRunComplete()
         if rec is None:
+            self.check_cancel()
             return None
         if rec.name != name or rec.kind != kind:
             self.nondeterminism = NonDeterminismError(
                 position, f"{rec.kind} {rec.name!r}", f"{kind} {name!r}"
             )
             raise self.nondeterminism
+        if not rec.status.final:
+            self.check_cancel()
         return rec
 
     def now_text(self) -> str:
@@ -183,8 +205,11 @@ class Execution:
         timeout: timedelta | None,
         semantics: Semantics | None,
         compensate: Callable[..., Any] | None,
+        kind: StepKind = StepKind.STEP,
     ) -> Any:
         step_name = callable_name(fn, name)
+        if compensate is not None:
+            callable_name(compensate, None)  # an undo must be named too: fail before the step
         clash = RESERVED_STEP_OPTIONS.intersection(kwargs)
         if clash:  # only reachable through **kwargs dicts, which bypass the signature
             raise TypeError(f"reserved option(s) {sorted(clash)}: use functools.partial")
@@ -192,13 +217,14 @@ class Execution:
         opts = self.resolve_options(fn, retry, timeout, semantics)
         position = self.next_position()
         annotation = return_annotation(fn)
-        rec = self.recorded(position, step_name, StepKind.STEP)
+        rec = self.recorded(position, step_name, kind)
         if rec is not None and rec.status.final:
-            return self.replay_result(rec, annotation)
-        body = fn.fn if isinstance(fn, StepFunction) else fn
-        result = StepRun(self, position, step_name, rec, opts).execute(
-            lambda: body(*args, **kwargs), annotation
-        )
+            result = self.replay_result(rec, annotation)
+        else:
+            body = fn.fn if isinstance(fn, StepFunction) else fn
+            result = StepRun(self, position, step_name, rec, opts, kind).execute(
+                lambda: body(*args, **kwargs), annotation
+            )
         if compensate is not None:
             self.compensations.append((position, compensate, result, args, kwargs))
         return result
@@ -289,7 +315,11 @@ class Execution:
         now = self.clock.now()
         until = self.lease_end() or now
         needed = budget + self.config.safety_margin
-        if until - now >= needed:
+        fresh = (
+            self._checked_at is not None
+            and now - self._checked_at < self.config.cancel_check_interval
+        )
+        if until - now >= needed and fresh:
             return
         new_until = format_time(now + max(self.config.lease, needed))
         try:
@@ -298,7 +328,8 @@ class Execution:
             )
         except ConditionFailed as e:
             raise LeaseLost() from e
-        if self.run.cancel_requested:
+        self._checked_at = now
+        if self.run.cancel_requested and not self.compensating:
             raise RunCanceled(self.run.cancel_reason or "canceled")
 
     def lease_end(self) -> datetime | None:
@@ -394,5 +425,5 @@ class Execution:
         return remaining >= needed.total_seconds()
 
     def continue_as_new(self, input_value: Any) -> None:
-        self.next_position()  # honours cancel and non-determinism like any durable call
+        self.check_cancel()  # honours cancel and non-determinism like any durable call
         raise ContinueAsNew(input_value)

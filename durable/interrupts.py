@@ -17,6 +17,10 @@ class ContinueAsNew(BaseException):
         self.input_value = input_value
 
 
+class DryRunComplete(BaseException):
+    """A dry replay (checking an upgrade) reached the first position without a record."""
+
+
 class WorkerInterrupted(DurableError):
     """An attempt was found RUNNING: its worker died, timed out or lost its lease."""
 

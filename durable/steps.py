@@ -41,18 +41,26 @@ class StepRun:
         name: str,
         previous: StepRecord | None,
         opts: StepOptionsResolved,
+        kind: StepKind = StepKind.STEP,
     ) -> None:
         self.x = execution
         self.position = position
         self.name = name
         self.previous = previous
         self.opts = opts
+        self.kind = kind
         self.run_id = execution.run.run_id
         self.idempotency_key = f"{self.run_id}:{position}:{name}"
         self.attempt = (previous.attempt if previous else 0) + 1
         self.attempts: list[Attempt] = list(previous.attempts) if previous else []
         self.checkpoint_payload: dict[str, Any] | None = previous.checkpoint if previous else None
         self.refs: list[dict[str, str]] = list(previous.refs) if previous else []
+        # An operator's retry reopens a failed step with its attempt count as the base, so
+        # the retry policy starts afresh while the attempt history stays whole.
+        self.detail: dict[str, Any] = {
+            k: v for k, v in ((previous.detail or {}) if previous else {}).items() if k != "reason"
+        }
+        self.attempt_base = int(self.detail.get("attempt_base", 0))
 
     # --- record building -------------------------------------------------------------
 
@@ -60,14 +68,14 @@ class StepRun:
         return self.x.new_record(
             self.position,
             self.name,
-            StepKind.STEP,
+            self.kind,
             status,
             attempt=self.attempt,
             attempts=list(self.attempts),
             checkpoint=self.checkpoint_payload,
             idempotency_key=self.idempotency_key,
             refs=list(self.refs),
-            **fields,
+            **{"detail": dict(self.detail) or None, **fields},
         )
 
     def adopt(self, stored: StepRecord, annotation: Any) -> Any:
@@ -174,7 +182,7 @@ class StepRun:
         annotation: Any,
         body: Callable[[], Any],
     ) -> Any:
-        delay = self.opts.retry.next_delay(self.attempt, error)
+        delay = self.opts.retry.next_delay(self.attempt - self.attempt_base, error)
         if delay is None:
             return self.fail_for_good(error, annotation)
         summary = summarize(error)
@@ -200,7 +208,7 @@ class StepRun:
                 error_class="retryable",
                 error_summary=summary,
                 wake_at=wake_at,
-                detail={"reason": "retry"},
+                detail={**self.detail, "reason": "retry"},
             )
         )
         if stored.status.final:

@@ -1,0 +1,211 @@
+"""Request and response bodies of the HTTP API (pydantic; they feed the OpenAPI document).
+
+Ledger payloads are JSON text; the API returns them as JSON values. Secrets never leave
+through these models: a callback step's nonce and token hash stay in the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from durable.model import RunRecord, SignalRecord, StepRecord
+
+RunStatusName = Literal[
+    "PENDING", "RUNNING", "WAITING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELED"
+]
+
+
+def json_value(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:  # never expected: the ledger stores JSON text
+        return text
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- requests -----------------------------------------------------------------------
+
+
+class CallbackError(_Body):
+    type: Annotated[str, Field(min_length=1, max_length=200)] = "Rejected"
+    message: Annotated[str, Field(max_length=10_000)] = ""
+
+
+class CallbackRequest(_Body):
+    """Approve with ``{"result": ...}`` (any JSON) or reject with ``{"error": {...}}``."""
+
+    result: Any = None
+    error: CallbackError | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> CallbackRequest:
+        if self.error is not None and self.result is not None:
+            raise ValueError("send either result or error, not both")
+        return self
+
+
+class CancelRequest(_Body):
+    reason: Annotated[str, Field(min_length=1, max_length=1000)]
+    compensate: bool = False
+
+
+class RetryRequest(_Body):
+    # Move the run to this registered version of its workflow before retrying.
+    upgrade_to: Annotated[int | None, Field(ge=1)] = None
+
+
+class ForkRequest(_Body):
+    # Position to re-execute from: 3 or "0003"; earlier results are copied.
+    from_step: int | str
+
+
+# --- responses ----------------------------------------------------------------------
+
+
+class ErrorDetail(BaseModel):
+    type: str
+    message: str
+    field: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class RunError(BaseModel):
+    type: str
+    message: str
+    retryable: bool = False
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    workflow: str
+    version: int
+    status: RunStatusName
+    needs_attention: bool
+    created_at: str
+    updated_at: str
+    requested_by: str | None = None
+    idempotency_key: str | None = None
+    cancel_requested: bool = False
+    continued_from: str | None = None
+    error: RunError | None = None
+
+    @classmethod
+    def of(cls, run: RunRecord) -> RunSummary:
+        return cls(
+            run_id=run.run_id,
+            workflow=run.workflow,
+            version=run.version,
+            status=run.status.value,
+            needs_attention=run.needs_attention,
+            created_at=run.created_at,
+            updated_at=run.updated_at,
+            requested_by=run.requested_by,
+            idempotency_key=run.idempotency_key,
+            cancel_requested=run.cancel_requested,
+            continued_from=run.continued_from,
+            error=RunError(**run.error.to_dict()) if run.error else None,
+        )
+
+
+class StepView(BaseModel):
+    position: str
+    name: str
+    kind: str
+    status: str
+    updated_at: str
+    step_version: int = 1
+    attempt: int = 0
+    attempts: list[dict[str, Any]] = Field(default_factory=list)
+    output: Any = None
+    error_type: str | None = None
+    error_class: str | None = None
+    error_summary: str | None = None
+    refs: list[dict[str, str]] = Field(default_factory=list)
+    wake_at: str | None = None
+    expires_at: str | None = None
+
+    @classmethod
+    def of(cls, step: StepRecord) -> StepView:
+        return cls(
+            position=step.position,
+            name=step.name,
+            kind=step.kind.value,
+            status=step.status.value,
+            updated_at=step.updated_at,
+            step_version=step.step_version,
+            attempt=step.attempt,
+            attempts=[a.to_dict() for a in step.attempts],
+            output=json_value(step.output),
+            error_type=step.error_type,
+            error_class=step.error_class,
+            error_summary=step.error_summary,
+            refs=list(step.refs),
+            wake_at=step.wake_at,
+            expires_at=step.expires_at,
+        )
+
+
+class SignalView(BaseModel):
+    name: str
+    signal_id: str
+    received_at: str
+    payload: Any = None
+    consumed_by: str | None = None
+
+    @classmethod
+    def of(cls, signal: SignalRecord) -> SignalView:
+        return cls(
+            name=signal.name,
+            signal_id=signal.signal_id,
+            received_at=signal.received_at,
+            payload=json_value(signal.payload),
+            consumed_by=signal.consumed_by,
+        )
+
+
+class RunDetail(RunSummary):
+    input: Any = None
+    output: Any = None
+    steps: list[StepView] = Field(default_factory=list)
+    signals: list[SignalView] = Field(default_factory=list)
+
+
+class RunPage(BaseModel):
+    runs: list[RunSummary]
+    # Pass as ``cursor`` for the next page; absent on the last page.
+    next_cursor: str | None = None
+
+
+class CallbackAccepted(BaseModel):
+    run_id: str
+    outcome: Literal["result", "error"]
+
+
+class SignalAccepted(BaseModel):
+    run_id: str
+    name: str
+    signal_id: str
+    received_at: str
+
+
+class WorkflowView(BaseModel):
+    name: str
+    versions: list[int]
+    # JSON Schema of the start input (the workflow's parameter type); null: no input.
+    input_schema: dict[str, Any] | None = None
+    takes_input: bool
+
+
+class WorkflowList(BaseModel):
+    workflows: list[WorkflowView]

@@ -1,0 +1,242 @@
+"""Operator decisions after a failure (seed 000): cancel, retry from the failed step (on
+the same or a newer version), fork from a step. Each is recorded on the run (who, when,
+why) and decided before anything is written."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from durable.errors import (
+    InvalidInput,
+    InvalidState,
+    NonDeterminismError,
+    RunNotFound,
+)
+from durable.ids import new_ulid
+from durable.interrupts import DryRunComplete
+from durable.model import (
+    TERMINAL_RUN_STATUSES,
+    RunHistory,
+    RunRecord,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    format_time,
+    position_path,
+)
+from durable.ports import ConditionFailed, Invocation
+
+if TYPE_CHECKING:
+    from durable.engine import Engine
+
+ACTIVE = tuple(s.value for s in RunStatus if s.value not in TERMINAL_RUN_STATUSES)
+
+
+def _operation(
+    engine: Engine, action: str, by: str | None, reason: str | None, **detail: Any
+) -> dict[str, str]:
+    op = {"action": action, "at": format_time(engine.clock.now())}
+    if by:
+        op["by"] = by
+    if reason:
+        op["reason"] = reason
+    if detail:
+        op["detail"] = ", ".join(f"{k}={v}" for k, v in detail.items())
+    return op
+
+
+def _load(engine: Engine, run_id: str) -> RunHistory:
+    history = engine.ledger.load(run_id)
+    if history is None:
+        raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
+    return history
+
+
+def available_decisions(run: RunRecord) -> list[str]:
+    """What an operator can do with the run now (shown by the API and the CLI)."""
+    if run.status == RunStatus.FAILED:
+        decisions = ["retry", "fork"]
+        if run.error is not None and run.error.type.startswith("NonDeterminismError"):
+            decisions = ["retry --upgrade-to <version>", "fork"]
+        return decisions
+    if run.terminal:
+        return ["fork"]
+    return ["cancel", "cancel --compensate", "signal"]
+
+
+# --- cancel -----------------------------------------------------------------------
+
+
+def cancel(
+    engine: Engine, run_id: str, reason: str, compensate: bool, requested_by: str | None
+) -> RunRecord:
+    if not isinstance(reason, str) or not reason.strip() or len(reason) > 1000:
+        raise InvalidInput("reason must be a non-empty string (<= 1000 chars)", field="reason")
+    run = engine.ledger.get_run(run_id)
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
+    if run.terminal:
+        raise InvalidState(
+            f"run {run_id} already finished ({run.status.value}); there is nothing to cancel"
+        )
+    if run.cancel_requested:
+        return run  # canceling twice is harmless
+    now = format_time(engine.clock.now())
+    try:
+        run = engine.ledger.operate(
+            run_id,
+            statuses=ACTIVE,
+            changes={
+                "cancel_requested": True,
+                "cancel_reason": reason,
+                "cancel_compensate": compensate,
+                "due_at": now,
+            },
+            operation=_operation(engine, "cancel", requested_by, reason, compensate=compensate),
+            bump_inbox=True,
+        )
+    except ConditionFailed as e:
+        if e.current is not None and e.current.terminal:
+            raise InvalidState(f"run {run_id} finished meanwhile ({e.current.status.value})") from e
+        raise RunNotFound(f"no run {run_id!r}") from e
+    if run.lease_owner is None and not compensate:
+        # Nobody is running it (waiting or pending): cancel it now, in this call. A
+        # running owner sees the request at its next lease check or durable call.
+        engine.resume(run_id, Invocation(), reason="cancel")
+        return engine.get_run(run_id)
+    engine.invoke_worker(run_id, "cancel")
+    return run
+
+
+# --- retry ------------------------------------------------------------------------
+
+
+def _check_upgrade(engine: Engine, history: RunHistory, version: int) -> None:
+    """Replay the recorded steps on ``version`` without writing; refuse on divergence."""
+    from durable.execution import Execution
+
+    workflow = engine.app.get_workflow(history.run.workflow, version)
+    probe = Execution(engine, workflow, history, owner="dry-run", invocation=Invocation())
+    probe.dry_run = True
+    try:
+        probe.run_workflow()
+    except DryRunComplete:
+        return
+    except NonDeterminismError as e:
+        raise InvalidState(
+            f"version {version} cannot continue this run: at position {e.position} the ledger "
+            f"has {e.recorded} but version {version} calls {e.called}; fork the run instead"
+        ) from e
+    except Exception:
+        return  # the recorded failure raised into the workflow again: that is consistent
+    except BaseException:  # a wait or cancel signal: the replay got past all records
+        return
+
+
+def retry(
+    engine: Engine, run_id: str, upgrade_to: int | None, requested_by: str | None
+) -> RunRecord:
+    history = _load(engine, run_id)
+    run = history.run
+    if run.status != RunStatus.FAILED:
+        raise InvalidState(f"run {run_id} is {run.status.value}; only FAILED runs can be retried")
+    if any(s.kind == StepKind.COMPENSATION for s in history.steps.values()):
+        raise InvalidState(
+            f"run {run_id} was compensated; its earlier steps were undone, so retrying would "
+            "continue from a state that no longer exists: fork it from a step instead"
+        )
+    version = run.version
+    if upgrade_to is not None:
+        if upgrade_to <= run.version:
+            raise InvalidInput(
+                f"upgrade_to must be newer than the run's version {run.version}",
+                field="upgrade_to",
+            )
+        _check_upgrade(engine, history, upgrade_to)
+        version = upgrade_to
+    else:
+        engine.app.get_workflow(run.workflow, run.version)  # still deployed?
+    for step in history.steps.values():
+        if step.status == StepStatus.TERMINAL_FAILED:
+            detail = {**(step.detail or {}), "attempt_base": step.attempt}
+            engine.ledger.reopen_step(
+                replace(step, status=StepStatus.RETRYABLE_FAILED, detail=detail)
+            )
+    now = format_time(engine.clock.now())
+    try:
+        reopened = engine.ledger.operate(
+            run_id,
+            statuses=(RunStatus.FAILED.value,),
+            unleased=True,
+            changes={
+                "status": RunStatus.PENDING.value,
+                "updated_at": now,
+                "version": version,
+                "error": None,
+                "needs_attention": False,
+                "output": None,
+                "purge_at": None,
+                "takeovers": 0,
+                "takeover_mark": 0,
+                "due_at": now,
+            },
+            operation=_operation(
+                engine,
+                "retry",
+                requested_by,
+                None,
+                version=version,
+                **({"upgraded_from": run.version} if upgrade_to else {}),
+            ),
+        )
+    except ConditionFailed as e:
+        raise InvalidState(f"run {run_id} changed meanwhile; look at it again") from e
+    engine.invoke_worker(run_id, "retry")
+    return reopened
+
+
+# --- fork -------------------------------------------------------------------------
+
+
+def _parse_position(from_step: int | str) -> str:
+    try:
+        index = int(from_step) if isinstance(from_step, int) else int(str(from_step).split(".")[0])
+    except ValueError as e:
+        raise InvalidInput(
+            "from_step must be a step number like 3 or '0003'", field="from_step"
+        ) from e
+    if index < 1:
+        raise InvalidInput("from_step must be >= 1", field="from_step")
+    return position_path(index)
+
+
+def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | None) -> RunRecord:
+    history = _load(engine, run_id)
+    source = history.run
+    position = _parse_position(from_step)
+    engine.app.get_workflow(source.workflow, source.version)
+    now = engine.clock.now()
+    stamp = format_time(now)
+    new = RunRecord(
+        run_id=new_ulid(now),
+        workflow=source.workflow,
+        version=source.version,
+        status=RunStatus.PENDING,
+        input=source.input,
+        input_hash=source.input_hash,
+        created_at=stamp,
+        updated_at=stamp,
+        requested_by=requested_by or source.requested_by,
+        due_at=stamp,
+        forked_from=f"{run_id}@{position}",
+        operations=[
+            _operation(engine, "fork", requested_by, None, source=run_id, from_step=position)
+        ],
+    )
+    engine.ledger.create_run(new)
+    for p, step in sorted(history.steps.items()):
+        if p < position and step.status.final:
+            engine.ledger.write_step(replace(step, run_id=new.run_id))
+    engine.invoke_worker(new.run_id, "fork")
+    return new

@@ -1,0 +1,64 @@
+"""Compensation (sagas): undo completed steps in reverse when a run fails or is canceled.
+
+Each compensation is a durable step of kind ``compensation`` at the next positions after
+the failure, with its own record, idempotency key and retry policy, so a crash during
+compensation resumes it without repeating an undo that completed: the replay fails at
+the same point and reaches the same positions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from durable.errors import LeaseLost, StepFailed
+from durable.model import RunStatus, StepKind, format_time
+from durable.ports import ConditionFailed
+from durable.registry import callable_name
+
+if TYPE_CHECKING:
+    from durable.execution import Execution
+
+
+def compensation_name(undo_name: str) -> str:
+    return f"compensate:{undo_name}"
+
+
+def run_compensations(x: Execution, *, mark_status: bool) -> StepFailed | None:
+    """Run every registered compensation, newest first; stop at one that fails for good.
+
+    Returns that failure (never skipped: the caller parks the run), or None. With
+    ``mark_status`` the run item shows COMPENSATING while they run.
+    """
+    if mark_status and x.run.status != RunStatus.COMPENSATING:
+        try:
+            x.run = x.ledger.update_run(
+                x.run.run_id,
+                x.guard(),
+                {"status": RunStatus.COMPENSATING.value, "updated_at": format_time(x.clock.now())},
+            )
+        except ConditionFailed as e:
+            raise LeaseLost() from e
+    pending = list(reversed(x.compensations))
+    x.compensations.clear()
+    previous = x.compensating
+    x.compensating = True  # a cancel request must not interrupt the undo itself
+    try:
+        for position, undo, result, args, kwargs in pending:
+            try:
+                x.call_step(
+                    undo,
+                    (result, *args),
+                    kwargs,
+                    name=compensation_name(callable_name(undo, None)),
+                    retry=None,
+                    timeout=None,
+                    semantics=None,
+                    compensate=None,
+                    kind=StepKind.COMPENSATION,
+                )
+            except StepFailed as failure:
+                failure.compensated_position = position  # type: ignore[attr-defined]
+                return failure
+    finally:
+        x.compensating = previous
+    return None

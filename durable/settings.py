@@ -1,0 +1,120 @@
+"""Deployment settings: one validated, frozen model; each field is one environment variable.
+
+The composition root (``handlers/bootstrap.py``) is the only code that reads the process
+environment: it passes ``os.environ`` to ``Settings.from_env``. Everything downstream gets a
+``Settings`` value, so tests build one directly and nothing is configured at import time.
+``template.yaml`` sets exactly these variables (a test holds the two lists equal).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from durable.config import EngineConfig
+from durable.errors import InvalidInput
+
+PREFIX = "DURABLE_"
+_APP_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+Seconds = Annotated[int, Field(ge=0, le=86_400)]
+
+
+class Settings(BaseModel):
+    """What a deployment configures. Field ``x`` is read from ``DURABLE_X``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Where the workflows are: ``module:attribute`` naming a ``durable.App``.
+    app: str
+    ledger_table: str = Field(min_length=3, max_length=255)
+    idempotency_table: str = Field(min_length=3, max_length=255)
+    # The worker function's ARN: the target of self-invocations and timers.
+    worker_function: str | None = None
+    scheduler_group: str | None = None
+    # The role EventBridge Scheduler assumes to invoke the worker.
+    scheduler_role_arn: str | None = None
+    # Secrets Manager secret ids: the HMAC key of callback tokens, the webhook key(s).
+    callback_secret_name: str | None = None
+    webhook_secret_name: str | None = None
+    # Public base of callback URLs (the API's stage URL).
+    callback_base_url: str = ""
+    # A webhook's signed timestamp may be this old (or this far ahead) at most.
+    webhook_tolerance_seconds: Seconds = 300
+    # Request bodies above this are refused with 413 before parsing; well below
+    # DynamoDB's 400 KB item limit, which the run item must also fit in.
+    max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=350 * 1024)
+    retention_days: int = Field(default=30, ge=1, le=3650)
+    due_shards: int = Field(default=4, ge=1, le=64)
+    steps_per_invocation: int = Field(default=1000, ge=1)
+    sweep_grace_seconds: Seconds = 120
+    sweep_max_invocations: int = Field(default=500, ge=1, le=10_000)
+    # Self-invocations in one unbroken chain before the worker lets the sweeper take over
+    # (a pause of about a sweep period); bounds a run that never waits.
+    max_hops: int = Field(default=1000, ge=1)
+    service_name: str = "durable"
+    metrics_namespace: str = "Durable"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("app")
+    @classmethod
+    def _app_ref(cls, value: str) -> str:
+        if not _APP_REF.match(value):
+            raise ValueError("must be 'package.module:attribute', e.g. 'myapp.workflows:app'")
+        return value
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        return PREFIX + field.upper()
+
+    @classmethod
+    def env_names(cls) -> list[str]:
+        return [cls.env_name(name) for name in cls.model_fields]
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Settings:
+        """Build from a mapping of environment variables (only ``DURABLE_*`` are read).
+
+        Empty strings count as unset, so a template may pass an optional value through
+        a parameter that defaults to "". Errors name the variable, not the field.
+        """
+        # Other DURABLE_* variables (local tooling, tests) are not settings: ignored here;
+        # the template test keeps the deployed set equal to the fields.
+        names = {cls.env_name(f): f for f in cls.model_fields}
+        values = {f: environ[k] for k, f in names.items() if environ.get(k, "") != ""}
+        try:
+            return cls.model_validate(values)
+        except ValidationError as e:
+            first = e.errors()[0]
+            field = str(first["loc"][0]) if first["loc"] else "app"
+            raise InvalidInput(
+                f"setting {cls.env_name(field)}: {first['msg']}", field=cls.env_name(field)
+            ) from e
+
+    def require(self, field: str, needed_by: str) -> str:
+        """A field that ``needed_by`` cannot work without; a clear error when it is unset."""
+        value = getattr(self, field)
+        if not value:
+            raise InvalidInput(
+                f"{needed_by} needs the setting {self.env_name(field)}", field=self.env_name(field)
+            )
+        return str(value)
+
+    def engine_config(self, callback_secret: bytes | None = None) -> EngineConfig:
+        return EngineConfig(
+            steps_per_invocation=self.steps_per_invocation,
+            due_shards=self.due_shards,
+            retention=timedelta(days=self.retention_days),
+            callback_secret=callback_secret,
+            callback_base_url=self.callback_base_url,
+            sweep_grace=timedelta(seconds=self.sweep_grace_seconds),
+            sweep_max_invocations=self.sweep_max_invocations,
+        )
+
+    @property
+    def retention_seconds(self) -> int:
+        return self.retention_days * 86_400
