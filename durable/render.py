@@ -1,10 +1,19 @@
-"""Readable text for runs and ledgers: tables for terminals, no dependencies."""
+"""Readable text for runs and ledgers: tables and a timeline for terminals.
+
+Works on plain dicts shaped like the API's views (``RunDetail``, ``StepView``), so the
+CLI renders what the HTTP API returns and local code renders records via ``asdict``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
-from durable.model import RunRecord, StepRecord, parse_time
+from durable.model import parse_time
+
+Row = Mapping[str, Any]
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -17,70 +26,137 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(s.rstrip() for s in out)
 
 
-def _short(text: str | None, limit: int = 48) -> str:
-    if not text:
+def short(value: Any, limit: int = 48) -> str:
+    if value is None or value == "":
         return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _duration(step: StepRecord) -> str:
-    spans = [a for a in step.attempts if a.finished_at]
-    if not spans:
+def _t(text: str | None) -> datetime | None:
+    try:
+        return parse_time(text) if text else None
+    except ValueError:
+        return None
+
+
+def human(seconds: float) -> str:
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def _took(step: Row) -> str:
+    done = [a for a in step.get("attempts") or [] if a.get("finished_at")]
+    if not done:
         return ""
-    last = spans[-1]
-    assert last.finished_at is not None
-    ms = (parse_time(last.finished_at) - parse_time(last.started_at)).total_seconds() * 1000
-    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+    start, end = _t(done[-1].get("started_at")), _t(done[-1].get("finished_at"))
+    return human((end - start).total_seconds()) if start and end else ""
 
 
-def render_steps(steps: Sequence[StepRecord]) -> str:
-    rows = []
-    for s in steps:
-        detail = s.error_summary if s.status != "DONE" else s.output
-        if s.kind == "sleep" and s.wake_at:
-            detail = f"wake at {s.wake_at}"
-        rows.append(
-            [
-                s.position,
-                s.name,
-                s.kind,
-                s.status.value,
-                str(s.attempt or ""),
-                _duration(s),
-                _short(detail),
-            ]
-        )
+def _detail(step: Row) -> str:
+    status = str(step.get("status"))
+    if step.get("kind") in ("sleep", "condition") and step.get("wake_at") and status != "DONE":
+        return f"wakes {step['wake_at']}"
+    if step.get("kind") == "callback" and status == "WAITING":
+        expires = step.get("expires_at")
+        return f"waiting for an answer{f' until {expires}' if expires else ''}"
+    if status in ("DONE", "COMPENSATED"):
+        return short(step.get("output"))
+    return short(step.get("error_summary"))
+
+
+def render_steps(steps: Sequence[Row]) -> str:
+    rows = [
+        [
+            str(s.get("position")),
+            str(s.get("name")),
+            str(s.get("kind")),
+            str(s.get("status")),
+            str(s.get("attempt") or ""),
+            _took(s),
+            _detail(s),
+        ]
+        for s in steps
+    ]
     return table(["pos", "step", "kind", "status", "tries", "took", "result / error / wake"], rows)
 
 
-def render_run(run: RunRecord) -> str:
+def render_run(run: Row) -> str:
+    flag = "  NEEDS ATTENTION" if run.get("needs_attention") else ""
     lines = [
-        f"run {run.run_id}  {run.workflow} v{run.version}  {run.status.value}"
-        + ("  NEEDS ATTENTION" if run.needs_attention else ""),
-        f"  created {run.created_at}  updated {run.updated_at}"
-        + (f"  by {run.requested_by}" if run.requested_by else ""),
-        f"  input  {_short(run.input, 90)}",
+        f"run {run['run_id']}  {run['workflow']} v{run['version']}  {run['status']}{flag}",
+        f"  created {run['created_at']}  updated {run['updated_at']}"
+        + (f"  by {run['requested_by']}" if run.get("requested_by") else ""),
     ]
-    if run.output is not None:
-        lines.append(f"  output {_short(run.output, 90)}")
-    if run.error is not None:
-        lines.append(f"  error  {run.error.type}: {_short(run.error.message, 90)}")
-    if run.due_at and not run.terminal:
-        lines.append(f"  due    {run.due_at}")
+    if run.get("input") is not None:
+        lines.append(f"  input  {short(run['input'], 90)}")
+    if run.get("output") is not None:
+        lines.append(f"  output {short(run['output'], 90)}")
+    error = run.get("error")
+    if error:
+        lines.append(f"  error  {error['type']}: {short(error['message'], 90)}")
+    if run.get("decisions"):
+        lines.append(f"  next   {' | '.join(run['decisions'])}")
     return "\n".join(lines)
 
 
-def render_runs(runs: Sequence[RunRecord]) -> str:
+def render_runs(runs: Sequence[Row]) -> str:
     rows = [
         [
-            r.run_id,
-            r.workflow,
-            str(r.version),
-            r.status.value + (" !" if r.needs_attention else ""),
-            r.updated_at,
-            _short(r.error.message if r.error else r.output, 40),
+            str(r["run_id"]),
+            str(r["workflow"]),
+            str(r["version"]),
+            str(r["status"]) + (" !" if r.get("needs_attention") else ""),
+            str(r["updated_at"]),
+            short((r.get("error") or {}).get("message"), 40),
         ]
         for r in runs
     ]
-    return table(["run", "workflow", "v", "status", "updated", "output / error"], rows)
+    return table(["run", "workflow", "v", "status", "updated", "error"], rows)
+
+
+def _span(step: Row, previous_end: datetime | None) -> tuple[datetime | None, datetime | None]:
+    attempts = step.get("attempts") or []
+    start = _t(attempts[0].get("started_at")) if attempts else previous_end
+    end = _t(attempts[-1].get("finished_at")) if attempts else None
+    if step.get("kind") in ("sleep", "callback", "signal", "condition"):
+        end = (
+            _t(step.get("wake_at")) if step.get("status") != "DONE" else _t(step.get("updated_at"))
+        )
+        end = end or _t(step.get("updated_at"))
+    return start, end or _t(step.get("updated_at"))
+
+
+def timeline(run: Row, steps: Sequence[Row], width: int = 50) -> str:
+    """A bar per step on the run's time axis: █ work, ░ waiting, ✗ failed."""
+    begin = _t(run.get("created_at"))
+    spans: list[tuple[Row, datetime | None, datetime | None]] = []
+    previous = begin
+    for step in steps:
+        start, end = _span(step, previous)
+        spans.append((step, start, end))
+        previous = end or previous
+    ends = [e for _, _, e in spans if e] + [t for t in [_t(run.get("updated_at"))] if t]
+    if begin is None or not ends:
+        return "(no timeline: the run has no timed steps yet)"
+    finish = max(ends)
+    total = max((finish - begin).total_seconds(), 1e-3)
+    label_width = max([len(str(s.get("name"))) for s in steps] + [4]) + 6
+    out = [f"{'':<{label_width}}|{'0':<{width // 2}}{human(total):>{width - width // 2}}|"]
+    for step, start, end in spans:
+        a = int(((start or begin) - begin).total_seconds() / total * (width - 1))
+        b = int(((end or start or begin) - begin).total_seconds() / total * (width - 1))
+        waiting = step.get("kind") in ("sleep", "callback", "signal", "condition")
+        mark = "✗" if "FAIL" in str(step.get("status")) else ("░" if waiting else "█")
+        bar = " " * a + mark * max(1, b - a + 1)
+        label = f"{step.get('position')} {step.get('name')}"
+        out.append(f"{label:<{label_width}}|{bar:<{width}}| {step.get('status')}")
+    return "\n".join(out)

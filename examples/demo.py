@@ -21,6 +21,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Iterator
+from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -90,8 +91,8 @@ class Worker:
 def show(engine: Engine, run: RunRecord) -> None:
     stored = engine.get_run(run.run_id)
     say("")
-    say(render_run(stored))
-    say(render_steps(engine.history(run.run_id)))
+    say(render_run(asdict(stored)))
+    say(render_steps([asdict(s) for s in engine.history(run.run_id)]))
     say("")
 
 

@@ -1,0 +1,344 @@
+"""The ``durable`` command: run the local stack, and operate runs over the HTTP API.
+
+    durable dev --app examples.onboarding:app --time-scale 86400
+    durable start onboarding --input '{"user_id": "u1", "email": "u1@example.com"}'
+    durable runs --workflow onboarding
+    durable show RUN_ID [--timeline]
+    durable approve TOKEN   /  durable reject TOKEN --reason "over budget"
+    durable signal RUN_ID NAME --payload '{"n": 1}'
+    durable cancel RUN_ID --reason "duplicate" [--compensate]
+    durable retry RUN_ID [--upgrade-to 2]   /  durable fork RUN_ID --from-step 3
+
+The operate commands talk to ``durable dev`` (found through ``.durable/dev.json``) or,
+with ``--endpoint``, to a deployed API (requests to AWS are signed with SigV4 for the
+IAM-authorized operator routes). Errors are one line saying what to do, exit status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any, NoReturn
+
+from durable import render
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
+STATE_DIR = Path(".durable")
+
+
+class CliError(Exception):
+    """A failure to report in one line."""
+
+
+def fail(message: str) -> NoReturn:
+    raise CliError(message)
+
+
+def parse_json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(
+            f"{what} is not valid JSON ({e.msg} at column {e.colno}); quote it, e.g. "
+            f'--{what} \'{{"key": "value"}}\''
+        )
+
+
+# --- HTTP client ----------------------------------------------------------------------
+
+
+def endpoint(args: argparse.Namespace) -> str:
+    if args.endpoint:
+        return str(args.endpoint).rstrip("/")
+    if os.environ.get("DURABLE_ENDPOINT"):
+        return os.environ["DURABLE_ENDPOINT"].rstrip("/")
+    info = STATE_DIR / "dev.json"
+    if info.exists():
+        return str(json.loads(info.read_text())["endpoint"])
+    return DEFAULT_ENDPOINT
+
+
+def _signed_headers(url: str, method: str, body: bytes | None) -> dict[str, str]:
+    """SigV4 for a deployed API's IAM-authorized routes (credentials from the usual chain)."""
+    import boto3
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+
+    session = boto3.Session()
+    credentials = session.get_credentials()
+    if credentials is None:
+        fail("no AWS credentials found to sign the request; configure a profile or use --no-sign")
+    region = urllib.parse.urlsplit(url).hostname.split(".")[2]  # type: ignore[union-attr]
+    request = AWSRequest(
+        method=method, url=url, data=body, headers={"Content-Type": "application/json"}
+    )
+    SigV4Auth(credentials, "execute-api", region).add_auth(request)
+    return dict(request.headers.items())
+
+
+def call(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    payload: Any = None,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    base = endpoint(args)
+    url = base + path
+    body = None if payload is None else json.dumps(payload).encode()
+    all_headers = {"Content-Type": "application/json", **(headers or {})}
+    if ".execute-api." in base and not getattr(args, "no_sign", False):
+        all_headers.update(_signed_headers(url, method, body))
+    request = urllib.request.Request(url, data=body, method=method, headers=all_headers)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            data = response.read()
+    except urllib.error.HTTPError as e:
+        detail = e.read().decode(errors="replace")
+        try:
+            error = json.loads(detail)["error"]
+            where = f" (field {error['field']})" if error.get("field") else ""
+            fail(f"{error['message']}{where}")
+        except (ValueError, KeyError, TypeError):
+            fail(f"HTTP {e.code} from {url}: {detail[:200]}")
+    except urllib.error.URLError as e:
+        fail(
+            f"cannot reach {base} ({e.reason}); start the local stack with `durable dev "
+            "--app module:app` or pass --endpoint"
+        )
+    return json.loads(data) if data else None
+
+
+# --- commands -------------------------------------------------------------------------
+
+
+def cmd_dev(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from durable.local.server import DevOptions, DevServer
+
+    if args.time_scale <= 0:
+        fail("--time-scale must be positive, e.g. 86400 to make a day pass in a second")
+    sys.path.insert(0, os.getcwd())
+    try:
+        module = __import__(args.app.partition(":")[0], fromlist=["_"])
+        getattr(module, args.app.partition(":")[2])
+    except (ImportError, AttributeError, ValueError) as e:
+        fail(f"cannot load --app {args.app!r} ({e}); pass module:attribute of a durable.App")
+    server = DevServer(
+        DevOptions(
+            app=args.app,
+            port=args.port,
+            workers=args.workers,
+            worker_timeout=args.worker_timeout,
+            time_scale=args.time_scale,
+            storage=args.storage,
+        )
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        server.start()
+        print(
+            f"• durable dev ready in {server.ready_seconds:.1f} s at "
+            f"http://127.0.0.1:{args.port} ({args.workers} workers, time x{args.time_scale:g})",
+            flush=True,
+        )
+        print("  Ctrl-C stops everything it started; runs resume on the next start.", flush=True)
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print("• stopping…", flush=True)
+        server.stop()
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    payload = parse_json(args.input, "input") if args.input is not None else None
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
+    name = urllib.parse.quote(args.workflow, safe="")
+    run = call(args, "POST", f"/workflows/{name}/runs", payload, headers)
+    print(run["run_id"] if args.quiet else f"started run {run['run_id']} ({run['status']})")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    query = {
+        k: v
+        for k, v in (
+            ("workflow", args.workflow),
+            ("status", args.status),
+            ("needs_attention", "true" if args.attention else None),
+            ("limit", str(args.limit)),
+        )
+        if v
+    }
+    page = call(args, "GET", "/runs?" + urllib.parse.urlencode(query))
+    print(render.render_runs(page["runs"]) if page["runs"] else "no runs match")
+    if page.get("next_cursor"):
+        print(f"(more: --cursor {page['next_cursor']})")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    run = call(args, "GET", f"/runs/{urllib.parse.quote(args.run_id)}")
+    if args.json:
+        print(json.dumps(run, indent=2))
+        return 0
+    print(render.render_run(run))
+    print()
+    steps = run.get("steps", [])
+    print(render.timeline(run, steps) if args.timeline else render.render_steps(steps))
+    return 0
+
+
+def cmd_answer(args: argparse.Namespace, approve: bool) -> int:
+    if approve:
+        result = parse_json(args.result, "result") if args.result else True
+        body: dict[str, Any] = {"result": result}
+    else:
+        body = {"error": {"type": "Rejected", "message": args.reason or "rejected"}}
+    answer = call(args, "POST", f"/callbacks/{urllib.parse.quote(args.token, safe='')}", body)
+    print(f"{'approved' if approve else 'rejected'}: run {answer['run_id']} will resume")
+    return 0
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    payload = parse_json(args.payload, "payload") if args.payload else None
+    path = f"/runs/{urllib.parse.quote(args.run_id)}/signals/{urllib.parse.quote(args.name)}"
+    call(args, "POST", path, payload)
+    print(f"signal {args.name!r} sent to run {args.run_id}")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    run = call(
+        args,
+        "POST",
+        f"/runs/{urllib.parse.quote(args.run_id)}/cancel",
+        {"reason": args.reason, "compensate": args.compensate},
+    )
+    print(
+        f"run {args.run_id}: {run['status']}"
+        + (" (cancel requested; it stops at its next check)" if run["status"] != "CANCELED" else "")
+    )
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    run = call(
+        args,
+        "POST",
+        f"/runs/{urllib.parse.quote(args.run_id)}/retry",
+        {"upgrade_to": args.upgrade_to},
+    )
+    print(f"run {args.run_id} retried: {run['status']} on version {run['version']}")
+    return 0
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    run = call(
+        args, "POST", f"/runs/{urllib.parse.quote(args.run_id)}/fork", {"from_step": args.from_step}
+    )
+    print(f"forked run {run['run_id']} from {args.run_id} at step {args.from_step}")
+    return 0
+
+
+# --- parser ---------------------------------------------------------------------------
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="durable", description="Durable workflows on Lambda")
+    root.add_argument("--endpoint", help="API base URL (default: the running durable dev)")
+    root.add_argument("--no-sign", action="store_true", help="do not SigV4-sign AWS requests")
+    sub = root.add_subparsers(dest="command", required=True)
+
+    dev = sub.add_parser("dev", help="run the whole stack locally")
+    dev.add_argument("--app", required=True, help="module:attribute of your durable.App")
+    dev.add_argument("--port", type=int, default=8787)
+    dev.add_argument("--workers", type=int, default=2, help="worker processes")
+    dev.add_argument("--worker-timeout", type=float, default=30.0, help="seconds, like Lambda's")
+    dev.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="virtual seconds per real second (86400: a day per second)",
+    )
+    dev.add_argument("--storage", choices=["auto", "dynamodb-local", "moto"], default="auto")
+    dev.set_defaults(func=cmd_dev)
+
+    start = sub.add_parser("start", help="start a run")
+    start.add_argument("workflow")
+    start.add_argument("--input", help="the input as JSON")
+    start.add_argument("--idempotency-key")
+    start.add_argument("-q", "--quiet", action="store_true", help="print only the run id")
+    start.set_defaults(func=cmd_start)
+
+    runs = sub.add_parser("runs", help="list runs")
+    runs.add_argument("--workflow")
+    runs.add_argument("--status")
+    runs.add_argument("--attention", action="store_true", help="only runs needing attention")
+    runs.add_argument("--limit", type=int, default=50)
+    runs.set_defaults(func=cmd_runs)
+
+    show = sub.add_parser("show", help="a run and its ledger")
+    show.add_argument("run_id")
+    show.add_argument("--timeline", action="store_true")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+
+    approve = sub.add_parser("approve", help="answer a callback with a result")
+    approve.add_argument("token")
+    approve.add_argument("--result", help="JSON result (default: true)")
+    approve.set_defaults(func=lambda a: cmd_answer(a, True))
+
+    reject = sub.add_parser("reject", help="answer a callback with a failure")
+    reject.add_argument("token")
+    reject.add_argument("--reason")
+    reject.set_defaults(func=lambda a: cmd_answer(a, False))
+
+    signal_ = sub.add_parser("signal", help="send a signal to a run")
+    signal_.add_argument("run_id")
+    signal_.add_argument("name")
+    signal_.add_argument("--payload", help="JSON payload")
+    signal_.set_defaults(func=cmd_signal)
+
+    cancel = sub.add_parser("cancel", help="cancel a run")
+    cancel.add_argument("run_id")
+    cancel.add_argument("--reason", required=True)
+    cancel.add_argument("--compensate", action="store_true")
+    cancel.set_defaults(func=cmd_cancel)
+
+    retry = sub.add_parser("retry", help="re-run a failed run from its failed step")
+    retry.add_argument("run_id")
+    retry.add_argument("--upgrade-to", type=int)
+    retry.set_defaults(func=cmd_retry)
+
+    fork = sub.add_parser("fork", help="new run re-executing from a step")
+    fork.add_argument("run_id")
+    fork.add_argument("--from-step", required=True)
+    fork.set_defaults(func=cmd_fork)
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+        return result
+    except CliError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""``durable dev``: storage, Scheduler, API, worker processes, timers and the sweeper.
+
+Everything listens on 127.0.0.1 and is stopped by this process. The handlers run
+unchanged: they find DynamoDB, Scheduler, Secrets Manager and Lambda through boto3's
+standard ``AWS_ENDPOINT_URL_<SERVICE>`` variables, which point at the local servers (the
+Lambda Invoke API is answered by this server, which queues the event for a worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from durable.local import clock as vclock
+from durable.local.apigw import from_proxy_result, to_rest_event
+from durable.local.lambda_runtime import LocalContext, WorkerPool, load_handler
+from durable.local.timers import SchedulerLoop
+
+log = logging.getLogger("durable.local")
+
+STAGE = "dev"
+LEDGER_TABLE = f"durable-ledger-{STAGE}"
+IDEMPOTENCY_TABLE = f"durable-idempotency-{STAGE}"
+SCHEDULER_GROUP = f"durable-{STAGE}"
+WORKER_FUNCTION = f"durable-worker-{STAGE}"
+CALLBACK_SECRET = f"durable/{STAGE}/callback-secret"
+WEBHOOK_SECRET = f"durable/{STAGE}/webhook-secret"
+DUMMY_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "local",
+    "AWS_SECRET_ACCESS_KEY": "local",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
+
+
+@dataclass
+class DevOptions:
+    app: str
+    port: int = 8787
+    workers: int = 2
+    worker_timeout: float = 30.0
+    time_scale: float = 1.0
+    state_dir: Path = Path(".durable")
+    storage: str = "auto"  # auto | dynamodb-local | moto
+    sweep_interval: float = 1.0
+    say: Callable[[str], None] = print
+
+
+@dataclass
+class Stack:
+    storage_endpoint: str = ""
+    moto_endpoint: str = ""
+    persistent: bool = False
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+
+class DevServer:
+    def __init__(self, options: DevOptions) -> None:
+        self.o = options
+        self.stack = Stack()
+        self.pool: WorkerPool | None = None
+        self.timers: SchedulerLoop | None = None
+        self.http: ThreadingHTTPServer | None = None
+        self.env: dict[str, str] = {}
+        self._stop = threading.Event()
+        self.clock = vclock.ScaledClock(
+            vclock.load_or_create(options.state_dir / "clock.json", options.time_scale)
+        )
+
+    # --- start and stop ------------------------------------------------------------
+
+    def start(self) -> None:
+        started = time.perf_counter()
+        self.o.state_dir.mkdir(parents=True, exist_ok=True)
+        for key, value in DUMMY_CREDENTIALS.items():
+            os.environ.setdefault(key, value)
+        self._start_servers()
+        self._create_resources()
+        self.env = self._handler_env()
+        os.environ.update(self.env)  # the API and sweeper handlers run in this process
+        self._start_http()
+        self.pool = WorkerPool(
+            "handlers.worker:handler",
+            size=self.o.workers,
+            timeout_seconds=self.o.worker_timeout,
+            env=self.env,
+            function_name=WORKER_FUNCTION,
+            on_event=lambda text: self.o.say(f"  ! {text}"),
+        )
+        self.pool.start()
+        import boto3
+
+        scheduler = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
+        self.timers = SchedulerLoop(scheduler, SCHEDULER_GROUP, self.clock, self.pool.submit)
+        self.timers.start()
+        threading.Thread(target=self._sweep_loop, name="sweeper", daemon=True).start()
+        self.ready_seconds = time.perf_counter() - started
+        self._write_endpoint_file()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.timers is not None:
+            self.timers.stop()
+        if self.http is not None:
+            self.http.shutdown()
+            self.http.server_close()
+        if self.pool is not None:
+            self.pool.stop()
+        for close in reversed(self.stack.closers):
+            try:
+                close()
+            except Exception:
+                log.warning("stopping a local server failed", exc_info=True)
+        (self.o.state_dir / "dev.json").unlink(missing_ok=True)
+
+    def _start_servers(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        moto.start()
+        host, port = moto.get_host_and_port()
+        self.stack.moto_endpoint = f"http://{host}:{port}"
+        self.stack.closers.append(moto.stop)
+        want_local = self.o.storage in ("auto", "dynamodb-local")
+        if want_local and shutil.which("java") and shutil.which("npm"):
+            from infra.local.dynamodb_local import DynamoDBLocal
+
+            self.o.say("• DynamoDB Local (persistent, in .durable/dynamodb) starting…")
+            server = DynamoDBLocal()
+            self.stack.storage_endpoint = server.start(
+                port=0, db_path=str(self.o.state_dir / "dynamodb")
+            )
+            self.stack.persistent = True
+            self.stack.closers.append(server.stop)
+            return
+        if self.o.storage == "dynamodb-local":
+            raise RuntimeError("--storage dynamodb-local needs java and npm on PATH")
+        self.o.say(
+            "! WARNING: Java not found: storing runs in an embedded moto server. Runs will "
+            "NOT survive a restart of durable dev. Install Java 17+ for DynamoDB Local."
+        )
+        self.stack.storage_endpoint = self.stack.moto_endpoint
+
+    def _create_resources(self) -> None:
+        import boto3
+
+        from durable.adapters.schema import IDEMPOTENCY, LEDGER, create_tables
+
+        ddb = boto3.client("dynamodb", endpoint_url=self.stack.storage_endpoint)
+        create_tables(ddb, {LEDGER: LEDGER_TABLE, IDEMPOTENCY: IDEMPOTENCY_TABLE})
+        scheduler = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
+        with contextlib.suppress(scheduler.exceptions.ConflictException):
+            scheduler.create_schedule_group(Name=SCHEDULER_GROUP)
+        secrets_client = boto3.client("secretsmanager", endpoint_url=self.stack.moto_endpoint)
+        keys = self._local_keys()
+        for name, value in ((CALLBACK_SECRET, keys["callback"]), (WEBHOOK_SECRET, keys["webhook"])):
+            with contextlib.suppress(secrets_client.exceptions.ResourceExistsException):
+                secrets_client.create_secret(Name=name, SecretString=value)
+
+    def _local_keys(self) -> dict[str, str]:
+        """Dev keys kept next to the ledger, so tokens minted before a restart still verify."""
+        path = self.o.state_dir / "keys.json"
+        if path.exists():
+            keys: dict[str, str] = json.loads(path.read_text())
+            return keys
+        keys = {"callback": secrets.token_hex(32), "webhook": secrets.token_hex(32)}
+        path.write_text(json.dumps(keys))
+        path.chmod(0o600)
+        return keys
+
+    def _handler_env(self) -> dict[str, str]:
+        base = f"http://127.0.0.1:{self.o.port}"
+        return {
+            **DUMMY_CREDENTIALS,
+            "AWS_ENDPOINT_URL_DYNAMODB": self.stack.storage_endpoint,
+            "AWS_ENDPOINT_URL_SCHEDULER": self.stack.moto_endpoint,
+            "AWS_ENDPOINT_URL_SECRETSMANAGER": self.stack.moto_endpoint,
+            "AWS_ENDPOINT_URL_LAMBDA": base,
+            "POWERTOOLS_TRACE_DISABLED": "true",
+            "POWERTOOLS_METRICS_NAMESPACE": "DurableLocal",
+            "DURABLE_APP": self.o.app,
+            "DURABLE_LEDGER_TABLE": LEDGER_TABLE,
+            "DURABLE_IDEMPOTENCY_TABLE": IDEMPOTENCY_TABLE,
+            "DURABLE_WORKER_FUNCTION": WORKER_FUNCTION,
+            "DURABLE_SCHEDULER_GROUP": SCHEDULER_GROUP,
+            "DURABLE_SCHEDULER_ROLE_ARN": "arn:aws:iam::000000000000:role/durable-scheduler",
+            "DURABLE_CALLBACK_SECRET_NAME": CALLBACK_SECRET,
+            "DURABLE_WEBHOOK_SECRET_NAME": WEBHOOK_SECRET,
+            "DURABLE_CALLBACK_BASE_URL": base,
+            "DURABLE_SWEEP_GRACE_SECONDS": "0",
+            "DURABLE_TIME_SCALE": repr(self.o.time_scale),
+            "DURABLE_CLOCK_FILE": str((self.o.state_dir / "clock.json").resolve()),
+        }
+
+    def _write_endpoint_file(self) -> None:
+        info = {"endpoint": f"http://127.0.0.1:{self.o.port}", "pid": os.getpid()}
+        (self.o.state_dir / "dev.json").write_text(json.dumps(info))
+
+    # --- the HTTP front door -----------------------------------------------------------
+
+    def _start_http(self) -> None:
+        server = self
+        api_handler: list[Callable[[Any, Any], Any]] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("http %s", format % args)
+
+            def _reply(self, status: int, headers: dict[str, str], body: bytes) -> None:
+                self.send_response(status)
+                for key, value in headers.items():
+                    if key.lower() not in ("content-length", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _json(self, status: int, data: Any) -> None:
+                self._reply(status, {"Content-Type": "application/json"}, json.dumps(data).encode())
+
+            def _handle(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                path = self.path
+                if path.startswith("/2015-03-31/functions/"):
+                    return self._invoke(path, body)
+                if path.startswith("/_local/"):
+                    return self._local(path)
+                if not api_handler:
+                    api_handler.append(load_handler("handlers.api:handler"))
+                event = to_rest_event(self.command, path, dict(self.headers.items()), body)
+                context = LocalContext(
+                    "durable-api-dev", event["requestContext"]["requestId"], time.time() + 30
+                )
+                status, headers, data = from_proxy_result(api_handler[0](event, context))
+                self._reply(status, headers, data)
+
+            def _invoke(self, path: str, body: bytes) -> None:
+                """The Lambda Invoke API, for the worker's asynchronous self-invocations."""
+                assert server.pool is not None
+                event = json.loads(body or b"{}")
+                server.pool.submit(event)
+                self._reply(202, {"Content-Type": "application/json"}, b"")
+
+            def _local(self, path: str) -> None:
+                assert server.pool is not None and server.timers is not None
+                if path == "/_local/status":
+                    return self._json(
+                        200,
+                        {
+                            "clock": server.clock.now().isoformat(),
+                            "time_scale": server.clock.scale,
+                            "persistent": server.stack.persistent,
+                            "workers": server.pool.status(),
+                            "idle": server.pool.idle(),
+                            "timers_fired": server.timers.fired,
+                            "timer_lateness": server.timers.lateness[-1000:],
+                            "stats": vars(server.pool.stats) | {"events": []},
+                        },
+                    )
+                return self._json(404, {"message": f"no local route {path}"})
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", self.o.port), Handler)
+        self.http.daemon_threads = True
+        threading.Thread(target=self.http.serve_forever, name="http", daemon=True).start()
+
+    # --- the sweeper ---------------------------------------------------------------------
+
+    def _sweep_loop(self) -> None:
+        handler = load_handler("handlers.sweeper:handler")
+        while not self._stop.wait(self.o.sweep_interval):
+            try:
+                handler(
+                    {"source": "local.sweeper"},
+                    LocalContext("durable-sweeper-dev", "sweep", time.time() + 30),
+                )
+            except Exception:
+                log.warning("sweep failed", exc_info=True)

@@ -1,0 +1,88 @@
+"""Fires the EventBridge Scheduler schedules the app created, on the dev stack's clock.
+
+The app arms real one-time ``at()`` schedules through the Scheduler API (moto server
+locally); nothing local fires them, so this loop does: it reads the group's schedules,
+fires each whose time has come on the (possibly scaled) clock by handing its target
+input to the worker, and deletes it, as ``ActionAfterCompletion=DELETE`` would.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from durable.clock import Clock
+
+log = logging.getLogger("durable.local")
+
+
+def parse_at(expression: str) -> datetime:
+    if not (expression.startswith("at(") and expression.endswith(")")):
+        raise ValueError(f"not a one-time schedule: {expression}")
+    return datetime.strptime(expression[3:-1], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC)
+
+
+class SchedulerLoop:
+    def __init__(
+        self,
+        client: Any,
+        group: str,
+        clock: Clock,
+        fire: Callable[[dict[str, Any]], object],
+        *,
+        interval: float = 0.1,
+    ) -> None:
+        self.client = client
+        self.group = group
+        self.clock = clock
+        self.fire = fire
+        self.interval = interval
+        self.fired = 0
+        self.lateness: list[float] = []  # virtual seconds between due time and firing
+        self._known: dict[str, tuple[datetime, dict[str, Any]]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="timer-loop", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.tick()
+            except Exception:  # a hiccup of the local Scheduler: the sweeper backs us up
+                log.warning("timer loop tick failed", exc_info=True)
+
+    def tick(self) -> int:
+        names: list[str] = []
+        paginator = self.client.get_paginator("list_schedules")
+        for page in paginator.paginate(GroupName=self.group):
+            names += [s["Name"] for s in page.get("Schedules", [])]
+        for gone in set(self._known) - set(names):
+            del self._known[gone]
+        now = self.clock.now()
+        fired = 0
+        for name in names:
+            if name not in self._known:
+                schedule = self.client.get_schedule(Name=name, GroupName=self.group)
+                when = parse_at(schedule["ScheduleExpression"])
+                self._known[name] = (when, json.loads(schedule["Target"].get("Input") or "{}"))
+            when, payload = self._known[name]
+            if when <= now:
+                self.lateness.append((now - when).total_seconds())
+                self.fire(payload)
+                self.client.delete_schedule(Name=name, GroupName=self.group)
+                del self._known[name]
+                fired += 1
+        self.fired += fired
+        return fired
