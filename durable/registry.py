@@ -246,6 +246,17 @@ class App:
             )
         return versions[version]
 
+    def include(self, other: App) -> App:
+        """Register every workflow of ``other`` here too (compose an app from modules)."""
+        for wf in other.workflows():
+            versions = self._workflows.setdefault(wf.name, {})
+            if wf.version in versions and versions[wf.version] is not wf:
+                raise RegistrationError(
+                    f"workflow {wf.name!r} version {wf.version} is registered in both apps"
+                )
+            versions[wf.version] = wf
+        return self
+
     def workflows(self) -> list[WorkflowDef]:
         return [wf for versions in self._workflows.values() for wf in versions.values()]
 

@@ -12,7 +12,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 
 from durable import App, Context, RetryPolicy, current_step
-from examples.services import services
+from examples.services import demo_pause, services
 
 app = App()
 
@@ -42,6 +42,7 @@ def provision_workspace(user_id: str) -> Workspace:
 
 @app.step
 def send_welcome_email(user_id: str, email: str) -> str:
+    demo_pause()  # the demo kills the worker here, before the email goes out
     return str(
         current_step().effect(
             "welcome-email",

@@ -1,15 +1,26 @@
-"""Stand-ins for the external systems the examples call (email, workspaces, an API).
+"""Stand-ins for the external systems the examples call (email, workspaces, payments).
 
 They count every side effect per idempotency key so tests and the demo can show that a
 crash or a retry did not repeat one. Real code would call SES, an internal API, etc.,
 passing the same key so the remote side deduplicates too.
+
+``FakeServices`` keeps its books in memory (tests in one process); ``FileServices`` in a
+JSON file under a lock, for ``durable dev`` whose workers are separate processes. The
+examples use the file when ``DURABLE_EXAMPLE_EFFECTS`` names one.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
 import threading
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -53,4 +64,73 @@ class FakeServices:
             self.flaky_failures = 0
 
 
-services = FakeServices()
+class FileServices:
+    """The same books in a JSON file, shared by processes (flock serializes them)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _books(self) -> Iterator[dict[str, Any]]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            books: dict[str, Any] = (
+                json.loads(self.path.read_text())
+                if self.path.exists()
+                else {"calls": {}, "effects": {}, "by_key": {}, "flaky": 0}
+            )
+            yield books
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(books))
+            os.replace(tmp, self.path)
+
+    def perform(self, kind: str, key: str, result: str) -> str:
+        with self._books() as books:
+            books["calls"][kind] = books["calls"].get(kind, 0) + 1
+            if key in books["by_key"]:
+                return str(books["by_key"][key])
+            books["effects"][kind] = books["effects"].get(kind, 0) + 1
+            books["by_key"][key] = result
+            return result
+
+    def lookup(self, key: str) -> str | None:
+        with self._books() as books:
+            found = books["by_key"].get(key)
+            return None if found is None else str(found)
+
+    def fail_next(self, times: int) -> None:
+        with self._books() as books:
+            books["flaky"] = times
+
+    def maybe_fail(self) -> None:
+        with self._books() as books:
+            if books["flaky"] > 0:
+                books["flaky"] -= 1
+                raise ConnectionError("upstream timed out (simulated)")
+
+    @property
+    def effects(self) -> Counter[str]:
+        with self._books() as books:
+            return Counter(books["effects"])
+
+    @property
+    def calls(self) -> Counter[str]:
+        with self._books() as books:
+            return Counter(books["calls"])
+
+    def reset(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+_shared = os.environ.get("DURABLE_EXAMPLE_EFFECTS")
+services: FakeServices | FileServices = FileServices(Path(_shared)) if _shared else FakeServices()
+
+
+def demo_pause() -> None:
+    """Lets the demo catch a step in the act (``DURABLE_EXAMPLE_STEP_SECONDS``)."""
+    seconds = float(os.environ.get("DURABLE_EXAMPLE_STEP_SECONDS", "0") or 0)
+    if seconds > 0:
+        import time
+
+        time.sleep(seconds)

@@ -1,0 +1,8 @@
+"""Every example workflow in one app, as ``durable dev --app examples.app:app`` serves it."""
+
+from __future__ import annotations
+
+from durable import App
+from examples import approval, data_pull, onboarding
+
+app = App().include(onboarding.app).include(approval.app).include(data_pull.app)

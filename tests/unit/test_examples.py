@@ -1,0 +1,66 @@
+"""The example workflows, as users would test theirs, with LocalRunner."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durable import RunStatus
+from durable.testing import LocalRunner
+from examples import app as combined
+from examples.services import FakeServices, services
+
+EXPENSE = {"employee": "ann", "amount": 120, "manager": "bob"}
+
+
+def approval_run(runner: LocalRunner) -> tuple[str, str]:
+    run = runner.start("expense-approval", EXPENSE)
+    runner.run_until_idle()
+    callback = runner.history(run.run_id)[0]
+    assert callback.kind == "callback" and callback.status == "WAITING"
+    # The token reached the manager by email; the test rebuilds it from the secret.
+    return run.run_id, _token(runner, run.run_id, callback.position, callback.token_nonce)
+
+
+def _token(runner: LocalRunner, run_id: str, position: str, nonce: Any) -> str:
+    from durable.tokens import make_token
+
+    secret = runner.config.callback_secret
+    assert secret is not None
+    return make_token(secret, run_id, position, nonce)
+
+
+def test_an_approved_expense_is_paid_once() -> None:
+    assert isinstance(services, FakeServices)
+    services.reset()
+    runner = LocalRunner(combined.app)
+    run_id, token = approval_run(runner)
+    assert services.effects["email"] == 1
+    runner.complete_callback(token, "bob")
+    runner.run_until_idle()
+    stored = runner.get_run(run_id)
+    assert stored.status == RunStatus.SUCCEEDED
+    assert stored.output == '{"status":"paid","receipt":"paid 120 to ann","approved_by":"bob"}'
+    assert dict(services.effects) == {"email": 1, "payment": 1}
+
+
+def test_a_rejected_expense_is_not_paid() -> None:
+    assert isinstance(services, FakeServices)
+    services.reset()
+    runner = LocalRunner(combined.app)
+    run_id, token = approval_run(runner)
+    runner.complete_callback(token, error={"type": "Rejected", "message": "no receipt"})
+    runner.run_until_idle()
+    assert runner.get_run(run_id).output == '{"status":"rejected","why":"no receipt"}'
+    assert services.effects["payment"] == 0
+
+
+def test_an_unanswered_expense_expires_after_a_week() -> None:
+    runner = LocalRunner(combined.app)
+    run_id, _ = approval_run(runner)
+    runner.advance(days=7)
+    assert runner.get_run(run_id).output == '{"status":"expired"}'
+
+
+def test_the_combined_app_serves_every_example() -> None:
+    names = sorted(w.name for w in combined.app.workflows())
+    assert names == ["data-pull", "expense-approval", "onboarding"]
