@@ -63,8 +63,10 @@ def _took(step: Row) -> str:
 
 def _detail(step: Row) -> str:
     status = str(step.get("status"))
-    if step.get("kind") in ("sleep", "condition") and step.get("wake_at") and status != "DONE":
-        return f"wakes {step['wake_at']}"
+    if step.get("kind") == "sleep" and step.get("wake_at"):
+        return f"{'woke' if status == 'DONE' else 'wakes'} {step['wake_at']}"
+    if step.get("kind") == "condition" and step.get("wake_at") and status != "DONE":
+        return f"checks again {step['wake_at']}"
     if step.get("kind") == "callback" and status == "WAITING":
         expires = step.get("expires_at")
         return f"waiting for an answer{f' until {expires}' if expires else ''}"
