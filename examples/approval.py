@@ -27,7 +27,7 @@ def email_manager(callback: Callback, manager: str) -> str:
     return str(
         current_step().effect(
             "approval-email",
-            lambda key: services.perform("email", key, f"approval link for {manager}"),
+            lambda key: services.perform("email", key, f"to {manager}: {callback.url}"),
             reconcile=services.lookup,
         )
     )

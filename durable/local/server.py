@@ -126,6 +126,9 @@ class DevServer:
     def _start_servers(self) -> None:
         from moto.server import ThreadedMotoServer
 
+        # The embedded server logs every request; the timer loop polls several times a
+        # second, which would drown the output developers watch.
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
         moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         moto.start()
         host, port = moto.get_host_and_port()
@@ -184,7 +187,7 @@ class DevServer:
             **DUMMY_CREDENTIALS,
             "AWS_ENDPOINT_URL_DYNAMODB": self.stack.storage_endpoint,
             "AWS_ENDPOINT_URL_SCHEDULER": self.stack.moto_endpoint,
-            "AWS_ENDPOINT_URL_SECRETSMANAGER": self.stack.moto_endpoint,
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER": self.stack.moto_endpoint,
             "AWS_ENDPOINT_URL_LAMBDA": base,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_NAMESPACE": "DurableLocal",
