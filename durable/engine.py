@@ -27,6 +27,7 @@ from durable.errors import (
     LeaseLost,
     RunCanceled,
     RunNotFound,
+    StorageError,
     Suspend,
     WorkflowNotFound,
 )
@@ -210,6 +211,9 @@ class Engine:
             now=format_time(now),
             lease_until=format_time(now + lease),
             stale_before=format_time(now - self.config.clock_skew),
+            # Due when a takeover could succeed: the sweeper then finds a dead owner
+            # exactly when a new worker can claim the run, not a skew margin too early.
+            due_at=format_time(now + lease + self.config.clock_skew),
         )
         if claim is None:
             return Outcome(run_id, "busy")
@@ -278,6 +282,13 @@ class Engine:
         try:
             try:
                 result = x.run_workflow()
+            except StorageError as error:
+                if error.retryable:
+                    # The ledger failed, not the workflow: failing the run (and compensating)
+                    # over a throttle or a lost connection would end it for good. Crash-only
+                    # instead: this invocation fails, the lease expires, the next one replays.
+                    raise
+                return self._after_failure(x, error)
             except Exception as error:
                 return self._after_failure(x, error)
             if x.nondeterminism is not None:  # user code swallowed it: still park the run

@@ -248,6 +248,7 @@ class Execution:
             retry=policy,
             budget=budget or self.config.default_step_budget,
             semantics=semantics or (defaults.semantics if defaults else "at_least_once"),
+            explicit_budget=budget is not None,
         )
 
     def replay_result(self, rec: StepRecord, annotation: Any) -> Any:
@@ -292,8 +293,12 @@ class Execution:
         fn = self.invocation.remaining_seconds
         return None if fn is None else fn()
 
-    def check_budget(self, budget: timedelta) -> None:
-        """Start no body the invocation cannot finish; hand off instead."""
+    def check_budget(self, budget: timedelta, *, explicit: bool = True) -> None:
+        """Start no body the invocation cannot finish; hand off instead.
+
+        A step without ``timeout=`` only has the default budget, a guess: in a fresh
+        invocation shorter than the guess it runs anyway rather than failing for good.
+        """
         if self._executed >= self.config.steps_per_invocation:
             raise Handoff()
         remaining = self.remaining()
@@ -301,6 +306,8 @@ class Execution:
             return
         needed = (budget + self.config.safety_margin).total_seconds()
         if remaining >= needed:
+            return
+        if self._executed == 0 and not explicit:
             return
         if self._executed == 0:
             raise TerminalError(
@@ -319,13 +326,21 @@ class Execution:
             self._checked_at is not None
             and now - self._checked_at < self.config.cancel_check_interval
         )
-        if until - now >= needed and fresh:
+        target = now + max(self.config.lease, needed)
+        remaining = self.remaining()
+        if remaining is not None:
+            # The invocation cannot outlive its deadline: a longer lease would only delay
+            # the takeover after a crash.
+            target = min(target, now + timedelta(seconds=remaining) + self.config.safety_margin)
+        if until >= target and fresh:
             return
-        new_until = format_time(now + max(self.config.lease, needed))
+        end = max(until, target)
+        changes = {
+            "lease_until": format_time(end),
+            "due_at": format_time(end + self.config.clock_skew),
+        }
         try:
-            self.run = self.ledger.update_run(
-                self.run.run_id, self.guard(), {"lease_until": new_until, "due_at": new_until}
-            )
+            self.run = self.ledger.update_run(self.run.run_id, self.guard(), changes)
         except ConditionFailed as e:
             raise LeaseLost() from e
         self._checked_at = now

@@ -30,14 +30,21 @@ def claim_kind(run: RunRecord, owner: str, stale_before: str) -> ClaimKind | Non
     return None
 
 
-def claimed(run: RunRecord, owner: str, now: str, lease_until: str, kind: ClaimKind) -> RunRecord:
+def claimed(
+    run: RunRecord,
+    owner: str,
+    now: str,
+    lease_until: str,
+    kind: ClaimKind,
+    due_at: str | None = None,
+) -> RunRecord:
     status = run.status if run.status == RunStatus.COMPENSATING else RunStatus.RUNNING
     return replace(
         run,
         status=status,
         lease_owner=owner,
         lease_until=lease_until,
-        due_at=lease_until,
+        due_at=due_at or lease_until,
         fence=run.fence + 1,
         takeovers=run.takeovers + (1 if kind == "takeover" else 0),
         updated_at=now,

@@ -99,14 +99,22 @@ class Ledger(Protocol):
         ...
 
     def claim(
-        self, run_id: str, owner: str, *, now: str, lease_until: str, stale_before: str
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
     ) -> Claim | None:
         """Take the run's lease with one conditional update.
 
         Succeeds when the run is not terminal and the lease is absent, released, already
         ``owner``'s, or expired before ``stale_before`` (``now`` minus the clock-skew
-        margin). Bumps ``fence``, sets ``lease_owner``/``lease_until`` and
-        ``due_at = lease_until`` (so a dead owner is found by the sweeper). Taking over an
+        margin). Bumps ``fence``, sets ``lease_owner``/``lease_until`` and ``due_at``
+        (default ``lease_until``; the engine passes the moment the lease can be taken
+        over, so the sweeper finds a dead owner exactly when a claim would succeed). Taking over an
         expired, unreleased lease also increments ``takeovers`` and reports
         ``took_over``. Returns None when the run is missing, terminal or busy.
         """

@@ -29,6 +29,7 @@ class StepOptionsResolved:
     retry: RetryPolicy
     budget: timedelta
     semantics: Semantics
+    explicit_budget: bool = False  # timeout= was given, not the default guess
 
 
 class StepRun:
@@ -106,7 +107,7 @@ class StepRun:
                     annotation,
                 )
             try:
-                self.x.check_budget(self.opts.budget)
+                self.x.check_budget(self.opts.budget, explicit=self.opts.explicit_budget)
             except TerminalError as e:
                 return self.fail_for_good(e, annotation)
             self.x.ensure_lease(self.opts.budget)
@@ -254,8 +255,14 @@ class StepRun:
             raise TypeError(f"checkpoint state must be plain JSON: {e}") from e
         self.checkpoint_payload = {"payload_version": payload_version, "state": text}
         now = self.x.clock.now()
-        until = format_time(now + max(self.x.config.lease, self.opts.budget))
-        changes = {"lease_until": until, "due_at": until}
+        end = now + max(self.x.config.lease, self.opts.budget)
+        remaining = self.x.remaining()
+        if remaining is not None:  # never past the invocation's deadline
+            end = min(end, now + timedelta(seconds=remaining) + self.x.config.safety_margin)
+        changes = {
+            "lease_until": format_time(end),
+            "due_at": format_time(end + self.x.config.clock_skew),
+        }
         try:
             written = self.x.ledger.write_step_fenced(
                 self.record(StepStatus.RUNNING), self.x.guard(), changes

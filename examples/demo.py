@@ -18,213 +18,118 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from durable.local.harness import DevProcess
+
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = 43200.0  # virtual seconds per real second: 3 days in 6 s
+EXPECTED = {"workspace": 1, "email": 3, "project": 1, "payment": 1}
 
 
 def say(text: str) -> None:
     print(text, flush=True)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def books(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return data
 
 
-class Demo:
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.effects = workdir / "effects.json"
-        self.env = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "DURABLE_EXAMPLE_EFFECTS": str(self.effects),
-            "DURABLE_EXAMPLE_STEP_SECONDS": "2",
-            "DURABLE_ENDPOINT": self.base,
-        }
-        self.dev: subprocess.Popen[bytes] | None = None
-
-    # --- plumbing -----------------------------------------------------------------
-
-    def http(self, method: str, path: str, body: Any = None) -> Any:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(
-            self.base + path,
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=30) as response:
-            raw = response.read()
-        return json.loads(raw) if raw else None
-
-    def cli(self, *args: str) -> str:
-        out = subprocess.run(
-            [sys.executable, "-m", "durable.cli", *args],
-            cwd=self.workdir,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if out.returncode != 0:
-            raise RuntimeError(f"durable {' '.join(args)} failed: {out.stderr.strip()}")
-        return out.stdout
-
-    def start_dev(self) -> None:
-        say(f"• starting durable dev on 127.0.0.1:{self.port} (time x{SCALE:g})…")
-        self.dev = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "durable.cli",
-                "dev",
-                "--app",
-                "examples.app:app",
-                "--port",
-                str(self.port),
-                "--workers",
-                "2",
-                "--worker-timeout",
-                "4",
-                "--time-scale",
-                str(SCALE),
-            ],
-            cwd=self.workdir,
-            env=self.env,
-        )
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if self.dev.poll() is not None:
-                raise RuntimeError("durable dev exited during start; see its output above")
-            try:
-                self.http("GET", "/_local/status")
-                return
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError("durable dev did not become ready within 120 s")
-
-    def stop_dev(self) -> None:
-        if self.dev is not None and self.dev.poll() is None:
-            self.dev.send_signal(signal.SIGINT)
-            try:
-                self.dev.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.dev.kill()
-
-    def books(self) -> dict[str, Any]:
-        data: dict[str, Any] = json.loads(self.effects.read_text()) if self.effects.exists() else {}
-        return data
-
-    def watch(self, run_id: str, until: set[str], timeout: float = 90) -> dict[str, Any]:
-        """Print each step as its status changes; return the run once it is in ``until``."""
-        seen: dict[str, str] = {}
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            run = self.http("GET", f"/runs/{run_id}")
-            for step in run["steps"]:
-                key = step["position"]
-                if seen.get(key) != step["status"]:
-                    seen[key] = step["status"]
-                    say(f"    {key} {step['name']:<26} {step['status']}")
-            if run["status"] in until:
-                return dict(run)
-            time.sleep(0.2)
-        raise RuntimeError(f"run {run_id} did not reach {until} in {timeout:.0f} s")
-
-    # --- the story ----------------------------------------------------------------
-
-    def onboarding(self) -> str:
-        say("\n== seed 002: onboarding (workspace, welcome email, project, 3-day nudge) ==")
-        run = self.http(
+def onboarding(dev: DevProcess, effects: Path) -> str:
+    say("\n== seed 002: onboarding (workspace, welcome email, project, 3-day nudge) ==")
+    run_id = str(
+        dev.http(
             "POST", "/workflows/onboarding/runs", {"user_id": "u42", "email": "u42@example.com"}
-        )
-        run_id = str(run["run_id"])
-        say(f"• started run {run_id}; waiting for a worker to be in the welcome-email step…")
-        victim = None
-        deadline = time.time() + 60
-        while victim is None and time.time() < deadline:
-            status = self.http("GET", "/_local/status")
-            detail = self.http("GET", f"/runs/{run_id}")
-            in_email = len([s for s in detail["steps"] if s["status"] == "DONE"]) == 1
-            for worker in status["workers"]:
-                if worker["run_id"] == run_id and in_email and (worker["busy_seconds"] or 0) > 0.5:
-                    victim = worker["pid"]
-            time.sleep(0.1)
-        if victim is None:
-            raise RuntimeError("never caught a worker mid-step")
-        os.kill(victim, signal.SIGKILL)
-        say(f"• SIGKILLed worker process {victim} in the middle of send_welcome_email")
-        say("  (its lease holds until its 4 s deadline; then the sweeper hands the run on)")
-        self.watch(run_id, {"WAITING"})
-        say(
-            f"• now sleeping for three virtual days; emails sent: "
-            f"{self.books().get('effects', {}).get('email', 0)}"
-        )
-        return run_id
+        )["run_id"]
+    )
+    say(f"• started run {run_id}; waiting for a worker to be inside send_welcome_email…")
+    victim = None
+    deadline = time.time() + 60
+    while victim is None and time.time() < deadline:
+        steps = dev.http("GET", f"/runs/{run_id}")["steps"]
+        if [s["status"] for s in steps] == ["DONE"]:  # provisioned; the email step runs
+            victim = dev.worker_running(run_id, min_busy=0.5)
+        time.sleep(0.1)
+    if victim is None:
+        raise RuntimeError("never caught a worker in the middle of the step")
+    os.kill(victim, signal.SIGKILL)
+    say(f"• SIGKILLed worker process {victim} in the middle of the step")
+    say("  its lease holds until its 4 s deadline; then the sweeper hands the run to a live worker")
+    dev.wait_for(run_id, {"WAITING"}, progress=True)
+    emails = books(effects).get("effects", {}).get("email", 0)
+    say(f"• sleeping for three virtual days now; welcome emails sent: {emails}")
+    return run_id
 
-    def approval(self) -> str:
-        say("\n== expense approval (a callback answered through the CLI) ==")
-        run = self.http(
+
+def approval(dev: DevProcess, effects: Path) -> str:
+    say("\n== expense approval: a callback answered with the CLI ==")
+    run_id = str(
+        dev.http(
             "POST",
             "/workflows/expense-approval/runs",
             {"employee": "ann", "amount": 120, "manager": "bob"},
-        )
-        run_id = str(run["run_id"])
-        self.watch(run_id, {"WAITING"})
-        link = next(v for v in self.books()["by_key"].values() if "/callbacks/" in str(v))
-        token = str(link).rsplit("/callbacks/", 1)[1]
-        say(f"• the manager's inbox has: {str(link)[:70]}…")
-        say("• $ durable approve <token> --result '\"bob\"'")
-        say("  " + self.cli("approve", token, "--result", '"bob"').strip())
-        self.watch(run_id, {"SUCCEEDED", "FAILED"})
-        return run_id
+        )["run_id"]
+    )
+    dev.wait_for(run_id, {"WAITING"}, progress=True)
+    link = next(str(v) for v in books(effects)["by_key"].values() if "/callbacks/" in str(v))
+    token = link.rsplit("/callbacks/", 1)[1]
+    say(f"• bob's inbox: {link[:72]}…")
+    say("$ durable approve <token> --result '\"bob\"'")
+    say("  " + dev.cli("approve", token, "--result", '"bob"').stdout.strip())
+    dev.wait_for(run_id, {"SUCCEEDED", "FAILED"}, progress=True)
+    return run_id
 
-    def run(self) -> int:
-        self.start_dev()
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="durable-demo-") as tmp:
+        workdir = Path(tmp)
+        effects = workdir / "effects.json"
+        dev = DevProcess(
+            workdir,
+            app="examples.app:app",
+            time_scale=SCALE,
+            worker_timeout=4,
+            env={
+                "PYTHONPATH": str(ROOT),
+                "DURABLE_EXAMPLE_EFFECTS": str(effects),
+                "DURABLE_EXAMPLE_STEP_SECONDS": "2",
+            },
+            say=say,
+        )
+        say(f"• starting durable dev (time x{SCALE:g}; first run installs DynamoDB Local)…")
+        ready = dev.start()
+        say(f"  ready in {ready:.1f} s at {dev.base}")
         try:
-            onboarding = self.onboarding()
-            approval = self.approval()
+            first = onboarding(dev, effects)
+            second = approval(dev, effects)
             say("\n• back to the onboarding run: its timer fires on the scaled clock…")
-            final = self.watch(onboarding, {"SUCCEEDED", "FAILED"})
-            for run_id in (onboarding, approval):
-                say("\n$ durable show " + run_id)
-                say(self.cli("show", run_id))
-            say("$ durable show " + onboarding + " --timeline")
-            say(self.cli("show", onboarding, "--timeline"))
-            effects = self.books().get("effects", {})
-            say(f"effects performed: {effects}")
-            expected = {"workspace": 1, "email": 3, "project": 1, "payment": 1}
-            ok = final["status"] == "SUCCEEDED" and effects == expected
+            final = dev.wait_for(first, {"SUCCEEDED", "FAILED"}, progress=True)
+            for run_id in (first, second):
+                say(f"\n$ durable show {run_id}")
+                say(dev.cli("show", run_id).stdout)
+            say(f"$ durable show {first} --timeline")
+            say(dev.cli("show", first, "--timeline").stdout)
+            performed = books(effects).get("effects", {})
+            say(f"effects performed: {performed}")
+            ok = final["status"] == "SUCCEEDED" and performed == EXPECTED
             say(
                 "demo finished: "
                 + (
                     "every run succeeded, no effect repeated"
                     if ok
-                    else f"UNEXPECTED (wanted {expected})"
+                    else f"UNEXPECTED: wanted {EXPECTED}"
                 )
             )
+            if not ok:
+                say(dev.log_tail())
             return 0 if ok else 1
         finally:
-            self.stop_dev()
-
-
-def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="durable-demo-") as workdir:
-        return Demo(Path(workdir)).run()
+            dev.stop()
 
 
 if __name__ == "__main__":

@@ -135,7 +135,14 @@ class DynamoLedger(EventsMixin):
     # --- the lease protocol ----------------------------------------------------------
 
     def claim(
-        self, run_id: str, owner: str, *, now: str, lease_until: str, stale_before: str
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
     ) -> Claim | None:
         # Fast path (one request): the lease is free or ours and the run is not
         # compensating. Anything else is decided from the item the failure returns.
@@ -144,7 +151,9 @@ class DynamoLedger(EventsMixin):
         statuses = ", ".join(e.value(s(v), "st") for v in _CLAIM_FREE_STATUSES)
         me = e.value(s(owner), "me")
         condition = f"{st} IN ({statuses}) AND (attribute_not_exists({lo}) OR {lo} = {me})"
-        sets = self._claim_sets(e, run_id, RunStatus.RUNNING.value, owner, now, lease_until, me)
+        sets = self._claim_sets(
+            e, run_id, RunStatus.RUNNING.value, owner, now, lease_until, me, due_at
+        )
         try:
             new = self._update(run_id, condition, f"SET {sets}", e)
             return Claim(new, took_over=False)
@@ -155,7 +164,7 @@ class DynamoLedger(EventsMixin):
         kind = claim_kind(current, owner, stale_before)
         if kind is None:
             return None
-        target = claimed(current, owner, now, lease_until, kind)
+        target = claimed(current, owner, now, lease_until, kind, due_at)
         # Exact-state claim: nothing may have changed the lease since we read it.
         e = Expr()
         fence, st, lo, lu = (
@@ -175,7 +184,7 @@ class DynamoLedger(EventsMixin):
             if current.lease_until is not None:
                 parts.append(f"{lu} = {e.value(s(current.lease_until), 'lu')}")
         me = e.value(s(owner), "me")
-        sets = self._claim_sets(e, run_id, target.status.value, owner, now, lease_until, me)
+        sets = self._claim_sets(e, run_id, target.status.value, owner, now, lease_until, me, due_at)
         if kind == "takeover":
             sets += f", {e.name('takeovers')} = {e.name('takeovers')} + {e.value(n(1), 'one')}"
         try:
@@ -185,14 +194,23 @@ class DynamoLedger(EventsMixin):
         return Claim(new, took_over=kind == "takeover")
 
     def _claim_sets(
-        self, e: Expr, run_id: str, status: str, owner: str, now: str, until: str, me: str
+        self,
+        e: Expr,
+        run_id: str,
+        status: str,
+        owner: str,
+        now: str,
+        until: str,
+        me: str,
+        due_at: str | None,
     ) -> str:
         u = e.value(s(until), "until")
+        due = e.value(s(due_at), "due") if due_at else u
         assignments = [
             f"{e.name('status')} = {e.value(s(status), 'nst')}",
             f"{e.name('lease_owner')} = {me}",
             f"{e.name('lease_until')} = {u}",
-            f"{e.name('due_at')} = {u}",
+            f"{e.name('due_at')} = {due}",
             f"{e.name('due_shard')} = {e.value(s(due_shard(run_id, self.shards)), 'sh')}",
             f"{e.name('fence')} = {e.name('fence')} + {e.value(n(1), 'inc')}",
             f"{e.name('updated_at')} = {e.value(s(now), 'now')}",

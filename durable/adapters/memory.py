@@ -81,7 +81,14 @@ class MemoryLedger:
             return RunHistory(copy_run(run), steps, signals)
 
     def claim(
-        self, run_id: str, owner: str, *, now: str, lease_until: str, stale_before: str
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
     ) -> Claim | None:
         with self._lock:
             run = self._runs.get(run_id)
@@ -90,7 +97,7 @@ class MemoryLedger:
             kind = claim_kind(run, owner, stale_before)
             if kind is None:
                 return None
-            new = claimed(run, owner, now, lease_until, kind)
+            new = claimed(run, owner, now, lease_until, kind, due_at)
             self._runs[run_id] = new
             return Claim(copy_run(new), kind == "takeover")
 

@@ -1,0 +1,195 @@
+"""Drive a ``durable dev`` subprocess from Python: for end-to-end tests and the demo.
+
+    with DevProcess(workdir, app="examples.app:app", time_scale=3600) as dev:
+        run = dev.http("POST", "/workflows/onboarding/runs", {...})
+        dev.wait_for(run["run_id"], {"SUCCEEDED"})
+
+Everything goes through the same doors a user has: the HTTP API, the ``durable`` CLI and
+the local status route (``/_local/status``: worker processes and what they run).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class DevProcess:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        app: str,
+        time_scale: float = 1.0,
+        workers: int = 2,
+        worker_timeout: float = 30.0,
+        env: Mapping[str, str] | None = None,
+        say: Callable[[str], None] | None = None,
+    ) -> None:
+        self.workdir = workdir
+        self.app = app
+        self.time_scale = time_scale
+        self.workers = workers
+        self.worker_timeout = worker_timeout
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, **(env or {}), "DURABLE_ENDPOINT": self.base}
+        self.say = say or (lambda text: None)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "durable-dev.log"
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def start(self, timeout: float = 120) -> float:
+        """Start ``durable dev``; return the seconds it took to answer."""
+        started = time.perf_counter()
+        log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "durable.cli",
+                "dev",
+                "--app",
+                self.app,
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+                "--worker-timeout",
+                str(self.worker_timeout),
+                "--time-scale",
+                str(self.time_scale),
+            ],
+            cwd=self.workdir,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"durable dev exited; its log:\n{self.log_tail()}")
+            try:
+                self.status()
+                return time.perf_counter() - started
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"durable dev not ready in {timeout:.0f} s; log:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Ctrl-C, as a developer would; kill if it does not stop."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return ""
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    # --- doors -------------------------------------------------------------------------
+
+    def http(
+        self, method: str, path: str, body: Any = None, headers: Mapping[str, str] | None = None
+    ) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.base + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+        return json.loads(raw) if raw else None
+
+    def status(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.http("GET", "/_local/status")
+        return data
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "durable.cli", *args],
+            cwd=self.workdir,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if check and out.returncode != 0:
+            raise RuntimeError(f"durable {' '.join(args)} failed: {out.stderr.strip()}")
+        return out
+
+    # --- waiting ---------------------------------------------------------------------
+
+    def wait_for(
+        self, run_id: str, statuses: set[str], timeout: float = 90, progress: bool = False
+    ) -> dict[str, Any]:
+        """Poll the run until its status is in ``statuses``; print step changes if asked."""
+        seen: dict[str, str] = {}
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            run: dict[str, Any] = self.http("GET", f"/runs/{run_id}")
+            for step in run.get("steps", []):
+                if progress and seen.get(step["position"]) != step["status"]:
+                    seen[step["position"]] = step["status"]
+                    self.say(f"    {step['position']} {step['name']:<26} {step['status']}")
+            if run["status"] in statuses:
+                return run
+            time.sleep(0.2)
+        raise RuntimeError(
+            f"run {run_id} not in {statuses} after {timeout:.0f} s; log:\n{self.log_tail()}"
+        )
+
+    def worker_running(self, run_id: str, min_busy: float = 0.0) -> int | None:
+        """The pid of a worker process currently running ``run_id``, if any."""
+        for worker in self.status()["workers"]:
+            if worker["run_id"] == run_id and (worker["busy_seconds"] or 0) >= min_busy:
+                pid: int = worker["pid"]
+                return pid
+        return None
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.status()["idle"]:
+                return
+            time.sleep(0.1)
+        raise RuntimeError("the worker pool did not go idle")
