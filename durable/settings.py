@@ -19,6 +19,8 @@ from durable.config import EngineConfig
 from durable.errors import InvalidInput
 
 PREFIX = "DURABLE_"
+# Set by ``durable dev`` only; a deployed template never sets them.
+LOCAL_ONLY = frozenset({"time_scale", "clock_file"})
 _APP_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 Seconds = Annotated[int, Field(ge=0, le=86_400)]
@@ -56,9 +58,17 @@ class Settings(BaseModel):
     # Self-invocations in one unbroken chain before the worker lets the sweeper take over
     # (a pause of about a sweep period); bounds a run that never waits.
     max_hops: int = Field(default=1000, ge=1)
+    # X-Ray tracing through Powertools; importing the X-Ray SDK costs ~200 ms of cold
+    # start, so it is only loaded when this is on (the template turns it on).
+    tracing: bool = False
     service_name: str = "durable"
     metrics_namespace: str = "Durable"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Local only (``durable dev --time-scale``): virtual time runs ``time_scale`` times
+    # faster, from the epoch in ``clock_file``; durations measured in real terms (leases,
+    # the invocation's remaining time) are scaled so they stay real seconds long.
+    time_scale: float = Field(default=1.0, gt=0)
+    clock_file: str | None = None
 
     @field_validator("app")
     @classmethod
@@ -105,13 +115,23 @@ class Settings(BaseModel):
         return str(value)
 
     def engine_config(self, callback_secret: bytes | None = None) -> EngineConfig:
+        real = EngineConfig()  # the defaults of the durations that are real seconds
+        scale = self.time_scale
         return EngineConfig(
+            lease=real.lease * scale,
+            clock_skew=real.clock_skew * scale,
+            default_step_budget=real.default_step_budget * scale,
+            safety_margin=real.safety_margin * scale,
+            inprocess_wait_threshold=real.inprocess_wait_threshold * scale,
+            handoff_grace=real.handoff_grace * scale,
+            cancel_check_interval=real.cancel_check_interval * scale,
+            sweep_retrigger=real.sweep_retrigger * scale,
+            sweep_grace=timedelta(seconds=self.sweep_grace_seconds) * scale,
             steps_per_invocation=self.steps_per_invocation,
             due_shards=self.due_shards,
             retention=timedelta(days=self.retention_days),
             callback_secret=callback_secret,
             callback_base_url=self.callback_base_url,
-            sweep_grace=timedelta(seconds=self.sweep_grace_seconds),
             sweep_max_invocations=self.sweep_max_invocations,
         )
 

@@ -10,7 +10,6 @@ sender's retry of the same request is not mistaken for a replay.
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from durable.adapters.dynamodb_support import storage_error
@@ -24,8 +23,8 @@ class DynamoNonceStore:
         self.client = client
         self.table = table_name
 
-    def claim(self, key: str, expiration: int) -> bool:
-        """Store ``key`` until ``expiration`` (epoch seconds); False if it is already live."""
+    def claim(self, key: str, expiration: int, now: int) -> bool:
+        """Store ``key`` until ``expiration`` (epoch seconds); False if it is live at ``now``."""
         try:
             self.client.put_item(
                 TableName=self.table,
@@ -36,7 +35,7 @@ class DynamoNonceStore:
                 },
                 # TTL deletes lazily: an expired marker counts as absent.
                 ConditionExpression="attribute_not_exists(id) OR expiration < :now",
-                ExpressionAttributeValues={":now": {"N": str(int(time.time()))}},
+                ExpressionAttributeValues={":now": {"N": str(now)}},
             )
         except self.client.exceptions.ConditionalCheckFailedException:
             return False
@@ -56,10 +55,10 @@ class MemoryNonceStore:
         self.items: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def claim(self, key: str, expiration: int) -> bool:
+    def claim(self, key: str, expiration: int, now: int) -> bool:
         with self._lock:
             current = self.items.get(key)
-            if current is not None and current >= int(time.time()):
+            if current is not None and current >= now:
                 return False
             self.items[key] = expiration
             return True

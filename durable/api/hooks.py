@@ -27,8 +27,8 @@ SCHEME = "v1"
 
 
 class NonceStore(Protocol):
-    def claim(self, key: str, expiration: int) -> bool:
-        """Record ``key`` until ``expiration``; False when it is already recorded."""
+    def claim(self, key: str, expiration: int, now: int) -> bool:
+        """Record ``key`` until ``expiration``; False when it is still recorded at ``now``."""
         ...
 
     def release(self, key: str) -> None: ...

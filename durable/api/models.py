@@ -177,6 +177,10 @@ class SignalView(BaseModel):
 class RunDetail(RunSummary):
     input: Any = None
     output: Any = None
+    # What an operator may do now ("retry", "fork", "cancel", ...).
+    decisions: list[str] = Field(default_factory=list)
+    # Operator actions taken on the run so far (cancel, retry, fork), oldest first.
+    operations: list[dict[str, Any]] = Field(default_factory=list)
     steps: list[StepView] = Field(default_factory=list)
     signals: list[SignalView] = Field(default_factory=list)
 

@@ -1,0 +1,110 @@
+"""The AWS ports of a deployment, built from ``Settings``: boto3 clients and adapters.
+
+Clients are created on first use: a boto3 client costs tens of milliseconds to build
+(the Lambda client about 100 ms), and most invocations never call most services (a worker
+that suspends never invokes Lambda). Secrets go through Powertools parameters, cached
+for ``SECRET_MAX_AGE`` so rotation reaches warm containers.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from durable.adapters.dynamodb import DynamoLedger
+from durable.adapters.idempotency import DynamoEffectStore
+from durable.adapters.lambda_invoker import LambdaInvoker
+from durable.adapters.nonces import DynamoNonceStore
+from durable.adapters.scheduler import SchedulerTimers
+from durable.clock import Clock, SystemClock
+from durable.errors import StorageError
+from durable.ports import NoTimers, Timers
+from durable.runtime import Services
+from durable.settings import Settings
+
+if TYPE_CHECKING:
+    import boto3
+
+    from durable.runtime import SecretSource
+
+SECRET_MAX_AGE = 300
+
+
+class LazyClient:
+    """A boto3 client created on its first attribute access (thread-safe)."""
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._client = self._factory()
+        return getattr(self._client, name)
+
+
+def aws_services(settings: Settings, session: boto3.session.Session | None = None) -> Services:
+    import boto3
+
+    own = session or boto3.session.Session()
+
+    def client(service: str) -> Any:
+        return LazyClient(lambda: own.client(service))  # type: ignore[call-overload]
+
+    dynamodb = client("dynamodb")
+    worker = settings.require("worker_function", "invoking the worker")
+    timers: Timers = NoTimers()
+    if settings.scheduler_group:
+        timers = SchedulerTimers(
+            cast(Any, client("scheduler")),
+            group=settings.scheduler_group,
+            target_arn=worker,
+            role_arn=settings.require("scheduler_role_arn", "arming timers"),
+        )
+    clock: Clock = SystemClock()
+    if settings.clock_file:  # durable dev: every process shares one scaled virtual clock
+        from durable.local.clock import ScaledClock, read
+
+        clock = ScaledClock(read(Path(settings.clock_file)))
+    return Services(
+        clock=clock,
+        ledger=DynamoLedger(dynamodb, settings.ledger_table, due_shards=settings.due_shards),
+        effects=DynamoEffectStore(dynamodb, settings.idempotency_table),
+        invoker=LambdaInvoker(cast(Any, client("lambda")), worker),
+        nonces=DynamoNonceStore(dynamodb, settings.idempotency_table),
+        timers=timers,
+        secrets=secrets_manager(lambda: own.client("secretsmanager")),
+        idempotency=lambda: _persistence(settings, own),
+    )
+
+
+def secrets_manager(factory: Callable[[], Any]) -> SecretSource:
+    """Read secret strings through Powertools parameters (cached, lazily connected)."""
+    provider: list[Any] = []
+
+    def read(name: str) -> str:
+        from aws_lambda_powertools.utilities.parameters import SecretsProvider
+        from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+        if not provider:
+            provider.append(SecretsProvider(boto3_client=factory()))
+        try:
+            value = provider[0].get(name, max_age=SECRET_MAX_AGE)
+        except GetParameterError as e:
+            # The message names the secret, never its value.
+            raise StorageError(f"reading secret {name!r} failed: {e}", retryable=True) from e
+        return value if isinstance(value, str) else bytes(value).decode()
+
+    return read
+
+
+def _persistence(settings: Settings, session: boto3.session.Session) -> Any:
+    """Powertools' DynamoDB layer on the idempotency table (imported when first needed)."""
+    from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+
+    return DynamoDBPersistenceLayer(table_name=settings.idempotency_table, boto3_session=session)

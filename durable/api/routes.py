@@ -1,0 +1,217 @@
+"""The HTTP routes on a Powertools REST resolver (API Gateway proxy events).
+
+Bodies with a schema (callbacks, cancel, retry, fork) are validated by Powertools from the
+pydantic models; bodies that are a workflow's input or a signal's payload are any JSON
+and are validated by the engine against the workflow's types. The webhook route reads
+its raw body itself: the signature covers the exact bytes, and it must be checked before
+anything is parsed. A REST API keeps the path percent-encoded (its ``pathParameters`` are
+decoded), and Powertools matches on the path: each path parameter is decoded here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Header, Query
+
+from durable.api.errors import Answer, HttpError, answer, validation_answer
+from durable.api.models import (
+    CallbackAccepted,
+    CallbackRequest,
+    CancelRequest,
+    ErrorResponse,
+    ForkRequest,
+    RetryRequest,
+    RunDetail,
+    RunPage,
+    RunStatusName,
+    RunSummary,
+    SignalAccepted,
+    WorkflowList,
+)
+from durable.api.service import ApiService, StartRequest, parse_json
+
+JSON = "application/json"
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="Retries with the same key and body return the same run; a reused key "
+        "with another body is 409.",
+    ),
+]
+
+
+def _errors(*codes: int) -> dict[int, Any]:
+    described = {
+        400: "Malformed request (body is not JSON, missing filter)",
+        401: "Missing, wrong, stale or replayed signature",
+        404: "Unknown workflow, run or callback token",
+        409: "Conflict with the run's state or an earlier request",
+        410: "The callback expired",
+        413: "Body too large",
+        422: "Invalid input; `field` names it",
+    }
+    return {
+        code: {"description": described[code], "content": {JSON: {"model": ErrorResponse}}}
+        for code in codes
+    }
+
+
+def _ok(status: int, description: str) -> dict[int, Any]:
+    return {status: {"description": description}}
+
+
+def _json(status: int, model: Any) -> Response[Any]:
+    return Response(status_code=status, content_type=JSON, body=model)
+
+
+def error_response(found: Answer) -> Response[str]:
+    return Response(
+        status_code=found.status, content_type=JSON, body=found.json(), headers=found.headers
+    )
+
+
+def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
+    """The resolver with every route; ``service`` is called per request (lazy)."""
+    app = APIGatewayRestResolver(enable_validation=True)
+
+    def caller() -> str | None:
+        # Operator routes are IAM-authorized: API Gateway puts the caller's ARN here.
+        identity = app.current_event.request_context.identity
+        return identity.user_arn or identity.caller or None
+
+    def _invalid(error: RequestValidationError) -> Response[str]:
+        return error_response(validation_answer(list(error.errors())))
+
+    def _failed(error: Exception) -> Response[str]:
+        return error_response(answer(error))
+
+    app.exception_handler(RequestValidationError)(_invalid)
+    app.exception_handler(Exception)(_failed)
+
+    @app.not_found
+    def _not_found(_: Exception) -> Response[str]:
+        method, path = app.current_event.http_method, app.current_event.path
+        return error_response(answer(HttpError(404, "NotFound", f"no route {method} {path}")))
+
+    @app.post(
+        "/workflows/<name>/runs",
+        summary="Start a run (the body is the workflow's input)",
+        tags=["runs"],
+        responses={**_ok(202, "Run accepted"), **_errors(400, 404, 409, 413, 422)},
+    )
+    def start(name: str, idempotency_key: IdempotencyKey = None) -> Response[RunSummary]:
+        payload = parse_json(app.current_event.body)
+        run = service().start(StartRequest(unquote(name), payload, idempotency_key, caller()))
+        return _json(202, run)
+
+    @app.post(
+        "/hooks/<name>",
+        summary="Start a run from a signed third-party webhook",
+        tags=["webhooks"],
+        responses={
+            **_ok(202, "Run accepted"),
+            **_errors(400, 401, 404, 409, 413, 422),
+        },
+    )
+    def hook(name: str, idempotency_key: IdempotencyKey = None) -> Response[RunSummary]:
+        event = app.current_event
+        headers = dict(event.headers or {})
+        run = service().hook(unquote(name), headers, event.body, idempotency_key)
+        return _json(202, run)
+
+    @app.get(
+        "/runs/<run_id>",
+        summary="A run: status, result or error, and its step ledger",
+        tags=["runs"],
+        responses=_errors(404),
+    )
+    def get_run(run_id: str) -> RunDetail:
+        return service().get_run(unquote(run_id))
+
+    @app.get(
+        "/runs",
+        summary="List runs of a workflow, or those needing attention (newest first)",
+        tags=["runs"],
+        responses=_errors(400, 422),
+    )
+    def list_runs(
+        workflow: Annotated[str | None, Query(max_length=200)] = None,
+        status: Annotated[RunStatusName | None, Query()] = None,
+        needs_attention: Annotated[bool | None, Query()] = None,
+        version: Annotated[int | None, Query(ge=1)] = None,
+        limit: Annotated[int, Query(ge=1, le=100)] = 50,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    ) -> RunPage:
+        return service().list_runs(
+            workflow=workflow,
+            status=status,
+            needs_attention=needs_attention,
+            version=version,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    @app.post(
+        "/callbacks/<token>",
+        summary="Answer a callback: approve with a result or reject with an error",
+        tags=["events"],
+        responses={**_ok(202, "Answer recorded"), **_errors(400, 404, 409, 410, 422)},
+    )
+    def callback(token: str, body: CallbackRequest) -> Response[CallbackAccepted]:
+        return _json(202, service().complete_callback(unquote(token), body))
+
+    @app.post(
+        "/runs/<run_id>/signals/<name>",
+        summary="Send a named signal (the body is its payload)",
+        tags=["events"],
+        responses={**_ok(202, "Signal stored"), **_errors(400, 404, 409, 413, 422)},
+    )
+    def signal(run_id: str, name: str) -> Response[SignalAccepted]:
+        payload = parse_json(app.current_event.body)
+        return _json(202, service().signal(unquote(run_id), unquote(name), payload))
+
+    @app.post(
+        "/runs/<run_id>/cancel",
+        summary="Cancel a run, optionally running its compensations",
+        tags=["operator"],
+        responses={**_ok(202, "Cancel accepted"), **_errors(400, 404, 409, 422)},
+    )
+    def cancel(run_id: str, body: CancelRequest) -> Response[RunSummary]:
+        return _json(202, service().cancel(unquote(run_id), body, caller()))
+
+    @app.post(
+        "/runs/<run_id>/retry",
+        summary="Retry a failed run from its failed step (optionally on a newer version)",
+        tags=["operator"],
+        responses={**_ok(202, "Retry accepted"), **_errors(400, 404, 409, 422)},
+    )
+    def retry(run_id: str, body: RetryRequest) -> Response[RunSummary]:
+        return _json(202, service().retry(unquote(run_id), body, caller()))
+
+    @app.post(
+        "/runs/<run_id>/fork",
+        summary="Start a new run from a copy of this run's ledger up to a step",
+        tags=["operator"],
+        responses={**_ok(201, "Forked run created"), **_errors(400, 404, 409, 422)},
+    )
+    def fork(run_id: str, body: ForkRequest) -> Response[RunSummary]:
+        return _json(201, service().fork(unquote(run_id), body, caller()))
+
+    @app.get("/workflows", summary="Registered workflows and their input schemas", tags=["runs"])
+    def workflows() -> WorkflowList:
+        return service().workflows()
+
+    @app.get("/openapi.json", summary="This document", tags=["meta"], include_in_schema=False)
+    def openapi() -> Response[str]:
+        from durable.api.openapi import document
+
+        return Response(status_code=200, content_type=JSON, body=json.dumps(document(app)))
+
+    return app

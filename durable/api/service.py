@@ -1,0 +1,285 @@
+"""What each route does, independent of the HTTP framework: engine calls and checks.
+
+Routes (``durable.api.routes``) parse the request and call one method here. Every check
+that can refuse a request runs before the engine writes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from durable import serde
+from durable.api import hooks
+from durable.api.errors import HttpError
+from durable.api.models import (
+    CallbackAccepted,
+    CallbackRequest,
+    CancelRequest,
+    ForkRequest,
+    RetryRequest,
+    RunDetail,
+    RunPage,
+    RunSummary,
+    SignalAccepted,
+    SignalView,
+    StepView,
+    WorkflowList,
+    WorkflowView,
+    json_value,
+)
+from durable.clock import Clock
+from durable.engine import Engine
+from durable.errors import InvalidInput, RunNotFound
+from durable.model import format_time
+from durable.operations import available_decisions
+from durable.serde import NO_ANNOTATION
+
+_RUN_ID = re.compile(r"^[0-9A-Z]{26}$")
+
+
+@dataclass(frozen=True, slots=True)
+class StartRequest:
+    workflow: str
+    input: Any
+    idempotency_key: str | None
+    requested_by: str | None
+
+    def fingerprint(self) -> dict[str, str]:
+        """What identifies a delivery (workflow, key) and what must match on a retry."""
+        return {
+            "workflow": self.workflow,
+            "key": self.idempotency_key or "",
+            "input_hash": serde.sha256_hex(serde.canonical_json(self.input)),
+        }
+
+
+class StartGuard(Protocol):
+    """Deduplicates deliveries of a keyed start (Powertools idempotency on AWS)."""
+
+    def __call__(
+        self, fingerprint: dict[str, str], start: Callable[[], dict[str, Any]]
+    ) -> dict[str, Any]: ...
+
+
+def unguarded(fingerprint: dict[str, str], start: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    return start()
+
+
+def parse_json(body: str | None) -> Any:
+    """The request body as a JSON value (empty body: None); 400 when it is not JSON."""
+    if body is None or not body.strip():
+        return None
+
+    def reject(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    try:
+        return json.loads(body, parse_constant=reject)
+    except ValueError as e:
+        raise HttpError(
+            400, "MalformedJSON", f"the request body is not valid JSON: {e}", field="body"
+        ) from e
+
+
+def check_run_id(run_id: str) -> str:
+    if not _RUN_ID.match(run_id):
+        raise RunNotFound(f"no run {run_id[:64]!r}: run ids are 26-character ULIDs")
+    return run_id
+
+
+class ApiService:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Clock,
+        nonces: hooks.NonceStore,
+        webhook_secret: Callable[[], str | None],
+        guard: StartGuard = unguarded,
+        webhook_tolerance_seconds: int = 300,
+        metric: Callable[[str], None] = lambda name: None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.nonces = nonces
+        self.webhook_secret = webhook_secret
+        self.guard = guard
+        self.tolerance = webhook_tolerance_seconds
+        self.metric = metric
+        # Signatures carry the sender's real Unix time; the engine's clock may be a
+        # virtual one (``durable dev --time-scale``), so freshness uses the wall clock.
+        self.wall_clock = wall_clock
+
+    # --- starting runs ---------------------------------------------------------------
+
+    def start(self, request: StartRequest) -> RunSummary:
+        """Start a run; a keyed start is deduplicated by the guard, then by the run id."""
+
+        def run() -> dict[str, Any]:
+            before = format_time(self.clock.now())
+            record = self.engine.start(
+                request.workflow,
+                request.input,
+                idempotency_key=request.idempotency_key,
+                requested_by=request.requested_by,
+            )
+            if record.created_at >= before:  # not a deduplicated delivery
+                self.metric("RunsStarted")
+            return RunSummary.of(record).model_dump(mode="json")
+
+        if request.idempotency_key is None:
+            return RunSummary.model_validate(run())
+        self._check_key(request.idempotency_key)
+        return RunSummary.model_validate(self.guard(request.fingerprint(), run))
+
+    @staticmethod
+    def _check_key(key: str) -> None:
+        # Checked here too (the engine does) so a bad key never reaches the guard's table.
+        if not key.strip() or len(key) > 256:
+            raise InvalidInput("Idempotency-Key must be 1-256 characters", field="Idempotency-Key")
+
+    def hook(
+        self, name: str, headers: Mapping[str, str], body: str | None, key: str | None
+    ) -> RunSummary:
+        """A signed third-party delivery: authenticate, refuse replays, then start."""
+        timestamp, digests = hooks.parse(headers)
+        now = self.wall_clock()
+        hooks.check_fresh(timestamp, now, self.tolerance)
+        secret_text = self.webhook_secret()
+        if not secret_text:
+            raise HttpError(503, "ServiceUnavailable", "webhooks are not configured here")
+        raw = (body or "").encode()
+        digest = hooks.verify(hooks.secrets_for(name, secret_text), timestamp, raw, digests)
+        payload = parse_json(body)
+        marker = hooks.nonce_key(name, digest)
+        if not self.nonces.claim(marker, timestamp + self.tolerance + 1, int(now)):
+            raise HttpError(401, "Unauthorized", "replayed signature: sign each delivery anew")
+        try:
+            return self.start(StartRequest(name, payload, key, f"hook:{name}"))
+        except BaseException:
+            # Nothing started: the sender may retry this very request.
+            self.nonces.release(marker)
+            raise
+
+    # --- reading ----------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> RunDetail:
+        history = self.engine.ledger.load(check_run_id(run_id))
+        if history is None:
+            raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
+        run = history.run
+        return RunDetail(
+            **RunSummary.of(run).model_dump(),
+            input=json_value(run.input),
+            output=json_value(run.output),
+            decisions=available_decisions(run),
+            operations=list(run.operations),
+            steps=[StepView.of(history.steps[p]) for p in sorted(history.steps)],
+            signals=[SignalView.of(s) for s in history.signals],
+        )
+
+    def list_runs(
+        self,
+        *,
+        workflow: str | None,
+        status: str | None,
+        needs_attention: bool | None,
+        version: int | None,
+        limit: int,
+        cursor: str | None,
+    ) -> RunPage:
+        if workflow is None and not needs_attention:
+            # Served by the listing index (per workflow) or the attention index: never a
+            # scan, so one of the two keys is required.
+            raise HttpError(
+                400,
+                "MissingFilter",
+                "pass workflow=<name> or needs_attention=true (runs are listed per workflow)",
+                field="workflow",
+            )
+        try:
+            page = self.engine.list_runs(
+                workflow=workflow,
+                status=status,
+                needs_attention=needs_attention,
+                version=version,
+                limit=limit,
+                cursor=cursor,
+            )
+        except ValueError as e:
+            raise InvalidInput(str(e), field="cursor") from e
+        return RunPage(runs=[RunSummary.of(r) for r in page.items], next_cursor=page.cursor)
+
+    def workflows(self) -> WorkflowList:
+        grouped: dict[str, list[int]] = {}
+        schemas: dict[str, tuple[bool, dict[str, Any] | None]] = {}
+        for wf in sorted(self.engine.app.workflows(), key=lambda w: (w.name, w.version)):
+            grouped.setdefault(wf.name, []).append(wf.version)
+            schemas[wf.name] = (wf.takes_input, _schema(wf.input_annotation, wf.takes_input))
+        return WorkflowList(
+            workflows=[
+                WorkflowView(
+                    name=name,
+                    versions=versions,
+                    takes_input=schemas[name][0],
+                    input_schema=schemas[name][1],
+                )
+                for name, versions in grouped.items()
+            ]
+        )
+
+    # --- events to runs ---------------------------------------------------------------
+
+    def complete_callback(self, token: str, request: CallbackRequest) -> CallbackAccepted:
+        error = request.error.model_dump() if request.error is not None else None
+        run_id = self.engine.complete_callback(token, result=request.result, error=error)
+        return CallbackAccepted(run_id=run_id, outcome="error" if error else "result")
+
+    def signal(self, run_id: str, name: str, payload: Any) -> SignalAccepted:
+        record = self.engine.signal(check_run_id(run_id), name, payload)
+        return SignalAccepted(
+            run_id=record.run_id,
+            name=record.name,
+            signal_id=record.signal_id,
+            received_at=record.received_at,
+        )
+
+    # --- operator decisions -----------------------------------------------------------
+
+    def cancel(self, run_id: str, request: CancelRequest, requested_by: str | None) -> RunSummary:
+        run = self.engine.cancel(
+            check_run_id(run_id),
+            request.reason,
+            compensate=request.compensate,
+            requested_by=requested_by,
+        )
+        return RunSummary.of(run)
+
+    def retry(self, run_id: str, request: RetryRequest, requested_by: str | None) -> RunSummary:
+        run = self.engine.retry(
+            check_run_id(run_id), upgrade_to=request.upgrade_to, requested_by=requested_by
+        )
+        return RunSummary.of(run)
+
+    def fork(self, run_id: str, request: ForkRequest, requested_by: str | None) -> RunSummary:
+        run = self.engine.fork(check_run_id(run_id), request.from_step, requested_by=requested_by)
+        return RunSummary.of(run)
+
+
+def _schema(annotation: Any, takes_input: bool) -> dict[str, Any] | None:
+    if not takes_input:
+        return None
+    adapter = serde.adapter_for(annotation)
+    if adapter is None or annotation is NO_ANNOTATION:
+        return {}  # any JSON value
+    try:
+        schema: dict[str, Any] = adapter.json_schema()
+    except Exception:  # a type pydantic cannot describe still validates fine
+        return {}
+    return schema

@@ -1,0 +1,270 @@
+"""Lambda handler factories, for the bundled template and for your own.
+
+    import os
+    from durable.aws import worker_handler, api_handler
+    from durable.settings import Settings
+    from myapp.workflows import app
+
+    settings = lambda: Settings.from_env(os.environ)  # your composition root
+    worker = worker_handler(app, settings)
+    api = api_handler(app, settings)
+
+A handler is composed on its first event, not at import: importing this module loads no
+AWS SDK and reads nothing, so a cold start pays only for what the first event uses, and
+a configuration error surfaces as a clear error in the first invocation's log.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from durable.errors import DurableError, StorageError
+
+if TYPE_CHECKING:
+    from durable.registry import App
+    from durable.runtime import Runtime, Services
+    from durable.settings import Settings
+
+# Sources may be values or zero-argument callables, called on the first event.
+AppSource: TypeAlias = "App | Callable[[], App]"
+SettingsSource: TypeAlias = "Settings | Callable[[], Settings]"
+ServicesSource: TypeAlias = "Services | Callable[[], Services]"
+Body: TypeAlias = "Callable[[Runtime, Any, Any, Any], Any]"  # (runtime, telemetry, event, context)
+
+
+def _resolve(source: Any) -> Any:
+    return source() if callable(source) else source
+
+
+class LambdaHandler:
+    """A Lambda entry point that composes its runtime on the first event."""
+
+    def __init__(
+        self,
+        function: str,
+        body: Body,
+        app: AppSource | None,
+        settings: SettingsSource,
+        services: ServicesSource | None = None,
+        correlation_id_path: str | None = None,
+    ) -> None:
+        self.function = function
+        self._body = body
+        self._app = app
+        self._settings = settings
+        self._services = services
+        self._correlation = correlation_id_path
+        self._handle: Callable[[Any, Any], Any] | None = None
+        self._lock = threading.Lock()
+        self.runtime: Runtime | None = None
+
+    def __call__(self, event: Any, context: Any) -> Any:
+        handle = self._handle or self._compose()
+        return handle(event, context)
+
+    def _compose(self) -> Callable[[Any, Any], Any]:
+        with self._lock:
+            if self._handle is not None:
+                return self._handle
+            from durable.observability import MeteredLedger, Telemetry
+            from durable.runtime import Runtime, load_app
+
+            settings: Settings = _resolve(self._settings)
+            app: App = _resolve(self._app) if self._app is not None else load_app(settings.app)
+            if self._services is None:
+                from durable.adapters.aws_services import aws_services
+
+                services: Services = aws_services(settings)
+            else:
+                services = _resolve(self._services)
+            telemetry = Telemetry(settings, self.function)
+            metered = replace(services, ledger=MeteredLedger(services.ledger, telemetry))
+            runtime = Runtime.build(settings, app, metered, telemetry.count)
+            body = self._body
+
+            def handle(event: Any, context: Any) -> Any:
+                return body(runtime, telemetry, event, context)
+
+            self.runtime = runtime
+            self._handle = telemetry.wrap(handle, self._correlation)
+            return self._handle
+
+
+# --- worker ---------------------------------------------------------------------------
+
+
+def _worker(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
+    from pydantic import ValidationError
+
+    from durable.ports import Invocation
+    from durable.triggers import WorkerEvent, first_error
+
+    try:
+        work = WorkerEvent.model_validate(event)
+    except ValidationError as e:
+        # Dropped, not raised: an async invocation that fails is retried with the same
+        # event, which can never succeed. Anything real is still due in the ledger.
+        field, message = first_error(e)
+        keys = sorted(event)[:20] if isinstance(event, dict) else type(event).__name__
+        telemetry.logger.error(
+            f"dropping a malformed worker event: {message}", extra={"event_keys": keys}
+        )
+        telemetry.count("WorkerEventsDropped")
+        return {"result": "dropped", "error": message, "field": field}
+    telemetry.logger.append_keys(run_id=work.run_id, reason=work.reason, hop=work.hop)
+    if work.hop > runtime.settings.max_hops:
+        # The hand-off already set due_at: the sweeper resumes the run at hop 0, a sweep
+        # period later. A run that never waits cannot chain invocations forever.
+        telemetry.logger.warning(f"hop {work.hop} > max_hops; the sweeper takes over")
+        telemetry.count("HopLimitReached")
+        return {"run_id": work.run_id, "result": "deferred"}
+    scale = runtime.settings.time_scale  # 1 on AWS; durable dev may run time faster
+    invocation = Invocation(
+        request_id=getattr(context, "aws_request_id", None),
+        log_stream=getattr(context, "log_stream_name", None),
+        remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0 * scale,
+    )
+    outcome = runtime.engine.resume(work.run_id, invocation, work.hop, work.reason)
+    metric = {"succeeded": "RunsSucceeded", "failed": "RunsFailed", "canceled": "RunsCanceled"}
+    if outcome.result in metric:
+        telemetry.count(metric[outcome.result])
+    telemetry.logger.info(f"invocation ended: {outcome.result}", extra={"status": outcome.status})
+    return {"run_id": work.run_id, "result": outcome.result, "status": outcome.status}
+
+
+def worker_handler(
+    app: AppSource | None,
+    settings: SettingsSource,
+    *,
+    services: ServicesSource | None = None,
+) -> LambdaHandler:
+    """The worker: ``{run_id, reason, hop}`` from hand-offs, timers and the sweeper."""
+    return LambdaHandler("worker", _worker, app, settings, services)
+
+
+# --- api ------------------------------------------------------------------------------
+
+
+def body_bytes(event: Any) -> int:
+    body = event.get("body") if isinstance(event, dict) else None
+    if not body:
+        return 0
+    if event.get("isBase64Encoded"):
+        return len(body) * 3 // 4
+    return len(body.encode("utf-8")) if isinstance(body, str) else 0
+
+
+def _refuse(status: int, kind: str, message: str) -> dict[str, Any]:
+    from durable.api.errors import HttpError, answer
+
+    found = answer(HttpError(status, kind, message, field="body"))
+    headers = {"Content-Type": "application/json", **found.headers}
+    return {"statusCode": status, "headers": headers, "body": found.json()}
+
+
+def _api(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
+    limit = runtime.settings.max_body_bytes
+    size = body_bytes(event)
+    if size > limit:  # before routing or parsing anything
+        return _refuse(413, "PayloadTooLarge", f"body is {size} bytes; send at most {limit}")
+    if isinstance(event, dict) and event.get("isBase64Encoded") and event.get("body"):
+        # Every route takes JSON: decode, so signatures and parsing see the sent bytes.
+        try:
+            text = base64.b64decode(event["body"], validate=True).decode("utf-8")
+        except ValueError:
+            return _refuse(400, "MalformedBody", "the body is not UTF-8 text")
+        event = {**event, "body": text, "isBase64Encoded": False}
+    _ = runtime.api  # composed first: composing it creates the idempotency config
+    if runtime.idempotency_config is not None:
+        runtime.idempotency_config.register_lambda_context(context)
+    response: dict[str, Any] = runtime.resolver.resolve(event, context)
+    return response
+
+
+def api_handler(
+    app: AppSource | None,
+    settings: SettingsSource,
+    *,
+    services: ServicesSource | None = None,
+) -> LambdaHandler:
+    """The HTTP API (API Gateway REST proxy events)."""
+    return LambdaHandler("api", _api, app, settings, services, "requestContext.requestId")
+
+
+# --- sweeper --------------------------------------------------------------------------
+
+
+def _sweeper(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
+    report = runtime.engine.sweep()
+    telemetry.count("SweepInvocations", report.invoked)
+    # A gauge for the "needs attention" alarm: one Query page of the attention index.
+    attention = runtime.engine.list_runs(needs_attention=True, limit=100)
+    telemetry.count("RunsNeedingAttention", len(attention.items))
+    if report.capped:
+        telemetry.logger.warning("sweep capped; the rest is picked up by the next sweep")
+    return {
+        "seen": report.seen,
+        "invoked": report.invoked,
+        "capped": report.capped,
+        "needs_attention": len(attention.items),
+    }
+
+
+def sweeper_handler(
+    app: AppSource | None,
+    settings: SettingsSource,
+    *,
+    services: ServicesSource | None = None,
+) -> LambdaHandler:
+    """The sweeper (scheduled every minute): wakes every run whose trigger was lost."""
+    return LambdaHandler("sweeper", _sweeper, app, settings, services)
+
+
+# --- events ---------------------------------------------------------------------------
+
+
+def start_from(runtime: Runtime, request: Any) -> str:
+    """Start (or find) the run for one event; returns the run id."""
+    from durable.model import format_time
+
+    before = format_time(runtime.clock.now())
+    run = runtime.engine.start(
+        request.workflow,
+        request.input,
+        idempotency_key=request.idempotency_key,
+        requested_by=request.requested_by,
+        version=request.version,
+    )
+    if run.created_at >= before:  # not a redelivery
+        runtime.metric("RunsStarted")
+    return run.run_id
+
+
+def _events(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> Any:
+    from durable.event_sources import eventbridge_start, sqs_batch
+
+    if isinstance(event, dict) and isinstance(event.get("Records"), list):
+        return sqs_batch(runtime, telemetry, event, context, start_from)
+    try:
+        return {"run_id": start_from(runtime, eventbridge_start(event))}
+    except DurableError as e:
+        # Raised either way: Lambda retries the event twice, then its on-failure
+        # destination (a dead-letter queue) keeps it for an operator.
+        if not (isinstance(e, StorageError) and e.retryable):
+            telemetry.logger.error(f"event refused: {e}", extra={"error_type": type(e).__name__})
+            telemetry.count("EventsRefused")
+        raise
+
+
+def events_handler(
+    app: AppSource | None,
+    settings: SettingsSource,
+    *,
+    services: ServicesSource | None = None,
+) -> LambdaHandler:
+    """Starts runs from EventBridge events and SQS batches (partial failure reporting)."""
+    return LambdaHandler("events", _events, app, settings, services)

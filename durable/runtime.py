@@ -1,0 +1,147 @@
+"""Composition: settings + app + ports -> the engine and what the handlers need.
+
+``Services`` is the set of ports a deployment provides: on AWS they come from
+``durable.adapters.aws_services``; tests pass memory, moto or DynamoDB Local ones. Nothing
+here reads the environment or imports a vendor SDK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from durable.clock import Clock, SystemClock
+from durable.engine import Engine
+from durable.errors import InvalidInput
+from durable.ports import EffectStore, Invoker, Ledger, NoTimers, Timers
+from durable.registry import App
+from durable.settings import Settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import (
+        BasePersistenceLayer,
+        IdempotencyConfig,
+    )
+
+    from durable.api.hooks import NonceStore
+    from durable.api.service import ApiService
+
+SecretSource = Callable[[str], str]
+MetricSink = Callable[[str], None]
+
+
+def no_metric(name: str) -> None:
+    return None
+
+
+def no_secrets(name: str) -> str:
+    raise InvalidInput(f"no secret store is configured to read {name!r}", field="secret")
+
+
+@dataclass
+class Services:
+    ledger: Ledger
+    effects: EffectStore
+    invoker: Invoker
+    nonces: NonceStore
+    timers: Timers = field(default_factory=NoTimers)
+    secrets: SecretSource = no_secrets
+    clock: Clock = field(default_factory=SystemClock)
+    # Builds Powertools' persistence for the API's duplicate-delivery guard; None: no
+    # guard (the engine's derived run id still deduplicates keyed starts).
+    idempotency: Callable[[], BasePersistenceLayer] | None = None
+
+
+def load_app(reference: str) -> App:
+    """Import ``package.module:attribute`` and check it is a ``durable.App``."""
+    import importlib
+
+    module_name, _, attribute = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise InvalidInput(
+            f"DURABLE_APP={reference!r}: cannot import {module_name!r} ({e}); package the "
+            "module with the function",
+            field="DURABLE_APP",
+        ) from e
+    app = getattr(module, attribute, None)
+    if not isinstance(app, App):
+        raise InvalidInput(
+            f"DURABLE_APP={reference!r}: {attribute!r} is not a durable.App in {module_name}",
+            field="DURABLE_APP",
+        )
+    return app
+
+
+class Runtime:
+    """Everything one Lambda container needs, built once on its first event."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        app: App,
+        services: Services,
+        *,
+        callback_secret: bytes | None = None,
+        metric: MetricSink = no_metric,
+    ) -> None:
+        self.settings = settings
+        self.metric = metric
+        self.app = app
+        self.services = services
+        self.clock = services.clock
+        self.engine = Engine(
+            app,
+            services.ledger,
+            services.invoker,
+            services.effects,
+            clock=services.clock,
+            config=settings.engine_config(callback_secret),
+            timers=services.timers,
+        )
+        self.idempotency_config: IdempotencyConfig | None = None
+
+    @classmethod
+    def build(
+        cls, settings: Settings, app: App, services: Services, metric: MetricSink = no_metric
+    ) -> Runtime:
+        """Fetch the callback key (it mints and checks tokens), then compose."""
+        secret = None
+        if settings.callback_secret_name:
+            secret = services.secrets(settings.callback_secret_name).encode()
+        return cls(settings, app, services, callback_secret=secret, metric=metric)
+
+    def webhook_secret(self) -> str | None:
+        name = self.settings.webhook_secret_name
+        return self.services.secrets(name) if name else None
+
+    @cached_property
+    def api(self) -> ApiService:
+        from durable.api.service import ApiService, unguarded
+
+        guard: Any = unguarded
+        if self.services.idempotency is not None:
+            from durable.api.idempotency import powertools_guard
+
+            guard, self.idempotency_config = powertools_guard(
+                self.services.idempotency(),
+                expires_after_seconds=self.settings.retention_seconds,
+            )
+        return ApiService(
+            self.engine,
+            clock=self.clock,
+            nonces=self.services.nonces,
+            webhook_secret=self.webhook_secret,
+            guard=guard,
+            webhook_tolerance_seconds=self.settings.webhook_tolerance_seconds,
+            metric=self.metric,
+        )
+
+    @cached_property
+    def resolver(self) -> Any:
+        from durable.api.routes import build_resolver
+
+        return build_resolver(lambda: self.api)

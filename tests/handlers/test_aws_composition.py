@@ -1,0 +1,87 @@
+"""The production composition (``aws_services``: boto3 clients, Powertools parameters and
+idempotency) on moto: what ``handlers/`` builds on AWS, without a fake in between."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+import pytest
+
+from durable.adapters.aws_services import LazyClient, aws_services, secrets_manager
+from durable.aws import api_handler, worker_handler
+from durable.errors import StorageError
+from durable.settings import Settings
+from tests.conftest import MakeTables, aws_client
+from tests.handlers.conftest import CALLBACK_SECRET, WORKER_ARN
+from tests.handlers.events import LambdaContext, api_event
+
+
+@pytest.fixture
+def settings(mock_aws_session: None, make_tables: MakeTables) -> Settings:
+    ledger, idem = make_tables(aws_client("dynamodb", None))
+    secrets = boto3.client("secretsmanager", region_name="us-east-1")
+    secrets.create_secret(Name="durable/test/callback", SecretString=CALLBACK_SECRET)
+    boto3.client("scheduler", region_name="us-east-1").create_schedule_group(Name="durable-test")
+    return Settings(
+        app="tests.handlers.workflows:app",
+        ledger_table=ledger,
+        idempotency_table=idem,
+        worker_function=WORKER_ARN,
+        scheduler_group="durable-test",
+        scheduler_role_arn="arn:aws:iam::123456789012:role/durable-scheduler-test",
+        callback_secret_name="durable/test/callback",
+        callback_base_url="https://abcdef1234.execute-api.us-east-1.amazonaws.com/test",
+    )
+
+
+def test_composition_creates_no_client_until_one_is_used() -> None:
+    made: list[str] = []
+
+    def make() -> Any:
+        made.append("client")
+        return boto3.client("sts", region_name="us-east-1")
+
+    client = LazyClient(make)
+    assert made == []
+    assert client.meta.service_model.service_name == "sts"
+    assert made == ["client"]
+
+
+def test_secrets_are_read_through_powertools_parameters(settings: Settings) -> None:
+    read = secrets_manager(lambda: boto3.client("secretsmanager", region_name="us-east-1"))
+    assert read("durable/test/callback") == CALLBACK_SECRET
+    with pytest.raises(StorageError) as caught:
+        read("durable/test/missing")
+    assert "durable/test/missing" in str(caught.value)
+    assert CALLBACK_SECRET not in str(caught.value)
+
+
+def test_a_sleeping_run_through_the_production_composition(settings: Settings) -> None:
+    # GIVEN the handlers composed exactly as on AWS (DURABLE_APP names the workflows)
+    api = api_handler(None, settings)
+    worker = worker_handler(None, settings)
+    # WHEN a run is started with an idempotency key and its worker invocation happens
+    event = api_event("POST", "/workflows/sleeper/runs", headers={"Idempotency-Key": "k1"})
+    reply = api(event, LambdaContext(function_name="durable-api-test"))
+    assert reply["statusCode"] == 202, reply
+    run_id = json.loads(reply["body"])["run_id"]
+    again = api(event, LambdaContext(function_name="durable-api-test"))
+    assert json.loads(again["body"])["run_id"] == run_id
+    result = worker({"run_id": run_id, "reason": "start", "hop": 0}, LambdaContext())
+    # THEN it sleeps on an EventBridge Scheduler schedule that targets the worker
+    assert result["result"] == "suspended"
+    scheduler = boto3.client("scheduler", region_name="us-east-1")
+    (listed,) = scheduler.list_schedules(GroupName="durable-test")["Schedules"]
+    target = scheduler.get_schedule(Name=listed["Name"], GroupName="durable-test")["Target"]
+    assert target["Arn"] == WORKER_ARN
+    assert json.loads(target["Input"]) == {"run_id": run_id, "reason": "timer"}
+
+
+def test_the_ports_follow_the_settings(settings: Settings) -> None:
+    services = aws_services(settings)
+    assert services.ledger.shards == settings.due_shards
+    assert services.idempotency is not None
+    without_timers = aws_services(settings.model_copy(update={"scheduler_group": None}))
+    assert type(without_timers.timers).__name__ == "NoTimers"

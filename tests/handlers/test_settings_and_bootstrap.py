@@ -1,0 +1,114 @@
+"""Settings from the environment, the composition root, lazy handler modules, OpenAPI."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from durable.api.openapi import render
+from durable.errors import InvalidInput
+from durable.settings import Settings
+from tests.handlers.conftest import Stack
+from tests.handlers.events import api_event
+
+ROOT = Path(__file__).resolve().parents[2]
+MINIMAL = {
+    "DURABLE_APP": "examples.app:app",
+    "DURABLE_LEDGER_TABLE": "durable-ledger-dev",
+    "DURABLE_IDEMPOTENCY_TABLE": "durable-idempotency-dev",
+}
+
+
+def test_settings_come_from_durable_variables_only() -> None:
+    env = {**MINIMAL, "DURABLE_RETENTION_DAYS": "7", "DURABLE_WEBHOOK_SECRET_NAME": "", "PATH": "x"}
+    settings = Settings.from_env(env)
+    assert settings.retention_days == 7
+    assert settings.webhook_secret_name is None  # "" counts as unset
+    assert settings.engine_config().retention == timedelta(days=7)
+
+
+@pytest.mark.parametrize(
+    ("change", "variable"),
+    [
+        ({"DURABLE_APP": "no-colon"}, "DURABLE_APP"),
+        ({"DURABLE_LEDGER_TABLE": ""}, "DURABLE_LEDGER_TABLE"),
+        ({"DURABLE_DUE_SHARDS": "0"}, "DURABLE_DUE_SHARDS"),
+        ({"DURABLE_TRACING": "perhaps"}, "DURABLE_TRACING"),
+    ],
+)
+def test_bad_settings_name_the_variable(change: dict[str, str], variable: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        Settings.from_env({**MINIMAL, **change})
+    assert caught.value.field == variable
+    assert variable in str(caught.value)
+
+
+def test_a_missing_setting_is_named_when_a_function_needs_it() -> None:
+    settings = Settings.from_env(MINIMAL)
+    with pytest.raises(InvalidInput, match="DURABLE_WORKER_FUNCTION"):
+        settings.require("worker_function", "invoking the worker")
+
+
+def test_a_scaled_clock_keeps_real_durations_real() -> None:
+    config = Settings.from_env({**MINIMAL, "DURABLE_TIME_SCALE": "60"}).engine_config()
+    assert config.lease == timedelta(minutes=60)  # 60 real seconds of virtual time
+    assert config.retention == timedelta(days=30)  # calendar time is not scaled
+
+
+def test_handler_modules_compose_nothing_at_import() -> None:
+    code = (
+        "import sys, handlers.worker, handlers.api, handlers.sweeper, handlers.events\n"
+        "vendors = ('boto3', 'botocore', 'pynamodb', 'aws_lambda_powertools')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(vendors)))"
+    )
+    env = {"PATH": "/usr/bin:/bin"}  # no DURABLE_* at all: importing must not need them
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_only_bootstrap_reads_the_environment_on_the_lambda_path() -> None:
+    code = (
+        "import sys, handlers.worker, handlers.api, handlers.sweeper, handlers.events\n"
+        "import durable.adapters.aws_services, durable.api.routes, durable.observability\n"
+        "import durable.event_sources, durable.api.idempotency\n"
+        "print('\\n'.join(m.__file__ for n, m in sys.modules.items()\n"
+        "      if n.split('.')[0] in ('durable', 'handlers') and getattr(m, '__file__', None)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    readers = [
+        Path(f).relative_to(ROOT).as_posix() for f in out.stdout.split() if _reads_env(Path(f))
+    ]
+    assert readers == ["handlers/bootstrap.py"]
+
+
+def _reads_env(path: Path) -> bool:
+    """Code (not docstrings) touching ``os.environ`` / ``os.getenv`` / ``environ``."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in {"environ", "getenv", "putenv"}:
+            return True
+        imported = {a.name for a in node.names} if isinstance(node, ast.ImportFrom) else set()
+        if getattr(node, "module", None) == "os" and imported & {"environ", "getenv"}:
+            return True
+    return False
+
+
+def test_the_committed_openapi_document_is_current() -> None:
+    assert (ROOT / "openapi.json").read_text() == render(), (
+        "openapi.json is stale: run python -m durable.api.openapi"
+    )
+
+
+def test_the_api_serves_its_openapi_document(stack: Stack) -> None:
+    reply = stack.call(api_event("GET", "/openapi.json"))
+    assert reply.status == 200
+    assert reply.body == json.loads((ROOT / "openapi.json").read_text())

@@ -1,0 +1,88 @@
+"""Small workflows the handler tests drive through real event shapes."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from durable import App, CallbackFailed, Context, TerminalError
+from durable.waits import Callback
+
+app = App()
+FLAKY = {"fail": True}  # flipped by tests: the step fails for good until it is fixed
+
+
+class Signup(BaseModel):
+    user_id: str
+    email: str
+
+
+@app.step
+def greet_user(user_id: str) -> str:
+    logging.getLogger("durable.workflow.greet").info("greeting %s", user_id)
+    return f"hello {user_id}"
+
+
+@app.workflow(name="greet")
+def greet(ctx: Context, signup: Signup) -> dict[str, str]:
+    return {"greeting": greet_user(signup.user_id)}
+
+
+def publish(callback: Callback) -> str:
+    # Recorded as the step "manager.submit": tests read the URL from the ledger.
+    return callback.url
+
+
+@app.workflow(name="approval")
+def approval(ctx: Context, request: dict[str, Any]) -> dict[str, Any]:
+    try:
+        answer = ctx.wait_for_callback("manager", timeout=timedelta(days=1), submit=publish)
+    except CallbackFailed as e:
+        return {"rejected": e.error_message}
+    return {"approved": answer}
+
+
+@app.workflow(name="signalled")
+def signalled(ctx: Context) -> Any:
+    return ctx.wait_for_signal("go", timeout=timedelta(days=1))
+
+
+@app.workflow(name="sleeper")
+def sleeper(ctx: Context) -> str:
+    ctx.sleep(timedelta(hours=1))
+    return "rested"
+
+
+@app.step
+def fragile() -> str:
+    if FLAKY["fail"]:
+        raise TerminalError("the upstream refused")
+    return "ok"
+
+
+@app.workflow(name="flaky")
+def flaky(ctx: Context) -> str:
+    return fragile()
+
+
+@app.step
+def count(i: int) -> int:
+    return i
+
+
+@app.workflow(name="counter")
+def counter(ctx: Context, n: int) -> int:
+    return sum(count(i) for i in range(n))
+
+
+@app.step(timeout=timedelta(minutes=5))
+def compile_report() -> str:
+    return "report"
+
+
+@app.workflow(name="report")
+def report(ctx: Context) -> str:
+    return compile_report()
