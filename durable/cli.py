@@ -172,20 +172,36 @@ def cmd_start(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    query = {
-        k: v
-        for k, v in (
-            ("workflow", args.workflow),
-            ("status", args.status),
-            ("needs_attention", "true" if args.attention else None),
-            ("limit", str(args.limit)),
-        )
-        if v
-    }
-    page = call(args, "GET", "/runs?" + urllib.parse.urlencode(query))
-    print(render.render_runs(page["runs"]) if page["runs"] else "no runs match")
-    if page.get("next_cursor"):
-        print(f"(more: --cursor {page['next_cursor']})")
+    # The API lists one workflow at a time (an index per workflow, never a scan); without
+    # --workflow the CLI asks each registered workflow and shows the newest first.
+    if args.workflow or args.attention:
+        names: list[str | None] = [args.workflow]
+    else:
+        names = [w["name"] for w in call(args, "GET", "/workflows")["workflows"]]
+    runs: list[dict[str, Any]] = []
+    cursors: list[str] = []
+    for name in names:
+        query = {
+            k: v
+            for k, v in (
+                ("workflow", name),
+                ("status", args.status),
+                ("needs_attention", "true" if args.attention else None),
+                ("limit", str(args.limit)),
+                ("cursor", args.cursor),
+            )
+            if v
+        }
+        page = call(args, "GET", "/runs?" + urllib.parse.urlencode(query))
+        runs += page["runs"]
+        if page.get("next_cursor"):
+            cursors.append(str(page["next_cursor"]))
+    runs.sort(key=lambda r: str(r["updated_at"]), reverse=True)
+    print(render.render_runs(runs[: args.limit]) if runs else "no runs match")
+    if len(names) == 1 and cursors:
+        print(f"(more: --cursor {cursors[0]})")
+    elif cursors or len(runs) > args.limit:
+        print(f"(showing the newest {args.limit}; narrow with --workflow or --status)")
     return 0
 
 
@@ -288,6 +304,7 @@ def parser() -> argparse.ArgumentParser:
     runs.add_argument("--status")
     runs.add_argument("--attention", action="store_true", help="only runs needing attention")
     runs.add_argument("--limit", type=int, default=50)
+    runs.add_argument("--cursor", help="continue a listing of one workflow")
     runs.set_defaults(func=cmd_runs)
 
     show = sub.add_parser("show", help="a run and its ledger")

@@ -1,0 +1,131 @@
+"""``durable dev`` end to end, driven only through HTTP and the CLI.
+
+GIVEN the whole local stack in a subprocess (DynamoDB Local persisted on disk, time 43200x)
+WHEN a worker is SIGKILLed mid-step and the whole dev server is restarted mid-sleep
+THEN every run completes, each side effect happened exactly once, the ledger matches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable.local.harness import DevProcess
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("java") is None, reason="durable dev persists with Java"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def books(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
+    return data
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[DevProcess]:
+    process = DevProcess(
+        tmp_path,
+        app="examples.app:app",
+        time_scale=43200,
+        worker_timeout=4,
+        env={
+            "PYTHONPATH": str(ROOT),
+            "DURABLE_EXAMPLE_EFFECTS": str(tmp_path / "effects.json"),
+            "DURABLE_EXAMPLE_STEP_SECONDS": "1.5",
+        },
+    )
+    process.start()
+    yield process
+    process.stop()
+
+
+def test_runs_survive_a_killed_worker_and_a_restart(dev: DevProcess, tmp_path: Path) -> None:
+    effects = tmp_path / "effects.json"
+    first = dev.http("POST", "/workflows/onboarding/runs", {"user_id": "a", "email": "a@x"})
+    second = dev.http(
+        "POST",
+        "/workflows/onboarding/runs",
+        {"user_id": "b", "email": "b@x"},
+        headers={"Idempotency-Key": "signup-b"},
+    )
+    again = dev.http(
+        "POST",
+        "/workflows/onboarding/runs",
+        {"user_id": "b", "email": "b@x"},
+        headers={"Idempotency-Key": "signup-b"},
+    )
+    assert again["run_id"] == second["run_id"]
+
+    # Kill the worker running the first run while it is inside a step.
+    victim = None
+    deadline = time.time() + 60
+    while victim is None and time.time() < deadline:
+        victim = dev.worker_running(first["run_id"], min_busy=0.3)
+        time.sleep(0.05)
+    assert victim is not None, dev.log_tail()
+    os.kill(victim, signal.SIGKILL)
+
+    approval = dev.http(
+        "POST",
+        "/workflows/expense-approval/runs",
+        {"employee": "ann", "amount": 5, "manager": "bob"},
+    )
+    for run in (first, second, approval):
+        dev.wait_for(run["run_id"], {"WAITING"})
+    assert dev.status()["stats"]["died"] == 1  # the killed worker was noticed and replaced
+
+    # Restart the whole stack while the onboarding runs sleep their three days.
+    dev.stop()
+    dev.start()
+    link = next(str(v) for v in books(effects)["by_key"].values() if "/callbacks/" in str(v))
+    token = link.rsplit("/callbacks/", 1)[1]
+    out = dev.cli("approve", token, "--result", '"bob"')
+    assert "approved" in out.stdout
+
+    for run in (first, second, approval):
+        final = dev.wait_for(run["run_id"], {"SUCCEEDED", "FAILED"}, timeout=120)
+        assert final["status"] == "SUCCEEDED", final
+        assert all(step["status"] == "DONE" for step in final["steps"])
+    # Exactly once: 2 workspaces, 2 projects, 2 welcome + 2 nudge + 1 approval emails, 1 payout.
+    assert books(effects)["effects"] == {"workspace": 2, "email": 5, "project": 2, "payment": 1}
+    detail = dev.http("GET", f"/runs/{first['run_id']}")
+    assert [s["name"] for s in detail["steps"]] == [
+        "provision_workspace",
+        "send_welcome_email",
+        "create_starter_project",
+        "sleep",
+        "send_follow_up_nudge",
+    ]
+
+    listing = dev.cli("runs")
+    assert first["run_id"] in listing.stdout and approval["run_id"] in listing.stdout
+    timeline = dev.cli("show", first["run_id"], "--timeline").stdout
+    assert "sleep" in timeline and "░" in timeline
+
+
+def test_bad_cli_input_gets_one_line_with_the_fix(dev: DevProcess) -> None:
+    unknown = dev.cli("start", "no-such-workflow", "--input", "{}", check=False)
+    assert unknown.returncode == 1
+    assert unknown.stderr.startswith("error: ") and len(unknown.stderr.strip().splitlines()) == 1
+    assert "no-such-workflow" in unknown.stderr
+
+    bad_json = dev.cli("start", "onboarding", "--input", "{not json", check=False)
+    assert bad_json.returncode == 1 and "not valid JSON" in bad_json.stderr
+
+    missing = dev.cli("show", "0" * 26, check=False)
+    assert missing.returncode == 1 and "no run" in missing.stderr.lower()
+
+    invalid = dev.cli("start", "onboarding", "--input", '{"user_id": 5}', check=False)
+    assert invalid.returncode == 1 and "user_id" in invalid.stderr
