@@ -249,6 +249,7 @@ class Execution:
             budget=budget or self.config.default_step_budget,
             semantics=semantics or (defaults.semantics if defaults else "at_least_once"),
             explicit_budget=budget is not None,
+            version=defaults.version if defaults else 1,
         )
 
     def replay_result(self, rec: StepRecord, annotation: Any) -> Any:

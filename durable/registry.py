@@ -98,6 +98,7 @@ class StepOptions:
     retry: RetryPolicy | None = None
     timeout: timedelta | None = None
     semantics: Semantics = "at_least_once"
+    version: int = 1  # recorded as step_version: which code produced a stored result
 
 
 class StepFunction(Generic[P, R]):
@@ -211,6 +212,7 @@ class App:
         retry: RetryPolicy | None = None,
         timeout: timedelta | None = None,
         semantics: Semantics = "at_least_once",
+        version: int = 1,
     ) -> Callable[[Callable[P, R]], StepFunction[P, R]]: ...
 
     def step(
@@ -221,13 +223,21 @@ class App:
         retry: RetryPolicy | None = None,
         timeout: timedelta | None = None,
         semantics: Semantics = "at_least_once",
+        version: int = 1,
     ) -> Any:
-        """Declare a step function with default options (overridable per call)."""
+        """Declare a step function with default options (overridable per call).
+
+        ``version`` is recorded with each result (``step_version``) so a changed step body
+        can be told apart in the ledger, and in checkpoints read by newer code.
+        """
 
         def wrap(f: Callable[P, R]) -> StepFunction[P, R]:
             _reject_async(f, "step")
             check_step_options(retry, timeout, semantics)
-            return StepFunction(f, callable_name(f, name), StepOptions(retry, timeout, semantics))
+            if not isinstance(version, int) or version < 1:
+                raise RegistrationError("version= must be an int >= 1")
+            options = StepOptions(retry, timeout, semantics, version)
+            return StepFunction(f, callable_name(f, name), options)
 
         return wrap(fn) if fn is not None else wrap
 

@@ -53,6 +53,9 @@ class Settings(BaseModel):
     retention_days: int = Field(default=30, ge=1, le=3650)
     due_shards: int = Field(default=4, ge=1, le=64)
     steps_per_invocation: int = Field(default=1000, ge=1)
+    # Waits (sleeps, retry backoffs, condition polls) this short are served inside the
+    # invocation when it has the time; longer ones suspend the run and arm a timer.
+    inprocess_wait_seconds: Seconds = 5
     sweep_grace_seconds: Seconds = 120
     sweep_max_invocations: int = Field(default=500, ge=1, le=10_000)
     # Self-invocations in one unbroken chain before the worker lets the sweeper take over
@@ -122,7 +125,7 @@ class Settings(BaseModel):
             clock_skew=real.clock_skew * scale,
             default_step_budget=real.default_step_budget * scale,
             safety_margin=real.safety_margin * scale,
-            inprocess_wait_threshold=real.inprocess_wait_threshold * scale,
+            inprocess_wait_threshold=timedelta(seconds=self.inprocess_wait_seconds) * scale,
             handoff_grace=real.handoff_grace * scale,
             cancel_check_interval=real.cancel_check_interval * scale,
             sweep_retrigger=real.sweep_retrigger * scale,

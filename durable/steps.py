@@ -30,6 +30,7 @@ class StepOptionsResolved:
     budget: timedelta
     semantics: Semantics
     explicit_budget: bool = False  # timeout= was given, not the default guess
+    version: int = 1
 
 
 class StepRun:
@@ -71,6 +72,7 @@ class StepRun:
             self.name,
             self.kind,
             status,
+            step_version=self.opts.version,
             attempt=self.attempt,
             attempts=list(self.attempts),
             checkpoint=self.checkpoint_payload,

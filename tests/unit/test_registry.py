@@ -137,3 +137,22 @@ def test_the_input_annotation_is_resolved_at_registration() -> None:
 
     wf = app.get_workflow("flow")
     assert wf.takes_input and wf.input_annotation is Signup
+
+
+def test_a_step_version_is_recorded_with_its_result() -> None:
+    app = App()
+
+    @app.step(version=3)
+    def price() -> int:
+        return 42
+
+    @app.workflow
+    def flow(ctx: Context) -> int:
+        return price()
+
+    runner = LocalRunner(app)
+    run = runner.start("flow")
+    runner.run_until_idle()
+    assert runner.history(run.run_id)[0].step_version == 3
+    with pytest.raises(RegistrationError, match="version"):
+        app.step(version=0)(lambda: 1)
