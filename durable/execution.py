@@ -327,13 +327,15 @@ class Execution:
             self._checked_at is not None
             and now - self._checked_at < self.config.cancel_check_interval
         )
-        target = now + max(self.config.lease, needed)
+        must_cover = now + needed  # the lease must outlive this step's budget...
+        target = now + max(self.config.lease, needed)  # ...and is renewed a full lease
         remaining = self.remaining()
         if remaining is not None:
             # The invocation cannot outlive its deadline: a longer lease would only delay
             # the takeover after a crash.
-            target = min(target, now + timedelta(seconds=remaining) + self.config.safety_margin)
-        if until >= target and fresh:
+            deadline = now + timedelta(seconds=remaining) + self.config.safety_margin
+            must_cover, target = min(must_cover, deadline), min(target, deadline)
+        if until >= must_cover and fresh:
             return
         end = max(until, target)
         changes = {
