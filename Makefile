@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit integration bench clean
+.PHONY: demo test test-localstack lint typecheck unit integration bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,9 +15,18 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m examples.demo
 
-# Lint, types, then every test tier that runs on this machine (unit + integration).
-test: $(STAMP) lint typecheck
-	$(BIN)/pytest -m "unit or integration"
+# Lint, types, then the unit and integration tiers (= pytest -m "unit or integration", run as
+# two sessions so each tier reports its own time). The integration tier starts DynamoDB Local
+# and moto's server on 127.0.0.1 itself unless DURABLE_TEST_*_ENDPOINT point at running ones.
+test: $(STAMP) lint typecheck unit integration
+
+# The third tier: the contract and adapter tests against LocalStack. LocalStack's child servers
+# listen on all interfaces, so it runs, with pytest, inside a private loopback-only network
+# namespace (root, or unprivileged user namespaces); the install needs the registries, so it
+# comes first, outside. Fails with LocalStack's log if it cannot start.
+test-localstack: $(STAMP)
+	infra/local/localstack.sh install >/dev/null
+	infra/local/in_private_net.sh infra/local/localstack.sh with -- $(BIN)/pytest -m localstack
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -22,9 +22,10 @@ from tests.conftest import MakeTables
 SIGNUP = {"user_id": "u7", "email": "u7@example.com"}
 
 
-@pytest.fixture(params=["moto", pytest.param("dynamodb-local", marks=pytest.mark.integration)])
-def client(request: pytest.FixtureRequest) -> Any:
-    return request.getfixturevalue("moto_client" if request.param == "moto" else "ddb_local_client")
+@pytest.fixture
+def client(dynamodb_client: Any) -> Any:
+    """On moto in-process, DynamoDB Local and LocalStack (``DYNAMODB_SERVERS`` in conftest)."""
+    return dynamodb_client
 
 
 def build(

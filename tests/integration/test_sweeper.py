@@ -36,9 +36,10 @@ def two(ctx: Context) -> str:
     return ctx.step(work) + ctx.step(work)
 
 
-@pytest.fixture(params=["moto", pytest.param("dynamodb-local", marks=pytest.mark.integration)])
-def client(request: pytest.FixtureRequest) -> Any:
-    return request.getfixturevalue("moto_client" if request.param == "moto" else "ddb_local_client")
+@pytest.fixture
+def client(dynamodb_client: Any) -> Any:
+    """On moto in-process, DynamoDB Local and LocalStack (``DYNAMODB_SERVERS`` in conftest)."""
+    return dynamodb_client
 
 
 class LossyInvoker(MemoryInvoker):

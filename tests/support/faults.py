@@ -1,0 +1,72 @@
+"""Faults injected at the botocore layer, below every adapter and above the network.
+
+``Throttle`` answers a client's DynamoDB requests with a throttling error before they are sent:
+botocore parses the fake response exactly as one from DynamoDB, so its error classes, its retry
+handler and the adapter's translation all see the real thing. It works the same in front of moto
+in-process, DynamoDB Local and LocalStack (the request never leaves the process).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from botocore.awsrequest import AWSPreparedRequest, AWSResponse
+from botocore.compat import HTTPHeaders
+
+THROTTLING_CODES = ("ProvisionedThroughputExceededException", "ThrottlingException")
+
+
+class _Body:
+    """The ``raw`` of an ``AWSResponse``: botocore reads the body through ``stream()``."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+class Throttle:
+    """Answers DynamoDB requests of ``client`` with a throttling error: after letting ``skip``
+    through, the next ``times`` (every one when None); only those of ``operations`` when given
+    (API names: ``PutItem``). Counts what it answered and what it let through."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        times: int | None = None,
+        code: str = "ProvisionedThroughputExceededException",
+        operations: tuple[str, ...] = (),
+        skip: int = 0,
+    ) -> None:
+        self.skip = skip
+        self.times = times
+        self.code = code
+        self.throttled = 0
+        self.passed = 0
+        # First: the first handler that returns a response is the one botocore uses.
+        for event in [f"before-send.dynamodb.{op}" for op in operations] or [
+            "before-send.dynamodb"
+        ]:
+            client.meta.events.register_first(event, self._answer)
+
+    def _answer(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
+        if self.skip > 0 or (self.times is not None and self.throttled >= self.times):
+            self.skip = max(0, self.skip - 1)
+            self.passed += 1
+            return None
+        self.throttled += 1
+        body = json.dumps(
+            {
+                "__type": f"com.amazonaws.dynamodb.v20120810#{self.code}",
+                "message": "Rate of requests exceeds the allowed throughput (injected)",
+            }
+        ).encode()
+        headers = HTTPHeaders()
+        headers["Content-Type"] = "application/x-amz-json-1.0"
+        headers["Content-Length"] = str(len(body))
+        headers["x-amzn-RequestId"] = f"injected-throttle-{self.throttled}"
+        return AWSResponse(request.url, 400, headers, _Body(body))
