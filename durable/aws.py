@@ -20,11 +20,12 @@ import base64
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 from durable.errors import DurableError, StorageError
 
 if TYPE_CHECKING:
+    from durable.ports import EffectStore, Invoker, Ledger, Timers
     from durable.registry import App
     from durable.runtime import Runtime, Services
     from durable.settings import Settings
@@ -81,6 +82,9 @@ class LambdaHandler:
                 services: Services = aws_services(settings)
             else:
                 services = _resolve(self._services)
+            if settings.crash_at and self.function == "worker":
+                # LOCAL ONLY crash injection (a real SIGKILL at one port call): see below.
+                services = crash_injected(services, settings.crash_at)
             telemetry = Telemetry(settings, self.function)
             metered = replace(services, ledger=MeteredLedger(services.ledger, telemetry))
             runtime = Runtime.build(settings, app, metered, telemetry.count)
@@ -92,6 +96,68 @@ class LambdaHandler:
             self.runtime = runtime
             self._handle = telemetry.wrap(handle, self._correlation)
             return self._handle
+
+
+# --- local-only crash injection ---------------------------------------------------------
+
+
+def crash_injected(services: Services, spec: str) -> Services:
+    """LOCAL ONLY: ``services`` whose ledger, effects, timers and invoker SIGKILL this process.
+
+    Set through ``DURABLE_CRASH_AT`` (a ``LOCAL_ONLY`` setting the template never sets) by
+    crash tests that run workers under ``durable dev``. ``spec`` is
+    ``port.method:k:before|after[:once-file]``: the process kills itself with a real SIGKILL
+    (no cleanup, no reply, like a Lambda sandbox dying) right before or after the k-th call
+    of ``port.method`` it makes. With ``once-file``, only if that file does not exist yet; it
+    is created first (holding the point and the pid), so a replacement worker lives on.
+    """
+    import os
+    import signal
+
+    from durable.testing import CrashPlan, CrashPoint
+
+    target, k, when, *rest = spec.split(":", 3)
+    plan = CrashPlan([CrashPoint(target, int(k), "before" if when == "before" else "after")])
+    once = rest[0] if rest else None
+
+    def die(where: str) -> None:
+        if once is not None:
+            try:
+                fd = os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                return  # fired already, in an earlier worker process
+            os.write(fd, f"{where} pid={os.getpid()}\n".encode())
+            os.close(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    class Killing:
+        def __init__(self, name: str, port: Any) -> None:
+            self._name, self._port = name, port
+
+        def __getattr__(self, attr: str) -> Any:
+            value = getattr(self._port, attr)
+            if not callable(value) or attr.startswith("_"):
+                return value
+            key = f"{self._name}.{attr}"
+
+            def call(*args: Any, **kwargs: Any) -> Any:
+                before, after = plan.tick(key)
+                if before:
+                    die(f"before {key}")
+                result = value(*args, **kwargs)
+                if after:
+                    die(f"after {key}")
+                return result
+
+            return call
+
+    return replace(
+        services,
+        ledger=cast("Ledger", Killing("ledger", services.ledger)),
+        effects=cast("EffectStore", Killing("effects", services.effects)),
+        timers=cast("Timers", Killing("timers", services.timers)),
+        invoker=cast("Invoker", Killing("invoker", services.invoker)),
+    )
 
 
 # --- worker ---------------------------------------------------------------------------
@@ -158,10 +224,10 @@ def body_bytes(event: Any) -> int:
     return len(body.encode("utf-8")) if isinstance(body, str) else 0
 
 
-def _refuse(status: int, kind: str, message: str) -> dict[str, Any]:
+def _refuse(status: int, kind: str, message: str, field: str = "body") -> dict[str, Any]:
     from durable.api.errors import HttpError, answer
 
-    found = answer(HttpError(status, kind, message, field="body"))
+    found = answer(HttpError(status, kind, message, field=field))
     headers = {"Content-Type": "application/json", **found.headers}
     return {"statusCode": status, "headers": headers, "body": found.json()}
 
@@ -178,6 +244,11 @@ def _api(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str
         except ValueError:
             return _refuse(400, "MalformedBody", "the body is not UTF-8 text")
         event = {**event, "body": text, "isBase64Encoded": False}
+    from durable.api.preflight import check_body
+
+    refused = check_body(event) if isinstance(event, dict) else None
+    if refused is not None:
+        return _refuse(refused.status, refused.kind, str(refused), refused.field or "body")
     _ = runtime.api  # composed first: composing it creates the idempotency config
     if runtime.idempotency_config is not None:
         runtime.idempotency_config.register_lambda_context(context)
