@@ -19,9 +19,12 @@ from durable.config import EngineConfig
 from durable.errors import InvalidInput
 
 PREFIX = "DURABLE_"
-# Set by ``durable dev`` only; a deployed template never sets them.
-LOCAL_ONLY = frozenset({"time_scale", "clock_file"})
+# Set by ``durable dev`` (and tests through it) only; a deployed template never sets them.
+LOCAL_ONLY = frozenset({"time_scale", "clock_file", "crash_at"})
 _APP_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_CRASH_AT = re.compile(
+    r"^(ledger|effects|timers|invoker)\.[a-z_]+:[1-9][0-9]*:(before|after)(:.+)?$"
+)
 
 Seconds = Annotated[int, Field(ge=0, le=86_400)]
 
@@ -72,12 +75,24 @@ class Settings(BaseModel):
     # the invocation's remaining time) are scaled so they stay real seconds long.
     time_scale: float = Field(default=1.0, gt=0)
     clock_file: str | None = None
+    # Local only (crash tests through ``durable dev``): the worker SIGKILLs itself at one
+    # port call, ``port.method:k:before|after[:once-file]``; see ``durable.aws.crash_injected``.
+    crash_at: str | None = None
 
     @field_validator("app")
     @classmethod
     def _app_ref(cls, value: str) -> str:
         if not _APP_REF.match(value):
             raise ValueError("must be 'package.module:attribute', e.g. 'myapp.workflows:app'")
+        return value
+
+    @field_validator("crash_at")
+    @classmethod
+    def _crash_point(cls, value: str | None) -> str | None:
+        if value is not None and not _CRASH_AT.match(value):
+            raise ValueError(
+                "must be 'port.method:k:before|after[:once-file]', e.g. 'ledger.claim:1:after'"
+            )
         return value
 
     @classmethod
