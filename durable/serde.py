@@ -63,8 +63,14 @@ def decode(text: str | None, annotation: Any = NO_ANNOTATION) -> Any:
 
 
 def canonical_json(value: Any) -> str:
-    """Key-sorted compact JSON: equal inputs hash equal (idempotent start)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """Key-sorted compact JSON: equal inputs hash equal (idempotent start).
+
+    NaN and infinities (``1e999`` parses to inf) are refused: they are not JSON and would
+    be stored as something else than what was sent.
+    """
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
 
 
 def sha256_hex(text: str) -> str:
@@ -89,4 +95,11 @@ def validate_input(value: Any, annotation: Any, workflow: str) -> str:
             f"({e.error_count()} error(s)); send an input matching the workflow's parameter type",
             field=where,
         ) from e
-    return canonical_json(json.loads(adapter.dump_json(validated)))
+    try:
+        return canonical_json(json.loads(adapter.dump_json(validated)))
+    except ValueError as e:  # an infinity or NaN that validation let through
+        raise InvalidInput(
+            f"input of workflow {workflow!r} holds a number JSON cannot carry "
+            "(NaN or infinity, e.g. 1e999)",
+            field="input",
+        ) from e

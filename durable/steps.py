@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.context import StepContext, bind_context, bind_step, reset_context, reset_step
-from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, TerminalError
+from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, StorageError, TerminalError
 from durable.interrupts import WorkerInterrupted, summarize
 from durable.leases import apply_changes
 from durable.model import Attempt, StepKind, StepRecord, StepStatus, format_time, parse_time
@@ -130,6 +130,16 @@ class StepRun:
                 value = self.run_body(body)
                 encoded = serde.encode(value, annotation)
                 decoded = serde.decode(encoded, annotation)
+            except StorageError as error:
+                if error.retryable:
+                    # The ledger or effect store is unavailable (a checkpoint, an effect
+                    # record): not the step's fault. End the invocation; the lease expires
+                    # and the next one replays, like any other transient storage failure.
+                    raise
+                attempt.finished_at = self.x.now_text()
+                attempt.error_class = "terminal"
+                attempt.error = summarize(error, 500)
+                return self.fail_for_good(error, annotation)
             except Exception as error:  # control-flow signals are BaseException
                 attempt.finished_at = self.x.now_text()
                 attempt.error_class = classify(error)

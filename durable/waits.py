@@ -29,7 +29,7 @@ _MAX_NAME = 128
 def check_wait_name(name: str, what: str) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
         raise ValueError(f"{what} name must be a non-empty string of at most {_MAX_NAME} chars")
-    if any(ord(c) < 32 for c in name):
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
         raise ValueError(f"{what} name must not contain control characters")
     return name
 

@@ -105,9 +105,11 @@ class FileServices:
 
     def maybe_fail(self) -> None:
         with self._books() as books:
-            if books["flaky"] > 0:
+            fail = books["flaky"] > 0
+            if fail:
                 books["flaky"] -= 1
-                raise ConnectionError("upstream timed out (simulated)")
+        if fail:  # raised after the books are written back, so the count really drops
+            raise ConnectionError("upstream timed out (simulated)")
 
     @property
     def effects(self) -> Counter[str]:

@@ -9,10 +9,15 @@ store or hash can encode, and bodies labelled as forms or other media types.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from durable.api.errors import HttpError
+
+# Routes whose body is a request object (not a workflow input or a signal payload, which
+# may be any JSON): Powertools would otherwise take the first item of a JSON array.
+_OBJECT_BODY = re.compile(r"^/(callbacks/[^/]+|runs/[^/]+/(cancel|retry|fork))/?$")
 
 MAX_DEPTH = 32  # far beyond any workflow input; far below the parser's recursion limit
 JSON_TYPES = ("application/json", "text/json")
@@ -74,6 +79,13 @@ def check_body(event: Mapping[str, Any]) -> HttpError | None:
             400,
             "MalformedJSON",
             "the body holds an unpaired surrogate escape (\\ud800-\\udfff); send valid Unicode",
+            field="body",
+        )
+    if not isinstance(parsed, dict) and _OBJECT_BODY.match(str(event.get("path", ""))):
+        return HttpError(
+            422,
+            "InvalidInput",
+            'the body must be a JSON object, e.g. {"reason": "..."}',
             field="body",
         )
     return None

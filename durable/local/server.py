@@ -73,6 +73,9 @@ class DevServer:
         self.http: ThreadingHTTPServer | None = None
         self.env: dict[str, str] = {}
         self._stop = threading.Event()
+        # The API and sweeper handlers run in this process; on Lambda each container handles
+        # one event at a time, and Powertools' metrics rely on that: serialize them here.
+        self.handler_lock = threading.Lock()
         self.clock = vclock.ScaledClock(
             vclock.load_or_create(options.state_dir / "clock.json", options.time_scale)
         )
@@ -247,7 +250,9 @@ class DevServer:
                 context = LocalContext(
                     "durable-api-dev", event["requestContext"]["requestId"], time.time() + 30
                 )
-                status, headers, data = from_proxy_result(api_handler[0](event, context))
+                with server.handler_lock:
+                    result = api_handler[0](event, context)
+                status, headers, data = from_proxy_result(result)
                 self._reply(status, headers, data)
 
             def _invoke(self, path: str, body: bytes) -> None:
@@ -287,9 +292,10 @@ class DevServer:
         handler = load_handler("handlers.sweeper:handler")
         while not self._stop.wait(self.o.sweep_interval):
             try:
-                handler(
-                    {"source": "local.sweeper"},
-                    LocalContext("durable-sweeper-dev", "sweep", time.time() + 30),
-                )
+                with self.handler_lock:
+                    handler(
+                        {"source": "local.sweeper"},
+                        LocalContext("durable-sweeper-dev", "sweep", time.time() + 30),
+                    )
             except Exception:
                 log.warning("sweep failed", exc_info=True)

@@ -524,9 +524,9 @@ WORKER_CASES = [
         step_status(StepStatus.TERMINAL_FAILED),
         STORAGE,
     ),
-    # write_step_fenced: a checkpoint (step + lease renewal in one transaction). It is called
-    # from inside the step's body, so a storage error there is, today, a failed attempt of
-    # the step, retried by its policy (see the xfail test below for when none is left).
+    # write_step_fenced: a checkpoint (step + lease renewal in one transaction), called from
+    # inside the step's body: a retryable storage error there ends the invocation, and the
+    # next one resumes the step from its last checkpoint (see the test below).
     case("checkpoint-condition", "mixed", "write_step_fenced", "condition", always, "lease_lost"),
     case("checkpoint-before", "mixed", "write_step_fenced", "before", always, STORAGE, "suspended"),
     case("checkpoint-after", "mixed", "write_step_fenced", "after", always, STORAGE, "suspended"),
@@ -655,13 +655,7 @@ def test_a_takeover_whose_count_fails_to_record_is_retried(world: World) -> None
     assert_clean_end(world, "mixed", run)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a retryable StorageError from a checkpoint (or an effect record, or a "
-    "heartbeat) inside a step body is taken as the step's own failure; with no attempt left "
-    "the step fails for good, the run FAILS and its compensations run, over a transient "
-    "storage fault (Engine._conclude re-raises it everywhere else)",
-)
+# Was a bug: a retryable StorageError inside a step body counted as the step's failure.
 def test_a_throttled_checkpoint_does_not_fail_a_step_that_has_no_retry_left(
     world: World,
 ) -> None:
