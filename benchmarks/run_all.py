@@ -1,6 +1,7 @@
 """Run every benchmark and print one table: figure, measured, target, verdict.
 
     python -m benchmarks.run_all
+    python -m benchmarks.run_all --dev-stack   # plus the local stack (about 3 more minutes)
 
 The memory-ledger figures run first; one DynamoDB Local server (or the one at
 ``DURABLE_TEST_DYNAMODB_ENDPOINT``) then serves every DynamoDB figure. Without Java the
@@ -11,6 +12,7 @@ See docs/performance.md for what each figure means.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import platform
@@ -55,6 +57,13 @@ def load() -> str:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--dev-stack",
+        action="store_true",
+        help="also measure durable dev (benchmarks.dev_stack): about 3 more minutes",
+    )
+    args = parser.parse_args()
     started = time.perf_counter()
     say(
         f"durable benchmarks: Python {platform.python_version()} on {platform.machine()}, "
@@ -94,6 +103,25 @@ def main() -> None:
     missed = [f.name for f in figures if f.verdict == "MISSED"]
     if missed:
         print("missed: " + "; ".join(n.strip() for n in missed))
+    sys.stdout.flush()
+    if args.dev_stack:
+        dev_stack_section()
+
+
+# --- optional: the local stack (durable dev) ---------------------------------------------
+# Separate from the table above: it launches whole `durable dev` stacks (each with its
+# own DynamoDB Local) for minutes, so it runs only when asked for, after the main table.
+
+
+def dev_stack_section() -> None:
+    from benchmarks import dev_stack
+
+    started = time.perf_counter()
+    say("\ndurable dev: start-up, timer lateness, throughput, recovery, storage per sleep ...")
+    figures = guarded(dev_stack.PLANNED, dev_stack.measure)
+    print("\n== durable dev: the local stack (optional, --dev-stack) ==")
+    print(format_table(figures))
+    print(f"\n{time.perf_counter() - started:.0f} s; {load()}")
     sys.stdout.flush()
 
 

@@ -51,7 +51,13 @@ class DevProcess:
         self.worker_timeout = worker_timeout
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, **(env or {}), "DURABLE_ENDPOINT": self.base}
+        # Unbuffered, so the log shows what happened up to a failure.
+        self.env = {
+            **os.environ,
+            **(env or {}),
+            "DURABLE_ENDPOINT": self.base,
+            "PYTHONUNBUFFERED": "1",
+        }
         self.say = say or (lambda text: None)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "durable-dev.log"
@@ -122,7 +128,13 @@ class DevProcess:
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_path.exists():
             return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        # Metric lines (Powertools' EMF) would drown what happened: leave them out.
+        kept = [
+            line
+            for line in self.log_path.read_text(errors="replace").splitlines()
+            if '"_aws":' not in line
+        ]
+        return "\n".join(kept[-lines:])
 
     # --- doors -------------------------------------------------------------------------
 

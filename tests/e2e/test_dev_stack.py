@@ -1,6 +1,6 @@
 """``durable dev`` end to end, driven only through HTTP and the CLI.
 
-GIVEN the whole local stack in a subprocess (DynamoDB Local persisted on disk, time 43200x)
+GIVEN the whole local stack in a subprocess (DynamoDB Local persisted on disk, time 8640x)
 WHEN a worker is SIGKILLed mid-step and the whole dev server is restarted mid-sleep
 THEN every run completes, each side effect happened exactly once, the ledger matches.
 """
@@ -38,7 +38,9 @@ def dev(tmp_path: Path) -> Iterator[DevProcess]:
     process = DevProcess(
         tmp_path,
         app="examples.app:app",
-        time_scale=43200,
+        # 3 days = 30 s: longer than a killed worker's recovery (about 15 s), so the
+        # restart below lands while the runs sleep.
+        time_scale=8640,
         worker_timeout=4,
         env={
             "PYTHONPATH": str(ROOT),
@@ -83,7 +85,7 @@ def test_runs_survive_a_killed_worker_and_a_restart(dev: DevProcess, tmp_path: P
         {"employee": "ann", "amount": 5, "manager": "bob"},
     )
     for run in (first, second, approval):
-        dev.wait_for(run["run_id"], {"WAITING"})
+        dev.wait_for(run["run_id"], {"WAITING"}, timeout=120)
     assert dev.status()["stats"]["died"] == 1  # the killed worker was noticed and replaced
 
     # Restart the whole stack while the onboarding runs sleep their three days.
