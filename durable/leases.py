@@ -51,6 +51,15 @@ def claimed(
     )
 
 
+def check_listing(workflow: str | None, needs_attention: bool | None) -> None:
+    """Listing is served by the listing or the attention index, never a table scan."""
+    if not needs_attention and workflow is None:
+        raise ValueError(
+            "list_runs needs workflow= or needs_attention=True (served by an index, "
+            "never a table scan)"
+        )
+
+
 def guard_holds(run: RunRecord, guard: RunGuard) -> bool:
     if run.fence != guard.fence or run.lease_owner != guard.owner:
         return False

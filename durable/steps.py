@@ -95,7 +95,7 @@ class StepRun:
         if prev is not None and prev.status == StepStatus.RUNNING:
             interrupted = self.interrupted(prev)
             if interrupted is not None:
-                outcome = self.after_failure(interrupted, None, annotation, body)
+                outcome = self.after_failure(interrupted, annotation)
                 if outcome is not _RETRY_NOW:
                     return outcome
         while True:
@@ -144,7 +144,7 @@ class StepRun:
                 attempt.finished_at = self.x.now_text()
                 attempt.error_class = classify(error)
                 attempt.error = summarize(error, 500)
-                outcome = self.after_failure(error, attempt, annotation, body)
+                outcome = self.after_failure(error, annotation)
                 if outcome is _RETRY_NOW:
                     continue
                 return outcome
@@ -188,13 +188,7 @@ class StepRun:
             last.error = summarize(error, 500)
         return error
 
-    def after_failure(
-        self,
-        error: BaseException,
-        attempt: Attempt | None,
-        annotation: Any,
-        body: Callable[[], Any],
-    ) -> Any:
+    def after_failure(self, error: BaseException, annotation: Any) -> Any:
         delay = self.opts.retry.next_delay(self.attempt - self.attempt_base, error)
         if delay is None:
             return self.fail_for_good(error, annotation)

@@ -38,7 +38,7 @@ from durable.adapters.dynamodb_support import (
 )
 from durable.errors import PayloadTooLarge, StorageError
 from durable.ids import due_shard
-from durable.leases import claim_kind, claimed, normalize_changes
+from durable.leases import check_listing, claim_kind, claimed, normalize_changes
 from durable.limits import check_item_size
 from durable.model import (
     FINAL_STEP_STATUSES,
@@ -434,6 +434,7 @@ class DynamoLedger(EventsMixin):
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[RunRecord]:
+        check_listing(workflow, needs_attention)
         e = Expr()
         filters: list[str] = []
         if needs_attention:
@@ -453,11 +454,8 @@ class DynamoLedger(EventsMixin):
                 filters.append(
                     f"(attribute_not_exists({na}) OR {na} = {e.value({'BOOL': False}, 'na')})"
                 )
-        else:
-            raise ValueError(
-                "list_runs needs workflow= or needs_attention=True (served by an index, "
-                "never a table scan)"
-            )
+        else:  # unreachable: check_listing refused it above
+            raise AssertionError("listing without an index")
         if version is not None:
             filters.append(f"{e.name('version')} = {e.value(n(version), 'ver')}")
         items: list[RunRecord] = []

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from durable.ids import due_shard, timer_name
-from durable.leases import apply_changes, claim_kind, claimed, guard_holds
+from durable.leases import apply_changes, check_listing, claim_kind, claimed, guard_holds
 from durable.limits import check_item_size
 from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord, StepStatus
 from durable.ports import (
@@ -252,11 +252,7 @@ class MemoryLedger:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[RunRecord]:
-        if not needs_attention and workflow is None:
-            raise ValueError(
-                "list_runs needs workflow= or needs_attention=True (served by an index, "
-                "never a table scan)"
-            )
+        check_listing(workflow, needs_attention)
         with self._lock:
             runs = [
                 r
