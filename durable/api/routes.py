@@ -55,16 +55,27 @@ def _errors(*codes: int) -> dict[int, Any]:
         409: "Conflict with the run's state or an earlier request",
         410: "The callback expired",
         413: "Body too large",
+        415: "The body is not JSON (send it as application/json)",
         422: "Invalid input; `field` names it",
+        503: "Storage is busy or a dependency is not configured; retry later",
     }
+    # Every route reads the ledger, so every route may answer 503 (retryable).
     return {
         code: {"description": described[code], "content": {JSON: {"model": ErrorResponse}}}
-        for code in codes
+        for code in sorted({*codes, 503})
     }
 
 
-def _ok(status: int, description: str) -> dict[int, Any]:
-    return {status: {"description": description}}
+# Every route with a body: unparseable (400), above max_body_bytes (413), not JSON (415),
+# the wrong shape (422). The preflight and the handler factory answer these for all routes.
+BODY = (400, 413, 415, 422)
+
+
+def _ok(status: int, description: str, model: Any = None) -> dict[int, Any]:
+    # Passing responses= replaces Powertools' default success answer: declare it here.
+    if model is None:
+        return {status: {"description": description}}
+    return {status: {"description": description, "content": {JSON: {"model": model}}}}
 
 
 def _json(status: int, model: Any) -> Response[Any]:
@@ -104,7 +115,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/workflows/<name>/runs",
         summary="Start a run (the body is the workflow's input)",
         tags=["runs"],
-        responses={**_ok(202, "Run accepted"), **_errors(400, 404, 409, 413, 422)},
+        responses={**_ok(202, "Run accepted"), **_errors(*BODY, 404, 409)},
     )
     def start(name: str, idempotency_key: IdempotencyKey = None) -> Response[RunSummary]:
         payload = parse_json(app.current_event.body)
@@ -117,7 +128,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         tags=["webhooks"],
         responses={
             **_ok(202, "Run accepted"),
-            **_errors(400, 401, 404, 409, 413, 422),
+            **_errors(*BODY, 401, 404, 409),
         },
     )
     def hook(name: str, idempotency_key: IdempotencyKey = None) -> Response[RunSummary]:
@@ -130,7 +141,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/runs/<run_id>",
         summary="A run: status, result or error, and its step ledger",
         tags=["runs"],
-        responses=_errors(404),
+        responses={**_ok(200, "The run", RunDetail), **_errors(404)},
     )
     def get_run(run_id: str) -> RunDetail:
         return service().get_run(unquote(run_id))
@@ -139,7 +150,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/runs",
         summary="List runs of a workflow, or those needing attention (newest first)",
         tags=["runs"],
-        responses=_errors(400, 422),
+        responses={**_ok(200, "A page of runs", RunPage), **_errors(400, 422)},
     )
     def list_runs(
         workflow: Annotated[str | None, Query(max_length=200)] = None,
@@ -162,7 +173,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/callbacks/<token>",
         summary="Answer a callback: approve with a result or reject with an error",
         tags=["events"],
-        responses={**_ok(202, "Answer recorded"), **_errors(400, 404, 409, 410, 422)},
+        responses={**_ok(202, "Answer recorded"), **_errors(*BODY, 404, 409, 410)},
     )
     def callback(token: str, body: CallbackRequest) -> Response[CallbackAccepted]:
         return _json(202, service().complete_callback(unquote(token), body))
@@ -171,7 +182,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/runs/<run_id>/signals/<name>",
         summary="Send a named signal (the body is its payload)",
         tags=["events"],
-        responses={**_ok(202, "Signal stored"), **_errors(400, 404, 409, 413, 422)},
+        responses={**_ok(202, "Signal stored"), **_errors(*BODY, 404, 409)},
     )
     def signal(run_id: str, name: str) -> Response[SignalAccepted]:
         payload = parse_json(app.current_event.body)
@@ -181,7 +192,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/runs/<run_id>/cancel",
         summary="Cancel a run, optionally running its compensations",
         tags=["operator"],
-        responses={**_ok(202, "Cancel accepted"), **_errors(400, 404, 409, 422)},
+        responses={**_ok(202, "Cancel accepted"), **_errors(*BODY, 404, 409)},
     )
     def cancel(run_id: str, body: CancelRequest) -> Response[RunSummary]:
         return _json(202, service().cancel(unquote(run_id), body, caller()))
@@ -190,7 +201,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/runs/<run_id>/retry",
         summary="Retry a failed run from its failed step (optionally on a newer version)",
         tags=["operator"],
-        responses={**_ok(202, "Retry accepted"), **_errors(400, 404, 409, 422)},
+        responses={**_ok(202, "Retry accepted"), **_errors(*BODY, 404, 409)},
     )
     def retry(run_id: str, body: RetryRequest) -> Response[RunSummary]:
         return _json(202, service().retry(unquote(run_id), body, caller()))
@@ -199,7 +210,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/runs/<run_id>/fork",
         summary="Start a new run from a copy of this run's ledger up to a step",
         tags=["operator"],
-        responses={**_ok(201, "Forked run created"), **_errors(400, 404, 409, 422)},
+        responses={**_ok(201, "Forked run created"), **_errors(*BODY, 404, 409)},
     )
     def fork(run_id: str, body: ForkRequest) -> Response[RunSummary]:
         return _json(201, service().fork(unquote(run_id), body, caller()))

@@ -4,10 +4,6 @@ One stack per module (composing the handlers and creating the tables costs ~1 s;
 then calls it hundreds of times): a run waiting for its callback (its token), a run waiting
 for a signal, a finished run. Every refused request must leave both tables as they were, so
 the state is shared safely; the schema fuzzing, which may also be accepted, gets its own.
-
-``list_taken_for_object`` names the one class of bad input still accepted today; its strict
-xfail test in ``test_api_bad_input.py`` fails the day the bug is fixed: then drop the filter
-that uses it so the property covers it again.
 """
 
 from __future__ import annotations
@@ -81,11 +77,3 @@ def target() -> Iterator[Target]:
         yield build_target()
     lib.__dict__.clear()
     lib.__dict__.update(saved)
-
-
-# --- a known bug (see the strict xfail test in test_api_bad_input.py) -----------------------
-
-
-def list_taken_for_object(value: Any) -> bool:
-    """A JSON array whose first item is an object: a schema'd route takes that item (bug)."""
-    return isinstance(value, list) and bool(value) and isinstance(value[0], dict)
