@@ -27,6 +27,7 @@ from durable.errors import (
     LeaseLost,
     RunCanceled,
     RunNotFound,
+    StepFailed,
     StorageError,
     Suspend,
     WorkflowNotFound,
@@ -387,7 +388,10 @@ class Engine:
     ) -> Outcome:
         """FAILED with the original error; a failed compensation is appended, never lost."""
         err = cause or RunError(
-            type=error_type_name(error), message=summarize(error), retryable=False
+            type=error_type_name(error),
+            message=summarize(error),
+            retryable=False,
+            position=failed_position(error),
         )
         if undo_failed is not None:
             err = RunError(
@@ -477,11 +481,19 @@ class Engine:
 
         return complete_callback(self, token, result, error)
 
-    def signal(self, run_id: str, name: str, payload: Any = None) -> SignalRecord:
-        """Deliver a named signal; buffered until the run waits for it."""
+    def signal(
+        self, run_id: str, name: str, payload: Any = None, *, key: str | None = None
+    ) -> SignalRecord:
+        """Deliver a named signal; buffered until the run waits for it.
+
+        With an idempotency ``key`` (1-256 characters, no control characters; scoped to
+        the run and the signal's name) the signal is stored once: a repeat with the same
+        payload returns the stored signal (same ``signal_id``) and writes nothing; another
+        payload raises ``IdempotencyConflict``. Without one, every call stores a new signal.
+        """
         from durable.events import send_signal
 
-        return send_signal(self, run_id, name, payload)
+        return send_signal(self, run_id, name, payload, key).signal
 
     def sweep(self, now: datetime | None = None) -> SweepReport:
         """Invoke a worker for every run due before ``now - sweep_grace`` (capped)."""
@@ -557,3 +569,17 @@ class Engine:
             limit=limit,
             cursor=cursor,
         )
+
+
+def failed_position(error: BaseException) -> str | None:
+    """The step whose failure ended the run: the StepFailed the workflow let escape, or
+    the one it was handling when it raised (``raise X from e`` and a raise inside
+    ``except``). A step failure the workflow caught and moved past is not in the chain."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, StepFailed):
+            return current.position
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None

@@ -107,13 +107,29 @@ class RunError:
     type: str
     message: str
     retryable: bool = False
+    # The step whose failure ended the run (None when the workflow's own code raised):
+    # an operator's retry reopens that step and no other.
+    position: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "message": self.message, "retryable": self.retryable}
+        data: dict[str, Any] = {
+            "type": self.type,
+            "message": self.message,
+            "retryable": self.retryable,
+        }
+        if self.position is not None:
+            data["position"] = self.position
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunError:
-        return cls(str(data["type"]), str(data["message"]), bool(data.get("retryable", False)))
+        position = data.get("position")
+        return cls(
+            str(data["type"]),
+            str(data["message"]),
+            bool(data.get("retryable", False)),
+            str(position) if position is not None else None,
+        )
 
 
 @dataclass(slots=True)
@@ -223,7 +239,12 @@ class StepRecord:
 
 @dataclass(slots=True)
 class SignalRecord:
-    """A signal item (``RUN#<id>`` / ``SIGNAL#<name>#<ulid>``), consumed in order."""
+    """A signal item (``RUN#<id>`` / ``SIGNAL#<name>#<ulid>``), consumed in order.
+
+    A signal sent with an idempotency key is stored at ``SIGNAL#<name>#K#<key_hash>``
+    instead (so a repeat finds it); ``signal_id`` stays the ULID of its arrival, which
+    orders consumption for both kinds. ``payload_hash`` tells a repeat from a reuse.
+    """
 
     run_id: str
     name: str
@@ -231,6 +252,8 @@ class SignalRecord:
     payload: str
     received_at: str
     consumed_by: str | None = None
+    key_hash: str | None = None
+    payload_hash: str | None = None
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from durable.model import (
     RunRecord,
     RunStatus,
     StepKind,
+    StepRecord,
     StepStatus,
     format_time,
     position_path,
@@ -157,12 +158,6 @@ def retry(
         version = upgrade_to
     else:
         engine.app.get_workflow(run.workflow, run.version)  # still deployed?
-    for step in history.steps.values():
-        if step.status == StepStatus.TERMINAL_FAILED:
-            detail = {**(step.detail or {}), "attempt_base": step.attempt}
-            engine.ledger.reopen_step(
-                replace(step, status=StepStatus.RETRYABLE_FAILED, detail=detail)
-            )
     now = format_time(engine.clock.now())
     try:
         reopened = engine.ledger.operate(
@@ -181,6 +176,7 @@ def retry(
                 "takeover_mark": 0,
                 "due_at": now,
             },
+            reopen=_failed_step(history),
             operation=_operation(
                 engine,
                 "retry",
@@ -194,6 +190,19 @@ def retry(
         raise InvalidState(f"run {run_id} changed meanwhile; look at it again") from e
     engine.invoke_worker(run_id, "retry")
     return reopened
+
+
+def _failed_step(history: RunHistory) -> StepRecord | None:
+    """The failed step to run again: the one whose failure ended the run, with a fresh
+    retry budget (``attempt_base``). Step failures the workflow caught and moved past stay
+    final (re-running them could change the path replay must follow); a run that failed
+    in its own code, with no step at fault, replays as it is (the fix is ``upgrade_to``)."""
+    error = history.run.error
+    step = history.steps.get(error.position) if error and error.position else None
+    if step is None or step.status != StepStatus.TERMINAL_FAILED:
+        return None
+    detail = {**(step.detail or {}), "attempt_base": step.attempt}
+    return replace(step, status=StepStatus.RETRYABLE_FAILED, detail=detail)
 
 
 # --- fork -------------------------------------------------------------------------

@@ -56,6 +56,15 @@ class RunFinished(DurableError):
         self.current = current
 
 
+class SignalExists(DurableError):
+    """``add_signal`` found a signal stored under the same idempotency key (same run and
+    name); ``existing`` is what is stored. Nothing was written."""
+
+    def __init__(self, existing: SignalRecord) -> None:
+        super().__init__(f"signal {existing.name!r} with that key is already stored")
+        self.existing = existing
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     run: RunRecord
@@ -137,20 +146,19 @@ class Ledger(Protocol):
         operation: Mapping[str, str] | None = None,
         bump_inbox: bool = False,
         unleased: bool = False,
+        reopen: StepRecord | None = None,
     ) -> RunRecord:
         """An operator's change to a run that no worker may be holding (retry, cancel).
 
         Conditional on the status being one of ``statuses`` (and, with ``unleased``, no
         lease held); appends ``operation`` to the run's ``operations`` log; with
         ``bump_inbox`` increments ``inbox`` like every external event so a running owner
-        notices. Returns the new item or raises ``ConditionFailed`` with the stored one.
+        notices. With ``reopen`` (a retry), the same atomic write replaces that step's
+        TERMINAL_FAILED record: the only write that touches a final record, and never
+        without the run changing with it. Returns the new item or raises
+        ``ConditionFailed`` with the stored one (nothing written), also when the step is
+        not TERMINAL_FAILED any more.
         """
-        ...
-
-    def reopen_step(self, step: StepRecord) -> bool:
-        """Replace a TERMINAL_FAILED step with ``step`` (a retry reopens it); False if the
-        stored step is not TERMINAL_FAILED any more. The only write that touches a final
-        record, and only on an operator's explicit retry."""
         ...
 
     def write_step(self, step: StepRecord) -> StepRecord:
@@ -190,6 +198,10 @@ class Ledger(Protocol):
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         """Store a signal item and bump the run's inbox (``due_at = now``) atomically.
 
+        A keyed signal (``key_hash`` set) is stored only if no signal of that run and name
+        carries the same ``key_hash``; otherwise raises ``SignalExists`` with the stored
+        one, and neither the signal nor the inbox is written. That check comes first: a
+        repeat of a signal the run received before it finished is still a repeat.
         Raises ``RunFinished`` (nothing written) when the run is missing or terminal.
         """
         ...

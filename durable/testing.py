@@ -27,7 +27,7 @@ from durable.config import EngineConfig
 from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine import Engine, Outcome
 from durable.errors import RunNotFound
-from durable.model import RunRecord, StepRecord
+from durable.model import RunRecord, SignalRecord, StepRecord
 from durable.ports import EffectStore, Invocation
 from durable.registry import App
 
@@ -188,8 +188,24 @@ class LocalRunner:
         """Answer a callback (as the API route would); ``run_until_idle`` then resumes it."""
         return self.engine.complete_callback(token, result, error)
 
-    def signal(self, run_id: str, name: str, payload: Any = None) -> None:
-        self.engine.signal(run_id, name, payload)
+    def signal(
+        self, run_id: str, name: str, payload: Any = None, *, key: str | None = None
+    ) -> SignalRecord:
+        """Send a signal (as the API route would); ``key`` makes a repeat store nothing."""
+        return self.engine.signal(run_id, name, payload, key=key)
+
+    # Operator decisions, as the API and the CLI make them; ``run_until_idle`` then acts.
+
+    def cancel(
+        self, run_id: str, reason: str = "canceled in a test", compensate: bool = False
+    ) -> RunRecord:
+        return self.engine.cancel(run_id, reason, compensate, requested_by="local-runner")
+
+    def retry(self, run_id: str, upgrade_to: int | None = None) -> RunRecord:
+        return self.engine.retry(run_id, upgrade_to, requested_by="local-runner")
+
+    def fork(self, run_id: str, from_step: int | str) -> RunRecord:
+        return self.engine.fork(run_id, from_step, requested_by="local-runner")
 
     def _invoke(self, run_id: str, hop: int, reason: str = "") -> list[Outcome]:
         self._request += 1

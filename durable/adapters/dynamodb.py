@@ -282,6 +282,7 @@ class DynamoLedger(EventsMixin):
         operation: Mapping[str, str] | None = None,
         bump_inbox: bool = False,
         unleased: bool = False,
+        reopen: StepRecord | None = None,
     ) -> RunRecord:
         e = Expr()
         allowed = ", ".join(e.value(s(v), "st") for v in statuses)
@@ -301,24 +302,58 @@ class DynamoLedger(EventsMixin):
         update = self._change_expression(e, run_id, changes, extra)
         if not update:  # nothing to change: still a conditional check that the run fits
             update = f"SET {e.name('status')} = {e.name('status')}"
+        if reopen is not None:
+            return self._operate_reopening(run_id, " AND ".join(parts), update, e, reopen)
         new = self._update(run_id, " AND ".join(parts), update, e)
         check_item_size(new, f"run {run_id}")
         return new
 
-    def reopen_step(self, step: StepRecord) -> bool:
+    def _operate_reopening(
+        self, run_id: str, condition: str, update: str, e: Expr, step: StepRecord
+    ) -> RunRecord:
+        """The run's change and the step's reopening in one transaction: a retry never
+        leaves a reopened step under a run that stayed FAILED, nor a PENDING run whose
+        failed step would fail it again on replay."""
+        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
         try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=step_to_item(step),
-                ConditionExpression="#status = :failed",
-                ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={":failed": s(StepStatus.TERMINAL_FAILED.value)},
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
+                            "ConditionExpression": f"attribute_exists(pk) AND {condition}",
+                            "UpdateExpression": update,
+                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                            **e.kwargs(),  # type: ignore[typeddict-item]
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": step_to_item(step),
+                            "ConditionExpression": "#status = :failed",
+                            "ExpressionAttributeNames": {"#status": "status"},
+                            "ExpressionAttributeValues": {
+                                ":failed": s(StepStatus.TERMINAL_FAILED.value)
+                            },
+                        }
+                    },
+                ]
             )
-        except self.client.exceptions.ConditionalCheckFailedException:
-            return False
+        except self.client.exceptions.TransactionCanceledException as err:
+            reasons = getattr(err, "response", {}).get("CancellationReasons", [])
+            codes = [r.get("Code") for r in reasons]
+            if "ConditionalCheckFailed" in codes:
+                old = reasons[0].get("Item") if codes[0] == "ConditionalCheckFailed" else None
+                raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id)) from err
+            storage_error(err, f"retrying run {run_id}")
         except Exception as err:
-            storage_error(err, f"reopening step {step.position}")
-        return True
+            storage_error(err, f"retrying run {run_id}")
+        new = self.get_run(run_id)  # a transaction returns no item: read it back
+        if new is None:  # deleted between the two calls (a TTL purge): as if it never was
+            raise ConditionFailed(None)
+        return new
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         e = Expr()

@@ -54,6 +54,7 @@ class ErrorMap(MapAttribute[str, Any]):
     type = UnicodeAttribute()
     message = UnicodeAttribute()
     retryable = BooleanAttribute(default=False)
+    position = UnicodeAttribute(null=True)
 
 
 class AttemptMap(MapAttribute[str, Any]):
@@ -158,6 +159,10 @@ class SignalItem(_Base):
     payload = UnicodeAttribute()
     received_at = UnicodeAttribute()
     consumed_by = UnicodeAttribute(null=True)
+    # Keyed signals only: never the key itself (it may be a secret), only hashes of it
+    # (also in the sort key) and of the payload (tells a retry from a reused key).
+    key_hash = UnicodeAttribute(null=True)
+    payload_hash = UnicodeAttribute(null=True)
 
 
 # --- the codec ---------------------------------------------------------------------------
@@ -273,17 +278,33 @@ def step_to_item(step: StepRecord) -> dict[str, Any]:
     )
 
 
+def signal_sk(signal: SignalRecord) -> str:
+    """``SIGNAL#<name>#<ulid>``, or ``SIGNAL#<name>#K#<key_hash>`` for a keyed signal.
+
+    The keyed form depends on the key alone, not on the time of arrival, so a retried
+    send lands on the same item and its conditional put is the dedupe. It cannot collide
+    with an unkeyed one even though names may hold ``#``: the last segment is a 32-hex
+    hash there and a 26-character ULID here. Consumption order comes from ``signal_id``
+    (the arrival ULID, stored on both kinds), never from the sort key.
+    """
+    if signal.key_hash is not None:
+        return f"{SIGNAL_PREFIX}{signal.name}#K#{signal.key_hash}"
+    return f"{SIGNAL_PREFIX}{signal.name}#{signal.signal_id}"
+
+
 def signal_to_item(signal: SignalRecord) -> dict[str, Any]:
     return _item(
         {
             "pk": run_pk(signal.run_id),
-            "sk": f"{SIGNAL_PREFIX}{signal.name}#{signal.signal_id}",
+            "sk": signal_sk(signal),
             "run_id": signal.run_id,
             "name": signal.name,
             "signal_id": signal.signal_id,
             "payload": signal.payload,
             "received_at": signal.received_at,
             "consumed_by": signal.consumed_by,
+            "key_hash": signal.key_hash,
+            "payload_hash": signal.payload_hash,
         }
     )
 
@@ -367,6 +388,8 @@ def item_to_signal(raw: dict[str, Any]) -> SignalRecord:
         payload=d["payload"],
         received_at=d["received_at"],
         consumed_by=d.get("consumed_by"),
+        key_hash=d.get("key_hash"),
+        payload_hash=d.get("payload_hash"),
     )
 
 

@@ -23,6 +23,7 @@ from durable.ports import (
     RunExists,
     RunFinished,
     RunGuard,
+    SignalExists,
     WaitNotPending,
 )
 
@@ -120,13 +121,20 @@ class MemoryLedger:
         operation: Mapping[str, str] | None = None,
         bump_inbox: bool = False,
         unleased: bool = False,
+        reopen: StepRecord | None = None,
     ) -> RunRecord:
         with self._lock:
             run = self._runs.get(run_id)
+            steps = self._steps.get(run_id, {})
+            stored = steps.get(reopen.position) if reopen is not None else None
             if (
                 run is None
                 or run.status.value not in statuses
                 or (unleased and run.lease_owner is not None)
+                or (
+                    reopen is not None
+                    and (stored is None or stored.status != StepStatus.TERMINAL_FAILED)
+                )
             ):
                 raise ConditionFailed(copy_run(run) if run else None)
             new = apply_changes(run, dict(changes))
@@ -136,16 +144,9 @@ class MemoryLedger:
                 new = replace(new, inbox=run.inbox + 1)
             check_item_size(new, f"run {run_id}")
             self._runs[run_id] = new
+            if reopen is not None:
+                steps[reopen.position] = copy_step(reopen)
             return copy_run(new)
-
-    def reopen_step(self, step: StepRecord) -> bool:
-        with self._lock:
-            steps = self._steps.get(step.run_id, {})
-            current = steps.get(step.position)
-            if current is None or current.status != StepStatus.TERMINAL_FAILED:
-                return False
-            steps[step.position] = copy_step(step)
-            return True
 
     def write_step(self, step: StepRecord) -> StepRecord:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
@@ -202,6 +203,12 @@ class MemoryLedger:
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")
         with self._lock:
+            if signal.key_hash is not None:
+                # DynamoDB's conditional put on the key-derived sort key, checked before
+                # the run (as the DynamoDB ledger reports it) and before anything changes.
+                for stored in self._signals.get(signal.run_id, []):
+                    if stored.name == signal.name and stored.key_hash == signal.key_hash:
+                        raise SignalExists(replace(stored))
             self._bump_inbox(signal.run_id, now)
             self._signals[signal.run_id].append(replace(signal))
 

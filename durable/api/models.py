@@ -84,6 +84,7 @@ class RunError(BaseModel):
     type: str
     message: str
     retryable: bool = False
+    position: str | None = None  # the step whose failure ended the run, if one did
 
 
 class RunSummary(BaseModel):
@@ -201,6 +202,9 @@ class SignalAccepted(BaseModel):
     name: str
     signal_id: str
     received_at: str
+    # True when this request repeated an earlier one (same Idempotency-Key and payload):
+    # the fields above are the earlier signal's, and nothing new was stored.
+    duplicate: bool = False
 
 
 class WorkflowView(BaseModel):

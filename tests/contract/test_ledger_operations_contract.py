@@ -1,4 +1,4 @@
-"""Ledger contract, part three: operator changes (cancel, retry) and reopening a step."""
+"""Ledger contract, part three: operator changes (cancel, retry) and a retry reopening its step."""
 
 from __future__ import annotations
 
@@ -48,13 +48,43 @@ def test_an_unleased_operation_refuses_a_leased_run(ledger: Any) -> None:
         ledger.operate("RUN1", statuses=("FAILED",), changes={"status": "PENDING"}, unleased=True)
 
 
-def test_reopen_replaces_only_a_terminal_failure(ledger: Any) -> None:
-    ledger.create_run(make_run())
+RETRY = {"status": "PENDING", "error": None, "due_at": t(20), "updated_at": t(20)}
+
+
+def _failed_run(ledger: Any) -> Any:
+    ledger.create_run(make_run(status=RunStatus.FAILED, due_at=None))
     failed = make_step(status=StepStatus.TERMINAL_FAILED, output=None, attempt=3, error_summary="x")
     ledger.write_step(failed)
-    reopened = replace(failed, status=StepStatus.RETRYABLE_FAILED, detail={"attempt_base": 3})
-    assert ledger.reopen_step(reopened)
+    return replace(failed, status=StepStatus.RETRYABLE_FAILED, detail={"attempt_base": 3})
+
+
+def test_a_retry_reopens_its_failed_step_with_the_run_in_one_write(ledger: Any) -> None:
+    reopened = _failed_run(ledger)
+    new = ledger.operate(
+        "RUN1", statuses=("FAILED",), changes=RETRY, unleased=True, reopen=reopened
+    )
+    assert new.status == RunStatus.PENDING and new.due_at == t(20)
+    assert ledger.get_run("RUN1") == new
     assert ledger.get_step("RUN1", "0001") == reopened
-    assert not ledger.reopen_step(reopened)  # not TERMINAL_FAILED any more
-    ledger.write_step(make_step(position="0002"))
-    assert not ledger.reopen_step(make_step(position="0002", status=StepStatus.RETRYABLE_FAILED))
+
+
+def test_a_refused_retry_writes_neither_the_run_nor_the_step(ledger: Any) -> None:
+    reopened = _failed_run(ledger)
+    ledger.operate("RUN1", statuses=("FAILED",), changes=RETRY, reopen=reopened)
+    # again: the run is PENDING now, and the step is not TERMINAL_FAILED any more
+    with pytest.raises(ConditionFailed) as info:
+        ledger.operate("RUN1", statuses=("FAILED",), changes=RETRY, reopen=reopened)
+    assert info.value.current is not None and info.value.current.status == RunStatus.PENDING
+
+
+def test_a_retry_whose_step_is_no_longer_failed_leaves_the_run_failed(ledger: Any) -> None:
+    # GIVEN a FAILED run whose step at 0001 was meanwhile recorded DONE (another decision)
+    ledger.create_run(make_run(status=RunStatus.FAILED, due_at=None))
+    ledger.write_step(make_step())
+    before = ledger.load("RUN1")
+    # WHEN a retry tries to reopen it THEN nothing is written: the run stays FAILED
+    reopen = make_step(status=StepStatus.RETRYABLE_FAILED)
+    with pytest.raises(ConditionFailed) as info:
+        ledger.operate("RUN1", statuses=("FAILED",), changes=RETRY, reopen=reopen)
+    assert info.value.current is not None and info.value.current.status == RunStatus.FAILED
+    assert ledger.load("RUN1") == before

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 import pytest
 
-from durable import App, Context, RetryPolicy, RunStatus, StepStatus, current_step
+from durable import App, Context, RetryPolicy, RunStatus, StepFailed, StepStatus, current_step
 from durable.errors import InvalidInput, InvalidState, RunNotFound
 from durable.operations import available_decisions
 from durable.testing import LocalRunner
@@ -254,6 +255,76 @@ def test_a_compensated_run_cannot_be_retried() -> None:
     runner.run_until_idle()
     with pytest.raises(InvalidState, match="fork"):
         runner.engine.retry(run.run_id)
+
+
+def handled_failure_app(calls: dict[str, int], *, chained: bool) -> App:
+    """``probe`` fails and the workflow moves past it; ``ship`` fails until it is fixed."""
+    app = App()
+    once = RetryPolicy(max_attempts=1)
+
+    @app.step(retry=once)
+    def probe() -> None:
+        calls["probe"] += 1
+        raise ValueError("no cache")
+
+    @app.step(retry=once)
+    def ship() -> str:
+        calls["ship"] += 1
+        if calls["ship"] < 2:
+            raise ValueError("carrier down")
+        return "shipped"
+
+    @app.workflow(name="ship-order")
+    def flow(ctx: Context) -> str:
+        with contextlib.suppress(StepFailed):  # handled: part of the path replay follows
+            ctx.step(probe)
+        if not chained:
+            return ctx.step(ship)
+        try:
+            return ctx.step(ship)
+        except StepFailed as e:
+            raise RuntimeError("order could not ship") from e
+
+    return app
+
+
+@pytest.mark.parametrize("chained", [False, True], ids=["escaped", "raised-from"])
+def test_retry_reruns_only_the_step_whose_failure_ended_the_run(chained: bool) -> None:
+    # GIVEN a run that caught one step's failure and then failed on another (directly, or
+    # through its own exception raised from the step's)
+    calls = {"probe": 0, "ship": 0}
+    runner = LocalRunner(handled_failure_app(calls, chained=chained))
+    run = runner.start("ship-order")
+    runner.run_until_idle()
+    failed = runner.get_run(run.run_id)
+    assert failed.status == RunStatus.FAILED
+    assert failed.error is not None and failed.error.position == "0002"
+    # WHEN an operator retries it
+    runner.retry(run.run_id)
+    runner.run_until_idle()
+    # THEN only the step at fault ran again: the handled failure stays as recorded
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    assert calls == {"probe": 1, "ship": 2}
+    probe, ship = runner.history(run.run_id)
+    assert probe.status == StepStatus.TERMINAL_FAILED and ship.status == StepStatus.DONE
+
+
+def test_a_run_failed_by_its_own_code_is_retried_without_reopening_a_step() -> None:
+    app = App()
+
+    @app.workflow(name="strict")
+    def strict(ctx: Context) -> None:
+        raise ValueError("bad config")
+
+    runner = LocalRunner(app)
+    run = runner.start("strict")
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).error.position is None  # type: ignore[union-attr]
+    runner.retry(run.run_id)  # replays as it is: the fix would be upgrade_to
+    runner.run_until_idle()
+    stored = runner.get_run(run.run_id)
+    assert stored.status == RunStatus.FAILED
+    assert [o["action"] for o in stored.operations] == ["retry"]
 
 
 # --- fork -------------------------------------------------------------------------
