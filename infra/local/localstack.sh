@@ -49,7 +49,6 @@ readonly PIP_SPECS=(
 readonly KINESIS_MOCK_VERSION="0.5.2"
 readonly MIN_PYTHON="3.13"
 readonly MIN_JAVA=17
-readonly BIND_HOST="127.0.0.1"
 readonly DEFAULT_PORT=4566
 # What the tests use; SERVICES refuses the rest, so a missing one fails loudly ("Service 'kms' is
 # not enabled": the template's SSESpecification makes CloudFormation create a KMS key, and the
@@ -63,36 +62,24 @@ readonly SCRIPT_DIR
 readonly AGENT_SRC="$SCRIPT_DIR/NoopAgent.java"
 readonly DDB_SCRIPT="$SCRIPT_DIR/dynamodb_local.sh"
 
-die() {
-    echo "localstack: error: $*" >&2
-    exit 1
-}
-info() { echo "localstack: $*" >&2; }
+# For lib.sh (its header says what each is).
+readonly NAME="localstack"
+readonly SERVER_LABEL="LocalStack"
+readonly SERVER_MATCH="localstack.runtime.main"
+readonly PIDFILE_VAR="LOCALSTACK_PIDFILE" PIDFILE_NAME="localstack.pid"
+readonly START_TIMEOUT="${LOCALSTACK_START_TIMEOUT:-180}"
+readonly STOP_TIMEOUT="${LOCALSTACK_STOP_TIMEOUT:-20}"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$SCRIPT_DIR/lib.sh"
+POLL_SECONDS=0.2
+TAIL_LINES=60
+STATUS_NOT_READY="not ready"
 
-if [[ -n "${DURABLE_LOCAL_HOME:-}" ]]; then
-    STATE_HOME="$DURABLE_LOCAL_HOME"
-elif [[ -n "${HOME:-}" ]]; then
-    STATE_HOME="$HOME/.cache/durable-local"
-else
-    die "neither DURABLE_LOCAL_HOME nor HOME is set"
-fi
-readonly STATE_HOME
 readonly INSTALL_DIR="$STATE_HOME/localstack/$LOCALSTACK_VERSION"
 readonly VENV="$INSTALL_DIR/venv"
 readonly LIBS="$INSTALL_DIR/lib"
 readonly MARKER="$INSTALL_DIR/.installed"
-PIDFILE="${LOCALSTACK_PIDFILE:-$STATE_HOME/localstack.pid}"
-STATE_BASE="${PIDFILE%.pid}"
-readonly PIDFILE STATE_BASE
-readonly LOGFILE="$STATE_BASE.log"
-readonly PORTFILE="$STATE_BASE.port"
 readonly FS_ROOT="$STATE_BASE.root"
-
-require_cmd() {
-    command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH: $2"
-}
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 # --- install --------------------------------------------------------------------------------
 
@@ -129,11 +116,6 @@ find_python() {
     die "LocalStack $LOCALSTACK_VERSION needs Python >= $MIN_PYTHON (3.11 and 3.12 fail at import): install one with 'pyenv install 3.13' or set LOCALSTACK_PYTHON"
 }
 
-java_major() {
-    java -XshowSettings:properties -version 2>&1 |
-        sed -n 's/^ *java\.specification\.version = \([0-9.]*\).*/\1/p' | head -n1 | sed 's/^1\.//; s/\..*//'
-}
-
 # The JDK whose bin/java is on PATH; LocalStack wants a JAVA_HOME-shaped directory.
 java_home() {
     local java_bin
@@ -146,11 +128,8 @@ java_home() {
 }
 
 check_java() {
-    require_cmd java "LocalStack runs DynamoDB Local, which needs Java ${MIN_JAVA}+ (Debian: apt-get install openjdk-17-jdk-headless)"
-    local major
-    major="$(java_major)"
-    [[ -n "$major" ]] || die "could not determine the Java version of '$(command -v java)'"
-    ((major >= MIN_JAVA)) || die "Java $major found, DynamoDB Local inside LocalStack needs ${MIN_JAVA}+"
+    java_at_least "$MIN_JAVA" "LocalStack runs DynamoDB Local, which needs Java ${MIN_JAVA}+ (Debian: apt-get install openjdk-17-jdk-headless)" ||
+        die "Java $JAVA_MAJOR found, DynamoDB Local inside LocalStack needs ${MIN_JAVA}+"
 }
 
 venv_stamp() { echo "python$MIN_PYTHON+ ${PIP_SPECS[*]}"; }
@@ -262,24 +241,8 @@ cmd_install() {
 OPT_PORT="$DEFAULT_PORT"
 
 parse_port() {
-    while (($#)); do
-        case "$1" in
-        --port)
-            (($# >= 2)) || die "--port needs a value"
-            OPT_PORT="$2"
-            shift 2
-            ;;
-        --port=*)
-            OPT_PORT="${1#*=}"
-            shift
-            ;;
-        *) die "unknown option: $1" ;;
-        esac
-    done
-    if [[ ! "$OPT_PORT" =~ ^[0-9]{1,5}$ ]] || ((10#$OPT_PORT < 1 || 10#$OPT_PORT > 65535)); then
-        die "invalid port: $OPT_PORT (LocalStack needs a fixed port, 1-65535)"
-    fi
-    OPT_PORT=$((10#$OPT_PORT))
+    parse_opts "--port:OPT_PORT" "$@"
+    check_port 1 "LocalStack needs a fixed port, 1-65535"
 }
 
 foreign_interfaces() {
@@ -325,32 +288,6 @@ prepare_root() {
     rm -rf "$FS_ROOT"
     mkdir -p "$FS_ROOT/var/lib/localstack" "$FS_ROOT/home"
     ln -s "$LIBS" "$FS_ROOT/var/lib/localstack/lib"
-}
-
-is_alive() {
-    local stat
-    stat="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
-    [[ -n "$stat" && "$stat" != Z* ]]
-}
-
-is_our_server() {
-    local pid="$1" args
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    is_alive "$pid" || return 1
-    args="$(ps -o args= -p "$pid" 2>/dev/null)" || return 1
-    [[ "$args" == *localstack.runtime.main* ]]
-}
-
-read_pid() {
-    [[ -f "$PIDFILE" ]] && tr -dc '0-9' <"$PIDFILE"
-}
-
-print_tail() {
-    if [[ -f "$LOGFILE" ]]; then
-        echo "---- last lines of $LOGFILE ----" >&2
-        tail -n "${1:-60}" "$LOGFILE" >&2
-        echo "----" >&2
-    fi
 }
 
 # One probe with the venv's Python (always there after install; curl may not be):
@@ -402,56 +339,30 @@ descendants() {
         }'
 }
 
+# start_server's readiness test: "Ready." in the log (the gateway is up), then probe_ready.
+server_ready() {
+    if [[ -z "$GATEWAY_MS" ]] && grep -q '^Ready\.' "$LOGFILE" 2>/dev/null; then
+        GATEWAY_MS=$(($(now_ms) - START_MS))
+    fi
+    # The probe may wait for DynamoDB Local to come up, but never past the deadline ($1 s away).
+    [[ -n "$GATEWAY_MS" ]] && probe_ready "$SERVER_PORT" "$1"
+}
+
+server_answers() { probe_ready "$1"; }
+
 cmd_start() {
     parse_port "$@"
     require_private_network
-    local pid
-    pid="$(read_pid || true)"
-    if [[ -n "$pid" ]] && is_our_server "$pid"; then
-        die "already running (pid $pid, pidfile $PIDFILE); stop it first, or set LOCALSTACK_PIDFILE for a second instance"
-    fi
-    rm -f "$PIDFILE" "$PORTFILE"
+    refuse_if_running
     is_installed || die "not installed: run '$0 install' first (outside the private namespace: it needs the registries)"
-    mkdir -p "$(dirname "$PIDFILE")"
     prepare_root
     build_cmd
-
-    local t0 gateway_ms="" line left
-    t0="$(now_ms)"
-    (cd "$FS_ROOT" && exec nohup "${LS_CMD[@]}" </dev/null >"$LOGFILE" 2>&1) &
-    pid=$!
-    echo "$pid" >"$PIDFILE.tmp"
-    mv "$PIDFILE.tmp" "$PIDFILE"
-
-    local timeout="${LOCALSTACK_START_TIMEOUT:-180}"
-    local deadline=$((t0 + timeout * 1000))
-    while :; do
-        if ! is_alive "$pid"; then
-            rm -f "$PIDFILE"
-            echo "localstack: error: LocalStack exited during startup" >&2
-            print_tail
-            exit 1
-        fi
-        left=$((deadline - $(now_ms)))
-        if ((left <= 0)); then
-            echo "localstack: error: LocalStack not ready after ${timeout}s; stopping pid $pid" >&2
-            print_tail
-            stop_tree "$pid"
-            rm -f "$PIDFILE"
-            exit 1
-        fi
-        if [[ -z "$gateway_ms" ]] && grep -q '^Ready\.' "$LOGFILE" 2>/dev/null; then
-            gateway_ms=$(($(now_ms) - t0))
-        fi
-        # The probe may wait for DynamoDB Local to come up, but never past the deadline.
-        if [[ -n "$gateway_ms" ]] && probe_ready "$OPT_PORT" $(((left + 999) / 1000)); then
-            break
-        fi
-        sleep 0.2
-    done
-    echo "$OPT_PORT" >"$PORTFILE"
+    local line
+    GATEWAY_MS=""
+    SERVER_PORT="$OPT_PORT"
+    start_server "$FS_ROOT" "${LS_CMD[@]}"
     local endpoint="http://$BIND_HOST:$OPT_PORT"
-    info "LocalStack $LOCALSTACK_VERSION ready at $endpoint: \"Ready.\" after ${gateway_ms} ms, DynamoDB answering after $(($(now_ms) - t0)) ms (pid $pid, log $LOGFILE)"
+    info "LocalStack $LOCALSTACK_VERSION ready at $endpoint: \"Ready.\" after ${GATEWAY_MS} ms, DynamoDB answering after $(($(now_ms) - START_MS)) ms (pid $SERVER_PID, log $LOGFILE)"
     for line in \
         "AWS_ENDPOINT_URL=$endpoint" \
         "DURABLE_TEST_LOCALSTACK_ENDPOINT=$endpoint" \
@@ -460,10 +371,11 @@ cmd_start() {
     done
 }
 
-# TERM the server, KILL after the timeout, then the same for any child server it left running.
-# The children are recorded before the first signal, so every PID signalled is one we started.
-stop_tree() {
-    local pid="$1" timeout="${LOCALSTACK_STOP_TIMEOUT:-20}" i child
+# lib.sh's stop hook: TERM the server, KILL after the timeout, then the same for any child server
+# it left running. The children are recorded before the first signal, so every PID signalled is
+# one we started.
+stop_server() {
+    local pid="$1" timeout="$STOP_TIMEOUT" i child
     local -a children=()
     mapfile -t children < <(descendants "$pid")
     if is_our_server "$pid"; then
@@ -494,45 +406,6 @@ stop_tree() {
             fi
         fi
     done
-}
-
-cmd_stop() {
-    (($# == 0)) || die "stop takes no arguments"
-    local pid
-    pid="$(read_pid || true)"
-    if [[ -z "$pid" ]]; then
-        info "not running (no pidfile $PIDFILE)"
-        rm -f "$PORTFILE"
-        return 0
-    fi
-    if is_our_server "$pid"; then
-        stop_tree "$pid"
-        info "stopped pid $pid"
-    else
-        info "pid $pid from $PIDFILE is not running (or is not LocalStack); removing the pidfile"
-    fi
-    rm -f "$PIDFILE" "$PORTFILE"
-}
-
-cmd_status() {
-    (($# == 0)) || die "status takes no arguments"
-    local pid port
-    pid="$(read_pid || true)"
-    if [[ -z "$pid" ]]; then
-        echo "not running"
-        return 3
-    fi
-    if ! is_our_server "$pid"; then
-        echo "not running (stale pidfile $PIDFILE names pid $pid)"
-        return 1
-    fi
-    port="$(cat "$PORTFILE" 2>/dev/null || true)"
-    if [[ -n "$port" ]] && probe_ready "$port"; then
-        echo "running: pid $pid, endpoint http://$BIND_HOST:$port, log $LOGFILE"
-    else
-        echo "running: pid $pid, not ready${port:+ on port $port}, log $LOGFILE"
-    fi
-    return 0
 }
 
 cmd_run() {
@@ -571,22 +444,4 @@ usage() {
     sed -n '2,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
-main() {
-    local cmd="${1:-}"
-    (($#)) && shift
-    case "$cmd" in
-    install) cmd_install "$@" ;;
-    start) cmd_start "$@" ;;
-    stop) cmd_stop "$@" ;;
-    status) cmd_status "$@" ;;
-    run) cmd_run "$@" ;;
-    with) cmd_with "$@" ;;
-    -h | --help | help) usage ;;
-    *)
-        echo "usage: $(basename "$0") {install|start|stop|status|run|with} [options]; --help for more" >&2
-        exit 2
-        ;;
-    esac
-}
-
-main "$@"
+dispatch "install start stop status run with" "$@"

@@ -27,32 +27,24 @@
 set -euo pipefail
 
 readonly MOTO_VERSION="5.2.5"
-readonly BIND_HOST="127.0.0.1"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly SCRIPT_DIR
 readonly REPO_VENV_PYTHON="$SCRIPT_DIR/../../.venv/bin/python"
 
-die() {
-    echo "moto_server: error: $*" >&2
-    exit 1
-}
-info() { echo "moto_server: $*" >&2; }
+# For lib.sh (its header says what each is).
+readonly NAME="moto_server"
+readonly SERVER_LABEL="moto server"
+readonly SERVER_MATCH="-m moto.server"
+readonly PIDFILE_VAR="MOTO_SERVER_PIDFILE" PIDFILE_NAME="moto-server.pid"
+readonly START_TIMEOUT="${MOTO_SERVER_START_TIMEOUT:-30}"
+readonly STOP_TIMEOUT="${MOTO_SERVER_STOP_TIMEOUT:-5}"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$SCRIPT_DIR/lib.sh"
 
-if [[ -n "${DURABLE_LOCAL_HOME:-}" ]]; then
-    STATE_HOME="$DURABLE_LOCAL_HOME"
-elif [[ -n "${HOME:-}" ]]; then
-    STATE_HOME="$HOME/.cache/durable-local"
-else
-    die "neither DURABLE_LOCAL_HOME nor HOME is set"
-fi
-readonly STATE_HOME
 readonly OWN_VENV="$STATE_HOME/moto-server/$MOTO_VERSION"
-PIDFILE="${MOTO_SERVER_PIDFILE:-$STATE_HOME/moto-server.pid}"
-STATE_BASE="${PIDFILE%.pid}"
-readonly PIDFILE STATE_BASE
-readonly LOGFILE="$STATE_BASE.log"
-readonly PORTFILE="$STATE_BASE.port"
+# Werkzeug's banner (it may carry ANSI colour codes around it); with --port 0 the kernel's port.
+readonly PORT_LOG_SED="s|.*Running on http://$BIND_HOST:\([0-9][0-9]*\).*|\1|p"
 
 has_server() {
     [[ -x "$1" ]] && "$1" -c "import moto.server, flask, flask_cors" >/dev/null 2>&1
@@ -106,24 +98,8 @@ cmd_install() {
 OPT_PORT=5000
 
 parse_port() {
-    while (($#)); do
-        case "$1" in
-        --port)
-            (($# >= 2)) || die "--port needs a value"
-            OPT_PORT="$2"
-            shift 2
-            ;;
-        --port=*)
-            OPT_PORT="${1#*=}"
-            shift
-            ;;
-        *) die "unknown option: $1" ;;
-        esac
-    done
-    if [[ ! "$OPT_PORT" =~ ^[0-9]{1,5}$ ]] || ((10#$OPT_PORT > 65535)); then
-        die "invalid port: $OPT_PORT"
-    fi
-    OPT_PORT=$((10#$OPT_PORT))
+    parse_opts "--port:OPT_PORT" "$@"
+    check_port 0
 }
 
 server_cmd() {
@@ -132,49 +108,10 @@ server_cmd() {
     SERVER_CMD=("$1" -m moto.server -H "$BIND_HOST" -p "$OPT_PORT")
 }
 
-is_alive() {
-    local stat
-    stat="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
-    [[ -n "$stat" && "$stat" != Z* ]]
+# GET /moto-api/data.json: 200 means the Flask app, not just the socket, is up.
+server_answers() {
+    tcp_probe "$1" 'GET /moto-api/data.json HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n\r\n'
 }
-
-is_our_server() {
-    local pid="$1" args
-    [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-    is_alive "$pid" || return 1
-    args="$(ps -o args= -p "$pid" 2>/dev/null)" || return 1
-    [[ "$args" == *"-m moto.server"* ]]
-}
-
-read_pid() {
-    [[ -f "$PIDFILE" ]] && tr -dc '0-9' <"$PIDFILE"
-}
-
-print_tail() {
-    if [[ -f "$LOGFILE" ]]; then
-        echo "---- last lines of $LOGFILE ----" >&2
-        tail -n 40 "$LOGFILE" >&2
-        echo "----" >&2
-    fi
-}
-
-# GET /moto-api/data.json over bash TCP: 200 means the Flask app, not just the socket, is up.
-probe() {
-    local port="$1" line=""
-    {
-        exec 3<>"/dev/tcp/$BIND_HOST/$port"
-    } 2>/dev/null || return 1
-    printf 'GET /moto-api/data.json HTTP/1.1\r\nHost: %s:%s\r\nConnection: close\r\n\r\n' \
-        "$BIND_HOST" "$port" >&3 2>/dev/null || {
-        exec 3<&-
-        return 1
-    }
-    IFS= read -r -t 3 line <&3 || true
-    exec 3<&-
-    [[ "$line" == "HTTP/1.1 200"* ]]
-}
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 cmd_run() {
     parse_port "$@"
@@ -186,50 +123,13 @@ cmd_run() {
 
 cmd_start() {
     parse_port "$@"
-    local pid python
-    pid="$(read_pid || true)"
-    if [[ -n "$pid" ]] && is_our_server "$pid"; then
-        die "already running (pid $pid, pidfile $PIDFILE); stop it first, or set MOTO_SERVER_PIDFILE for a second instance"
-    fi
-    rm -f "$PIDFILE" "$PORTFILE"
+    refuse_if_running
+    local python
     python="$(resolve_python)"
     server_cmd "$python"
-    mkdir -p "$(dirname "$PIDFILE")"
-
-    local t0
-    t0="$(now_ms)"
-    (exec nohup "${SERVER_CMD[@]}" </dev/null >"$LOGFILE" 2>&1) &
-    pid=$!
-    echo "$pid" >"$PIDFILE.tmp"
-    mv "$PIDFILE.tmp" "$PIDFILE"
-
-    local timeout="${MOTO_SERVER_START_TIMEOUT:-30}"
-    local deadline=$((t0 + timeout * 1000)) port=""
-    while :; do
-        if ! is_alive "$pid"; then
-            rm -f "$PIDFILE"
-            echo "moto_server: error: moto server exited during startup" >&2
-            print_tail
-            exit 1
-        fi
-        if [[ -z "$port" ]]; then
-            port="$(sed -n "s|.*Running on http://$BIND_HOST:\([0-9][0-9]*\).*|\1|p" "$LOGFILE" 2>/dev/null | head -n1)"
-        fi
-        if [[ -n "$port" ]] && probe "$port"; then
-            break
-        fi
-        if (($(now_ms) >= deadline)); then
-            echo "moto_server: error: not ready after ${timeout}s; stopping pid $pid" >&2
-            print_tail
-            stop_pid "$pid"
-            rm -f "$PIDFILE"
-            exit 1
-        fi
-        sleep 0.1
-    done
-    echo "$port" >"$PORTFILE"
-    local endpoint="http://$BIND_HOST:$port"
-    info "moto server ready at $endpoint in $(($(now_ms) - t0)) ms (pid $pid, log $LOGFILE)"
+    start_server . "${SERVER_CMD[@]}"
+    local endpoint="http://$BIND_HOST:$SERVER_PORT"
+    info "moto server ready at $endpoint in $(($(now_ms) - START_MS)) ms (pid $SERVER_PID, log $LOGFILE)"
     # Per-service variables only: a global AWS_ENDPOINT_URL would also send DynamoDB here.
     echo "export AWS_ENDPOINT_URL_SCHEDULER=$endpoint"
     echo "export AWS_ENDPOINT_URL_S3=$endpoint"
@@ -237,81 +137,8 @@ cmd_start() {
     echo "export DURABLE_TEST_MOTO_ENDPOINT=$endpoint"
 }
 
-stop_pid() {
-    local pid="$1" timeout="${MOTO_SERVER_STOP_TIMEOUT:-5}" i
-    is_our_server "$pid" || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < timeout * 10; i++)); do
-        is_our_server "$pid" || return 0
-        sleep 0.1
-    done
-    info "pid $pid ignored SIGTERM for ${timeout}s; sending SIGKILL"
-    kill -KILL "$pid" 2>/dev/null || true
-    for ((i = 0; i < 50; i++)); do
-        is_our_server "$pid" || return 0
-        sleep 0.1
-    done
-    die "pid $pid still running after SIGKILL"
-}
-
-cmd_stop() {
-    (($# == 0)) || die "stop takes no arguments"
-    local pid
-    pid="$(read_pid || true)"
-    if [[ -z "$pid" ]]; then
-        info "not running (no pidfile $PIDFILE)"
-        rm -f "$PORTFILE"
-        return 0
-    fi
-    if is_our_server "$pid"; then
-        stop_pid "$pid"
-        info "stopped pid $pid"
-    else
-        info "pid $pid from $PIDFILE is not running (or is not moto's server); removing the pidfile"
-    fi
-    rm -f "$PIDFILE" "$PORTFILE"
-}
-
-cmd_status() {
-    (($# == 0)) || die "status takes no arguments"
-    local pid port
-    pid="$(read_pid || true)"
-    if [[ -z "$pid" ]]; then
-        echo "not running"
-        return 3
-    fi
-    if ! is_our_server "$pid"; then
-        echo "not running (stale pidfile $PIDFILE names pid $pid)"
-        return 1
-    fi
-    port="$(cat "$PORTFILE" 2>/dev/null || true)"
-    if [[ -n "$port" ]] && probe "$port"; then
-        echo "running: pid $pid, endpoint http://$BIND_HOST:$port, log $LOGFILE"
-    else
-        echo "running: pid $pid, not answering yet${port:+ on port $port}, log $LOGFILE"
-    fi
-    return 0
-}
-
 usage() {
     sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
 }
 
-main() {
-    local cmd="${1:-}"
-    (($#)) && shift
-    case "$cmd" in
-    install) cmd_install "$@" ;;
-    start) cmd_start "$@" ;;
-    stop) cmd_stop "$@" ;;
-    status) cmd_status "$@" ;;
-    run) cmd_run "$@" ;;
-    -h | --help | help) usage ;;
-    *)
-        echo "usage: $(basename "$0") {install|start|stop|status|run} [options]; --help for more" >&2
-        exit 2
-        ;;
-    esac
-}
-
-main "$@"
+dispatch "install start stop status run" "$@"
