@@ -333,7 +333,7 @@ class Execution:
         if remaining is not None:
             # The invocation cannot outlive its deadline: a longer lease would only delay
             # the takeover after a crash.
-            deadline = now + timedelta(seconds=remaining) + self.config.safety_margin
+            deadline = now + timedelta(seconds=remaining) + self.config.deadline_overrun
             must_cover, target = min(must_cover, deadline), min(target, deadline)
         if until >= must_cover and fresh:
             return

@@ -13,14 +13,16 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from durable.config import EngineConfig
 from durable.errors import InvalidInput
 
 PREFIX = "DURABLE_"
 # Set by ``durable dev`` (and tests through it) only; a deployed template never sets them.
-LOCAL_ONLY = frozenset({"time_scale", "clock_file", "crash_at"})
+LOCAL_ONLY = frozenset(
+    {"time_scale", "clock_file", "shared_clock", "deadline_overrun_seconds", "crash_at"}
+)
 _APP_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _CRASH_AT = re.compile(
     r"^(ledger|effects|timers|invoker)\.[a-z_]+:[1-9][0-9]*:(before|after)(:.+)?$"
@@ -75,6 +77,18 @@ class Settings(BaseModel):
     # the invocation's remaining time) are scaled so they stay real seconds long.
     time_scale: float = Field(default=1.0, gt=0)
     clock_file: str | None = None
+    # Local only (``durable dev``): every process of the stack runs on one host and reads
+    # one clock, that host's ``time.time()`` through the epoch in ``clock_file``. A lease
+    # that clock says has expired has expired for every process, so a takeover needs no
+    # clock-skew allowance (``EngineConfig.clock_skew`` = 0). Refused without
+    # ``clock_file``: processes on different machines read different clocks.
+    shared_clock: bool = False
+    # Local only (``durable dev``): how long a worker process may outlive its invocation's
+    # deadline. Its worker pool ends an invocation at the deadline (a kernel timer in the
+    # worker, a SIGKILL from the pool shortly after as a backstop); unset, the engine's
+    # default for Lambda (``EngineConfig.deadline_overrun``, 2 s). Refused without
+    # ``clock_file``, like ``shared_clock``.
+    deadline_overrun_seconds: float | None = Field(default=None, ge=0, le=60)
     # Local only (crash tests through ``durable dev``): the worker SIGKILLs itself at one
     # port call, ``port.method:k:before|after[:once-file]``; see ``durable.aws.crash_injected``.
     crash_at: str | None = None
@@ -92,6 +106,17 @@ class Settings(BaseModel):
         if value is not None and not _CRASH_AT.match(value):
             raise ValueError(
                 "must be 'port.method:k:before|after[:once-file]', e.g. 'ledger.claim:1:after'"
+            )
+        return value
+
+    @field_validator("shared_clock", "deadline_overrun_seconds")
+    @classmethod
+    def _dev_stack_only(cls, value: object, info: ValidationInfo) -> object:
+        # Both are true of durable dev's processes only; it always sets clock_file too.
+        if value is not None and value is not False and not info.data.get("clock_file"):
+            raise ValueError(
+                "is local only (durable dev sets it with DURABLE_CLOCK_FILE); a deployment "
+                "must leave it unset"
             )
         return value
 
@@ -135,11 +160,24 @@ class Settings(BaseModel):
     def engine_config(self, callback_secret: bytes | None = None) -> EngineConfig:
         real = EngineConfig()  # the defaults of the durations that are real seconds
         scale = self.time_scale
+        # One clock for every process (durable dev only): nothing to allow for. Safe because
+        # the lease is taken over only once that one clock is past it, and the lease already
+        # outlasts the old owner: it ends ``deadline_overrun`` after the invocation's deadline,
+        # by which time the old worker process has been killed, so it starts nothing more. A
+        # request it sent before dying that lands after the takeover is what it is on AWS:
+        # a run-item write fails its fence, a step record is first-writer-wins.
+        skew = timedelta(0) if self.shared_clock else real.clock_skew
+        overrun = (
+            real.deadline_overrun
+            if self.deadline_overrun_seconds is None
+            else timedelta(seconds=self.deadline_overrun_seconds)
+        )
         return EngineConfig(
             lease=real.lease * scale,
-            clock_skew=real.clock_skew * scale,
+            clock_skew=skew * scale,
             default_step_budget=real.default_step_budget * scale,
             safety_margin=real.safety_margin * scale,
+            deadline_overrun=overrun * scale,
             inprocess_wait_threshold=timedelta(seconds=self.inprocess_wait_seconds) * scale,
             handoff_grace=real.handoff_grace * scale,
             cancel_check_interval=real.cancel_check_interval * scale,

@@ -10,6 +10,7 @@ the local status route (``/_local/status``: worker processes and what they run).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -40,7 +41,7 @@ class DevProcess:
         app: str,
         time_scale: float = 1.0,
         workers: int = 2,
-        worker_timeout: float = 30.0,
+        worker_timeout: float = 60.0,  # durable dev's default
         env: Mapping[str, str] | None = None,
         say: Callable[[str], None] | None = None,
     ) -> None:
@@ -61,6 +62,9 @@ class DevProcess:
         self.say = say or (lambda text: None)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "durable-dev.log"
+        # Connections the server accepted but dropped without an answer while starting
+        # (it must not answer before it is ready, nor take a request it cannot serve).
+        self.dropped_while_starting = 0
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -89,6 +93,9 @@ class DevProcess:
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
+            # Its own process group, as a terminal gives a foreground command: stop() sends
+            # the Ctrl-C to the whole group (its worker processes and DynamoDB Local too).
+            start_new_session=True,
         )
         log.close()
         deadline = time.time() + timeout
@@ -98,18 +105,24 @@ class DevProcess:
             try:
                 self.status()
                 return time.perf_counter() - started
-            except OSError:
+            except OSError as e:
+                reason = e.reason if isinstance(e, urllib.error.URLError) else e
+                if not isinstance(reason, ConnectionRefusedError):  # accepted, then dropped
+                    self.dropped_while_starting += 1
                 time.sleep(0.2)
         raise RuntimeError(f"durable dev not ready in {timeout:.0f} s; log:\n{self.log_tail()}")
 
     def stop(self) -> None:
-        """Ctrl-C, as a developer would; kill if it does not stop."""
+        """Ctrl-C, as a developer's terminal sends it (to the whole process group); kill
+        the group if it does not stop."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGINT)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self.process = None
 
@@ -190,12 +203,17 @@ class DevProcess:
             f"run {run_id} not in {statuses} after {timeout:.0f} s; log:\n{self.log_tail()}"
         )
 
-    def worker_running(self, run_id: str, min_busy: float = 0.0) -> int | None:
-        """The pid of a worker process currently running ``run_id``, if any."""
+    def worker_running(self, run_id: str, min_busy: float = 0.0, warm: bool = False) -> int | None:
+        """The pid of a worker process currently running ``run_id``, if any. With ``warm``,
+        only a worker that has composed its handler: past ``min_busy``, it is inside the
+        run's step rather than composing (and a kill then lands after its claim)."""
         for worker in self.status()["workers"]:
-            if worker["run_id"] == run_id and (worker["busy_seconds"] or 0) >= min_busy:
-                pid: int = worker["pid"]
-                return pid
+            if worker["run_id"] != run_id or (worker["busy_seconds"] or 0) < min_busy:
+                continue
+            if warm and not worker.get("warm"):
+                continue
+            pid: int = worker["pid"]
+            return pid
         return None
 
     def wait_idle(self, timeout: float = 60) -> None:

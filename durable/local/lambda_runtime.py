@@ -3,18 +3,22 @@
 Each slot is a separate process (so a SIGKILL takes down one "invocation", exactly like
 a Lambda sandbox dying), handed one event at a time with a context whose remaining time
 counts down to a deadline. A process still running at its deadline is killed, as Lambda
-does; a dead process is replaced. Asynchronous invocations are not retried here: the
-engine's due times and the sweeper are what recover a lost invocation, locally as on AWS.
+does (by a kernel timer of its own, the pool backing it up); a dead process is replaced.
+Asynchronous invocations are not retried here: the engine's due times and the sweeper are
+what recover a lost invocation, locally as on AWS. An invocation for a run that already
+has one waiting in the queue is not queued twice (``WorkerPool.submit``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import itertools
 import logging
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 import uuid
@@ -50,16 +54,34 @@ def load_handler(ref: str) -> Callable[[Any, Any], Any]:
     return handler
 
 
+# A worker never outlives its invocation's deadline by more than this: it is killed at the
+# deadline by a kernel timer of its own, and the pool SIGKILLs it KILL_GRACE later should
+# that timer not have fired (user code that set its own SIGALRM handler or alarm). durable
+# dev passes it to the engine (``DURABLE_DEADLINE_OVERRUN_SECONDS``): a lease ends this much
+# after the deadline, so a takeover never comes while the old worker process lives.
+KILL_GRACE = 0.25
+DEADLINE_OVERRUN = 0.5
+READY_TIMEOUT = 60.0  # a new worker process imports the handler before its first event
+
+
 def _child_main(
     conn: Connection, handler_ref: str, function_name: str, env: Mapping[str, str]
 ) -> None:
+    # A terminal's Ctrl-C signals the whole process group. The pool ends its workers itself
+    # (a SIGKILL, as a Lambda sandbox ends), so a worker must not die of the SIGINT first,
+    # mid-invocation, printing a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(env)
     handler = load_handler(handler_ref)
     stream = f"local/{os.getpid()}"
+    try:
+        conn.send({"ready": os.getpid()})
+    except OSError:  # the pool is gone already
+        return
     while True:
         try:
             message = conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return
         context = LocalContext(
             function_name=function_name,
@@ -68,11 +90,20 @@ def _child_main(
             log_stream_name=stream,
             invoked_function_arn=f"arn:aws:lambda:local:000000000000:function:{function_name}",
         )
+        # Lambda ends an invocation at its deadline, whatever it is doing: so does the
+        # kernel here. SIGALRM's default action terminates the process at once, GIL or not.
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_REAL, max(message["deadline"] - time.time(), 0.001))
         try:
             result = handler(message["event"], context)
-            conn.send({"ok": True, "result": result})
+            reply = {"ok": True, "result": result}
         except Exception as error:  # reported like Lambda's "Unhandled" function error
-            conn.send({"ok": False, "error": f"{type(error).__name__}: {error}"})
+            reply = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        try:
+            conn.send(reply)
+        except OSError:  # the pool stopped (or killed us) meanwhile
+            return
 
 
 @dataclass
@@ -84,6 +115,8 @@ class Slot:
     started: float = 0.0
     invocations: int = 0
     deaths: int = 0
+    # The process has finished an invocation: the handler is composed (a warm sandbox).
+    warm: bool = False
 
 
 @dataclass
@@ -92,6 +125,8 @@ class PoolStats:
     errors: int = 0
     killed_at_deadline: int = 0
     died: int = 0
+    # Invocations not queued because one for the same run was already waiting (see submit).
+    deduped: int = 0
     events: list[str] = field(default_factory=list)
 
 
@@ -120,12 +155,26 @@ class WorkerPool:
         self._threads: list[threading.Thread] = []
         self._ctx = multiprocessing.get_context("spawn")
         self._ids = itertools.count(1)
+        # Processes are started and killed under this lock, so none is started after stop().
+        self._lifecycle = threading.Lock()
+        # run id -> its queued item, while it waits for a slot (see submit).
+        self._queued: dict[str, dict[str, Any]] = {}
+        self._queue_lock = threading.Lock()
 
     # --- lifecycle -----------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, ready_timeout: float = READY_TIMEOUT) -> None:
+        """Start every worker process and return once each has loaded the handler."""
         for slot in self.slots:
             self._spawn(slot)
+        for slot in self.slots:
+            if not self._await_ready(slot, ready_timeout):
+                self.stop()
+                raise RuntimeError(
+                    f"worker process {slot.index} did not load {self.handler_ref} "
+                    f"within {ready_timeout:.0f} s"
+                )
+        for slot in self.slots:
             thread = threading.Thread(
                 target=self._serve, args=(slot,), name=f"worker-slot-{slot.index}", daemon=True
             )
@@ -133,74 +182,163 @@ class WorkerPool:
             self._threads.append(thread)
 
     def stop(self) -> None:
-        self._stopped.set()
-        for slot in self.slots:
-            self._kill(slot)
+        """Kill every worker (in flight or not) and wait for the slot threads to see it.
+
+        Only the slot threads touch their pipes: a slot thread waiting on a killed worker
+        reads the end of its pipe and returns, then the pipes are closed here. An
+        invocation ended by the stop is not a worker that died; it is not reported.
+        """
+        with self._lifecycle:
+            self._stopped.set()
+            for slot in self.slots:
+                process = slot.process
+                if process is not None and process.is_alive():
+                    process.kill()  # SIGKILL: no cleanup, like a Lambda sandbox ending
         for thread in self._threads:
-            thread.join(timeout=2)
+            thread.join(timeout=5)
+        for slot, thread in itertools.zip_longest(self.slots, self._threads):
+            if thread is None or not thread.is_alive():
+                self._close(slot)
 
-    def _spawn(self, slot: Slot) -> None:
-        parent, child = self._ctx.Pipe()
-        process = self._ctx.Process(
-            target=_child_main,
-            args=(child, self.handler_ref, self.function_name, self.env),
-            name=f"durable-worker-{slot.index}",
-            daemon=True,
-        )
-        process.start()
-        child.close()
-        slot.process, slot.conn = process, parent
+    def _spawn(self, slot: Slot) -> bool:
+        with self._lifecycle:
+            if self._stopped.is_set():
+                return False
+            parent, child = self._ctx.Pipe()
+            process = self._ctx.Process(
+                target=_child_main,
+                args=(child, self.handler_ref, self.function_name, self.env),
+                name=f"durable-worker-{slot.index}",
+                daemon=True,
+            )
+            process.start()
+            child.close()
+            slot.process, slot.conn, slot.warm = process, parent, False
+            return True
 
-    def _kill(self, slot: Slot) -> None:
-        if slot.process is not None and slot.process.is_alive():
-            slot.process.kill()  # SIGKILL: no cleanup, like a Lambda sandbox ending
-            slot.process.join(timeout=2)
-        if slot.conn is not None:
-            slot.conn.close()
-        slot.process = slot.conn = None
+    def _await_ready(self, slot: Slot, timeout: float) -> bool:
+        """Wait for a new process's "ready" (the handler is imported); False if it died."""
+        conn = slot.conn
+        if conn is None:
+            return False
+        try:
+            if conn.poll(timeout):
+                return "ready" in conn.recv()
+        except (EOFError, OSError):
+            pass
+        return False
+
+    def _close(self, slot: Slot) -> None:
+        """Kill and reap the slot's process and close its pipe (from its own thread only)."""
+        with self._lifecycle:
+            process, conn = slot.process, slot.conn
+            slot.process = slot.conn = None
+        if process is not None:
+            if process.is_alive():
+                process.kill()
+            process.join(timeout=2)
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.close()
 
     # --- invocations ---------------------------------------------------------------
 
     def submit(self, event: dict[str, Any]) -> str:
-        """Queue an asynchronous invocation (InvocationType=Event); returns its request id."""
-        request_id = str(uuid.uuid4())
-        self.queue.put({"request_id": request_id, "event": event})
-        return request_id
+        """Queue an asynchronous invocation (InvocationType=Event); returns its request id.
+
+        An event for a run that already has one waiting in the queue is dropped (LOCAL ONLY;
+        the waiting one's request id is returned): a worker claims the run and loads its
+        latest state whatever the event says, so the second would find the run busy or
+        done. The sweeper (grace 0 locally) re-invokes every run still queued after a
+        start, which made most starts under a burst run twice. An event for a run whose
+        invocation is already *running* is queued: the run may need another invocation.
+        """
+        run_id = event.get("run_id") if isinstance(event, dict) else None
+        with self._queue_lock:
+            waiting = self._queued.get(run_id) if isinstance(run_id, str) else None
+            if waiting is not None:
+                self.stats.deduped += 1
+                return str(waiting["request_id"])
+            item = {"request_id": str(uuid.uuid4()), "event": event}
+            if isinstance(run_id, str):
+                self._queued[run_id] = item
+            self.queue.put(item)
+        return str(item["request_id"])
+
+    def _take(self, timeout: float) -> dict[str, Any] | None:
+        """The next queued item, no longer counted as waiting (see submit)."""
+        try:
+            item = self.queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        run_id = item["event"].get("run_id") if isinstance(item["event"], dict) else None
+        with self._queue_lock:
+            if isinstance(run_id, str) and self._queued.get(run_id) is item:
+                del self._queued[run_id]
+        return item
+
+    def _warm_slot_idle(self, slot: Slot) -> bool:
+        return any(s is not slot and s.warm and s.busy_with is None for s in self.slots)
 
     def _serve(self, slot: Slot) -> None:
         while not self._stopped.is_set():
-            try:
-                item = self.queue.get(timeout=0.2)
-            except queue.Empty:
+            if not slot.warm and self._warm_slot_idle(slot):
+                # Like Lambda, an idle warm sandbox gets the next event before a new one
+                # (which composes the handler first: about a second, more under load).
+                self._stopped.wait(0.05)
                 continue
-            if slot.process is None or not slot.process.is_alive():
-                self._spawn(slot)
+            item = self._take(timeout=0.2)
+            if item is None:
+                continue
+            process = slot.process
+            if process is None or not process.is_alive():
+                self._close(slot)
+                if not (self._spawn(slot) and self._await_ready(slot, READY_TIMEOUT)):
+                    if not self._stopped.is_set():
+                        self.stats.died += 1
+                        slot.deaths += 1
+                        self.on_event(
+                            f"a new worker process did not start; run "
+                            f"{item['event'].get('run_id', '?')} waits for the sweeper"
+                        )
+                    continue
             self._run(slot, item)
 
     def _run(self, slot: Slot, item: dict[str, Any]) -> None:
-        assert slot.conn is not None and slot.process is not None
+        # Our own references: the slot's fields change when the process is replaced.
+        conn, process = slot.conn, slot.process
+        if conn is None or process is None:
+            return
         deadline = time.time() + self.timeout
         slot.busy_with, slot.started = item["event"], time.time()
         slot.invocations += 1
         self.stats.invoked += 1
         outcome = "died"
         try:
-            slot.conn.send({**item, "deadline": deadline})
-            # A little grace past the deadline for the reply to arrive.
-            if slot.conn.poll(max(0.0, deadline - time.time()) + 0.5):
-                reply = slot.conn.recv()
+            conn.send({**item, "deadline": deadline})
+            # The worker's own timer kills it at the deadline; KILL_GRACE more for a reply
+            # in flight, then the pool kills it (a worker that disarmed the timer).
+            if conn.poll(max(0.0, deadline - time.time()) + KILL_GRACE):
+                reply = conn.recv()
                 outcome = "ok" if reply.get("ok") else f"error {reply.get('error')}"
+                slot.warm = True
             else:
                 outcome = "timeout"
-        except (EOFError, OSError, BrokenPipeError):
+        except (EOFError, OSError):
             outcome = "died"
         finally:
             slot.busy_with = None
+        if self._stopped.is_set():
+            return  # stop() killed it: not a worker that died
+        if outcome == "died":
+            process.join(timeout=2)
+            if process.exitcode == -signal.SIGALRM:
+                outcome = "timeout"  # its own deadline timer
         run = item["event"].get("run_id", "?")
         if outcome == "timeout":
             self.stats.killed_at_deadline += 1
             self.on_event(
-                f"worker {slot.process.pid} hit its {self.timeout:.0f}s deadline "
+                f"worker {process.pid} hit its {self.timeout:g}s deadline "
                 f"on run {run}: killed, as Lambda would"
             )
         elif outcome == "died":
@@ -211,26 +349,30 @@ class WorkerPool:
             self.stats.errors += 1
             self.on_event(f"worker function error on run {run}: {outcome[6:]}")
         if outcome in ("timeout", "died"):
-            self._kill(slot)
-            if not self._stopped.is_set():
-                self._spawn(slot)
+            self._close(slot)
+            if self._spawn(slot) and not self._await_ready(slot, READY_TIMEOUT):
+                self._close(slot)  # the next event tries again
 
     # --- introspection ----------------------------------------------------------------
 
     def status(self) -> list[dict[str, Any]]:
         now = time.time()
-        return [
-            {
-                "slot": s.index,
-                "pid": s.process.pid if s.process is not None else None,
-                "alive": bool(s.process is not None and s.process.is_alive()),
-                "run_id": (s.busy_with or {}).get("run_id"),
-                "busy_seconds": round(now - s.started, 3) if s.busy_with else None,
-                "invocations": s.invocations,
-                "deaths": s.deaths,
-            }
-            for s in self.slots
-        ]
+        out = []
+        for s in self.slots:
+            process, busy = s.process, s.busy_with  # read once: a slot thread changes them
+            out.append(
+                {
+                    "slot": s.index,
+                    "pid": process.pid if process is not None else None,
+                    "alive": bool(process is not None and process.is_alive()),
+                    "run_id": (busy or {}).get("run_id"),
+                    "busy_seconds": round(now - s.started, 3) if busy else None,
+                    "invocations": s.invocations,
+                    "deaths": s.deaths,
+                    "warm": s.warm,  # has composed the handler (finished an invocation)
+                }
+            )
+        return out
 
     def idle(self) -> bool:
         return self.queue.empty() and all(s.busy_with is None for s in self.slots)

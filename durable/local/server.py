@@ -24,7 +24,7 @@ from typing import Any
 
 from durable.local import clock as vclock
 from durable.local.apigw import from_proxy_result, to_rest_event
-from durable.local.lambda_runtime import LocalContext, WorkerPool, load_handler
+from durable.local.lambda_runtime import DEADLINE_OVERRUN, LocalContext, WorkerPool, load_handler
 from durable.local.timers import SchedulerLoop
 
 log = logging.getLogger("durable.local")
@@ -48,7 +48,10 @@ class DevOptions:
     app: str
     port: int = 8787
     workers: int = 2
-    worker_timeout: float = 30.0
+    # Lambda's typical configured timeout (and the template's minimum): long enough for the
+    # default step budget (30 s) plus the safety margin, so a run of short steps is one
+    # invocation, as on AWS. Below that every step after the first hands off.
+    worker_timeout: float = 60.0
     time_scale: float = 1.0
     state_dir: Path = Path(".durable")
     storage: str = "auto"  # auto | dynamodb-local | moto
@@ -73,6 +76,9 @@ class DevServer:
         self.http: ThreadingHTTPServer | None = None
         self.env: dict[str, str] = {}
         self._stop = threading.Event()
+        self._sweeper: threading.Thread | None = None
+        # The recent sweeps: (time.time() at the start, seconds the sweep took).
+        self.sweeps: list[tuple[float, float]] = []
         # The API and sweeper handlers run in this process; on Lambda each container handles
         # one event at a time, and Powertools' metrics rely on that: serialize them here.
         self.handler_lock = threading.Lock()
@@ -91,7 +97,9 @@ class DevServer:
         self._create_resources()
         self.env = self._handler_env()
         os.environ.update(self.env)  # the API and sweeper handlers run in this process
-        self._start_http()
+        # The workers first (they have loaded the handler when start returns), then the
+        # timers and the HTTP server, the sweeper last (it invokes workers through the HTTP
+        # server): no request or trigger ever finds a part missing.
         self.pool = WorkerPool(
             "handlers.worker:handler",
             size=self.o.workers,
@@ -106,19 +114,32 @@ class DevServer:
         scheduler = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
         self.timers = SchedulerLoop(scheduler, SCHEDULER_GROUP, self.clock, self.pool.submit)
         self.timers.start()
-        threading.Thread(target=self._sweep_loop, name="sweeper", daemon=True).start()
+        self._start_http()
+        self._sweeper = threading.Thread(target=self._sweep_loop, name="sweeper", daemon=True)
+        self._sweeper.start()
         self.ready_seconds = time.perf_counter() - started
         self._write_endpoint_file()
 
     def stop(self) -> None:
-        self._stop.set()
+        """Quiet however it is called, Ctrl-C with invocations in flight included.
+
+        The workers go first: killed mid-invocation, as a Lambda sandbox can be (crash-only:
+        their runs resume on the next start), before anything they talk to goes away. Then
+        the sweeper and an API request in flight finish, and the servers stop.
+        """
+        self._stop.set()  # the sweeper stops; API requests get 503 from now on
+        if self.pool is not None:
+            self.pool.stop()
+        if self._sweeper is not None:
+            self._sweeper.join(timeout=10)  # a sweep in flight finishes
+        # The in-process handlers hold this lock while they run; it stays held, so none
+        # starts after this.
+        self.handler_lock.acquire(timeout=10)
         if self.timers is not None:
             self.timers.stop()
         if self.http is not None:
             self.http.shutdown()
             self.http.server_close()
-        if self.pool is not None:
-            self.pool.stop()
         for close in reversed(self.stack.closers):
             try:
                 close()
@@ -206,6 +227,13 @@ class DevServer:
             "DURABLE_SWEEP_GRACE_SECONDS": "0",
             "DURABLE_TIME_SCALE": repr(self.o.time_scale),
             "DURABLE_CLOCK_FILE": str((self.o.state_dir / "clock.json").resolve()),
+            # Every process here reads one clock (this host's, through clock.json): no
+            # clock-skew allowance before a takeover. And a worker never outlives its
+            # deadline by more than DEADLINE_OVERRUN (the pool kills it): its lease ends
+            # then. Together, a killed worker's run is taken over about a sweep period
+            # after its invocation's deadline, and never while the old worker lives.
+            "DURABLE_SHARED_CLOCK": "true",
+            "DURABLE_DEADLINE_OVERRUN_SECONDS": repr(DEADLINE_OVERRUN),
         }
 
     def _write_endpoint_file(self) -> None:
@@ -244,6 +272,9 @@ class DevServer:
                     return self._invoke(path, body)
                 if path.startswith("/_local/"):
                     return self._local(path)
+                if server._stop.is_set():  # stopping: no new API work
+                    self.close_connection = True
+                    return self._json(503, {"message": "durable dev is stopping"})
                 if not api_handler:
                     api_handler.append(load_handler("handlers.api:handler"))
                 event = to_rest_event(self.command, path, dict(self.headers.items()), body)
@@ -257,13 +288,13 @@ class DevServer:
 
             def _invoke(self, path: str, body: bytes) -> None:
                 """The Lambda Invoke API, for the worker's asynchronous self-invocations."""
-                assert server.pool is not None
+                assert server.pool is not None  # started before this server
                 event = json.loads(body or b"{}")
                 server.pool.submit(event)
                 self._reply(202, {"Content-Type": "application/json"}, b"")
 
             def _local(self, path: str) -> None:
-                assert server.pool is not None and server.timers is not None
+                assert server.pool is not None and server.timers is not None  # started before
                 if path == "/_local/status":
                     return self._json(
                         200,
@@ -275,6 +306,7 @@ class DevServer:
                             "idle": server.pool.idle(),
                             "timers_fired": server.timers.fired,
                             "timer_lateness": server.timers.lateness[-1000:],
+                            "sweeps": server.sweeps[-100:],
                             "stats": vars(server.pool.stats) | {"events": []},
                         },
                     )
@@ -289,8 +321,13 @@ class DevServer:
     # --- the sweeper ---------------------------------------------------------------------
 
     def _sweep_loop(self) -> None:
+        """A sweep every ``sweep_interval`` seconds, start to start (a sweep's own time
+        does not stretch the period: a dead worker's run waits at most one period)."""
         handler = load_handler("handlers.sweeper:handler")
-        while not self._stop.wait(self.o.sweep_interval):
+        next_at = time.monotonic() + self.o.sweep_interval
+        while not self._stop.wait(max(0.0, next_at - time.monotonic())):
+            next_at = max(next_at + self.o.sweep_interval, time.monotonic())
+            began, began_at = time.monotonic(), time.time()
             try:
                 with self.handler_lock:
                     handler(
@@ -298,4 +335,7 @@ class DevServer:
                         LocalContext("durable-sweeper-dev", "sweep", time.time() + 30),
                     )
             except Exception:
-                log.warning("sweep failed", exc_info=True)
+                if not self._stop.is_set():  # stopping: the storage may be gone already
+                    log.warning("sweep failed", exc_info=True)
+            self.sweeps.append((round(began_at, 3), round(time.monotonic() - began, 3)))
+            del self.sweeps[:-100]

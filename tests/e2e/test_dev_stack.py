@@ -28,6 +28,18 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def group_gone(pgid: int, within: float) -> bool:
+    """No process left in the group (an exited child may take a moment to be reaped)."""
+    deadline = time.time() + within
+    while time.time() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def books(path: Path) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     return data
@@ -38,8 +50,9 @@ def dev(tmp_path: Path) -> Iterator[DevProcess]:
     process = DevProcess(
         tmp_path,
         app="examples.app:app",
-        # 3 days = 30 s: longer than a killed worker's recovery (about 15 s), so the
-        # restart below lands while the runs sleep.
+        # 3 days = 30 s: longer than a killed worker's recovery (about 6 s: the 4 s
+        # timeout, the lease's 0.5 s past it, a sweep), so the restart below lands while
+        # the runs sleep.
         time_scale=8640,
         worker_timeout=4,
         env={
@@ -49,6 +62,8 @@ def dev(tmp_path: Path) -> Iterator[DevProcess]:
         },
     )
     process.start()
+    # The HTTP server starts last: no connection is accepted before it can be answered.
+    assert process.dropped_while_starting == 0, process.log_tail()
     yield process
     process.stop()
 
@@ -70,11 +85,13 @@ def test_runs_survive_a_killed_worker_and_a_restart(dev: DevProcess, tmp_path: P
     )
     assert again["run_id"] == second["run_id"]
 
-    # Kill the worker running the first run while it is inside a step.
+    # Kill the worker running the first run while it is inside a step (a warm worker
+    # 0.5 s into its invocation is in the 1.5 s welcome step: past its claim, before its
+    # hand-off; a kill in a hand-off would leave the run to the 30 s hand-off grace).
     victim = None
     deadline = time.time() + 60
     while victim is None and time.time() < deadline:
-        victim = dev.worker_running(first["run_id"], min_busy=0.3)
+        victim = dev.worker_running(first["run_id"], min_busy=0.5, warm=True)
         time.sleep(0.05)
     assert victim is not None, dev.log_tail()
     os.kill(victim, signal.SIGKILL)
@@ -91,6 +108,7 @@ def test_runs_survive_a_killed_worker_and_a_restart(dev: DevProcess, tmp_path: P
     # Restart the whole stack while the onboarding runs sleep their three days.
     dev.stop()
     dev.start()
+    assert dev.dropped_while_starting == 0, dev.log_tail()
     link = next(str(v) for v in books(effects)["by_key"].values() if "/callbacks/" in str(v))
     token = link.rsplit("/callbacks/", 1)[1]
     out = dev.cli("approve", token, "--result", '"bob"')
@@ -131,3 +149,35 @@ def test_bad_cli_input_gets_one_line_with_the_fix(dev: DevProcess) -> None:
 
     invalid = dev.cli("start", "onboarding", "--input", '{"user_id": 5}', check=False)
     assert invalid.returncode == 1 and "user_id" in invalid.stderr
+
+
+def test_ctrl_c_with_invocations_in_flight_is_quiet(dev: DevProcess) -> None:
+    # GIVEN every worker inside a step (1.5 s each) and more runs queued
+    runs = [
+        dev.http("POST", "/workflows/onboarding/runs", {"user_id": f"q{i}", "email": "q@x"})
+        for i in range(6)
+    ]
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        busy = [w for w in dev.status()["workers"] if (w["busy_seconds"] or 0) > 0.2]
+        if len(busy) == dev.workers:
+            break
+        time.sleep(0.05)
+    assert len(busy) == dev.workers, dev.log_tail()
+    assert len(runs) == 6
+    logged = dev.log_path.read_text(errors="replace")
+    # WHEN the developer presses Ctrl-C (SIGINT to the whole process group)
+    pid = dev.process.pid if dev.process is not None else 0
+    dev.stop()
+    # THEN everything it started is gone, and the stop logged nothing but its own line:
+    # no slot-thread error, no traceback from a worker hit by the SIGINT, no worker
+    # reported dead for being stopped
+    assert group_gone(pid, within=10)
+    after = dev.log_path.read_text(errors="replace")[len(logged) :]
+    lines = [line for line in after.splitlines() if '"_aws":' not in line]
+    noise = [
+        line
+        for line in lines
+        if line.strip() != "• stopping…" and '"level":"INFO"' not in line and line.strip()
+    ]
+    assert noise == [], after

@@ -1,0 +1,207 @@
+"""``durable dev``'s own parts: the worker pool, and the local-only lease settings.
+
+The pool tests run real worker processes (no sockets: the pool talks to them over pipes)
+with the handlers in ``tests/unit/local_pool_handlers.py``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from multiprocessing.connection import wait
+from typing import Any
+
+import pytest
+
+from durable import App, Context, RunStatus
+from durable.errors import InvalidInput
+from durable.local.lambda_runtime import DEADLINE_OVERRUN, WorkerPool
+from durable.settings import LOCAL_ONLY, Settings
+from durable.testing import LocalRunner, SimulatedCrash
+
+HANDLER = "tests.unit.local_pool_handlers:sleeper"
+R1, R2 = "01JAAAAAAAAAAAAAAAAAAAAAAA", "01JBBBBBBBBBBBBBBBBBBBBBBB"
+BASE = {"DURABLE_APP": "m:app", "DURABLE_LEDGER_TABLE": "led", "DURABLE_IDEMPOTENCY_TABLE": "idm"}
+DEV = {
+    **BASE,
+    "DURABLE_CLOCK_FILE": "/tmp/durable-dev/clock.json",
+    "DURABLE_SHARED_CLOCK": "true",
+    "DURABLE_DEADLINE_OVERRUN_SECONDS": repr(DEADLINE_OVERRUN),
+}
+
+
+def until(condition: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+# --- WorkerPool.submit: one queued invocation per run ------------------------------------
+
+
+def test_an_invocation_for_a_run_already_queued_is_dropped() -> None:
+    # GIVEN a pool whose workers are all busy (not started: nothing takes from the queue)
+    pool = WorkerPool(HANDLER, size=1, timeout_seconds=5, env={})
+    # WHEN the start's invocation is still queued and the sweeper (grace 0 locally)
+    # invokes the same run again, and another run is invoked
+    first = pool.submit({"run_id": R1, "reason": "start", "hop": 0})
+    again = pool.submit({"run_id": R1, "reason": "sweep", "hop": 0})
+    other = pool.submit({"run_id": R2, "reason": "start", "hop": 0})
+    # THEN the second invocation of R1 is dropped (the worker loads the latest state anyway)
+    assert pool.queue.qsize() == 2
+    assert again == first and other != first
+    assert pool.stats.deduped == 1
+    queued = [pool.queue.get_nowait()["event"] for _ in range(2)]
+    assert [(e["run_id"], e["reason"]) for e in queued] == [(R1, "start"), (R2, "start")]
+
+
+def test_an_invocation_for_a_run_already_running_is_queued() -> None:
+    pool = WorkerPool(HANDLER, size=1, timeout_seconds=5, env={})
+    pool.submit({"run_id": R1, "reason": "start"})
+    taken = pool._take(timeout=1)  # a slot took it: the invocation is running now
+    assert taken is not None and taken["event"]["run_id"] == R1
+    # A hand-off (or an event) for the running run may need a new invocation: kept.
+    pool.submit({"run_id": R1, "reason": "continue", "hop": 1})
+    assert pool.queue.qsize() == 1 and pool.stats.deduped == 0
+
+
+# --- WorkerPool: deadlines, Ctrl-C and stop ------------------------------------------------
+
+
+@pytest.fixture
+def events() -> list[str]:
+    return []
+
+
+@pytest.fixture
+def thread_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[BaseException | None]]:
+    errors: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: errors.append(args.exc_value))
+    yield errors
+
+
+def started_pool(events: list[str], size: int, timeout: float) -> WorkerPool:
+    pool = WorkerPool(HANDLER, size=size, timeout_seconds=timeout, env={}, on_event=events.append)
+    pool.start()
+    return pool
+
+
+def test_a_worker_is_killed_by_its_own_timer_at_its_deadline(events: list[str]) -> None:
+    pool = started_pool(events, size=1, timeout=1.0)
+    try:
+        process = pool.slots[0].process
+        assert process is not None
+        submitted = time.time()
+        pool.submit({"run_id": R1, "seconds": 30})
+        assert wait([process.sentinel], timeout=20), "the worker outlived its deadline"
+        lived = time.time() - submitted
+        until(lambda: pool.stats.killed_at_deadline == 1)
+        # Ended at its deadline by the kernel (SIGALRM), not by the pool's later SIGKILL:
+        # the dev stack's leases end DEADLINE_OVERRUN after the deadline and rely on it.
+        assert process.exitcode == -signal.SIGALRM
+        assert lived < 1.0 + DEADLINE_OVERRUN
+        assert pool.stats.died == 0
+        assert events and "deadline" in events[0]
+    finally:
+        pool.stop()
+
+
+def test_a_worker_ignores_the_ctrl_c_meant_for_durable_dev(events: list[str]) -> None:
+    # A terminal's Ctrl-C signals the whole process group: the worker finishes (or is
+    # killed by the pool's stop) instead of dying mid-invocation with a traceback.
+    pool = started_pool(events, size=1, timeout=30)
+    try:
+        pool.submit({"run_id": R1, "sigint": True, "seconds": 0.2})
+        until(lambda: pool.stats.invoked == 1 and pool.idle())
+        assert (pool.stats.died, pool.stats.errors) == (0, 0)
+        assert events == []
+    finally:
+        pool.stop()
+
+
+def test_stopping_the_pool_with_invocations_in_flight_is_quiet(
+    events: list[str], thread_errors: list[BaseException | None]
+) -> None:
+    pool = started_pool(events, size=2, timeout=30)
+    pool.submit({"run_id": R1, "seconds": 30})
+    pool.submit({"run_id": R2, "seconds": 30})
+    until(lambda: all(w["run_id"] for w in pool.status()))
+    began = time.monotonic()
+    pool.stop()
+    assert time.monotonic() - began < 10
+    # No slot-thread error (it used to read a pipe stop() had closed: "'NoneType' object
+    # has no attribute 'recv'"), and the invocations the stop ended are no deaths.
+    assert thread_errors == []
+    assert events == []
+    assert pool.stats.died == 0
+    assert not any(w["alive"] for w in pool.status())
+
+
+# --- the lease on the dev stack: one clock, workers killed at their deadline -------------
+
+
+def takeover_wait(settings: Settings) -> float:
+    """Seconds after a worker died in a step (invocation 5 s) until the step ran again."""
+    app = App()
+    bodies: list[str] = []
+
+    @app.step
+    def work() -> str:
+        bodies.append("body")
+        if len(bodies) == 1:
+            raise SimulatedCrash("SIGKILL in the middle of the step")
+        return "done"
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return work()
+
+    runner = LocalRunner(app, config=settings.engine_config(), remaining_seconds=lambda: 5.0)
+    run = runner.start("flow")
+    runner.run_until_idle()
+    assert bodies == ["body"]
+    # Sweeps every 0.1 s, off the lease's phase: a sweep in the lease's last millisecond
+    # finds it due but not yet expired, and the run then waits for sweep_retrigger.
+    waited = timedelta(milliseconds=50)
+    runner.advance(waited)
+    while len(bodies) == 1 and waited < timedelta(minutes=1):
+        waited += timedelta(milliseconds=100)
+        runner.advance(timedelta(milliseconds=100))  # each advance sweeps
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    return waited.total_seconds()
+
+
+def test_on_the_dev_stack_a_dead_worker_is_taken_over_right_after_its_lease() -> None:
+    # The lease ends DEADLINE_OVERRUN after the invocation's deadline (the pool has killed
+    # the worker by then) and, with one clock, needs no skew margin: taken over then,
+    # never earlier.
+    waited = takeover_wait(Settings.from_env(DEV))
+    assert 5.0 + DEADLINE_OVERRUN < waited <= 5.0 + DEADLINE_OVERRUN + 0.1
+
+
+def test_on_aws_a_takeover_still_waits_for_the_overrun_and_the_clock_skew() -> None:
+    waited = takeover_wait(Settings.from_env(BASE))
+    assert 5.0 + 2.0 + 5.0 < waited <= 5.0 + 2.0 + 5.0 + 0.1
+
+
+def test_the_dev_stack_lease_settings_are_local_only_and_refused_without_its_clock() -> None:
+    assert {"shared_clock", "deadline_overrun_seconds"} <= LOCAL_ONLY  # never in the template
+    aws = Settings.from_env(BASE).engine_config()
+    assert (aws.clock_skew, aws.deadline_overrun) == (timedelta(seconds=5), timedelta(seconds=2))
+    dev = Settings.from_env({**DEV, "DURABLE_TIME_SCALE": "10"}).engine_config()
+    assert dev.clock_skew == timedelta(0)
+    assert dev.deadline_overrun == timedelta(seconds=DEADLINE_OVERRUN * 10)  # real seconds
+    # Without durable dev's shared clock file, processes may read different clocks.
+    for name, value in (
+        ("DURABLE_SHARED_CLOCK", "true"),
+        ("DURABLE_DEADLINE_OVERRUN_SECONDS", "0.5"),
+        ("DURABLE_DEADLINE_OVERRUN_SECONDS", "0"),
+    ):
+        alone: dict[str, Any] = {**BASE, name: value}
+        with pytest.raises(InvalidInput, match=name):
+            Settings.from_env(alone)
