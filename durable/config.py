@@ -14,12 +14,19 @@ class EngineConfig:
     # it before they start (see ``default_step_budget``).
     lease: timedelta = timedelta(seconds=60)
     # Two machines' clocks may disagree; an expired lease is taken over only once it is
-    # this much in the past by the claimer's clock.
+    # this much in the past by the claimer's clock. Zero only where every process reads
+    # the same clock (``durable dev``: ``Settings.shared_clock``), never on AWS.
     clock_skew: timedelta = timedelta(seconds=5)
     # The time budget of a step without ``timeout=``.
     default_step_budget: timedelta = timedelta(seconds=30)
     # Time kept back at the end of an invocation for the hand-off writes.
     safety_margin: timedelta = timedelta(seconds=2)
+    # How long a worker may still be running (and writing) past its invocation's deadline:
+    # a lease renewed near the deadline ends this much after it, so a takeover never comes
+    # while the old owner lives. Lambda stops an invocation at its deadline; 2 s also covers
+    # requests already sent. ``durable dev`` kills its workers at the deadline itself and
+    # sets less (``Settings.deadline_overrun_seconds``).
+    deadline_overrun: timedelta = timedelta(seconds=2)
     # Bodies executed per invocation before handing off (1 = strict isolation).
     steps_per_invocation: int = 1000
     # Waits this short are served in-process when the invocation has time left.
@@ -42,6 +49,10 @@ class EngineConfig:
     # HMAC key of callback tokens (from Secrets Manager/SSM in production); None refuses
     # to mint tokens rather than minting forgeable ones.
     callback_secret: bytes | None = field(default=None, repr=False)
+    # More keys that verify but never sign, during a rotation: the upcoming key (so every
+    # container accepts it before any signs with it), then the retired one (so pending
+    # callbacks keep their URLs; a replay rebuilds them with it).
+    callback_verify_only_secrets: tuple[bytes, ...] = field(default=(), repr=False)
     # Public base of callback URLs, e.g. "https://api.example.com/prod".
     callback_base_url: str = ""
     # The sweeper skips due entries younger than this (2 minutes on AWS so it does not

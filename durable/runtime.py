@@ -8,7 +8,7 @@ here reads the environment or imports a vendor SDK.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from durable.errors import InvalidInput
 from durable.ports import EffectStore, Invoker, Ledger, NoTimers, Timers
 from durable.registry import App
 from durable.settings import Settings
+from durable.tokens import parse_secret
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import (
@@ -86,6 +87,7 @@ class Runtime:
         services: Services,
         *,
         callback_secret: bytes | None = None,
+        callback_verify_only_secrets: tuple[bytes, ...] = (),
         metric: MetricSink = no_metric,
     ) -> None:
         self.settings = settings
@@ -99,7 +101,10 @@ class Runtime:
             services.invoker,
             services.effects,
             clock=services.clock,
-            config=settings.engine_config(callback_secret),
+            config=replace(
+                settings.engine_config(callback_secret),
+                callback_verify_only_secrets=callback_verify_only_secrets,
+            ),
             timers=services.timers,
         )
         self.idempotency_config: IdempotencyConfig | None = None
@@ -108,11 +113,19 @@ class Runtime:
     def build(
         cls, settings: Settings, app: App, services: Services, metric: MetricSink = no_metric
     ) -> Runtime:
-        """Fetch the callback key (it mints and checks tokens), then compose."""
-        secret = None
+        """Fetch the callback keys (they mint and check tokens), then compose."""
+        secret: bytes | None = None
+        previous: tuple[bytes, ...] = ()
         if settings.callback_secret_name:
-            secret = services.secrets(settings.callback_secret_name).encode()
-        return cls(settings, app, services, callback_secret=secret, metric=metric)
+            secret, previous = parse_secret(services.secrets(settings.callback_secret_name))
+        return cls(
+            settings,
+            app,
+            services,
+            callback_secret=secret,
+            callback_verify_only_secrets=previous,
+            metric=metric,
+        )
 
     def webhook_secret(self) -> str | None:
         name = self.settings.webhook_secret_name

@@ -3,6 +3,11 @@
 The MAC is HMAC-SHA256(secret, run_id|position|nonce) with a random nonce recorded on
 the step: a replayed ``submit`` rebuilds the same URL, while the ledger alone (nonce and
 token hash) cannot forge one without the secret. Only the token's SHA-256 is stored.
+
+Rotation: the secret's value is one key, or a JSON array of keys while rotating: the
+first signs new tokens, the others only verify. A token signed by any of them verifies,
+and a replay rebuilds a recorded token with whichever key reproduces its stored hash, so
+a callback pending across a rotation keeps its URL.
 """
 
 from __future__ import annotations
@@ -10,8 +15,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import os
 import re
+from collections.abc import Sequence
 
 from durable.errors import InvalidInput
 
@@ -33,6 +40,26 @@ def check_secret(secret: bytes | None) -> bytes:
     return secret
 
 
+def parse_secret(value: str) -> tuple[bytes, tuple[bytes, ...]]:
+    """(signing key, verify-only keys) from the secret's value: a plain string is one key;
+    a JSON array is a rotation in progress, the signing key first (the shape webhook
+    secrets use for theirs). Key lengths are checked where a key is used, like a single key's."""
+    if not value.lstrip().startswith("["):
+        return value.encode(), ()
+    try:
+        keys = json.loads(value)
+    except ValueError:
+        keys = None
+    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+        raise InvalidInput(
+            'the callback secret starts with "[" but is not a JSON array of keys: store '
+            '["<signing key>", "<other key>"] while rotating, or one plain key',
+            field="callback_secret",
+        )
+    signing, *others = (k.encode() for k in keys)
+    return signing, tuple(others)
+
+
 def _mac(secret: bytes, run_id: str, position: str, nonce: str) -> str:
     digest = hmac.new(secret, f"{run_id}|{position}|{nonce}".encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
@@ -40,6 +67,19 @@ def _mac(secret: bytes, run_id: str, position: str, nonce: str) -> str:
 
 def make_token(secret: bytes, run_id: str, position: str, nonce: str) -> str:
     return f"{run_id}.{position}.{_mac(check_secret(secret), run_id, position, nonce)}"
+
+
+def rebuild_token(
+    secrets: Sequence[bytes], run_id: str, position: str, nonce: str, stored_hash: str | None
+) -> str:
+    """The token a recorded callback was sent with: the first key (the signing one, then
+    the others) that reproduces the stored hash. A key retired meanwhile cannot: the current
+    key's token is returned, and answers with the old one are refused as unknown."""
+    tokens = [make_token(key, run_id, position, nonce) for key in secrets]
+    for token in tokens:
+        if stored_hash is not None and hmac.compare_digest(token_hash(token), stored_hash):
+            return token
+    return tokens[0]
 
 
 def token_hash(token: str) -> str:
@@ -58,7 +98,11 @@ def parse_token(token: str) -> tuple[str, str, str]:
     return match.group(1), match.group(2), match.group(3)
 
 
-def verify(secret: bytes, token: str, nonce: str) -> bool:
+def verify(secrets: Sequence[bytes], token: str, nonce: str) -> bool:
+    """Whether any key (current or one a rotation retired) signed ``token``."""
     run_id, position, mac = parse_token(token)
-    expected = _mac(check_secret(secret), run_id, position, nonce)
-    return hmac.compare_digest(expected, mac)
+    matches = [
+        hmac.compare_digest(_mac(check_secret(key), run_id, position, nonce), mac)
+        for key in secrets
+    ]
+    return any(matches)  # every key tried: the time taken does not tell which one matched

@@ -87,7 +87,10 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
                 expires_at=expires,
             )
         )
-    token = tokens.make_token(secret, x.run.run_id, position, rec.token_nonce or "")
+    keys = (secret, *x.config.callback_verify_only_secrets)
+    token = tokens.rebuild_token(
+        keys, x.run.run_id, position, rec.token_nonce or "", rec.token_hash
+    )
     base = x.config.callback_base_url.rstrip("/")
     return Callback(token, f"{base}/callbacks/{token}", name, position, x)
 

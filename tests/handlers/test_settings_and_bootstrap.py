@@ -64,6 +64,7 @@ def test_a_scaled_clock_keeps_real_durations_real() -> None:
 def test_handler_modules_compose_nothing_at_import() -> None:
     code = (
         "import sys, handlers.worker, handlers.api, handlers.sweeper, handlers.events\n"
+        "import handlers.purge\n"
         "vendors = ('boto3', 'botocore', 'pynamodb', 'aws_lambda_powertools')\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & set(vendors)))"
     )
@@ -77,6 +78,7 @@ def test_handler_modules_compose_nothing_at_import() -> None:
 def test_only_bootstrap_reads_the_environment_on_the_lambda_path() -> None:
     code = (
         "import sys, handlers.worker, handlers.api, handlers.sweeper, handlers.events\n"
+        "import handlers.purge\n"
         "import durable.adapters.aws_services, durable.api.routes, durable.observability\n"
         "import durable.event_sources, durable.api.idempotency\n"
         "print('\\n'.join(m.__file__ for n, m in sys.modules.items()\n"
@@ -112,3 +114,26 @@ def test_the_api_serves_its_openapi_document(stack: Stack) -> None:
     reply = stack.call(api_event("GET", "/openapi.json"))
     assert reply.status == 200
     assert reply.body == json.loads((ROOT / "openapi.json").read_text())
+
+
+def test_a_rotating_callback_secret_composes_the_current_and_previous_keys() -> None:
+    # GIVEN the callback secret mid-rotation: a JSON array of keys, newest first
+    from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
+    from durable.runtime import Runtime, Services, load_app
+
+    stored = {"durable/callback": '["new-key-0123456789abcdef", "old-key-0123456789abcdef"]'}
+    services = Services(
+        ledger=MemoryLedger(),
+        effects=MemoryEffectStore(),
+        invoker=MemoryInvoker(),
+        nonces=None,  # type: ignore[arg-type]  # no webhook route is called here
+        secrets=stored.__getitem__,
+    )
+    settings = Settings.from_env({**MINIMAL, "DURABLE_CALLBACK_SECRET_NAME": "durable/callback"})
+    # WHEN the composition root builds the runtime
+    runtime = Runtime.build(settings, load_app(settings.app), services)
+    # THEN new tokens use the first key and the others still verify
+    config = runtime.engine.config
+    assert config.callback_secret == b"new-key-0123456789abcdef"
+    assert config.callback_verify_only_secrets == (b"old-key-0123456789abcdef",)
+    assert "new-key" not in repr(config)  # keys never reach logs through a repr

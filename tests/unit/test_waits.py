@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
-from durable import App, CallbackFailed, CallbackTimeout, Context, RunStatus, StepStatus
+from durable import (
+    App,
+    CallbackFailed,
+    CallbackTimeout,
+    Context,
+    EngineConfig,
+    RunStatus,
+    StepStatus,
+)
 from durable.errors import (
     CallbackAlreadyCompleted,
     CallbackExpired,
@@ -17,6 +26,7 @@ from durable.errors import (
     RunNotFound,
 )
 from durable.testing import LocalRunner
+from durable.tokens import parse_secret
 from durable.waits import Callback
 
 # --- sleep ---------------------------------------------------------------------------
@@ -215,6 +225,90 @@ def test_callbacks_need_a_configured_secret() -> None:
     stored = runner.get_run(run.run_id)
     assert stored.status == RunStatus.FAILED
     assert stored.error is not None and "callback_secret" in stored.error.message
+
+
+OLD_KEY, NEW_KEY = b"o" * 32, b"n" * 32
+
+
+def rotation_app(tokens: list[str]) -> App:
+    """Each invocation notes the token its callback was (re)built with, then waits."""
+    app = App()
+
+    @app.workflow(name="sign")
+    def sign(ctx: Context) -> Any:
+        callback = ctx.create_callback("signature", timeout=timedelta(days=7))
+        tokens.append(callback.token)
+        return callback.result()
+
+    return app
+
+
+def rotate(runner: LocalRunner, *keys: bytes) -> None:
+    current, *previous = keys
+    runner.engine.config = replace(
+        runner.engine.config, callback_secret=current, callback_verify_only_secrets=tuple(previous)
+    )
+
+
+def test_a_callback_pending_across_a_key_rotation_keeps_its_url_and_still_verifies() -> None:
+    # GIVEN a run waiting on a callback whose token was signed with the old key
+    tokens: list[str] = []
+    runner = LocalRunner(rotation_app(tokens), config=EngineConfig(callback_secret=OLD_KEY))
+    before = runner.start("sign")
+    runner.run_until_idle()
+    sent = tokens[-1]
+    # WHEN the key is rotated (the old one kept as previous) and the run replays
+    rotate(runner, NEW_KEY, OLD_KEY)
+    runner.engine.resume(before.run_id, reason="replay")
+    # THEN the replay rebuilt the token that was sent, and answering it completes the run
+    assert tokens[-1] == sent
+    runner.complete_callback(sent, {"signed": True})
+    runner.run_until_idle()
+    assert runner.get_run(before.run_id).output == '{"signed":true}'
+    # AND a callback created after the rotation is signed with the new key
+    after = runner.start("sign")
+    runner.run_until_idle()
+    assert tokens[-1] != sent
+    rotate(runner, NEW_KEY)  # the old key retired: the new token needs nothing else
+    runner.complete_callback(tokens[-1], "ok")
+    runner.run_until_idle()
+    assert runner.get_run(after.run_id).status == RunStatus.SUCCEEDED
+
+
+def test_a_token_of_a_retired_key_is_refused_and_nothing_is_written() -> None:
+    tokens: list[str] = []
+    runner = LocalRunner(rotation_app(tokens), config=EngineConfig(callback_secret=OLD_KEY))
+    run = runner.start("sign")
+    runner.run_until_idle()
+    rotate(runner, NEW_KEY)  # the old key dropped while its callback was still pending
+    before = runner.history(run.run_id)
+    with pytest.raises(CallbackNotFound):
+        runner.complete_callback(tokens[-1], "late")
+    assert runner.history(run.run_id) == before
+
+
+@pytest.mark.parametrize(
+    ("value", "current", "previous"),
+    [
+        ("one plain key, long enough", b"one plain key, long enough", ()),
+        (
+            '["new key 0123456789", "old key 0123456789"]',
+            b"new key 0123456789",
+            (b"old key 0123456789",),
+        ),
+    ],
+)
+def test_the_secret_holds_one_key_or_a_rotation_newest_first(
+    value: str, current: bytes, previous: tuple[bytes, ...]
+) -> None:
+    assert parse_secret(value) == (current, previous)
+
+
+@pytest.mark.parametrize("value", ["[", "[]", '["ok key 0123456789", 7]', '["a"'])
+def test_a_malformed_rotation_names_the_secret_and_the_shape(value: str) -> None:
+    with pytest.raises(InvalidInput, match="JSON array") as info:
+        parse_secret(value)
+    assert info.value.field == "callback_secret"
 
 
 # --- signals ------------------------------------------------------------------------
