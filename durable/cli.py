@@ -5,7 +5,7 @@
     durable runs --workflow onboarding
     durable show RUN_ID [--timeline]
     durable approve TOKEN   /  durable reject TOKEN --reason "over budget"
-    durable signal RUN_ID NAME --payload '{"n": 1}'
+    durable signal RUN_ID NAME --payload '{"n": 1}' [--key order-7-paid]
     durable cancel RUN_ID --reason "duplicate" [--compensate]
     durable retry RUN_ID [--upgrade-to 2]   /  durable fork RUN_ID --from-step 3
 
@@ -230,9 +230,19 @@ def cmd_answer(args: argparse.Namespace, approve: bool) -> int:
 
 def cmd_signal(args: argparse.Namespace) -> int:
     payload = parse_json(args.payload, "payload") if args.payload else None
-    path = f"/runs/{urllib.parse.quote(args.run_id)}/signals/{urllib.parse.quote(args.name)}"
-    call(args, "POST", path, payload)
-    print(f"signal {args.name!r} sent to run {args.run_id}")
+    # Sent whenever given, even empty (unlike `start`, which drops an empty one): an empty
+    # $KEY then gets the API's 422 instead of quietly becoming an unkeyed, at-least-once send.
+    headers = {"Idempotency-Key": args.key} if args.key is not None else None
+    name = urllib.parse.quote(args.name, safe="")
+    path = f"/runs/{urllib.parse.quote(args.run_id, safe='')}/signals/{name}"
+    sent = call(args, "POST", path, payload, headers)
+    if sent.get("duplicate"):
+        print(
+            f"signal {args.name!r} was already sent to run {args.run_id} with this key "
+            f"(signal {sent['signal_id']}); nothing new stored"
+        )
+    else:
+        print(f"signal {args.name!r} sent to run {args.run_id} (signal {sent['signal_id']})")
     return 0
 
 
@@ -282,7 +292,13 @@ def parser() -> argparse.ArgumentParser:
     dev.add_argument("--app", required=True, help="module:attribute of your durable.App")
     dev.add_argument("--port", type=int, default=8787)
     dev.add_argument("--workers", type=int, default=2, help="worker processes")
-    dev.add_argument("--worker-timeout", type=float, default=30.0, help="seconds, like Lambda's")
+    dev.add_argument(
+        "--worker-timeout",
+        type=float,
+        default=60.0,
+        help="seconds, like Lambda's; a killed worker's run resumes about this long after "
+        "its invocation started (default 60: fits the default 30 s step budget)",
+    )
     dev.add_argument(
         "--time-scale",
         type=float,
@@ -327,6 +343,12 @@ def parser() -> argparse.ArgumentParser:
     signal_.add_argument("run_id")
     signal_.add_argument("name")
     signal_.add_argument("--payload", help="JSON payload")
+    signal_.add_argument(
+        "--key",
+        "--idempotency-key",
+        dest="key",
+        help="idempotency key: resending with it stores the signal once",
+    )
     signal_.set_defaults(func=cmd_signal)
 
     cancel = sub.add_parser("cancel", help="cancel a run")

@@ -1,12 +1,15 @@
 """External events addressed to runs: callback completions and signals.
 
 Each writes its own record and bumps the run's inbox in one transaction, then invokes a
-worker. Every error case is decided before anything is written.
+worker. Every error case is decided before anything is written. A signal sent with an
+idempotency key is stored once: its item's sort key derives from the key, so a retried
+send meets the first one in the ledger's conditional write and gets it back.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import json
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from durable import serde, tokens
@@ -14,13 +17,14 @@ from durable.errors import (
     CallbackAlreadyCompleted,
     CallbackExpired,
     CallbackNotFound,
+    IdempotencyConflict,
     InvalidInput,
     InvalidState,
     RunNotFound,
 )
-from durable.ids import new_ulid
+from durable.ids import check_idempotency_key, new_ulid
 from durable.model import SignalRecord, StepKind, StepRecord, StepStatus, format_time
-from durable.ports import RunFinished, WaitNotPending
+from durable.ports import RunFinished, SignalExists, WaitNotPending
 from durable.waits import check_wait_name
 
 if TYPE_CHECKING:
@@ -68,6 +72,7 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
     output = None if error is not None else _json_text(result, "result")
     failure = _error_fields(error) if error is not None else None
     secret = tokens.check_secret(engine.config.callback_secret)
+    keys = (secret, *engine.config.callback_verify_only_secrets)
     rec = engine.ledger.get_step(run_id, position)
     digest = tokens.token_hash(token)
     if (
@@ -75,7 +80,7 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
         or rec.kind != StepKind.CALLBACK
         or rec.token_nonce is None
         or rec.token_hash != digest
-        or not tokens.verify(secret, token, rec.token_nonce)
+        or not tokens.verify(keys, token, rec.token_nonce)
     ):
         raise CallbackNotFound("unknown callback token: check it was copied whole")
     now = format_time(engine.clock.now())
@@ -100,22 +105,69 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
     return run_id
 
 
-def send_signal(engine: Engine, run_id: str, name: str, payload: Any = None) -> SignalRecord:
+def signal_key_hash(key: str) -> str:
+    """What the ledger keeps of a signal's key: 128 bits of its SHA-256, never the key
+    (a caller may use a secret, such as an upstream message id, as its key)."""
+    return serde.sha256_hex(key)[:32]
+
+
+@dataclass(frozen=True, slots=True)
+class SignalDelivery:
+    """The stored signal, and whether this call repeated an earlier one (same key)."""
+
+    signal: SignalRecord
+    duplicate: bool
+
+
+def send_signal(
+    engine: Engine, run_id: str, name: str, payload: Any = None, key: str | None = None
+) -> SignalDelivery:
+    """Store a signal and wake the run; with ``key``, a repeat returns the stored one."""
     try:
         check_wait_name(name, "signal")
     except ValueError as e:
         raise InvalidInput(str(e), field="name") from e
+    key_hash = signal_key_hash(check_idempotency_key(key, "key")) if key is not None else None
     text = _json_text(payload, "payload")
+    # The stored JSON, key-sorted: a retry that serialized the same object in another order
+    # matches (read back from the text, whose object keys are all strings by now).
+    payload_hash = serde.sha256_hex(serde.canonical_json(json.loads(text))) if key_hash else None
     run = engine.ledger.get_run(run_id)
     if run is None:
         raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
-    if run.terminal:
+    # A keyed send to a finished run goes on to the ledger: if it repeats a signal the run
+    # took before it finished, the answer is that signal (the ledger writes nothing).
+    if run.terminal and key_hash is None:
         raise InvalidState(f"run {run_id} is {run.status.value}; it takes no more signals")
     now = engine.clock.now()
-    signal = SignalRecord(run_id, name, new_ulid(now), text, format_time(now))
+    signal = SignalRecord(
+        run_id,
+        name,
+        new_ulid(now),
+        text,
+        format_time(now),
+        key_hash=key_hash,
+        payload_hash=payload_hash,
+    )
     try:
         engine.ledger.add_signal(signal, now=format_time(now))
+    except SignalExists as e:
+        stored = e.existing
+        if stored.payload_hash != payload_hash:
+            raise IdempotencyConflict(
+                f"the idempotency key was already used for signal {name!r} of run {run_id} "
+                f"(signal {stored.signal_id}) with a different payload; use a new key for a "
+                "new signal"
+            ) from e
+        # Nothing is written and the inbox is not bumped again. The worker is invoked
+        # again only while the wake-up the first send set (due_at = its arrival) is still
+        # pending: that send may have died between its write and its invoke, and the
+        # claim makes a spare invocation harmless. Once a worker took the run (due_at
+        # moved on), a repeat wakes nothing.
+        if not run.terminal and run.due_at is not None and run.due_at <= format_time(now):
+            engine.invoke_worker(run_id, "signal")
+        return SignalDelivery(stored, duplicate=True)
     except RunFinished as e:
         raise InvalidState(f"run {run_id} has finished; it takes no more signals") from e
     engine.invoke_worker(run_id, "signal")
-    return signal
+    return SignalDelivery(signal, duplicate=False)

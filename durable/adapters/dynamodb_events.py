@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_items import (
     RUN_SK,
-    SIGNAL_PREFIX,
     STEP_PREFIX,
     item_to_run,
+    item_to_signal,
     item_to_step,
     run_pk,
+    signal_sk,
     signal_to_item,
     step_to_item,
 )
@@ -29,7 +30,7 @@ from durable.adapters.dynamodb_support import (
 from durable.ids import due_shard
 from durable.limits import check_item_size
 from durable.model import TERMINAL_RUN_STATUSES, SignalRecord, StepRecord, StepStatus
-from durable.ports import Page, RunFinished, WaitNotPending
+from durable.ports import Page, RunFinished, SignalExists, WaitNotPending
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -123,22 +124,45 @@ class EventsMixin:
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")
+        put: dict[str, Any] = {
+            "TableName": self.table,
+            "Item": signal_to_item(signal),
+            "ConditionExpression": "attribute_not_exists(sk)",
+        }
+        if signal.key_hash is not None:
+            # A keyed signal's sort key is derived from its key: a failed condition means
+            # an earlier send with that key, returned in the same call (no extra read).
+            put["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         reasons = self._transact(
-            [
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": signal_to_item(signal),
-                        "ConditionExpression": "attribute_not_exists(sk)",
-                    }
-                },
-                self._bump_inbox(signal.run_id, now),
-            ],
+            [{"Put": put}, self._bump_inbox(signal.run_id, now)],
             f"storing signal {signal.name}",
         )
-        if reasons is not None:
-            old_run = reasons[1].get("Item") if len(reasons) > 1 else None
-            raise RunFinished(item_to_run(old_run) if old_run else None)
+        if reasons is None:
+            return
+        if signal.key_hash is not None:
+            if reasons[0].get("Code") == "ConditionalCheckFailed":
+                old = reasons[0].get("Item")
+            else:
+                # Only the run's condition (finished) was reported. DynamoDB reports every
+                # failed condition of a transaction, but the port promises that a repeat
+                # is a repeat even then: look rather than trust every backend to.
+                old = self._get_signal_item(signal)
+            if old is not None:
+                raise SignalExists(item_to_signal(old))
+        old_run = reasons[1].get("Item") if len(reasons) > 1 else None
+        raise RunFinished(item_to_run(old_run) if old_run else None)
+
+    def _get_signal_item(self, signal: SignalRecord) -> dict[str, Any] | None:
+        try:
+            response = self.client.get_item(
+                TableName=self.table,
+                Key={"pk": s(run_pk(signal.run_id)), "sk": s(signal_sk(signal))},
+                ConsistentRead=True,
+            )
+        except Exception as err:
+            storage_error(err, "reading the signal")
+        item: dict[str, Any] | None = response.get("Item")
+        return item
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord) -> StepRecord:
         finals = {f":f{i}": s(v.value) for i, v in enumerate(StepStatus) if v.final}
@@ -160,7 +184,7 @@ class EventsMixin:
                         "TableName": self.table,
                         "Key": {
                             "pk": s(run_pk(signal.run_id)),
-                            "sk": s(f"{SIGNAL_PREFIX}{signal.name}#{signal.signal_id}"),
+                            "sk": s(signal_sk(signal)),
                         },
                         "UpdateExpression": "SET consumed_by = :pos",
                         "ConditionExpression": "attribute_exists(sk) AND "

@@ -46,6 +46,17 @@ IdempotencyKey = Annotated[
     ),
 ]
 
+# The same header on the signal route, where it deduplicates deliveries of one signal.
+SignalIdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        description="At most 256 characters, no control characters; scoped to the run and "
+        "the signal's name. A retry with the same key and body is stored once and answered "
+        "with the first signal (`duplicate: true`); a reused key with another body is 409.",
+    ),
+]
+
 
 def _errors(*codes: int) -> dict[int, Any]:
     described = {
@@ -182,11 +193,17 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/runs/<run_id>/signals/<name>",
         summary="Send a named signal (the body is its payload)",
         tags=["events"],
-        responses={**_ok(202, "Signal stored"), **_errors(*BODY, 404, 409)},
+        responses={
+            **_ok(202, "Signal stored (or, repeating an Idempotency-Key, the one stored first)"),
+            **_errors(*BODY, 404, 409),
+        },
     )
-    def signal(run_id: str, name: str) -> Response[SignalAccepted]:
+    def signal(
+        run_id: str, name: str, idempotency_key: SignalIdempotencyKey = None
+    ) -> Response[SignalAccepted]:
         payload = parse_json(app.current_event.body)
-        return _json(202, service().signal(unquote(run_id), unquote(name), payload))
+        accepted = service().signal(unquote(run_id), unquote(name), payload, idempotency_key)
+        return _json(202, accepted)
 
     @app.post(
         "/runs/<run_id>/cancel",

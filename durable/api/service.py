@@ -34,7 +34,9 @@ from durable.api.models import (
 )
 from durable.clock import Clock
 from durable.engine import Engine
-from durable.errors import InvalidInput, RunNotFound
+from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound
+from durable.events import send_signal
+from durable.ids import check_idempotency_key
 from durable.model import format_time
 from durable.operations import available_decisions
 from durable.serde import NO_ANNOTATION
@@ -141,8 +143,7 @@ class ApiService:
     @staticmethod
     def _check_key(key: str) -> None:
         # Checked here too (the engine does) so a bad key never reaches the guard's table.
-        if not key.strip() or len(key) > 256:
-            raise InvalidInput("Idempotency-Key must be 1-256 characters", field="Idempotency-Key")
+        check_idempotency_key(key, "Idempotency-Key")
 
     def hook(
         self, name: str, headers: Mapping[str, str], body: str | None, key: str | None
@@ -241,13 +242,32 @@ class ApiService:
         run_id = self.engine.complete_callback(token, result=request.result, error=error)
         return CallbackAccepted(run_id=run_id, outcome="error" if error else "result")
 
-    def signal(self, run_id: str, name: str, payload: Any) -> SignalAccepted:
-        record = self.engine.signal(check_run_id(run_id), name, payload)
+    def signal(
+        self, run_id: str, name: str, payload: Any, idempotency_key: str | None = None
+    ) -> SignalAccepted:
+        """Store a signal; a repeated ``Idempotency-Key`` returns the first one (202)."""
+        if idempotency_key is not None:
+            # Checked here as well as in the engine, to name the header rather than `key`.
+            check_idempotency_key(idempotency_key, "Idempotency-Key")
+        try:
+            delivery = send_signal(
+                self.engine, check_run_id(run_id), name, payload, idempotency_key
+            )
+        except IdempotencyConflict as e:
+            raise HttpError(
+                409,
+                "IdempotencyConflict",
+                f"Idempotency-Key was already used for signal {name!r} of this run with a "
+                "different body; use a new key for a new signal",
+                field="Idempotency-Key",
+            ) from e
+        record = delivery.signal
         return SignalAccepted(
             run_id=record.run_id,
             name=record.name,
             signal_id=record.signal_id,
             received_at=record.received_at,
+            duplicate=delivery.duplicate,
         )
 
     # --- operator decisions -----------------------------------------------------------

@@ -84,11 +84,27 @@ def test_step_items_match_the_model(step: Any) -> None:
     assert item_to_step(item) == step
 
 
-def test_signal_items_match_the_model() -> None:
-    signal = SignalRecord("RUN1", "go", "01A", '{"a":1}', t(1), "0002")
+SIGNALS = [
+    SignalRecord("RUN1", "go", "01A", '{"a":1}', t(1), "0002"),
+    SignalRecord("RUN1", "go", "01B", '{"a":1}', t(1), None, key_hash="ab" * 16, payload_hash="p"),
+]
+
+
+@pytest.mark.parametrize("signal", SIGNALS)
+def test_signal_items_match_the_model(signal: SignalRecord) -> None:
     item = signal_to_item(signal)
     assert SignalItem.from_raw_data(item).serialize() == item
     assert item_to_signal(item) == signal
+
+
+def test_a_keyed_signal_sorts_by_its_key_hash_and_stores_no_key() -> None:
+    # A retry of a keyed send must land on the same item, whatever its arrival id: the
+    # sort key holds the key's hash, not the ULID; the key itself is stored nowhere.
+    plain, keyed = (signal_to_item(s) for s in SIGNALS)
+    assert plain["sk"] == {"S": "SIGNAL#go#01A"}
+    assert keyed["sk"] == {"S": "SIGNAL#go#K#" + "ab" * 16}
+    assert keyed["signal_id"] == {"S": "01B"}
+    assert "key_hash" not in plain and "payload_hash" not in plain
 
 
 def test_items_are_console_readable() -> None:

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from durable import App, Context, Engine, EngineConfig
+from durable.adapters.memory import MemoryInvoker
+from durable.clock import FakeClock
+from durable.errors import IdempotencyConflict, InvalidInput, StorageError
 from durable.ids import due_shard
 from durable.model import RunStatus, SignalRecord, StepKind, StepStatus
-from durable.ports import RunFinished, RunGuard, WaitNotPending
+from durable.ports import Invocation, RunFinished, RunGuard, SignalExists, WaitNotPending
 from tests.support.records import make_run, make_step, t
 
 
@@ -143,6 +148,195 @@ def test_consuming_a_signal_records_the_step_and_marks_the_signal(ledger: Any) -
     history = ledger.load("RUN1")
     assert history.signals[0].consumed_by == "0001"
     assert history.steps["0001"].output == '"payload"'
+
+
+# --- signals with an idempotency key -------------------------------------------------------
+
+
+def keyed(
+    signal_id: str, payload: str = '{"n":1}', *, key_hash: str = "k1", name: str = "go"
+) -> SignalRecord:
+    """A keyed signal as the engine builds it (the key's hash, the payload's hash)."""
+    return SignalRecord(
+        "RUN1", name, signal_id, payload, t(5), key_hash=key_hash, payload_hash=f"h:{payload}"
+    )
+
+
+def test_a_keyed_signal_is_stored_once(ledger: Any) -> None:
+    # GIVEN a keyed signal stored once
+    ledger.create_run(make_run(inbox=0, due_at=None))
+    first = keyed("01A")
+    ledger.add_signal(first, now=t(5))
+    # WHEN the same key is sent again (a retry: new arrival id, later time)
+    with pytest.raises(SignalExists) as info:
+        ledger.add_signal(replace(keyed("01B"), received_at=t(9)), now=t(9))
+    # THEN the stored signal comes back whole, and neither the signal nor the inbox changed
+    assert info.value.existing == first
+    history = ledger.load("RUN1")
+    assert history.signals == [first]
+    assert (history.run.inbox, history.run.due_at) == (1, t(5))
+
+
+def test_a_reused_key_with_another_payload_reports_what_is_stored(ledger: Any) -> None:
+    # GIVEN a keyed signal
+    ledger.create_run(make_run())
+    ledger.add_signal(keyed("01A", '{"n":1}'), now=t(5))
+    # WHEN the key comes back with another payload
+    with pytest.raises(SignalExists) as info:
+        ledger.add_signal(keyed("01B", '{"n":2}'), now=t(6))
+    # THEN the stored payload hash is reported (the engine calls it a conflict) and the
+    # other payload is written nowhere
+    assert info.value.existing.payload_hash == 'h:{"n":1}'
+    assert [s.payload for s in ledger.load("RUN1").signals] == ['{"n":1}']
+
+
+def test_a_repeat_after_the_run_finished_is_still_a_repeat(ledger: Any) -> None:
+    # GIVEN a keyed signal the run received before it finished
+    ledger.create_run(make_run())
+    first = keyed("01A")
+    ledger.add_signal(first, now=t(5))
+    run = ledger.claim("RUN1", "w", now=t(6), lease_until=t(60), stale_before=t(1)).run
+    ledger.update_run("RUN1", RunGuard(run.fence, "w"), {"status": "SUCCEEDED", "updated_at": t(7)})
+    # WHEN it is sent again, and a new key is sent
+    with pytest.raises(SignalExists) as info:
+        ledger.add_signal(keyed("01B"), now=t(8))
+    with pytest.raises(RunFinished):
+        ledger.add_signal(keyed("01C", key_hash="k2"), now=t(8))
+    # THEN the repeat gets the stored signal back, the new key is refused, nothing written
+    assert info.value.existing == first
+    assert ledger.load("RUN1").signals == [first]
+
+
+def test_keys_are_scoped_to_the_signal_name_and_leave_unkeyed_signals_alone(
+    ledger: Any,
+) -> None:
+    # GIVEN a keyed signal
+    ledger.create_run(make_run(inbox=0))
+    ledger.add_signal(keyed("01A"), now=t(5))
+    # WHEN the same key names another signal, and unkeyed signals arrive, twice each
+    ledger.add_signal(keyed("01B", name="stop"), now=t(6))
+    ledger.add_signal(SignalRecord("RUN1", "go", "01C", '{"n":1}', t(7)), now=t(7))
+    ledger.add_signal(SignalRecord("RUN1", "go", "01D", '{"n":1}', t(8)), now=t(8))
+    # THEN each is stored and bumps the inbox: only a repeat of (name, key) is refused
+    history = ledger.load("RUN1")
+    assert sorted((s.signal_id, s.name, s.key_hash) for s in history.signals) == [
+        ("01A", "go", "k1"),
+        ("01B", "stop", "k1"),
+        ("01C", "go", None),
+        ("01D", "go", None),
+    ]
+    assert history.run.inbox == 4
+
+
+def test_keyed_and_unkeyed_signals_are_consumed_by_their_own_items(ledger: Any) -> None:
+    # GIVEN keyed and unkeyed signals of one name, interleaved in arrival order
+    ledger.create_run(make_run())
+    arrivals = [
+        SignalRecord("RUN1", "go", "01A", '"a"', t(1)),
+        keyed("01B", '"b"', key_hash="kb"),
+        SignalRecord("RUN1", "go", "01C", '"c"', t(3)),
+        keyed("01D", '"d"', key_hash="kd"),
+    ]
+    for signal in arrivals:
+        ledger.add_signal(signal, now=t(5))
+    # WHEN they are loaded (in arrival order, whatever their sort keys) and each consumed
+    # in that order, as wait_for_signal takes them
+    loaded = ledger.load("RUN1").signals
+    assert [s.signal_id for s in loaded] == ["01A", "01B", "01C", "01D"]
+    for i, signal in enumerate(loaded, start=1):
+        step = make_step(
+            position=f"{i:04d}",
+            kind=StepKind.SIGNAL,
+            name="go",
+            output=signal.payload,
+            detail={"signal_id": signal.signal_id},
+        )
+        assert ledger.consume_signal(step, signal) == step
+    # THEN every signal item, keyed or not, is marked by its own position (the keyed ones
+    # under their key-derived sort key), and no other item appeared
+    consumed = {s.signal_id: s.consumed_by for s in ledger.load("RUN1").signals}
+    assert consumed == {"01A": "0001", "01B": "0002", "01C": "0003", "01D": "0004"}
+
+
+def test_the_workflow_takes_keyed_and_unkeyed_signals_in_arrival_order(
+    stores: tuple[Any, Any],
+) -> None:
+    # GIVEN an engine on this ledger and a run that waits for four "item" signals
+    app = App()
+
+    @app.workflow(name="collect")
+    def collect(ctx: Context) -> list[Any]:
+        return [ctx.wait_for_signal("item") for _ in range(4)]
+
+    ledger, effects = stores
+    invoker, clock = MemoryInvoker(), FakeClock()
+    config = EngineConfig(inprocess_wait_threshold=timedelta(0), sweep_grace=timedelta(0))
+    engine = Engine(app, ledger, invoker, effects, clock=clock, config=config)
+
+    def drain() -> None:
+        while (item := invoker.pop()) is not None:
+            engine.resume(item.run_id, Invocation(), item.hop, item.reason)
+
+    def send(payload: str, key: str | None = None) -> str:
+        clock.advance(timedelta(seconds=1))  # arrival ids order to the millisecond
+        return engine.signal(run_id, "item", payload, key=key).signal_id
+
+    run_id = engine.start("collect").run_id
+    # WHEN keyed and unkeyed signals arrive interleaved, buffered and while it waits, and
+    # a keyed one is retried before and after it was consumed
+    send("a")
+    first_b = send("b", key="order-7-b")
+    assert send("b", key="order-7-b") == first_b
+    drain()
+    send("c")
+    send("d", key="order-7-d")
+    drain()
+    assert send("b", key="order-7-b") == first_b
+    drain()
+    # THEN the workflow got them once each, in the order they first arrived
+    run = engine.get_run(run_id)
+    assert (run.status, run.output) == (RunStatus.SUCCEEDED, '["a","b","c","d"]')
+    history = ledger.load(run_id)
+    assert sorted(s.payload for s in history.signals) == ['"a"', '"b"', '"c"', '"d"']
+    assert all(s.consumed_by for s in history.signals)
+    # AND a key reused with another payload, or a bad key, is refused with nothing written
+    with pytest.raises(IdempotencyConflict, match="different payload"):
+        send("not b", key="order-7-b")
+    for bad in ("", " ", "x" * 257, "line\nbreak"):
+        with pytest.raises(InvalidInput) as info:
+            send("e", key=bad)
+        assert info.value.field == "key"
+    assert len(ledger.load(run_id).signals) == 4
+
+
+def test_concurrent_sends_with_one_key_store_one_signal(ledger: Any, atomic_backend: None) -> None:
+    # GIVEN a run, and eight senders racing with one key
+    ledger.create_run(make_run(inbox=0))
+    results: list[str] = []
+    barrier = threading.Barrier(8)
+
+    def send(i: int) -> None:
+        barrier.wait()
+        for _ in range(5):  # a caller retries what DynamoDB answers as retryable
+            try:
+                ledger.add_signal(keyed(f"01{i}"), now=t(5))
+                results.append("stored")
+            except SignalExists as e:
+                results.append(f"exists {e.existing.signal_id}")
+            except StorageError as e:
+                assert e.retryable, e
+                continue
+            return
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    # THEN one stored it, every other one got that very signal back, the inbox moved once
+    (stored,) = ledger.load("RUN1").signals
+    assert sorted(results) == [f"exists {stored.signal_id}"] * 7 + ["stored"]
+    assert ledger.get_run("RUN1").inbox == 1
 
 
 def test_the_due_index_lists_due_runs_per_shard_and_pages(ledger: Any) -> None:

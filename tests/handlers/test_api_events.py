@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import io
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from email.message import Message
 from typing import Any
 
 import pytest
 
+from durable import cli
 from tests.handlers import workflows
 from tests.handlers.conftest import Reply, Stack, later
 from tests.handlers.events import OPERATOR_ARN, api_event
@@ -142,6 +149,114 @@ def test_refused_signals_write_nothing(stack: Stack, target: str, name: str, sta
     reply = stack.call(api_event("POST", f"/runs/{run_id}/signals/{name}", 1))
     assert reply.status == status, reply.body
     assert stack.snapshot() == before
+
+
+# --- signals with an Idempotency-Key --------------------------------------------------------
+
+
+def send_signal(
+    stack: Stack, run_id: str, body: Any, key: str | None, header: str = "Idempotency-Key"
+) -> Reply:
+    headers = {header: key} if key is not None else None
+    return stack.call(api_event("POST", f"/runs/{run_id}/signals/go", body, headers=headers))
+
+
+def test_a_signal_retried_with_its_idempotency_key_is_stored_once(stack: Stack) -> None:
+    # GIVEN a run waiting for its signal, and a sender whose first answer got lost
+    run_id = run_to_wait(stack, "signalled")
+    first = send_signal(stack, run_id, {"speed": 3}, "order-7-go")
+    assert first.status == 202, first.body
+    assert first.body["duplicate"] is False
+    # WHEN it sends again with the same key and body, before the run took the signal (the
+    # header as an HTTP/2 client sends it: lower case) and after the run finished
+    before = stack.snapshot()
+    again = send_signal(stack, run_id, {"speed": 3}, "order-7-go", header="idempotency-key")
+    assert stack.snapshot() == before  # no second signal, no second inbox bump
+    stack.drain()
+    late = send_signal(stack, run_id, {"speed": 3}, "order-7-go")
+    # THEN both repeats are answered with the first signal, marked as a duplicate
+    assert (again.status, again.body) == (202, {**first.body, "duplicate": True})
+    assert (late.status, late.body) == (202, {**first.body, "duplicate": True})
+    assert stack.invoker.pop() is None  # the finished run was not woken
+    # AND the run took the signal once; the ledger holds hashes of the key, never the key
+    detail = show(stack, run_id)
+    assert (detail["status"], detail["output"]) == ("SUCCEEDED", {"speed": 3})
+    assert [s["signal_id"] for s in detail["signals"]] == [first.body["signal_id"]]
+    assert "order-7-go" not in json.dumps(stack.snapshot())
+
+
+def test_an_idempotency_key_reused_with_another_body_is_409(stack: Stack) -> None:
+    # GIVEN a keyed signal, buffered for a run that waits for another one
+    run_id = run_to_wait(stack, "signalled")
+    path = f"/runs/{run_id}/signals/later"
+    key = {"Idempotency-Key": "k-1"}
+    sent = stack.call(api_event("POST", path, {"a": 1, "b": [2]}, headers=key))
+    assert sent.status == 202, sent.body
+    stack.drain()
+    before = stack.snapshot()
+    # WHEN the key comes back with another body, and with the same object in another order
+    other = stack.call(api_event("POST", path, {"a": 2}, headers=key))
+    same = stack.call(api_event("POST", path, raw='{"b": [2], "a": 1}', headers=key))
+    # THEN the other body is a 409 naming the header, the reordered one a repeat; neither
+    # wrote anything
+    assert other.status == 409, other.body
+    assert other.error["type"] == "IdempotencyConflict"
+    assert other.error["field"] == "Idempotency-Key"
+    assert "Idempotency-Key" in other.error["message"]
+    assert (same.status, same.body["signal_id"]) == (202, sent.body["signal_id"])
+    assert stack.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "key", ["", "   ", "x" * 257, "bell\x07", "tab\there"], ids=lambda k: repr(k)[:12]
+)
+def test_a_bad_signal_idempotency_key_is_422_and_writes_nothing(stack: Stack, key: str) -> None:
+    run_id = run_to_wait(stack, "signalled")
+    before = stack.snapshot()
+    reply = send_signal(stack, run_id, {"speed": 3}, key)
+    assert reply.status == 422, reply.body
+    assert reply.error["field"] == "Idempotency-Key"
+    assert stack.snapshot() == before
+    assert stack.invoker.pop() is None
+
+
+def test_the_cli_sends_its_key_as_the_header(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN the CLI's HTTP requests answered by the API handler (urllib's own Request, so
+    # the header travels the way urllib spells it: "Idempotency-key")
+    def urlopen(request: urllib.request.Request, timeout: float) -> io.BytesIO:
+        data = request.data
+        assert isinstance(data, bytes | None)
+        event = api_event(
+            request.get_method(),
+            urllib.parse.urlsplit(request.full_url).path,
+            raw=data.decode() if data else None,
+            headers=dict(request.header_items()),
+        )
+        reply = stack.call(event)
+        body = io.BytesIO(json.dumps(reply.body).encode())
+        if reply.status >= 400:
+            raise urllib.error.HTTPError(request.full_url, reply.status, "", Message(), body)
+        return body
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)  # what `durable.cli` calls
+    run_id = run_to_wait(stack, "signalled")
+    argv = ["--endpoint", "http://127.0.0.1:1", "signal", run_id, "go"]
+    # WHEN the same keyed signal is sent twice, then the key with another payload
+    codes = [
+        cli.main([*argv, "--payload", '{"speed": 3}', "--key", "order-7-go"]),
+        cli.main([*argv, "--payload", '{"speed": 3}', "--key", "order-7-go"]),
+        cli.main([*argv, "--payload", '{"speed": 4}', "--idempotency-key", "order-7-go"]),
+    ]
+    # THEN the first is stored, the second says it was a repeat, the third is refused
+    out, err = capsys.readouterr()
+    assert codes == [0, 0, 1]
+    # (the handler's structured logs go to stdout too)
+    sent, repeated = [line for line in out.splitlines() if line.startswith("signal ")]
+    assert sent.startswith("signal 'go' sent to run") and "already" in repeated
+    assert "Idempotency-Key" in err
+    assert len(show(stack, run_id)["signals"]) == 1
 
 
 def test_cancel_a_waiting_run(stack: Stack) -> None:
