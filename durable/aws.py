@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
-from durable.errors import DurableError, StorageError
+from durable.errors import DurableError, InvalidInput, StorageError
 
 if TYPE_CHECKING:
     from durable.ports import EffectStore, Invoker, Ledger, Timers
@@ -339,3 +339,81 @@ def events_handler(
 ) -> LambdaHandler:
     """Starts runs from EventBridge events and SQS batches (partial failure reporting)."""
     return LambdaHandler("events", _events, app, settings, services)
+
+
+# --- purge ----------------------------------------------------------------------------
+
+# What a DynamoDB Streams record says about an item that Time to Live deleted.
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+
+
+def expired_run_id(record: Any) -> str | None:
+    """The run id when ``record`` reports that TTL deleted a run item (keys ``pk``
+    ``RUN#<id>``, ``sk`` ``RUN``); None for every other record: inserts, updates, deletes
+    made by anyone but TTL, and items that are not run items. The event source mapping's
+    filter passes only the first kind; this is the same check, again."""
+    if not isinstance(record, dict) or record.get("eventName") != "REMOVE":
+        return None
+    identity = record.get("userIdentity")
+    if not isinstance(identity, dict) or any(identity.get(k) != v for k, v in TTL_IDENTITY.items()):
+        return None
+    change = record.get("dynamodb")
+    keys = change.get("Keys") if isinstance(change, dict) else None
+    if not isinstance(keys, dict):
+        return None
+    pk, sk = (keys.get(name) for name in ("pk", "sk"))
+    if not (isinstance(pk, dict) and isinstance(sk, dict)) or sk.get("S") != "RUN":
+        return None
+    value = pk.get("S")
+    if not isinstance(value, str) or not value.startswith("RUN#") or len(value) == len("RUN#"):
+        return None
+    return value[len("RUN#") :]
+
+
+def _purge(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list):
+        raise InvalidInput("not a DynamoDB Streams batch (no Records)", field="Records")
+    failures: list[dict[str, str]] = []
+    for record in records:
+        run_id = expired_run_id(record)
+        if run_id is None:
+            continue
+        try:
+            purged = runtime.engine.purge_expired(run_id)
+        except Exception as e:
+            # Reported, not raised: Lambda retries the batch from this record on (the
+            # records before it are done), bisecting and at most MaximumRetryAttempts
+            # times, then sends the batch's description to the dead-letter queue. The
+            # purge is idempotent, so records after this one may safely run again.
+            # The storage adapters' messages name the call and the AWS error, never an
+            # item's contents; anything else is logged by its type alone.
+            said = str(e) if isinstance(e, StorageError) else type(e).__name__
+            telemetry.logger.warning(
+                f"purging the expired run failed: {said}",
+                extra={
+                    "run_id": run_id,
+                    "error_type": type(e).__name__,
+                    "retryable": isinstance(e, StorageError) and e.retryable,
+                },
+            )
+            failures.append({"itemIdentifier": record["dynamodb"]["SequenceNumber"]})
+            continue
+        telemetry.count("ExpiredRunsPurged")
+        telemetry.logger.info(
+            f"purged {purged} leftover items of expired run",
+            extra={"run_id": run_id, "purged": purged},
+        )
+    return {"batchItemFailures": failures}
+
+
+def purge_handler(
+    app: AppSource | None,
+    settings: SettingsSource,
+    *,
+    services: ServicesSource | None = None,
+) -> LambdaHandler:
+    """The purge, fed by the ledger table's stream: once TTL has deleted a finished run's
+    item, delete the step and signal items it left (TTL deletes only the item carrying
+    ``purge_at``). Reports the records that failed (``ReportBatchItemFailures``)."""
+    return LambdaHandler("purge", _purge, app, settings, services)

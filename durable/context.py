@@ -232,7 +232,8 @@ class StepContext:
 
     @property
     def idempotency_key(self) -> str:
-        """Stable across attempts and invocations: run id, position and step name."""
+        """Stable across attempts and invocations, unique to this run: ``<run id>.<run
+        incarnation>:<position>:<step name>``. Pass it to APIs that deduplicate requests."""
         return self._step.idempotency_key
 
     @property

@@ -33,7 +33,7 @@ from durable.errors import (
     WorkflowNotFound,
 )
 from durable.execution import Execution
-from durable.ids import derived_run_id, new_ulid
+from durable.ids import check_idempotency_key, derived_run_id, new_ulid
 from durable.interrupts import ContinueAsNew, InboxChanged, summarize
 from durable.model import (
     RunError,
@@ -43,6 +43,7 @@ from durable.model import (
     SignalRecord,
     StepRecord,
     format_time,
+    parse_time,
 )
 from durable.ports import (
     Claim,
@@ -66,6 +67,8 @@ log = logging.getLogger("durable.engine")
 
 ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
 FINISHED = frozenset({"succeeded", "failed", "canceled"})
+# Records written this long before their run's creation are an earlier run's leftovers.
+LEFTOVER_MARGIN = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,10 +148,7 @@ class Engine:
         now = self.clock.now()
         stamp = format_time(now)
         if idempotency_key is not None:
-            if not idempotency_key.strip() or len(idempotency_key) > 256:
-                raise InvalidInput(
-                    "idempotency_key must be 1-256 characters", field="idempotency_key"
-                )
+            check_idempotency_key(idempotency_key, "idempotency_key")
             run_id = derived_run_id(workflow, idempotency_key)
         else:
             run_id = new_ulid(now)
@@ -218,7 +218,7 @@ class Engine:
         )
         if claim is None:
             return Outcome(run_id, "busy")
-        history = self.ledger.load(run_id)
+        history = self._without_leftovers(self.ledger.load(run_id))
         if history is None:
             return Outcome(run_id, "busy")
         history.run = claim.run
@@ -374,6 +374,46 @@ class Engine:
                 return self._write_canceled(current, owner)
             return Outcome(run.run_id, "lease_lost")
         return Outcome(run.run_id, stored.status.value.lower(), stored.status.value)
+
+    def _without_leftovers(self, history: RunHistory | None) -> RunHistory | None:
+        """The history without what an earlier run of the same id left behind.
+
+        A run id can come back: a keyed start derives it from its key, so once the first
+        run's item has expired (retention) the same key starts a new run under the same
+        id, in a partition that may still hold the old run's steps and signals (until the
+        purge on the table's stream removes them). Replaying those as this run's would
+        skip its work. Every record of this run was written after the run was created;
+        ``LEFTOVER_MARGIN`` allows for clocks that differ between machines and is far
+        below any retention (at least a day). Forked runs are exempt: their copied steps
+        are older by design, under a fresh id that is never reused.
+        """
+        if history is None or history.run.forked_from is not None:
+            return history
+        cutoff = format_time(parse_time(history.run.created_at) - LEFTOVER_MARGIN)
+        if not any(step.updated_at < cutoff for step in history.steps.values()) and not any(
+            signal.received_at < cutoff for signal in history.signals
+        ):
+            return history
+        purged = self.ledger.purge_leftovers(history.run.run_id, before=cutoff)
+        log.warning(
+            "run %s reuses the id of an expired run: purged %d leftover items",
+            history.run.run_id,
+            purged,
+        )
+        return self.ledger.load(history.run.run_id)
+
+    def purge_expired(self, run_id: str) -> int:
+        """What the purge on the table's stream does once a run item has expired (TTL
+        deletes only the run item): delete the steps and signals it left. Items written
+        within ``LEFTOVER_MARGIN`` stay, and so does anything of a new run that took the
+        same id meanwhile (it was created after the expired one ended)."""
+        cutoff = self.clock.now() - LEFTOVER_MARGIN
+        current = self.ledger.get_run(run_id)
+        if current is not None and current.forked_from is not None:
+            return 0  # a live fork: its copied steps are older by design (ids never reused)
+        if current is not None:
+            cutoff = min(cutoff, parse_time(current.created_at) - LEFTOVER_MARGIN)
+        return self.ledger.purge_leftovers(run_id, before=format_time(cutoff))
 
     def _finish_failed(
         self,

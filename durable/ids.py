@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 from datetime import datetime
+from typing import Any
+
+from durable.errors import InvalidInput
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -17,11 +20,29 @@ def _base32(value: int, length: int) -> str:
     return "".join(reversed(chars))
 
 
+def time_token(now: datetime) -> str:
+    """Milliseconds since the epoch in 10 sortable base-32 characters (a ULID's first 10)."""
+    return _base32(int(now.timestamp() * 1000), 10)
+
+
 def new_ulid(now: datetime) -> str:
     """A ULID: 48-bit millisecond time then 80 random bits, 26 sortable characters."""
-    millis = int(now.timestamp() * 1000)
     randomness = int.from_bytes(os.urandom(10), "big")
-    return _base32(millis, 10) + _base32(randomness, 16)
+    return time_token(now) + _base32(randomness, 16)
+
+
+# One rule for every idempotency key (a start's, a signal's): it travels in an HTTP
+# header, where control characters cannot be sent faithfully.
+MAX_KEY_CHARS = 256
+
+
+def check_idempotency_key(key: Any, field: str) -> str:
+    """Refuse an empty, overlong or control-character key, naming ``field``."""
+    if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS:
+        raise InvalidInput(f"{field} must be 1-{MAX_KEY_CHARS} characters, not blank", field=field)
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in key):
+        raise InvalidInput(f"{field} must not contain control characters", field=field)
+    return key
 
 
 def derived_run_id(workflow: str, idempotency_key: str) -> str:

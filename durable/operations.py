@@ -243,9 +243,12 @@ def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | 
             _operation(engine, "fork", requested_by, None, source=run_id, from_step=position)
         ],
     )
-    engine.ledger.create_run(new)
+    # The copied steps first, the run item last: until it exists nothing can claim the
+    # run, so a crash in between leaves inert items under an id nobody will ever use,
+    # never a fork that runs without the steps it was meant to keep.
     for p, step in sorted(history.steps.items()):
         if p < position and step.status.final:
             engine.ledger.write_step(replace(step, run_id=new.run_id))
+    engine.ledger.create_run(new)
     engine.invoke_worker(new.run_id, "fork")
     return new

@@ -107,6 +107,13 @@ class Ledger(Protocol):
         """One strongly consistent read of the whole partition (all pages)."""
         ...
 
+    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+        """Delete the step and signal items under ``run_id`` last written before ``before``
+        (never the run item): what an earlier run with the same id left behind when its
+        run item expired (TTL). Each delete is conditional on that time, so an item written
+        meanwhile stays. Returns how many were deleted."""
+        ...
+
     def claim(
         self,
         run_id: str,

@@ -5,14 +5,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.context import StepContext, bind_context, bind_step, reset_context, reset_step
 from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, StorageError, TerminalError
+from durable.ids import time_token
 from durable.interrupts import WorkerInterrupted, summarize
 from durable.leases import apply_changes
-from durable.model import Attempt, StepKind, StepRecord, StepStatus, format_time, parse_time
+from durable.model import (
+    Attempt,
+    RunRecord,
+    StepKind,
+    StepRecord,
+    StepStatus,
+    format_time,
+    parse_time,
+)
 from durable.ports import ConditionFailed
 from durable.registry import Semantics
 from durable.retry import RetryPolicy, classify, error_type_name
@@ -31,6 +41,20 @@ class StepOptionsResolved:
     semantics: Semantics
     explicit_budget: bool = False  # timeout= was given, not the default guess
     version: int = 1
+
+
+def step_key(run: RunRecord, position: str, name: str) -> str:
+    """``<run id>.<incarnation>:<position>:<name>``: the same across attempts and
+    invocations of a step, and never the same for two runs. A keyed start derives its run
+    id from the key, so a run started with that key after the first one expired has the
+    same id; the incarnation (the run's creation time, ten base-32 characters) keeps its
+    effects from being taken for the first run's."""
+    return f"{run.run_id}.{_incarnation(run.created_at)}:{position}:{name}"
+
+
+@lru_cache(maxsize=1024)  # per executed step otherwise: parsing costs a few microseconds
+def _incarnation(created_at: str) -> str:
+    return time_token(parse_time(created_at))
 
 
 class StepRun:
@@ -52,7 +76,7 @@ class StepRun:
         self.opts = opts
         self.kind = kind
         self.run_id = execution.run.run_id
-        self.idempotency_key = f"{self.run_id}:{position}:{name}"
+        self.idempotency_key = step_key(execution.run, position, name)
         self.attempt = (previous.attempt if previous else 0) + 1
         self.attempts: list[Attempt] = list(previous.attempts) if previous else []
         self.checkpoint_payload: dict[str, Any] | None = previous.checkpoint if previous else None
@@ -264,7 +288,7 @@ class StepRun:
         end = now + max(self.x.config.lease, self.opts.budget)
         remaining = self.x.remaining()
         if remaining is not None:  # never past the invocation's deadline
-            end = min(end, now + timedelta(seconds=remaining) + self.x.config.safety_margin)
+            end = min(end, now + timedelta(seconds=remaining) + self.x.config.deadline_overrun)
         changes = {
             "lease_until": format_time(end),
             "due_at": format_time(end + self.x.config.clock_skew),

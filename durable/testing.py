@@ -207,6 +207,15 @@ class LocalRunner:
     def fork(self, run_id: str, from_step: int | str) -> RunRecord:
         return self.engine.fork(run_id, from_step, requested_by="local-runner")
 
+    def expire(self) -> list[str]:
+        """Do what DynamoDB does with finished runs after their retention: TTL deletes the
+        run items whose ``purge_at`` has passed, and the purge on the table's stream
+        deletes what they left. Returns the expired run ids."""
+        expired = self.memory_ledger.expire(self.clock.now())
+        for run_id in expired:
+            self.engine.purge_expired(run_id)
+        return expired
+
     def _invoke(self, run_id: str, hop: int, reason: str = "") -> list[Outcome]:
         self._request += 1
         invocation = Invocation(

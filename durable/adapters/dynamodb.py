@@ -130,7 +130,54 @@ class DynamoLedger(EventsMixin):
                 break
         if run is None:
             return None
+        # Arrival order, as the memory ledger keeps them: the sort key orders a keyed
+        # signal by its key's hash (SIGNAL#<name>#K#...), not by when it arrived.
+        signals.sort(key=lambda signal: signal.signal_id)
         return RunHistory(run, steps, signals)
+
+    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+        # Keys and times only; then one conditional delete per old item (BatchWriteItem
+        # cannot be conditional, and an item rewritten meanwhile must stay).
+        old: list[tuple[dict[str, Any], str]] = []
+        start: dict[str, Any] | None = None
+        while True:
+            request: dict[str, Any] = {
+                "TableName": self.table,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": s(run_pk(run_id))},
+                "ProjectionExpression": "pk, sk, updated_at, received_at",
+                "ConsistentRead": True,
+            }
+            if start:
+                request["ExclusiveStartKey"] = start
+            try:
+                response = self.client.query(**request)
+            except Exception as e:
+                storage_error(e, "reading leftovers")
+            for item in response.get("Items", []):
+                field = "received_at" if item["sk"]["S"].startswith(SIGNAL_PREFIX) else "updated_at"
+                written = item.get(field, {}).get("S")
+                if item["sk"]["S"] != RUN_SK and written is not None and written < before:
+                    old.append(({"pk": item["pk"], "sk": item["sk"]}, field))
+            start = response.get("LastEvaluatedKey")
+            if not start:
+                break
+        deleted = 0
+        for key, field in old:
+            try:
+                self.client.delete_item(
+                    TableName=self.table,
+                    Key=key,
+                    ConditionExpression="#t < :before",
+                    ExpressionAttributeNames={"#t": field},
+                    ExpressionAttributeValues={":before": s(before)},
+                )
+                deleted += 1
+            except self.client.exceptions.ConditionalCheckFailedException:
+                continue  # rewritten since the query: it belongs to the current run
+            except Exception as e:
+                storage_error(e, "deleting leftovers")
+        return deleted
 
     # --- the lease protocol ----------------------------------------------------------
 

@@ -6,15 +6,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
-from typing import Any
+from operator import attrgetter
+from typing import Any, TypeVar
 
 from durable.ids import due_shard, timer_name
 from durable.leases import apply_changes, check_listing, claim_kind, claimed, guard_holds
 from durable.limits import check_item_size
-from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord, StepStatus
+from durable.model import (
+    Attempt,
+    RunHistory,
+    RunRecord,
+    SignalRecord,
+    StepRecord,
+    StepStatus,
+)
 from durable.ports import (
     Claim,
     ConditionFailed,
@@ -27,23 +35,35 @@ from durable.ports import (
     WaitNotPending,
 )
 
+T = TypeVar("T")
 
+
+def _copier(cls: type[T]) -> Callable[[T], T]:
+    """A shallow copy of a record by its constructor, fields in order. ``replace`` costs
+    ~5x as much (it rebuilds the keyword arguments by name) and was half of a replay's
+    time on this ledger, which copies every record it hands out or takes in."""
+    get = attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+    return lambda record: cls(*get(record))
+
+
+_run, _step, _attempt = _copier(RunRecord), _copier(StepRecord), _copier(Attempt)
+
+
+# Records are mutable: the ledger never shares one with its caller (DynamoDB would not).
 def copy_run(run: RunRecord) -> RunRecord:
-    return replace(
-        run,
-        error=replace(run.error) if run.error else None,
-        operations=[dict(o) for o in run.operations],
-    )
+    new = _run(run)
+    new.error = replace(run.error) if run.error else None
+    new.operations = [dict(o) for o in run.operations]
+    return new
 
 
 def copy_step(step: StepRecord) -> StepRecord:
-    return replace(
-        step,
-        attempts=[replace(a) for a in step.attempts],
-        refs=[dict(r) for r in step.refs],
-        checkpoint=dict(step.checkpoint) if step.checkpoint is not None else None,
-        detail=dict(step.detail) if step.detail is not None else None,
-    )
+    new = _step(step)
+    new.attempts = [_attempt(a) for a in step.attempts]
+    new.refs = [dict(r) for r in step.refs]
+    new.checkpoint = dict(step.checkpoint) if step.checkpoint is not None else None
+    new.detail = dict(step.detail) if step.detail is not None else None
+    return new
 
 
 class MemoryLedger:
@@ -80,6 +100,28 @@ class MemoryLedger:
             steps = {p: copy_step(s) for p, s in self._steps[run_id].items()}
             signals = [replace(s) for s in self._signals[run_id]]
             return RunHistory(copy_run(run), steps, signals)
+
+    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+        with self._lock:
+            steps = self._steps.get(run_id, {})
+            old = [p for p, step in steps.items() if step.updated_at < before]
+            for position in old:
+                del steps[position]
+            signals = self._signals.get(run_id, [])
+            kept = [signal for signal in signals if signal.received_at >= before]
+            self._signals[run_id] = kept
+            return len(old) + len(signals) - len(kept)
+
+    def expire(self, now: datetime) -> list[str]:
+        """Do what DynamoDB's TTL does: delete the run items whose ``purge_at`` has
+        passed, and only those (their steps and signals stay until purged). Returns the
+        ids, as the table's stream would report them."""
+        epoch = now.timestamp()
+        with self._lock:
+            gone = [r for r, run in self._runs.items() if run.purge_at and run.purge_at <= epoch]
+            for run_id in gone:
+                del self._runs[run_id]
+            return gone
 
     def claim(
         self,

@@ -71,6 +71,12 @@ def create_table_request(props: dict[str, Any], table_name: str) -> dict[str, An
     }
     if props.get("GlobalSecondaryIndexes"):
         request["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
+    stream = props.get("StreamSpecification")
+    if stream:  # the ledger's stream feeds the purge of expired runs
+        request["StreamSpecification"] = {
+            "StreamEnabled": True,
+            "StreamViewType": stream["StreamViewType"],
+        }
     return request
 
 

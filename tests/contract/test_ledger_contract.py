@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from durable.errors import PayloadTooLarge
-from durable.model import Attempt, RunError, RunStatus, StepStatus
+from durable.model import Attempt, RunError, RunStatus, SignalRecord, StepStatus
 from durable.ports import ConditionFailed, RunExists, RunGuard
 from tests.support.records import T0, make_run, make_step, t
 
@@ -356,3 +356,29 @@ def test_list_runs_pages_with_a_cursor(ledger: Any) -> None:
         if cursor is None:
             break
     assert sorted(seen) == [f"R{i}" for i in range(5)] and len(seen) == 5
+
+
+# --- leftovers of an expired run under a reused id ----------------------------------
+
+
+def test_purging_leftovers_deletes_only_older_steps_and_signals(ledger: Any) -> None:
+    # GIVEN a run whose partition holds an old step and signal and a newer step
+    ledger.create_run(make_run(status=RunStatus.WAITING, due_at=None))
+    ledger.write_step(make_step(position="0001", updated_at=t(10)))
+    ledger.add_signal(SignalRecord("RUN1", "go", "01OLD", '"x"', t(11)), now=t(11))
+    ledger.write_step(make_step(position="0002", updated_at=t(200)))
+    # WHEN what was written before t(100) is purged
+    assert ledger.purge_leftovers("RUN1", before=t(100)) == 2
+    # THEN the newer step and the run item stay; purging again finds nothing
+    history = ledger.load("RUN1")
+    assert history is not None and history.run == ledger.get_run("RUN1")
+    assert sorted(history.steps) == ["0002"] and history.signals == []
+    assert ledger.purge_leftovers("RUN1", before=t(100)) == 0
+
+
+def test_purging_leftovers_of_a_partition_without_a_run_item(ledger: Any) -> None:
+    # Steps can exist without their run item: TTL deleted it, or a fork copied them first.
+    ledger.write_step(make_step(run_id="GONE", position="0001", updated_at=t(10)))
+    assert ledger.load("GONE") is None
+    assert ledger.purge_leftovers("GONE", before=t(100)) == 1
+    assert ledger.purge_leftovers("NEVER", before=t(100)) == 0

@@ -1,4 +1,5 @@
-"""Real event shapes: API Gateway REST proxy, EventBridge, EventBridge Scheduler, SQS.
+"""Real event shapes: API Gateway REST proxy, EventBridge, EventBridge Scheduler, SQS,
+DynamoDB Streams.
 
 The API Gateway event follows what a REST API with Lambda proxy integration delivers
 (``sam local generate-event apigateway aws-proxy`` has the same fields), with the
@@ -8,6 +9,7 @@ resource path of the route that matched and an IAM caller in ``requestContext``.
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import re
 import uuid
@@ -164,6 +166,54 @@ def sqs_record(body: str, *, message_id: str | None = None) -> dict[str, Any]:
         "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:durable-start-test",
         "awsRegion": REGION,
     }
+
+
+# What DynamoDB Streams puts on a record of an item that Time to Live deleted (and only
+# there: a delete made by anyone else has no userIdentity).
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+_SEQUENCE = itertools.count(4_231_700_000_000_000_000_001)
+
+
+def stream_record(
+    event_name: str,
+    pk: str,
+    sk: str,
+    *,
+    by_ttl: bool = False,
+    table: str = "durable-ledger-test",
+) -> dict[str, Any]:
+    """One record of a ``KEYS_ONLY`` DynamoDB stream as Lambda delivers it (in ``Records``):
+    keys only, a sequence number that grows, ``userIdentity`` when TTL deleted the item."""
+    keys = {"pk": {"S": pk}, "sk": {"S": sk}}
+    record: dict[str, Any] = {
+        "eventID": uuid.uuid4().hex,
+        "eventName": event_name,
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": REGION,
+        "dynamodb": {
+            "ApproximateCreationDateTime": 1795939200.0,
+            "Keys": keys,
+            "SequenceNumber": str(next(_SEQUENCE)),
+            "SizeBytes": len(pk) + len(sk) + 4,
+            "StreamViewType": "KEYS_ONLY",
+        },
+        "eventSourceARN": (
+            f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/{table}/stream/2026-11-01T00:00:00.000"
+        ),
+    }
+    if by_ttl:
+        record["userIdentity"] = dict(TTL_IDENTITY)
+    return record
+
+
+def ttl_removal(run_id: str) -> dict[str, Any]:
+    """The record of TTL deleting the run item of ``run_id`` (its retention ended)."""
+    return stream_record("REMOVE", f"RUN#{run_id}", "RUN", by_ttl=True)
+
+
+def stream_event(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"Records": list(records)}
 
 
 @dataclass

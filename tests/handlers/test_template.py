@@ -96,14 +96,15 @@ def test_each_function_gets_only_what_it_calls() -> None:
     assert "dynamodb:UpdateItem" not in events
     assert not any(a.startswith("secretsmanager:") for a in sweeper | events)
     assert not any(a.startswith("sqs:Receive") for a in worker | api | sweeper)
-    # The ledger is never deleted from: only the API deletes (idempotency markers).
+    # Only the API deletes (idempotency markers), and the purge (an expired run's leftovers
+    # in the ledger): no other function can delete a run's history.
     for name, props in FUNCTIONS.items():
         for statement in statements(props):
             if "dynamodb:DeleteItem" in statement["Action"]:
-                assert (name, statement["Resource"]) == (
-                    "ApiFunction",
-                    {"GetAtt": "IdempotencyTable.Arn"},
-                )
+                assert (name, statement["Resource"]) in [
+                    ("ApiFunction", {"GetAtt": "IdempotencyTable.Arn"}),
+                    ("PurgeFunction", {"GetAtt": "LedgerTable.Arn"}),
+                ]
 
 
 def references(value: Any) -> set[str]:
@@ -235,3 +236,120 @@ def test_the_package_holds_the_code_and_the_runtime_requirements() -> None:
 
 def test_ci_validates_the_template() -> None:
     assert "infra/sam/validate.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+# --- retention: TTL deletes the run item, the stream's purge the rest ------------------
+
+
+def matches(pattern: dict[str, Any], event: dict[str, Any]) -> bool:
+    """Lambda's event filtering for the exact-match patterns used here: every field of the
+    pattern must be present, nested objects match recursively, a list lists the values
+    allowed. Anything fancier (prefix, numeric, exists) is refused rather than guessed."""
+    for key, want in pattern.items():
+        if key not in event:
+            return False
+        if isinstance(want, dict):
+            if not isinstance(event[key], dict) or not matches(want, event[key]):
+                return False
+        else:
+            assert isinstance(want, list) and all(isinstance(v, str) for v in want), want
+            if event[key] not in want:
+                return False
+    return True
+
+
+def purge_filters() -> list[dict[str, Any]]:
+    import json
+
+    mapping = RESOURCES["PurgeMapping"]["Properties"]
+    return [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+
+
+def passes(record: dict[str, Any]) -> bool:
+    return any(matches(pattern, record) for pattern in purge_filters())
+
+
+def test_the_ledger_streams_keys_to_the_purge() -> None:
+    ledger = RESOURCES["LedgerTable"]["Properties"]
+    assert ledger["StreamSpecification"] == {"StreamViewType": "KEYS_ONLY"}
+    mapping = RESOURCES["PurgeMapping"]
+    assert mapping["Type"] == "AWS::Lambda::EventSourceMapping"
+    props = mapping["Properties"]
+    assert props["EventSourceArn"] == {"GetAtt": "LedgerTable.StreamArn"}
+    assert props["FunctionName"] == {"Ref": "PurgeFunction"}
+    assert FUNCTIONS["PurgeFunction"]["Handler"] == "handlers.purge.handler"
+    assert not FUNCTIONS["PurgeFunction"].get("Events")  # no SAM-managed stream policy
+    assert props["StartingPosition"] == "TRIM_HORIZON"
+    assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert props["BisectBatchOnFunctionError"] is True
+    assert 0 <= props["MaximumRetryAttempts"] <= 10
+    # Given up on (dead-lettered) while the stream still holds the records: 24 hours.
+    assert 60 <= props["MaximumRecordAgeInSeconds"] <= 12 * 3600
+    assert props["DestinationConfig"] == {
+        "OnFailure": {"Destination": {"GetAtt": "PurgeDeadLetterQueue.Arn"}}
+    }
+    assert RESOURCES["PurgeDeadLetterQueue"]["Type"] == "AWS::SQS::Queue"
+
+
+def test_the_purge_filter_passes_only_ttl_removals_of_run_items() -> None:
+    from tests.handlers.events import stream_record, ttl_removal
+
+    run = "01JH0000000000000000000000"
+    assert passes(ttl_removal(run))
+    refused = [
+        stream_record("REMOVE", f"RUN#{run}", "RUN"),  # deleted by a user, not by TTL
+        stream_record("INSERT", f"RUN#{run}", "RUN"),  # a start
+        stream_record("MODIFY", f"RUN#{run}", "RUN"),  # any run-item write
+        stream_record("REMOVE", f"RUN#{run}", "STEP#0001", by_ttl=True),  # not a run item
+        stream_record("REMOVE", f"RUN#{run}", "SIGNAL#go#01JH00000000000000000000", by_ttl=True),
+        {**ttl_removal(run), "userIdentity": {"type": "Service", "principalId": "x.amazonaws.com"}},
+    ]
+    assert [passes(record) for record in refused] == [False] * len(refused)
+
+
+LEDGER_ARN = {"GetAtt": "LedgerTable.Arn"}
+STREAM_READS = ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"]
+
+
+def test_the_purge_function_reads_its_stream_and_deletes_only_in_the_ledger() -> None:
+    purge = FUNCTIONS["PurgeFunction"]
+    assert actions(purge) == {
+        "dynamodb:GetItem",
+        "dynamodb:Query",
+        "dynamodb:DeleteItem",
+        "dynamodb:DescribeStream",
+        "dynamodb:GetRecords",
+        "dynamodb:GetShardIterator",
+        "dynamodb:ListStreams",
+        "sqs:SendMessage",
+    }
+    scope = sorted(
+        (sorted([s["Action"]] if isinstance(s["Action"], str) else s["Action"]), s["Resource"])
+        for s in statements(purge)
+    )
+    assert scope == [
+        (["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query"], LEDGER_ARN),
+        (STREAM_READS, {"GetAtt": "LedgerTable.StreamArn"}),
+        (["dynamodb:ListStreams"], {"Sub": "${LedgerTable.Arn}/stream/*"}),
+        (["sqs:SendMessage"], {"GetAtt": "PurgeDeadLetterQueue.Arn"}),
+    ]
+    # No other function reads the stream.
+    for name, props in FUNCTIONS.items():
+        if name != "PurgeFunction":
+            assert not actions(props) & {*STREAM_READS, "dynamodb:ListStreams"}, name
+
+
+def test_the_purge_has_its_log_group_and_a_dead_letter_alarm() -> None:
+    logs = RESOURCES["PurgeLogs"]["Properties"]
+    assert logs["LogGroupName"] == {"Sub": "/aws/lambda/durable-purge-${Stage}"}
+    assert FUNCTIONS["PurgeFunction"]["FunctionName"] == {"Sub": "durable-purge-${Stage}"}
+    assert logs["RetentionInDays"] > 0
+    (alarm,) = [
+        res["Properties"]
+        for res in RESOURCES.values()
+        if res["Type"] == "AWS::CloudWatch::Alarm"
+        and res["Properties"]["Dimensions"][0]["Value"]
+        == {"GetAtt": "PurgeDeadLetterQueue.QueueName"}
+    ]
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
+    assert alarm["AlarmActions"]["If"][0] == "HasAlarmTopic"
