@@ -25,7 +25,7 @@ from pathlib import Path
 from benchmarks.common import Figure, format_table, say
 
 ROOT = Path(__file__).resolve().parents[1]
-HANDLERS = ("worker", "api", "sweeper", "events")
+HANDLERS = ("worker", "api", "sweeper", "events", "purge")
 TARGET = 1.5
 
 IMPORT = "import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"

@@ -66,6 +66,13 @@ class Figure:
         return cls(name, f"{value:{fmt}}{unit}", f"<= {limit:{fmt}}{unit}", verdict, note)
 
     @classmethod
+    def at_least(
+        cls, name: str, value: float, limit: float, fmt: str, unit: str = "", note: str = ""
+    ) -> Figure:
+        verdict: Verdict = "met" if value >= limit else "MISSED"
+        return cls(name, f"{value:{fmt}}{unit}", f">= {limit:{fmt}}{unit}", verdict, note)
+
+    @classmethod
     def exactly(
         cls, name: str, value: float, expected: float, fmt: str, unit: str = "", note: str = ""
     ) -> Figure:

@@ -21,7 +21,15 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 
-from benchmarks import engine_overhead, replay, step_vs_put, storage_requests, wakeup
+from benchmarks import (
+    cold_import,
+    engine_overhead,
+    replay,
+    step_vs_put,
+    storage_requests,
+    throughput,
+    wakeup,
+)
 from benchmarks.common import (
     DynamoUnavailable,
     Figure,
@@ -39,6 +47,7 @@ MEMORY_PLANNED: list[tuple[str, str]] = [
     ("cost/step N=1000 / N=100 (memory)", "<= 1.20"),
 ]
 REPLAY_MEMORY_PLANNED = [("replay/execute per step, memory", "<= 0.100")]
+COLD_PLANNED = [(f"cold import handlers.{n} / boto3", "<= 1.50") for n in cold_import.HANDLERS]
 
 
 def guarded(planned: Planned, measure: Callable[[], list[Figure]]) -> list[Figure]:
@@ -78,6 +87,7 @@ def main() -> None:
         ("put", step_vs_put.PLANNED, step_vs_put.measure),
         ("replay", replay.PLANNED, replay.measure_dynamo),
         ("wakeup", wakeup.PLANNED, wakeup.measure),
+        ("throughput", throughput.PLANNED, throughput.measure),
     ]
     try:
         with dynamodb_endpoint() as endpoint:
@@ -89,6 +99,7 @@ def main() -> None:
         say(f"DynamoDB figures not measured: {e}")
         for key, planned, _ in benches:
             dynamo[key] = not_measured(planned, str(e))
+    cold = guarded(COLD_PLANNED, cold_import.run)
     figures = [
         *overhead,
         *dynamo["requests"],
@@ -96,6 +107,8 @@ def main() -> None:
         *replay_memory,
         *dynamo["replay"],
         *dynamo["wakeup"],
+        *dynamo["throughput"],
+        *cold,
     ]
     print("\n== durable benchmarks (DESIGN section 8) ==")
     print(format_table(figures))

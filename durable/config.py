@@ -69,3 +69,7 @@ class EngineConfig:
             raise ValueError("max_takeovers must be >= 1")
         if self.due_shards < 1:
             raise ValueError("due_shards must be >= 1")
+        if self.retention < timedelta(hours=2):
+            # A run id can be reused once its run expired; records are told apart by being
+            # written more than durable.retention.LEFTOVER_MARGIN (1 h) before the new run.
+            raise ValueError("retention must be at least 2 hours (Settings: retention_days >= 1)")

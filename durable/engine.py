@@ -43,7 +43,6 @@ from durable.model import (
     SignalRecord,
     StepRecord,
     format_time,
-    parse_time,
 )
 from durable.ports import (
     Claim,
@@ -59,6 +58,7 @@ from durable.ports import (
     Timers,
 )
 from durable.registry import App
+from durable.retention import incarnation, purge_expired, without_leftovers
 from durable.retry import error_type_name
 from durable.sagas import run_compensations
 from durable.sweeper import SweepReport, sweep
@@ -67,8 +67,6 @@ log = logging.getLogger("durable.engine")
 
 ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
 FINISHED = frozenset({"succeeded", "failed", "canceled"})
-# Records written this long before their run's creation are an earlier run's leftovers.
-LEFTOVER_MARGIN = timedelta(hours=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +202,10 @@ class Engine:
         now = self.clock.now()
         lease = self.config.lease
         if invocation.remaining_seconds is not None:
-            # The lease covers the whole invocation: nobody takes over a live worker.
-            lease = timedelta(seconds=max(invocation.remaining_seconds(), 1.0))
+            # The lease covers the whole invocation and the overrun renewals allow too:
+            # nobody takes over a worker that may still be running.
+            remaining = timedelta(seconds=max(invocation.remaining_seconds(), 1.0))
+            lease = remaining + self.config.deadline_overrun
         claim = self.ledger.claim(
             run_id,
             owner,
@@ -218,7 +218,7 @@ class Engine:
         )
         if claim is None:
             return Outcome(run_id, "busy")
-        history = self._without_leftovers(self.ledger.load(run_id))
+        history = without_leftovers(self.ledger, self.ledger.load(run_id))
         if history is None:
             return Outcome(run_id, "busy")
         history.run = claim.run
@@ -375,45 +375,10 @@ class Engine:
             return Outcome(run.run_id, "lease_lost")
         return Outcome(run.run_id, stored.status.value.lower(), stored.status.value)
 
-    def _without_leftovers(self, history: RunHistory | None) -> RunHistory | None:
-        """The history without what an earlier run of the same id left behind.
-
-        A run id can come back: a keyed start derives it from its key, so once the first
-        run's item has expired (retention) the same key starts a new run under the same
-        id, in a partition that may still hold the old run's steps and signals (until the
-        purge on the table's stream removes them). Replaying those as this run's would
-        skip its work. Every record of this run was written after the run was created;
-        ``LEFTOVER_MARGIN`` allows for clocks that differ between machines and is far
-        below any retention (at least a day). Forked runs are exempt: their copied steps
-        are older by design, under a fresh id that is never reused.
-        """
-        if history is None or history.run.forked_from is not None:
-            return history
-        cutoff = format_time(parse_time(history.run.created_at) - LEFTOVER_MARGIN)
-        if not any(step.updated_at < cutoff for step in history.steps.values()) and not any(
-            signal.received_at < cutoff for signal in history.signals
-        ):
-            return history
-        purged = self.ledger.purge_leftovers(history.run.run_id, before=cutoff)
-        log.warning(
-            "run %s reuses the id of an expired run: purged %d leftover items",
-            history.run.run_id,
-            purged,
-        )
-        return self.ledger.load(history.run.run_id)
-
     def purge_expired(self, run_id: str) -> int:
-        """What the purge on the table's stream does once a run item has expired (TTL
-        deletes only the run item): delete the steps and signals it left. Items written
-        within ``LEFTOVER_MARGIN`` stay, and so does anything of a new run that took the
-        same id meanwhile (it was created after the expired one ended)."""
-        cutoff = self.clock.now() - LEFTOVER_MARGIN
-        current = self.ledger.get_run(run_id)
-        if current is not None and current.forked_from is not None:
-            return 0  # a live fork: its copied steps are older by design (ids never reused)
-        if current is not None:
-            cutoff = min(cutoff, parse_time(current.created_at) - LEFTOVER_MARGIN)
-        return self.ledger.purge_leftovers(run_id, before=format_time(cutoff))
+        """What the purge on the table's stream does once a run item has expired: delete
+        the steps and signals it left (``durable.retention``)."""
+        return purge_expired(self.ledger, run_id, self.clock.now())
 
     def _finish_failed(
         self,
@@ -486,7 +451,9 @@ class Engine:
         input_text = serde.validate_input(input_value, wf.input_annotation, wf.name)
         stamp = format_time(self.clock.now())
         successor = RunRecord(
-            run_id=derived_run_id(wf.name, f"continue:{x.run.run_id}"),
+            # Derived, so a retry of this transition finds it; with the incarnation, so a
+            # later run under this id (a keyed start after expiry) gets its own successor.
+            run_id=derived_run_id(wf.name, f"continue:{x.run.run_id}.{incarnation(x.run)}"),
             workflow=wf.name,
             version=wf.version,
             status=RunStatus.PENDING,

@@ -23,8 +23,16 @@ from durable.errors import (
     RunNotFound,
 )
 from durable.ids import check_idempotency_key, new_ulid
-from durable.model import SignalRecord, StepKind, StepRecord, StepStatus, format_time
+from durable.model import (
+    RunRecord,
+    SignalRecord,
+    StepKind,
+    StepRecord,
+    StepStatus,
+    format_time,
+)
 from durable.ports import RunFinished, SignalExists, WaitNotPending
+from durable.retention import leftover_cutoff
 from durable.waits import check_wait_name
 
 if TYPE_CHECKING:
@@ -83,6 +91,11 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
         or not tokens.verify(keys, token, rec.token_nonce)
     ):
         raise CallbackNotFound("unknown callback token: check it was copied whole")
+    run = engine.ledger.get_run(run_id)
+    if run is None or rec.updated_at < leftover_cutoff(run):
+        # The callback of an earlier run under this id (expired, not yet purged): its
+        # token must not answer the current run's wait at the same position.
+        raise CallbackNotFound("unknown callback token: its run has expired")
     now = format_time(engine.clock.now())
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
         _refuse(rec, now)
@@ -119,6 +132,19 @@ class SignalDelivery:
     duplicate: bool
 
 
+def _add_signal(engine: Engine, run: RunRecord, signal: SignalRecord, now: str) -> None:
+    """Store ``signal``; a keyed one found under its key from an earlier run of the same
+    id (expired, not yet purged) is a leftover, not a repeat: purge, then store."""
+    try:
+        engine.ledger.add_signal(signal, now=now)
+    except SignalExists as e:
+        cutoff = leftover_cutoff(run)
+        if e.existing.received_at >= cutoff:
+            raise
+        engine.ledger.purge_leftovers(run.run_id, before=cutoff)
+        engine.ledger.add_signal(signal, now=now)
+
+
 def send_signal(
     engine: Engine, run_id: str, name: str, payload: Any = None, key: str | None = None
 ) -> SignalDelivery:
@@ -150,7 +176,7 @@ def send_signal(
         payload_hash=payload_hash,
     )
     try:
-        engine.ledger.add_signal(signal, now=format_time(now))
+        _add_signal(engine, run, signal, format_time(now))
     except SignalExists as e:
         stored = e.existing
         if stored.payload_hash != payload_hash:

@@ -198,7 +198,13 @@ def _failed_step(history: RunHistory) -> StepRecord | None:
     final (re-running them could change the path replay must follow); a run that failed
     in its own code, with no step at fault, replays as it is (the fix is ``upgrade_to``)."""
     error = history.run.error
-    step = history.steps.get(error.position) if error and error.position else None
+    position = error.position if error else None
+    if error is not None and position is None and error.type == "StepFailed":
+        # Recorded before runs named the failed step: the last failure is the one that
+        # escaped (a handled one would not have failed the run with StepFailed itself).
+        failed = [p for p, s in history.steps.items() if s.status == StepStatus.TERMINAL_FAILED]
+        position = max(failed, default=None)
+    step = history.steps.get(position) if position else None
     if step is None or step.status != StepStatus.TERMINAL_FAILED:
         return None
     detail = {**(step.detail or {}), "attempt_base": step.attempt}

@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.context import StepContext, bind_context, bind_step, reset_context, reset_step
 from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, StorageError, TerminalError
-from durable.ids import time_token
 from durable.interrupts import WorkerInterrupted, summarize
 from durable.leases import apply_changes
 from durable.model import (
@@ -25,6 +23,7 @@ from durable.model import (
 )
 from durable.ports import ConditionFailed
 from durable.registry import Semantics
+from durable.retention import incarnation
 from durable.retry import RetryPolicy, classify, error_type_name
 
 if TYPE_CHECKING:
@@ -49,12 +48,7 @@ def step_key(run: RunRecord, position: str, name: str) -> str:
     id from the key, so a run started with that key after the first one expired has the
     same id; the incarnation (the run's creation time, ten base-32 characters) keeps its
     effects from being taken for the first run's."""
-    return f"{run.run_id}.{_incarnation(run.created_at)}:{position}:{name}"
-
-
-@lru_cache(maxsize=1024)  # per executed step otherwise: parsing costs a few microseconds
-def _incarnation(created_at: str) -> str:
-    return time_token(parse_time(created_at))
+    return f"{run.run_id}.{incarnation(run)}:{position}:{name}"
 
 
 class StepRun:

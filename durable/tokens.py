@@ -41,22 +41,24 @@ def check_secret(secret: bytes | None) -> bytes:
 
 
 def parse_secret(value: str) -> tuple[bytes, tuple[bytes, ...]]:
-    """(signing key, verify-only keys) from the secret's value: a plain string is one key;
-    a JSON array is a rotation in progress, the signing key first (the shape webhook
-    secrets use for theirs). Key lengths are checked where a key is used, like a single key's."""
-    if not value.lstrip().startswith("["):
-        return value.encode(), ()
+    """(signing key, verify-only keys) from the secret's value: a JSON array of keys is a
+    rotation in progress, the signing key first (the shape webhook secrets use for
+    theirs); anything else, even a generated password that starts with ``[``, is one key
+    (checked where it is used, as before). A rotation's keys are checked here, so a bad
+    one stops the function at its cold start rather than failing runs later."""
     try:
-        keys = json.loads(value)
+        keys = json.loads(value) if value.lstrip().startswith("[") else None
     except ValueError:
         keys = None
-    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+    if not isinstance(keys, list):
+        return value.encode(), ()
+    if not keys or not all(isinstance(k, str) for k in keys):
         raise InvalidInput(
-            'the callback secret starts with "[" but is not a JSON array of keys: store '
-            '["<signing key>", "<other key>"] while rotating, or one plain key',
+            'the callback secret is a JSON array but not of keys: store ["<signing key>", '
+            '"<other key>"] while rotating, or one plain key',
             field="callback_secret",
         )
-    signing, *others = (k.encode() for k in keys)
+    signing, *others = (check_secret(k.encode()) for k in keys)
     return signing, tuple(others)
 
 

@@ -7,6 +7,7 @@ operations, which bump the run's inbox so a worker that is running sees them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,6 +19,8 @@ from durable.errors import CallbackFailed, CallbackTimeout, StepFailed, Terminal
 from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time
 from durable.registry import callable_name, return_annotation
 from durable.retry import classify, error_type_name
+
+log = logging.getLogger("durable.waits")
 
 if TYPE_CHECKING:
     from durable.execution import Execution
@@ -91,6 +94,15 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
     token = tokens.rebuild_token(
         keys, x.run.run_id, position, rec.token_nonce or "", rec.token_hash
     )
+    if not rec.status.final and rec.token_hash != tokens.token_hash(token):
+        # A pending callback whose key was dropped from the secret: its URL cannot be
+        # rebuilt and answers to the one sent are refused. Say so where operators look.
+        log.warning(
+            "callback %r of run %s was signed with a key no longer in the callback secret; "
+            "put that key back (verify-only) or answers to it will be refused",
+            name,
+            x.run.run_id,
+        )
     base = x.config.callback_base_url.rstrip("/")
     return Callback(token, f"{base}/callbacks/{token}", name, position, x)
 

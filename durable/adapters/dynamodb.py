@@ -7,7 +7,7 @@ memory ledger so the two cannot drift. Vendor errors are translated at this boun
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_events import EventsMixin
@@ -98,10 +98,8 @@ class DynamoLedger(EventsMixin):
         item = response.get("Item")
         return item_to_run(item) if item else None
 
-    def load(self, run_id: str) -> RunHistory | None:
-        run: RunRecord | None = None
-        steps: dict[str, StepRecord] = {}
-        signals: list[SignalRecord] = []
+    def _partition(self, run_id: str, projection: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every item of the run's partition, page after page, read consistently."""
         start: dict[str, Any] | None = None
         while True:
             request: dict[str, Any] = {
@@ -110,24 +108,32 @@ class DynamoLedger(EventsMixin):
                 "ExpressionAttributeValues": {":pk": s(run_pk(run_id))},
                 "ConsistentRead": True,
             }
+            if projection:
+                request["ProjectionExpression"] = projection
             if start:
                 request["ExclusiveStartKey"] = start
             try:
                 response = self.client.query(**request)
             except Exception as e:
-                storage_error(e, "loading the run")
-            for item in response.get("Items", []):
-                sk = item["sk"]["S"]
-                if sk == RUN_SK:
-                    run = item_to_run(item)
-                elif sk.startswith(STEP_PREFIX):
-                    step = item_to_step(item)
-                    steps[step.position] = step
-                elif sk.startswith(SIGNAL_PREFIX):
-                    signals.append(item_to_signal(item))
+                storage_error(e, "reading the run's items")
+            yield from response.get("Items", [])
             start = response.get("LastEvaluatedKey")
             if not start:
-                break
+                return
+
+    def load(self, run_id: str) -> RunHistory | None:
+        run: RunRecord | None = None
+        steps: dict[str, StepRecord] = {}
+        signals: list[SignalRecord] = []
+        for item in self._partition(run_id):
+            sk = item["sk"]["S"]
+            if sk == RUN_SK:
+                run = item_to_run(item)
+            elif sk.startswith(STEP_PREFIX):
+                step = item_to_step(item)
+                steps[step.position] = step
+            elif sk.startswith(SIGNAL_PREFIX):
+                signals.append(item_to_signal(item))
         if run is None:
             return None
         # Arrival order, as the memory ledger keeps them: the sort key orders a keyed
@@ -139,29 +145,12 @@ class DynamoLedger(EventsMixin):
         # Keys and times only; then one conditional delete per old item (BatchWriteItem
         # cannot be conditional, and an item rewritten meanwhile must stay).
         old: list[tuple[dict[str, Any], str]] = []
-        start: dict[str, Any] | None = None
-        while True:
-            request: dict[str, Any] = {
-                "TableName": self.table,
-                "KeyConditionExpression": "pk = :pk",
-                "ExpressionAttributeValues": {":pk": s(run_pk(run_id))},
-                "ProjectionExpression": "pk, sk, updated_at, received_at",
-                "ConsistentRead": True,
-            }
-            if start:
-                request["ExclusiveStartKey"] = start
-            try:
-                response = self.client.query(**request)
-            except Exception as e:
-                storage_error(e, "reading leftovers")
-            for item in response.get("Items", []):
-                field = "received_at" if item["sk"]["S"].startswith(SIGNAL_PREFIX) else "updated_at"
-                written = item.get(field, {}).get("S")
-                if item["sk"]["S"] != RUN_SK and written is not None and written < before:
-                    old.append(({"pk": item["pk"], "sk": item["sk"]}, field))
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                break
+        for item in self._partition(run_id, "pk, sk, updated_at, received_at"):
+            sk = item["sk"]["S"]
+            field = "received_at" if sk.startswith(SIGNAL_PREFIX) else "updated_at"
+            written = item.get(field, {}).get("S")
+            if sk != RUN_SK and written is not None and written < before:
+                old.append(({"pk": item["pk"], "sk": item["sk"]}, field))
         deleted = 0
         for key, field in old:
             try:
@@ -362,44 +351,43 @@ class DynamoLedger(EventsMixin):
         leaves a reopened step under a run that stayed FAILED, nor a PENDING run whose
         failed step would fail it again on replay."""
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
-                            "ConditionExpression": f"attribute_exists(pk) AND {condition}",
-                            "UpdateExpression": update,
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                            **e.kwargs(),  # type: ignore[typeddict-item]
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": step_to_item(step),
-                            "ConditionExpression": "#status = :failed",
-                            "ExpressionAttributeNames": {"#status": "status"},
-                            "ExpressionAttributeValues": {
-                                ":failed": s(StepStatus.TERMINAL_FAILED.value)
-                            },
-                        }
-                    },
-                ]
+        reasons = self._transact(
+            [
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
+                        "ConditionExpression": f"attribute_exists(pk) AND {condition}",
+                        "UpdateExpression": update,
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        **e.kwargs(),
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": step_to_item(step),
+                        "ConditionExpression": "#status = :failed",
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": {
+                            ":failed": s(StepStatus.TERMINAL_FAILED.value)
+                        },
+                    }
+                },
+            ],
+            f"retrying run {run_id}",
+        )
+        if reasons is not None:  # the run changed, or the step is not failed any more
+            old = (
+                reasons[0].get("Item")
+                if reasons[0].get("Code") == "ConditionalCheckFailed"
+                else None
             )
-        except self.client.exceptions.TransactionCanceledException as err:
-            reasons = getattr(err, "response", {}).get("CancellationReasons", [])
-            codes = [r.get("Code") for r in reasons]
-            if "ConditionalCheckFailed" in codes:
-                old = reasons[0].get("Item") if codes[0] == "ConditionalCheckFailed" else None
-                raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id)) from err
-            storage_error(err, f"retrying run {run_id}")
-        except Exception as err:
-            storage_error(err, f"retrying run {run_id}")
+            raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id))
         new = self.get_run(run_id)  # a transaction returns no item: read it back
         if new is None:  # deleted between the two calls (a TTL purge): as if it never was
             raise ConditionFailed(None)
+        check_item_size(new, f"run {run_id}")
         return new
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -307,6 +308,22 @@ def test_retry_reruns_only_the_step_whose_failure_ended_the_run(chained: bool) -
     assert calls == {"probe": 1, "ship": 2}
     probe, ship = runner.history(run.run_id)
     assert probe.status == StepStatus.TERMINAL_FAILED and ship.status == StepStatus.DONE
+
+
+def test_a_failure_recorded_without_its_position_still_reopens_the_last_failed_step() -> None:
+    # GIVEN a run failed by a step, recorded as runs were before they named the step
+    calls = {"probe": 0, "ship": 0}
+    runner = LocalRunner(handled_failure_app(calls, chained=False))
+    run = runner.start("ship-order")
+    runner.run_until_idle()
+    stored = runner.memory_ledger._runs[run.run_id]
+    assert stored.error is not None
+    stored.error = replace(stored.error, position=None)
+    # WHEN it is retried THEN the last failed step runs again and the run succeeds
+    runner.retry(run.run_id)
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    assert calls == {"probe": 1, "ship": 2}
 
 
 def test_a_run_failed_by_its_own_code_is_retried_without_reopening_a_step() -> None:

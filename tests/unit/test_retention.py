@@ -11,8 +11,12 @@ own.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
-from durable import App, Context, RunStatus, current_step
+import pytest
+
+from durable import App, Context, EngineConfig, RunStatus, current_step
+from durable.errors import CallbackNotFound
 from durable.testing import LocalRunner, SimulatedCrash
 
 
@@ -135,3 +139,81 @@ def test_a_purge_never_touches_a_live_fork() -> None:
     runner.advance(days=3)
     assert runner.engine.purge_expired(fork.run_id) == 0
     assert [s.position for s in runner.history(fork.run_id)][:1] == ["0001"]
+
+
+def approval_app(answers: list[Any]) -> App:
+    app = App()
+
+    @app.workflow(name="approve")
+    def approve(ctx: Context, order: str) -> Any:
+        callback = ctx.create_callback("manager")
+        answers.append(callback.token)
+        return callback.result()
+
+    return app
+
+
+def reuse_after_expiry(runner: LocalRunner, workflow: str, first_input: Any, then: Any) -> str:
+    """Start keyed, cancel, expire the run item only (no purge yet), start again: the new
+    run is not claimed yet, so the old run's items are still in its partition."""
+    run = runner.start(workflow, first_input, idempotency_key="order-7")
+    runner.run_until_idle()
+    runner.cancel(run.run_id, "customer left")
+    runner.run_until_idle()
+    runner.advance(days=31)
+    assert runner.memory_ledger.expire(runner.clock.now()) == [run.run_id]
+    again = runner.start(workflow, then, idempotency_key="order-7")
+    assert again.run_id == run.run_id
+    return run.run_id
+
+
+def test_a_callback_token_of_an_expired_run_cannot_answer_the_new_one() -> None:
+    # GIVEN a keyed run canceled while its callback was pending, expired, and a new run
+    # under the same id waiting on a callback at the same position
+    tokens: list[Any] = []
+    runner = LocalRunner(approval_app(tokens))
+    run_id = reuse_after_expiry(runner, "approve", "old", "new")
+    (old_token,) = tokens
+    # WHEN the old approval link is used before the new run's first invocation
+    # THEN it is unknown, and the new run waits for its own approval
+    with pytest.raises(CallbackNotFound):
+        runner.complete_callback(old_token, "approved long ago")
+    runner.run_until_idle()
+    assert runner.get_run(run_id).status == RunStatus.WAITING
+    new_token = tokens[-1]
+    assert new_token != old_token
+    runner.complete_callback(new_token, "approved now")
+    runner.run_until_idle()
+    assert runner.get_run(run_id).output == '"approved now"'
+
+
+def test_a_signal_key_used_by_an_expired_run_is_not_a_repeat_for_the_new_one() -> None:
+    # GIVEN the old run under this id finished on a keyed signal, then expired
+    app = App()
+
+    @app.workflow(name="collect")
+    def collect(ctx: Context, order: str) -> Any:
+        return ctx.wait_for_signal("paid")
+
+    runner = LocalRunner(app)
+    run = runner.start("collect", "old", idempotency_key="order-7")
+    runner.run_until_idle()
+    runner.signal(run.run_id, "paid", {"amount": 1}, key="payment-1")
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    runner.advance(days=31)
+    assert runner.memory_ledger.expire(runner.clock.now()) == [run.run_id]  # no purge yet
+    runner.start("collect", "new", idempotency_key="order-7")
+    # WHEN the same signal (key and payload) is sent to the new run, before its first
+    # invocation purged the old run's items
+    sent = runner.signal(run.run_id, "paid", {"amount": 1}, key="payment-1")
+    runner.run_until_idle()
+    # THEN it is a new signal, not a repeat of the old run's, and the new run takes it
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    (wait,) = runner.history(run.run_id)
+    assert wait.detail is not None and wait.detail.get("signal_id") == sent.signal_id
+
+
+def test_retention_must_outlast_the_leftover_margin() -> None:
+    with pytest.raises(ValueError, match="retention"):
+        EngineConfig(retention=timedelta(minutes=10))
