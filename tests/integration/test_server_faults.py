@@ -80,6 +80,7 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
     "create_run": lambda ledger: ledger.create_run(make_run(due_at=t(1))),
     "get_run": lambda ledger: ledger.get_run("RUN1"),
     "load": lambda ledger: ledger.load("RUN1"),
+    "purge_leftovers": lambda ledger: ledger.purge_leftovers("RUN1", before=t(0)),
     "claim": lambda ledger: ledger.claim(
         "RUN1", "w1", now=t(10), lease_until=t(70), stale_before=t(5)
     ),
@@ -218,6 +219,7 @@ def test_every_call_is_valid_without_faults(dynamodb_client: Any, make_tables: M
     ledger, effects = _stores(dynamodb_client, make_tables)
     results = {name: call(ledger) for name, call in LEDGER_CALLS.items()}
     assert results["claim"] is not None and results["claim_trigger"] is True
+    assert results["purge_leftovers"] == 0  # nothing of RUN1 is older than its creation
     assert results["operate (reopening a step)"] is False  # the step is DONE, not TERMINAL_FAILED
     history = ledger.load("RUN1")
     assert history is not None and sorted(history.steps) == ["0001", "0002", "0003"]
