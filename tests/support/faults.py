@@ -2,8 +2,11 @@
 
 ``Throttle`` answers a client's DynamoDB requests with a throttling error before they are sent:
 botocore parses the fake response exactly as one from DynamoDB, so its error classes, its retry
-handler and the adapter's translation all see the real thing. It works the same in front of moto
-in-process, DynamoDB Local and LocalStack (the request never leaves the process).
+handler and the adapter's translation all see the real thing. In front of DynamoDB Local and
+LocalStack the request never leaves the process. Not in front of moto in-process: moto answers
+from a ``before-send`` handler too, and botocore calls every such handler before it takes the
+first answer, so moto still applies a write the client saw throttled (tests that need the write
+not to happen use the HTTP servers, or a ``before-call`` hook as ``tests/handlers/test_purge.py``).
 """
 
 from __future__ import annotations
