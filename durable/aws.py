@@ -370,15 +370,26 @@ def expired_run_id(record: Any) -> str | None:
     return value[len("RUN#") :]
 
 
+# A purge of a long run's partition takes a few seconds (one conditional delete per item):
+# stop starting new ones with less than this left of the invocation.
+PURGE_RESERVE_MS = 15_000
+
+
 def _purge(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list):
         raise InvalidInput("not a DynamoDB Streams batch (no Records)", field="Records")
     failures: list[dict[str, str]] = []
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
     for record in records:
         run_id = expired_run_id(record)
         if run_id is None:
             continue
+        if remaining is not None and remaining() < PURGE_RESERVE_MS:
+            # Out of time: hand the rest back rather than time out with all of it. Lambda
+            # resumes a stream batch from the first reported record, so one is enough.
+            failures.append({"itemIdentifier": record["dynamodb"]["SequenceNumber"]})
+            break
         try:
             purged = runtime.engine.purge_expired(run_id)
         except Exception as e:

@@ -54,8 +54,8 @@ def purge(stack: Stack, client: Any = None) -> LambdaHandler:
     return purge_handler(workflows.app, stack.settings, services=services)
 
 
-def deliver(handler: LambdaHandler, *records: dict[str, Any]) -> Any:
-    context = LambdaContext(function_name="durable-purge-test")
+def deliver(handler: LambdaHandler, *records: dict[str, Any], remaining_ms: int = 60_000) -> Any:
+    context = LambdaContext(function_name="durable-purge-test", remaining_ms=remaining_ms)
     return handler(stream_event(*records), context)
 
 
@@ -227,3 +227,21 @@ def test_the_purge_logs_one_line_per_run_and_never_an_item(
 def test_an_event_that_is_not_a_stream_batch_is_refused(stack: Stack) -> None:
     with pytest.raises(InvalidInput):
         purge(stack)({"hello": "world"}, LambdaContext(function_name="durable-purge-test"))
+
+
+def test_a_purge_out_of_time_hands_the_rest_of_the_batch_back(stack: Stack) -> None:
+    # GIVEN two expired runs in one batch, delivered with less time left than a purge needs
+    first, second = finished_run(stack), finished_run(stack, key="signup-43")
+    expire(stack, first)
+    expire(stack, second)
+    records = [ttl_removal(first), ttl_removal(second)]
+    # WHEN the purge runs THEN it purges nothing and hands back the batch from its first
+    # record (Lambda retries from there), rather than timing out mid-partition
+    result = deliver(purge(stack), *records, remaining_ms=5_000)
+    assert result == {
+        "batchItemFailures": [{"itemIdentifier": records[0]["dynamodb"]["SequenceNumber"]}]
+    }
+    assert len(partition(stack, first)) == 2 and len(partition(stack, second)) == 2
+    # AND with time enough, the retry purges both
+    assert deliver(purge(stack), *records) == {"batchItemFailures": []}
+    assert partition(stack, first) == partition(stack, second) == []
