@@ -36,11 +36,16 @@ def new_ulid(now: datetime) -> str:
 MAX_KEY_CHARS = 256
 
 
+def has_control_characters(text: str) -> bool:
+    """C0 and C1 controls and DEL: they cannot travel in a header or a schedule name."""
+    return any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text)
+
+
 def check_idempotency_key(key: Any, field: str) -> str:
     """Refuse an empty, overlong or control-character key, naming ``field``."""
     if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS:
         raise InvalidInput(f"{field} must be 1-{MAX_KEY_CHARS} characters, not blank", field=field)
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in key):
+    if has_control_characters(key):
         raise InvalidInput(f"{field} must not contain control characters", field=field)
     return key
 

@@ -72,16 +72,16 @@ def make_token(secret: bytes, run_id: str, position: str, nonce: str) -> str:
 
 
 def rebuild_token(
-    secrets: Sequence[bytes], run_id: str, position: str, nonce: str, stored_hash: str | None
-) -> str:
-    """The token a recorded callback was sent with: the first key (the signing one, then
-    the others) that reproduces the stored hash. A key retired meanwhile cannot: the current
-    key's token is returned, and answers with the old one are refused as unknown."""
-    tokens = [make_token(key, run_id, position, nonce) for key in secrets]
-    for token in tokens:
-        if stored_hash is not None and hmac.compare_digest(token_hash(token), stored_hash):
+    secrets: Sequence[bytes], run_id: str, position: str, nonce: str, stored_hash: str
+) -> str | None:
+    """The token a recorded callback was sent with: made with the first key (the signing
+    one, then the others) that reproduces the stored hash; None if a key retired meanwhile
+    signed it (answers to it are then refused as unknown)."""
+    for key in secrets:
+        token = make_token(key, run_id, position, nonce)
+        if hmac.compare_digest(token_hash(token), stored_hash):
             return token
-    return tokens[0]
+    return None
 
 
 def token_hash(token: str) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from durable import serde, tokens
 from durable.context import bind_context, reset_context
 from durable.errors import CallbackFailed, CallbackTimeout, StepFailed, TerminalError
+from durable.ids import has_control_characters
 from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time
 from durable.registry import callable_name, return_annotation
 from durable.retry import classify, error_type_name
@@ -32,7 +33,7 @@ _MAX_NAME = 128
 def check_wait_name(name: str, what: str) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > _MAX_NAME:
         raise ValueError(f"{what} name must be a non-empty string of at most {_MAX_NAME} chars")
-    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in name):
+    if has_control_characters(name):
         raise ValueError(f"{what} name must not contain control characters")
     return name
 
@@ -74,6 +75,7 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
     secret = tokens.check_secret(x.config.callback_secret)
     position = x.next_position()
     rec = x.recorded(position, name, StepKind.CALLBACK)
+    token: str | None = None
     if rec is None:
         nonce = tokens.new_nonce()
         token = tokens.make_token(secret, x.run.run_id, position, nonce)
@@ -90,19 +92,23 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
                 expires_at=expires,
             )
         )
-    keys = (secret, *x.config.callback_verify_only_secrets)
-    token = tokens.rebuild_token(
-        keys, x.run.run_id, position, rec.token_nonce or "", rec.token_hash
-    )
-    if not rec.status.final and rec.token_hash != tokens.token_hash(token):
-        # A pending callback whose key was dropped from the secret: its URL cannot be
-        # rebuilt and answers to the one sent are refused. Say so where operators look.
-        log.warning(
-            "callback %r of run %s was signed with a key no longer in the callback secret; "
-            "put that key back (verify-only) or answers to it will be refused",
-            name,
-            x.run.run_id,
-        )
+        if rec.token_nonce != nonce:  # another writer's record was adopted: not ours
+            token = None
+    if token is None:  # a replay: the token the record was sent with
+        keys = (secret, *x.config.callback_verify_only_secrets)
+        nonce = rec.token_nonce or ""
+        token = tokens.rebuild_token(keys, x.run.run_id, position, nonce, rec.token_hash or "")
+    if token is None:
+        if not rec.status.final:
+            # A pending callback whose key was dropped from the secret: its URL cannot be
+            # rebuilt and answers to the one sent are refused. Say so where operators look.
+            log.warning(
+                "callback %r of run %s was signed with a key no longer in the callback "
+                "secret; put that key back (verify-only) or answers to it will be refused",
+                name,
+                x.run.run_id,
+            )
+        token = tokens.make_token(secret, x.run.run_id, position, rec.token_nonce or "")
     base = x.config.callback_base_url.rstrip("/")
     return Callback(token, f"{base}/callbacks/{token}", name, position, x)
 
