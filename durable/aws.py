@@ -195,7 +195,14 @@ def _worker(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0 * scale,
     )
     outcome = runtime.engine.resume(work.run_id, invocation, work.hop, work.reason)
-    metric = {"succeeded": "RunsSucceeded", "failed": "RunsFailed", "canceled": "RunsCanceled"}
+    metric = {
+        "succeeded": "RunsSucceeded",
+        "failed": "RunsFailed",
+        "canceled": "RunsCanceled",
+        # No code for the run's workflow version here (a deploy in progress): the run
+        # waits for a worker that has it. An alarm fires if that lasts.
+        "deferred": "RunsDeferred",
+    }
     if outcome.result in metric:
         telemetry.count(metric[outcome.result])
     telemetry.logger.info(f"invocation ended: {outcome.result}", extra={"status": outcome.status})

@@ -3,7 +3,10 @@
 The key is persisted before the call and the external reference after it, so a retry,
 whenever it comes, either gets the reference back or reconciles. The record lives as long
 as any retry of its run could come: the run's lifetime bound plus the retention period,
-never a fixed window (seed 002's 24-hour Redis TTL is the failure this avoids).
+never a fixed window (seed 002's 24-hour Redis TTL is the failure this avoids). The bound
+holds because the engine enforces it: no wait may end past it, a run woken past it fails,
+and a run past it cannot be retried. Expiry is judged on the engine's clock, the one the
+expiration was computed on.
 """
 
 from __future__ import annotations
@@ -40,9 +43,19 @@ class Effects:
     ) -> Any:
         if not action or not isinstance(action, str):
             raise ValueError("effect(action, ...) needs a non-empty action name, e.g. 'charge'")
+        if action in step.effect_actions:
+            # The key is the step's and the action's: a second effect under one action
+            # would be taken for the first and silently return its reference.
+            raise ValueError(
+                f"effect action {action!r} already ran in this attempt of step "
+                f"{step.name!r}; give each effect its own action name, e.g. "
+                f"effect(f'{action}:{{recipient}}', ...)"
+            )
+        step.effect_actions.add(action)
         key = f"effect:{step.idempotency_key}:{action}"
         expiration = self.expiration_for(step.x.run.created_at)
-        existing = self.store.begin(key, expiration)
+        now = int(step.x.clock.now().timestamp())
+        existing = self.store.begin(key, expiration, now=now)
         if existing is not None and existing.status == COMPLETED:
             return serde.decode(existing.reference)
         if existing is not None and reconcile is not None:

@@ -7,10 +7,8 @@ lease) into exactly one conditional write on the run item.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -19,30 +17,27 @@ from durable.clock import Clock, SystemClock
 from durable.config import EngineConfig
 from durable.determinism import Guard, NoGuard
 from durable.effects import Effects
+from durable.endings import FINISHED, Endings, LifetimeExceeded, Outcome
 from durable.errors import (
     DurableError,
-    Handoff,
     IdempotencyConflict,
     InvalidInput,
     LeaseLost,
-    RunCanceled,
     RunNotFound,
-    StepFailed,
-    StorageError,
-    Suspend,
     WorkflowNotFound,
 )
 from durable.execution import Execution
 from durable.ids import check_idempotency_key, derived_run_id, new_ulid
-from durable.interrupts import ContinueAsNew, InboxChanged, summarize
+from durable.interrupts import InboxChanged
 from durable.model import (
-    RunError,
     RunHistory,
     RunRecord,
     RunStatus,
     SignalRecord,
     StepRecord,
     format_time,
+    parse_time,
+    position_key,
 )
 from durable.ports import (
     Claim,
@@ -58,24 +53,10 @@ from durable.ports import (
     Timers,
 )
 from durable.registry import App
-from durable.retention import incarnation, purge_expired, without_leftovers
-from durable.retry import error_type_name
-from durable.sagas import run_compensations
+from durable.retention import purge_expired, visible_history, without_leftovers
 from durable.sweeper import SweepReport, sweep
 
 log = logging.getLogger("durable.engine")
-
-ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
-FINISHED = frozenset({"succeeded", "failed", "canceled"})
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How one invocation ended, for handlers, tests and logs."""
-
-    run_id: str
-    result: str  # succeeded | failed | canceled | suspended | handed_off | busy | lease_lost
-    status: str | None = None
 
 
 class Engine:
@@ -99,6 +80,7 @@ class Engine:
         self.effects = Effects(effects, self.config)
         self.guard: Guard = guard or NoGuard()
         self.timers: Timers = timers or NoTimers()
+        self.endings = Endings(self)
 
     # --- timers ------------------------------------------------------------------------
 
@@ -113,7 +95,7 @@ class Engine:
                 "arming a timer for run %s failed; the sweeper will wake it", run_id, exc_info=True
             )
 
-    def _cancel_timers(self, run_id: str) -> None:
+    def cancel_timers(self, run_id: str) -> None:
         try:
             self.timers.cancel_run(run_id)
         except Exception:  # a leftover schedule only causes a harmless extra invocation
@@ -173,13 +155,10 @@ class Engine:
                     f"{e.existing.run_id} with a different input; use a new key"
                 ) from e
             return e.existing
-        self._invoke(run_id, "start", 0)
+        self.invoke_worker(run_id, "start")
         return created
 
-    def invoke_worker(self, run_id: str, reason: str) -> None:
-        self._invoke(run_id, reason, 0)
-
-    def _invoke(self, run_id: str, reason: str, hop: int) -> None:
+    def invoke_worker(self, run_id: str, reason: str, hop: int = 0) -> None:
         try:
             self.invoker.invoke(run_id, reason, hop)
         except Exception:  # the due time is already set: the sweeper will pick it up
@@ -222,29 +201,52 @@ class Engine:
         if history is None:
             return Outcome(run_id, "busy")
         history.run = claim.run
+        # Every event the claimed item counts was committed before the load began: that
+        # count, not one a later write returns, guards the suspension (DESIGN section 9).
+        events_inbox = claim.run.inbox
         try:
             wf = self.app.get_workflow(claim.run.workflow, claim.run.version)
         except WorkflowNotFound as e:
-            return self._finish_failed(claim.run, owner, e, attention=True)
+            log.warning("run %s deferred: %s", run_id, e)
+            return self.endings.defer(history, owner, e)
+        if now > parse_time(claim.run.created_at) + self.config.max_run_lifetime:
+            return self.endings.fail_for_good(
+                claim.run,
+                owner,
+                LifetimeExceeded(
+                    f"run {run_id} woke after its max_run_lifetime "
+                    f"({self.config.max_run_lifetime.days} days from {claim.run.created_at}); "
+                    "the records that keep its effects from repeating may be gone, so it "
+                    "stops here: fork it to go on"
+                ),
+            )
         try:
             poisoned = self._count_takeover(claim, history, owner)
         except LeaseLost:
             return Outcome(run_id, "lease_lost")
         while True:
             x = Execution(
-                self, wf, history, owner, invocation, poisoned=poisoned, hop=hop, reason=reason
+                self,
+                wf,
+                history,
+                owner,
+                invocation,
+                poisoned=poisoned,
+                hop=hop,
+                reason=reason,
+                events_inbox=events_inbox,
             )
             try:
-                outcome = self._drive(x)
-            except InboxChanged:
+                outcome = self.endings.drive(x)
+            except InboxChanged as changed:
                 reloaded = self.ledger.load(run_id)
                 if reloaded is None:
                     return Outcome(run_id, "lease_lost")
-                history = reloaded
+                history, events_inbox = reloaded, changed.inbox
                 poisoned = x.poisoned and not x.poison_failed
                 continue
             if outcome.result in FINISHED and x.has_timers():
-                self._cancel_timers(run_id)
+                self.cancel_timers(run_id)
             return outcome
 
     def _count_takeover(self, claim: Claim, history: RunHistory, owner: str) -> bool:
@@ -265,215 +267,10 @@ class Engine:
             return self.config.max_takeovers <= 1
         return run.takeovers >= self.config.max_takeovers
 
-    def _drive(self, x: Execution) -> Outcome:
-        """Turn the way this replay stopped into the run item's next state."""
-        run_id = x.run.run_id
-        try:
-            return self._conclude(x)
-        except Suspend:
-            return Outcome(run_id, "suspended", RunStatus.WAITING.value)
-        except Handoff:
-            return self._handoff(x)
-        except LeaseLost:
-            return Outcome(run_id, "lease_lost")
-        except ContinueAsNew as c:
-            return self._continue_as_new(x, c.input_value)
-
-    def _conclude(self, x: Execution) -> Outcome:
-        try:
-            try:
-                result = x.run_workflow()
-            except StorageError as error:
-                if error.retryable:
-                    # The ledger failed, not the workflow: failing the run (and compensating)
-                    # over a throttle or a lost connection would end it for good. Crash-only
-                    # instead: this invocation fails, the lease expires, the next one replays.
-                    raise
-                return self._after_failure(x, error)
-            except Exception as error:
-                return self._after_failure(x, error)
-            if x.nondeterminism is not None:  # user code swallowed it: still park the run
-                return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
-            try:
-                output = serde.encode(result, x.workflow.return_annotation)
-            except (TypeError, ValueError) as error:
-                return self._after_failure(x, error)
-            return self._finish(
-                x.run,
-                x.owner,
-                {
-                    "status": RunStatus.SUCCEEDED.value,
-                    "output": output,
-                    "needs_attention": x.poison_failed,
-                },
-                execution=x,
-            )
-        except RunCanceled:
-            return self._cancel(x)
-
-    def _after_failure(self, x: Execution, error: Exception) -> Outcome:
-        """Compensate (unless the code itself is in doubt), then record the failure."""
-        if x.nondeterminism is not None:  # never compensate on a replay we cannot trust
-            return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
-        undo_failed = run_compensations(x, mark_status=True) if x.compensations else None
-        return self._finish_failed(
-            x.run,
-            x.owner,
-            error,
-            attention=x.poison_failed or undo_failed is not None,
-            undo_failed=undo_failed,
-        )
-
-    def _cancel(self, x: Execution) -> Outcome:
-        undo_failed = None
-        if x.run.cancel_compensate and x.compensations:
-            undo_failed = run_compensations(x, mark_status=True)
-        if undo_failed is not None:
-            cause = RunError("Canceled", x.run.cancel_reason or "canceled")
-            return self._finish_failed(
-                x.run, x.owner, undo_failed, attention=True, cause=cause, cancel_ok=True
-            )
-        return self._write_canceled(x.run, x.owner)
-
-    # --- run-item transitions --------------------------------------------------------
-
-    def _final_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
-        now = self.clock.now()
-        return {
-            **changes,
-            "lease_owner": None,
-            "lease_until": None,
-            "due_at": None,
-            "updated_at": format_time(now),
-            "purge_at": int((now + self.config.retention).timestamp()),
-        }
-
-    def _finish(
-        self,
-        run: RunRecord,
-        owner: str,
-        changes: dict[str, Any],
-        *,
-        execution: Execution | None = None,
-        cancel_ok: bool = False,
-    ) -> Outcome:
-        """The final write: fenced, on an active status, and never over a cancel request.
-
-        A cancel that landed after the last step wins over success: with ``execution``
-        (the success path) it re-enters cancellation so requested compensations run.
-        """
-        guard = RunGuard(fence=run.fence, owner=owner, statuses=ACTIVE, no_cancel=not cancel_ok)
-        try:
-            stored = self.ledger.update_run(run.run_id, guard, self._final_changes(changes))
-        except ConditionFailed as e:
-            current = e.current
-            if current is not None and current.fence == run.fence and current.cancel_requested:
-                if execution is not None:
-                    execution.run = current
-                    raise RunCanceled(current.cancel_reason or "canceled") from e
-                return self._write_canceled(current, owner)
-            return Outcome(run.run_id, "lease_lost")
-        return Outcome(run.run_id, stored.status.value.lower(), stored.status.value)
-
     def purge_expired(self, run_id: str) -> int:
         """What the purge on the table's stream does once a run item has expired: delete
         the steps and signals it left (``durable.retention``)."""
         return purge_expired(self.ledger, run_id, self.clock.now())
-
-    def _finish_failed(
-        self,
-        run: RunRecord,
-        owner: str,
-        error: BaseException,
-        *,
-        attention: bool,
-        undo_failed: BaseException | None = None,
-        cause: RunError | None = None,
-        cancel_ok: bool = False,
-    ) -> Outcome:
-        """FAILED with the original error; a failed compensation is appended, never lost."""
-        err = cause or RunError(
-            type=error_type_name(error),
-            message=summarize(error),
-            retryable=False,
-            position=failed_position(error),
-        )
-        if undo_failed is not None:
-            err = RunError(
-                err.type,
-                f"{err.message} | then compensation failed: {summarize(undo_failed)}",
-                False,
-            )
-        elif cause is not None:
-            err = RunError(err.type, f"{err.message} | then: {summarize(error)}", False)
-        return self._finish(
-            run,
-            owner,
-            {"status": RunStatus.FAILED.value, "error": err, "needs_attention": attention},
-            cancel_ok=cancel_ok,
-        )
-
-    def _write_canceled(self, run: RunRecord, owner: str) -> Outcome:
-        changes = self._final_changes(
-            {
-                "status": RunStatus.CANCELED.value,
-                "error": RunError("Canceled", run.cancel_reason or "canceled"),
-            }
-        )
-        try:
-            self.ledger.update_run(run.run_id, RunGuard(fence=run.fence, owner=owner), changes)
-        except ConditionFailed:
-            return Outcome(run.run_id, "lease_lost")
-        return Outcome(run.run_id, "canceled", RunStatus.CANCELED.value)
-
-    def _handoff(self, x: Execution) -> Outcome:
-        """Release the lease with a due time first, then invoke a fresh worker."""
-        now = self.clock.now()
-        try:
-            x.run = self.ledger.update_run(
-                x.run.run_id,
-                x.guard(),
-                {
-                    "lease_owner": None,
-                    "lease_until": None,
-                    "due_at": format_time(now + self.config.handoff_grace),
-                    "updated_at": format_time(now),
-                },
-            )
-        except ConditionFailed:
-            return Outcome(x.run.run_id, "lease_lost")
-        self._invoke(x.run.run_id, "continue", x.hop + 1)
-        return Outcome(x.run.run_id, "handed_off", x.run.status.value)
-
-    def _continue_as_new(self, x: Execution, input_value: Any) -> Outcome:
-        """Start the successor (id derived from this run, so a retry finds it), then end."""
-        wf = x.workflow
-        input_text = serde.validate_input(input_value, wf.input_annotation, wf.name)
-        stamp = format_time(self.clock.now())
-        successor = RunRecord(
-            # Derived, so a retry of this transition finds it; with the incarnation, so a
-            # later run under this id (a keyed start after expiry) gets its own successor.
-            run_id=derived_run_id(wf.name, f"continue:{x.run.run_id}.{incarnation(x.run)}"),
-            workflow=wf.name,
-            version=wf.version,
-            status=RunStatus.PENDING,
-            input=input_text,
-            input_hash=serde.sha256_hex(input_text),
-            created_at=stamp,
-            updated_at=stamp,
-            requested_by=x.run.requested_by,
-            due_at=stamp,
-            continued_from=x.run.run_id,
-        )
-        with contextlib.suppress(RunExists):  # created by an earlier try of this transition
-            self.ledger.create_run(successor)
-        output = serde.canonical_json({"continued_as_new": successor.run_id})
-        outcome = self._finish(
-            x.run, x.owner, {"status": RunStatus.SUCCEEDED.value, "output": output}
-        )
-        if outcome.result == "succeeded":
-            self._invoke(successor.run_id, "start", 0)
-        return outcome
 
     # --- external events ------------------------------------------------------------
 
@@ -548,11 +345,18 @@ class Engine:
             raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
         return run
 
-    def history(self, run_id: str) -> list[StepRecord]:
-        loaded = self.ledger.load(run_id)
+    def load(self, run_id: str) -> RunHistory:
+        """The run's item, steps and signals, without anything an expired run of the same
+        id left behind (those are not this run's, though still stored until purged)."""
+        loaded = visible_history(self.ledger.load(run_id))
         if loaded is None:
             raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
-        return [loaded.steps[p] for p in sorted(loaded.steps)]
+        return loaded
+
+    def history(self, run_id: str) -> list[StepRecord]:
+        """The run's step records in position order."""
+        loaded = self.load(run_id)
+        return [loaded.steps[p] for p in sorted(loaded.steps, key=position_key)]
 
     def list_runs(
         self,
@@ -578,15 +382,4 @@ class Engine:
         )
 
 
-def failed_position(error: BaseException) -> str | None:
-    """The step whose failure ended the run: the StepFailed the workflow let escape, or
-    the one it was handling when it raised (``raise X from e`` and a raise inside
-    ``except``). A step failure the workflow caught and moved past is not in the chain."""
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        if isinstance(current, StepFailed):
-            return current.position
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
+__all__ = ["Engine", "Outcome"]

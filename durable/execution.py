@@ -43,6 +43,7 @@ from durable.model import (
     format_time,
     parse_time,
     position_path,
+    top_index,
 )
 from durable.ports import ConditionFailed, Invocation, RunGuard
 from durable.registry import (
@@ -76,6 +77,7 @@ class Execution:
         poisoned: bool = False,
         hop: int = 0,
         reason: str = "",
+        events_inbox: int | None = None,
     ) -> None:
         self.engine = engine
         self.config = engine.config
@@ -85,6 +87,11 @@ class Execution:
         self.run: RunRecord = history.run
         self.steps = history.steps
         self.signals = history.signals
+        # The inbox count this view of steps and signals includes every event of: the
+        # suspend guard. Never a count a later write returned (a lease renewal's item may
+        # already count an event this replay has not loaded).
+        self.events_inbox = history.run.inbox if events_inbox is None else events_inbox
+        self.lifetime_end = parse_time(history.run.created_at) + engine.config.max_run_lifetime
         self.owner = owner
         self.invocation = invocation
         self.poisoned = poisoned
@@ -99,6 +106,7 @@ class Execution:
         self.nondeterminism: NonDeterminismError | None = None
         self.poison_failed = False
         self.compensating = False  # compensation steps run even after a cancel request
+        self.compensated = False  # compensations of a failure or a cancel were started
         self.dry_run = False  # replay recorded results only; stop where new work begins
         # (position, undo, result, args, kwargs) of completed compensable steps, in order
         self.compensations: list[
@@ -187,7 +195,7 @@ class Execution:
         self.ensure_lease(timedelta(0))
         value = make(self.clock)
         encoded = serde.encode(value, annotation)
-        stored = self.write_final(
+        stored = self.write_fenced(
             self.new_record(position, name, StepKind.VALUE, StepStatus.DONE, output=encoded)
         )
         return serde.decode(stored.output, annotation)
@@ -279,12 +287,34 @@ class Execution:
             kind=kind,
             status=status,
             updated_at=updated_at or self.now_text(),
+            fence=self.run.fence,
             **fields,
         )
 
-    def write_final(self, rec: StepRecord) -> StepRecord:
-        """Write a record (one conditional put); a lost race adopts the winner's record."""
-        stored = self.ledger.write_step(rec)
+    def write_result(self, rec: StepRecord) -> StepRecord:
+        """Record what a step body returned: one conditional put, no run guard.
+
+        The body ran on a lease this worker vouched for, so its result is a fact whoever
+        records it: first writer wins and a loser adopts the winner's record. Only a
+        newer owner's pending record stops it (``durable.leases.step_replaceable``).
+        """
+        rec.fence = self.run.fence
+        return self._stored(rec, self.ledger.write_step(rec))
+
+    def write_fenced(self, rec: StepRecord) -> StepRecord:
+        """Record a decision about the run's future (a wait, a value, a failure for good,
+        a RUNNING mark), fenced by the lease in the same atomic write: a worker whose
+        lease is gone writes nothing (``LeaseLost``)."""
+        rec.fence = self.run.fence
+        try:
+            stored = self.ledger.write_step(rec, self.guard())
+        except ConditionFailed as e:
+            raise LeaseLost() from e
+        return self._stored(rec, stored)
+
+    def _stored(self, rec: StepRecord, stored: StepRecord) -> StepRecord:
+        if stored is not rec and not stored.status.final:
+            raise LeaseLost()  # a newer owner's pending record: this lease is gone
         self.steps[rec.position] = stored
         return stored
 
@@ -390,7 +420,7 @@ class Execution:
         }
         try:
             self.run = self.ledger.update_run(
-                self.run.run_id, self.guard(inbox=self.run.inbox), changes
+                self.run.run_id, self.guard(inbox=self.events_inbox), changes
             )
         except ConditionFailed as e:
             current = e.current
@@ -399,7 +429,7 @@ class Execution:
                 and current.fence == self.run.fence
                 and current.lease_owner == self.owner
             ):
-                raise InboxChanged() from e
+                raise InboxChanged(current.inbox) from e
             raise LeaseLost() from e
         return Suspend()
 
@@ -417,8 +447,9 @@ class Execution:
             return
         replayed = rec is not None
         if rec is None:
+            self.check_lifetime(when, "sleep")
             wake_at = format_time(when)
-            rec = self.ledger.write_step(
+            rec = self.write_fenced(
                 self.new_record(position, name, StepKind.SLEEP, StepStatus.WAITING, wake_at=wake_at)
             )
             if rec.status.final:
@@ -430,7 +461,35 @@ class Execution:
                 raise self.suspend(wake_at, position, replayed=replayed)
             self.clock.sleep(wait.total_seconds())
         done = self.new_record(position, name, StepKind.SLEEP, StepStatus.DONE, wake_at=wake_at)
-        self.ledger.write_step(done)
+        self.write_fenced(done)
+
+    def check_lifetime(self, until: datetime, what: str) -> None:
+        """A wait may not end after the run's lifetime: the records that keep its side
+        effects from repeating (``durable.effects``) are kept for that long and no longer."""
+        if until > self.lifetime_end:
+            raise ValueError(
+                f"this {what} would end at {format_time(until)}, after the run's "
+                f"max_run_lifetime ({self.config.max_run_lifetime.days} days from "
+                f"{self.run.created_at}, so by {format_time(self.lifetime_end)}): wait less, "
+                "continue long-lived work as a new run (ctx.continue_as_new), or raise "
+                "max_run_lifetime in the settings"
+            )
+
+    def skip_recorded_positions(self) -> None:
+        """Move the position counter past every recorded position of the workflow's own
+        calls, so what runs next (compensations after a failure or a cancel) never meets
+        a record the interrupted code path left further on (a ``submit`` step after the
+        callback a cancel stopped at). Compensation records are not counted: a replay of
+        the same ending reaches the same positions."""
+        last = max(
+            (
+                top_index(position)
+                for position, rec in self.steps.items()
+                if rec.kind != StepKind.COMPENSATION
+            ),
+            default=0,
+        )
+        self._counter = max(self._counter, last)
 
     def can_wait_in_process(self, wait: timedelta, then_needed: timedelta) -> bool:
         """Short waits are served here when the invocation has time for them and after."""

@@ -9,7 +9,15 @@ from durable.retry import error_type_name
 
 
 class InboxChanged(BaseException):
-    """An event arrived while the run was being driven: reload and replay again."""
+    """An event arrived while the run was being driven: reload and replay again.
+
+    ``inbox`` is the count the failed suspension found, read before the reload: every
+    event it counts is in what the reload returns, so it is the next suspend's guard.
+    """
+
+    def __init__(self, inbox: int) -> None:
+        super().__init__(inbox)
+        self.inbox = inbox
 
 
 class ContinueAsNew(BaseException):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from durable.model import RunError, RunRecord, RunStatus
+from durable.model import RunError, RunRecord, RunStatus, StepRecord
 from durable.ports import RunGuard
 
 ClaimKind = Literal["free", "takeover"]
@@ -68,6 +68,19 @@ def guard_holds(run: RunRecord, guard: RunGuard) -> bool:
     if guard.statuses and run.status.value not in guard.statuses:
         return False
     return not (guard.no_cancel and run.cancel_requested)
+
+
+def step_replaceable(stored: StepRecord | None, step: StepRecord) -> bool:
+    """Whether writing ``step`` may replace ``stored`` at the same position.
+
+    A final record is never replaced: first writer wins, and the loser adopts it. A
+    pending record (WAITING, RUNNING, RETRYABLE_FAILED) may be replaced by its own
+    worker's next write, but never by a worker holding an older fence: such a worker lost
+    its lease to a newer owner whose pending wait (a callback whose URL is already out, a
+    backoff already armed) must stand. This is the whole fence of a plain step write, in
+    one item's condition; writes that need the run's lease itself add the run guard.
+    """
+    return stored is None or (not stored.status.final and stored.fence <= step.fence)
 
 
 RUN_FIELDS = frozenset(RunRecord.__dataclass_fields__)

@@ -95,8 +95,19 @@ def parse_time(text: str) -> datetime:
 
 
 def position_path(*indexes: int) -> str:
-    """``0003`` or ``0003.0001``: zero-padded so the sort key orders like the code."""
+    """``0003`` or ``0003.0001``: zero-padded so the sort key orders like the code up to
+    9999; past it (``10000``) text order is wrong, so code compares ``position_key``."""
     return ".".join(f"{i:04d}" for i in indexes)
+
+
+def position_key(position: str) -> tuple[int, ...]:
+    """A position as numbers, for ordering and comparing (``"10000"`` after ``"9999"``)."""
+    return tuple(int(part) for part in position.split("."))
+
+
+def top_index(position: str) -> int:
+    """The workflow-level call a position belongs to (``0003.0001`` -> 3)."""
+    return int(position.split(".", 1)[0])
 
 
 # --- records ------------------------------------------------------------------------
@@ -164,6 +175,12 @@ class RunRecord:
     purge_at: int | None = None
     continued_from: str | None = None
     forked_from: str | None = None  # "<run_id>@<position>"
+    # Invocations that found no code for this workflow version (a deploy in progress):
+    # each defers the run a little longer instead of failing it.
+    deferrals: int = 0
+    # Its compensations ran: the state its steps built was undone, so it cannot be
+    # retried (only forked).
+    compensated: bool = False
     # Operator decisions on this run (cancel, retry, fork): who, when, what, why.
     operations: list[dict[str, str]] = field(default_factory=list)
 
@@ -235,6 +252,9 @@ class StepRecord:
     token_nonce: str | None = None
     token_hash: str | None = None
     detail: dict[str, Any] | None = None  # kind-specific extras (wait reason, compensation)
+    # The lease fence of the worker that wrote this record (``durable.fencing``): a worker
+    # never replaces a pending record written under a newer fence than its own.
+    fence: int = 0
 
 
 @dataclass(slots=True)
@@ -254,6 +274,15 @@ class SignalRecord:
     consumed_by: str | None = None
     key_hash: str | None = None
     payload_hash: str | None = None
+    # The run's inbox count this signal's arrival made: arrival order as the ledger
+    # committed it, which orders consumption (two sends in one millisecond included).
+    seq: int = 0
+
+
+def signal_order(signal: SignalRecord) -> tuple[int, str]:
+    """Arrival order: the ledger's sequence, then (for signals stored before it had one)
+    the arrival ULID."""
+    return (signal.seq, signal.signal_id)
 
 
 @dataclass(slots=True)

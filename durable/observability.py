@@ -17,7 +17,7 @@ from typing import Any
 from durable.context import current_step
 from durable.errors import DurableError
 from durable.model import StepKind, StepRecord, StepStatus, parse_time
-from durable.ports import Ledger
+from durable.ports import Ledger, RunGuard
 from durable.settings import Settings
 
 Handler = Callable[[Any, Any], Any]
@@ -88,8 +88,8 @@ class MeteredLedger:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._ledger, name)
 
-    def write_step(self, step: StepRecord) -> StepRecord:
-        stored = self._ledger.write_step(step)
+    def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
+        stored = self._ledger.write_step(step, guard)
         if stored is step or stored == step:  # ours won; a loser's adoption is not news
             self._observe(step)
         return stored

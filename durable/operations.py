@@ -4,6 +4,7 @@ why) and decided before anything is written."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from durable.ids import new_ulid
 from durable.interrupts import DryRunComplete
 from durable.model import (
     TERMINAL_RUN_STATUSES,
+    RunError,
     RunHistory,
     RunRecord,
     RunStatus,
@@ -24,6 +26,7 @@ from durable.model import (
     StepRecord,
     StepStatus,
     format_time,
+    parse_time,
     position_path,
 )
 from durable.ports import ConditionFailed, Invocation
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     from durable.engine import Engine
 
 ACTIVE = tuple(s.value for s in RunStatus if s.value not in TERMINAL_RUN_STATUSES)
+# Unleased in these, a run runs no code until a worker claims it: a cancel can end it at once.
+_STOPPED = (RunStatus.PENDING.value, RunStatus.WAITING.value, RunStatus.RUNNING.value)
 
 
 def _operation(
@@ -47,15 +52,10 @@ def _operation(
     return op
 
 
-def _load(engine: Engine, run_id: str) -> RunHistory:
-    history = engine.ledger.load(run_id)
-    if history is None:
-        raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
-    return history
-
-
 def available_decisions(run: RunRecord) -> list[str]:
     """What an operator can do with the run now (shown by the API and the CLI)."""
+    if run.status == RunStatus.FAILED and run.compensated:
+        return ["fork"]  # its steps were undone: nothing to retry from
     if run.status == RunStatus.FAILED:
         decisions = ["retry", "fork"]
         if run.error is not None and run.error.type.startswith("NonDeterminismError"):
@@ -101,11 +101,25 @@ def cancel(
         if e.current is not None and e.current.terminal:
             raise InvalidState(f"run {run_id} finished meanwhile ({e.current.status.value})") from e
         raise RunNotFound(f"no run {run_id!r}") from e
-    if run.lease_owner is None and not compensate:
-        # Nobody is running it (waiting or pending): cancel it now, in this call. A
-        # running owner sees the request at its next lease check or durable call.
-        engine.resume(run_id, Invocation(), reason="cancel")
-        return engine.get_run(run_id)
+    if run.lease_owner is None and not compensate and run.status in _STOPPED:
+        # Nobody holds it and nothing is left to run for it: cancel it now, with one
+        # conditional write (no lease taken, no workflow code run in this request). A
+        # running owner sees the request at its next lease check or durable call; a
+        # COMPENSATING run finishes its compensations in a worker first.
+        with contextlib.suppress(ConditionFailed):  # claimed meanwhile: the worker cancels
+            canceled = engine.ledger.operate(
+                run_id,
+                statuses=_STOPPED,
+                unleased=True,
+                changes=engine.endings.final_changes(
+                    {
+                        "status": RunStatus.CANCELED.value,
+                        "error": RunError("Canceled", reason),
+                    }
+                ),
+            )
+            engine.cancel_timers(run_id)
+            return canceled
     engine.invoke_worker(run_id, "cancel")
     return run
 
@@ -138,11 +152,17 @@ def _check_upgrade(engine: Engine, history: RunHistory, version: int) -> None:
 def retry(
     engine: Engine, run_id: str, upgrade_to: int | None, requested_by: str | None
 ) -> RunRecord:
-    history = _load(engine, run_id)
+    history = engine.load(run_id)
     run = history.run
     if run.status != RunStatus.FAILED:
         raise InvalidState(f"run {run_id} is {run.status.value}; only FAILED runs can be retried")
-    if any(s.kind == StepKind.COMPENSATION for s in history.steps.values()):
+    if engine.clock.now() > parse_time(run.created_at) + engine.config.max_run_lifetime:
+        raise InvalidState(
+            f"run {run_id} is past its max_run_lifetime "
+            f"({engine.config.max_run_lifetime.days} days): the records that keep its side "
+            "effects from repeating may be gone, so it cannot go on; fork it instead"
+        )
+    if run.compensated or any(s.kind == StepKind.COMPENSATION for s in history.steps.values()):
         raise InvalidState(
             f"run {run_id} was compensated; its earlier steps were undone, so retrying would "
             "continue from a state that no longer exists: fork it from a step instead"
@@ -214,22 +234,46 @@ def _failed_step(history: RunHistory) -> StepRecord | None:
 # --- fork -------------------------------------------------------------------------
 
 
-def _parse_position(from_step: int | str) -> str:
-    try:
-        index = int(from_step) if isinstance(from_step, int) else int(str(from_step).split(".")[0])
-    except ValueError as e:
+def _settled_prefix(history: RunHistory) -> int:
+    """How many steps from the first are settled: final, not compensations, with no gap.
+    A fork may keep those and no more: a step recorded after an unfinished one (the
+    ``submit`` of a callback never answered) belongs to a path the fork must walk anew."""
+    count = 0
+    while True:
+        step = history.steps.get(position_path(count + 1))
+        if step is None or not step.status.final or step.kind == StepKind.COMPENSATION:
+            return count
+        count += 1
+
+
+def _parse_position(from_step: int | str, settled: int) -> int:
+    text = str(from_step).strip()
+    if isinstance(from_step, bool) or "." in text or not text.lstrip("-").isdigit():
         raise InvalidInput(
-            "from_step must be a step number like 3 or '0003'", field="from_step"
-        ) from e
-    if index < 1:
-        raise InvalidInput("from_step must be >= 1", field="from_step")
-    return position_path(index)
+            f"from_step must be a top-level step number like 3 or '0003', not {from_step!r}",
+            field="from_step",
+        )
+    index = int(text)
+    if not 1 <= index <= settled + 1:
+        raise InvalidInput(
+            f"from_step must be between 1 and {settled + 1}: steps 1-{settled} are settled "
+            "(a fork keeps them and runs the rest again); a later step is not settled, or "
+            "does not exist",
+            field="from_step",
+        )
+    return index
 
 
 def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | None) -> RunRecord:
-    history = _load(engine, run_id)
+    history = engine.load(run_id)
     source = history.run
-    position = _parse_position(from_step)
+    if not source.terminal:
+        raise InvalidState(
+            f"run {run_id} is {source.status.value}: fork a finished run (cancel this one "
+            "first, or wait for it to end)"
+        )
+    index = _parse_position(from_step, _settled_prefix(history))
+    position = position_path(index)
     engine.app.get_workflow(source.workflow, source.version)
     now = engine.clock.now()
     stamp = format_time(now)
@@ -251,10 +295,11 @@ def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | 
     )
     # The copied steps first, the run item last: until it exists nothing can claim the
     # run, so a crash in between leaves inert items under an id nobody will ever use,
-    # never a fork that runs without the steps it was meant to keep.
-    for p, step in sorted(history.steps.items()):
-        if p < position and step.status.final:
-            engine.ledger.write_step(replace(step, run_id=new.run_id))
+    # never a fork that runs without the steps it was meant to keep. Fences restart with
+    # the new run's leases.
+    for i in range(1, index):
+        step = history.steps[position_path(i)]
+        engine.ledger.write_step(replace(step, run_id=new.run_id, fence=0))
     engine.ledger.create_run(new)
     engine.invoke_worker(new.run_id, "fork")
     return new

@@ -144,6 +144,18 @@ class Ledger(Protocol):
         """
         ...
 
+    def continue_run(
+        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
+    ) -> None:
+        """End a run and create its continue-as-new successor in one atomic write.
+
+        ``changes`` apply under ``guard`` (the final write of the run) and ``successor``
+        is created only if no run has its id; neither happens without the other, so a
+        run canceled meanwhile starts nothing. Raises ``ConditionFailed`` (the guard) or
+        ``RunExists`` (the id); ``PayloadTooLarge`` before writing anything.
+        """
+        ...
+
     def operate(
         self,
         run_id: str,
@@ -168,12 +180,16 @@ class Ledger(Protocol):
         """
         ...
 
-    def write_step(self, step: StepRecord) -> StepRecord:
-        """Put a step item unless a *final* record is stored at its position.
+    def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
+        """Put a step item unless ``durable.leases.step_replaceable`` refuses it.
 
         First writer wins: a final record (DONE, TERMINAL_FAILED, ...) is never
-        overwritten; the loser gets the stored record back and adopts it. Returns what
-        the ledger holds after the call. One request.
+        overwritten, and a pending record written under a newer fence than
+        ``step.fence`` is not either; the writer gets the stored record back (it adopts a
+        final one; a newer owner's pending one means its own lease is gone). With
+        ``guard`` the write also requires the run item to satisfy it, in the same atomic
+        request, raising ``ConditionFailed`` with the stored run otherwise (nothing
+        written). Returns ``step`` itself when it was written, else the stored record.
         """
         ...
 
@@ -213,10 +229,13 @@ class Ledger(Protocol):
         """
         ...
 
-    def consume_signal(self, step: StepRecord, signal: SignalRecord) -> StepRecord:
-        """Record ``step`` (first writer wins) and mark ``signal`` consumed by it, atomically.
+    def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
+        """Record ``step`` and mark ``signal`` consumed by it, atomically, under ``guard``.
 
-        Returns the stored step: ``step`` itself, or the final record that won.
+        The step follows ``write_step``'s rule (returns the stored record when refused);
+        a signal already consumed at another position (a stale view) writes nothing and
+        returns the stored step (``WaitNotPending`` when there is none). Raises
+        ``ConditionFailed`` when the run guard fails.
         """
         ...
 
@@ -296,8 +315,9 @@ class EffectRecord:
 class EffectStore(Protocol):
     """Side-effect keys of ``StepContext.effect`` (the idempotency table)."""
 
-    def begin(self, key: str, expiration: int) -> EffectRecord | None:
-        """Persist the key as in progress unless it exists; return the existing record."""
+    def begin(self, key: str, expiration: int, *, now: int) -> EffectRecord | None:
+        """Persist the key as in progress unless a record of it exists that has not
+        expired at ``now`` (epoch seconds, the engine's clock); return that record."""
         ...
 
     def complete(self, key: str, reference: str, expiration: int) -> None: ...

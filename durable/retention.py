@@ -65,6 +65,19 @@ def without_leftovers(ledger: Ledger, history: RunHistory | None) -> RunHistory 
     return ledger.load(history.run.run_id)
 
 
+def visible_history(history: RunHistory | None) -> RunHistory | None:
+    """``history`` as a reader should see it: without what an earlier run of the same id
+    left (nothing is purged here; a read never writes)."""
+    if history is None or history.run.forked_from is not None:
+        return history
+    cutoff = leftover_cutoff(history.run)
+    return RunHistory(
+        history.run,
+        {p: step for p, step in history.steps.items() if step.updated_at >= cutoff},
+        [signal for signal in history.signals if signal.received_at >= cutoff],
+    )
+
+
 def purge_expired(ledger: Ledger, run_id: str, now: datetime) -> int:
     """Delete the steps and signals an expired run left (TTL deleted only its item).
 

@@ -27,8 +27,13 @@ def run_compensations(x: Execution, *, mark_status: bool) -> StepFailed | None:
     """Run every registered compensation, newest first; stop at one that fails for good.
 
     Returns that failure (never skipped: the caller parks the run), or None. With
-    ``mark_status`` the run item shows COMPENSATING while they run.
+    ``mark_status`` (the run is ending: failed or canceled) the run item shows COMPENSATING
+    while they run, and they take positions past everything the interrupted code path
+    recorded.
     """
+    if mark_status:
+        x.skip_recorded_positions()
+        x.compensated = True
     if mark_status and x.run.status != RunStatus.COMPENSATING:
         try:
             x.run = x.ledger.update_run(

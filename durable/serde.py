@@ -50,7 +50,9 @@ def encode(value: Any, annotation: Any = NO_ANNOTATION) -> str:
                 f"result of type {type(value).__name__} is not plain JSON ({e}); annotate the "
                 "function's return type (for example a pydantic model) so it can be encoded"
             ) from e
-    return adapter.dump_json(value).decode()
+    # By alias, as a sender writes the model; decoding accepts aliases and field names, so
+    # a model round-trips whatever its alias settings (it must decode on every replay).
+    return adapter.dump_json(value, by_alias=True).decode()
 
 
 def decode(text: str | None, annotation: Any = NO_ANNOTATION) -> Any:
@@ -59,7 +61,7 @@ def decode(text: str | None, annotation: Any = NO_ANNOTATION) -> Any:
     adapter = adapter_for(annotation)
     if adapter is None:
         return json.loads(text)
-    return adapter.validate_json(text)
+    return adapter.validate_json(text, by_alias=True, by_name=True)
 
 
 def canonical_json(value: Any) -> str:
@@ -96,7 +98,7 @@ def validate_input(value: Any, annotation: Any, workflow: str) -> str:
             field=where,
         ) from e
     try:
-        return canonical_json(json.loads(adapter.dump_json(validated)))
+        return canonical_json(json.loads(adapter.dump_json(validated, by_alias=True)))
     except ValueError as e:  # an infinity or NaN that validation let through
         raise InvalidInput(
             f"input of workflow {workflow!r} holds a number JSON cannot carry "

@@ -81,6 +81,7 @@ class StepRun:
             k: v for k, v in ((previous.detail or {}) if previous else {}).items() if k != "reason"
         }
         self.attempt_base = int(self.detail.get("attempt_base", 0))
+        self.effect_actions: set[str] = set()
 
     # --- record building -------------------------------------------------------------
 
@@ -140,10 +141,11 @@ class StepRun:
             )
             self.attempts.append(attempt)
             if self.opts.semantics == "at_most_once_per_attempt":
-                stored = self.x.ledger.write_step(self.record(StepStatus.RUNNING))
+                stored = self.x.write_fenced(self.record(StepStatus.RUNNING))
                 if stored.status.final:
                     return self.adopt(stored, annotation)
             self.x.count_body()
+            self.effect_actions.clear()  # an action names one effect per attempt
             try:
                 value = self.run_body(body)
                 encoded = serde.encode(value, annotation)
@@ -168,7 +170,7 @@ class StepRun:
                 return outcome
             attempt.finished_at = finished = self.x.now_text()
             try:
-                stored = self.x.write_final(
+                stored = self.x.write_result(
                     self.record(StepStatus.DONE, output=encoded, updated_at=finished)
                 )
             except PayloadTooLarge as error:
@@ -212,7 +214,7 @@ class StepRun:
             return self.fail_for_good(error, annotation)
         summary = summarize(error)
         if self.x.can_wait_in_process(delay, self.opts.budget):
-            stored = self.x.ledger.write_step(
+            stored = self.x.write_fenced(
                 self.record(
                     StepStatus.RETRYABLE_FAILED,
                     error_type=error_type_name(error),
@@ -226,7 +228,7 @@ class StepRun:
             self.attempt += 1
             return _RETRY_NOW
         wake_at = format_time(self.x.clock.now() + delay)
-        stored = self.x.ledger.write_step(
+        stored = self.x.write_fenced(
             self.record(
                 StepStatus.WAITING,
                 error_type=error_type_name(error),
@@ -246,7 +248,7 @@ class StepRun:
             last.finished_at = self.x.now_text()
             last.error_class = "terminal"
             last.error = summarize(error, 500)
-        stored = self.x.write_final(
+        stored = self.x.write_fenced(
             self.record(
                 StepStatus.TERMINAL_FAILED,
                 error_type=error_type_name(error),

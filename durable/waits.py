@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from durable import serde, tokens
 from durable.context import bind_context, reset_context
-from durable.errors import CallbackFailed, CallbackTimeout, StepFailed, TerminalError
+from durable.errors import CallbackFailed, CallbackTimeout, LeaseLost, StepFailed, TerminalError
 from durable.ids import has_control_characters
-from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time
+from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time, signal_order
+from durable.ports import ConditionFailed
 from durable.registry import callable_name, return_annotation
-from durable.retry import classify, error_type_name
+from durable.retry import error_type_name
 
 log = logging.getLogger("durable.waits")
 
@@ -43,10 +44,11 @@ def _check_timeout(timeout: timedelta | None) -> None:
         raise ValueError("timeout must be a positive datetime.timedelta (or None: wait forever)")
 
 
-def _settled(rec: StepRecord, what: str) -> Any:
-    """The outcome of a finished wait: its value, or the error it ended with."""
+def _settled(rec: StepRecord, what: str, annotation: Any = serde.NO_ANNOTATION) -> Any:
+    """The outcome of a finished wait: its value (decoded with ``annotation``, on the first
+    execution as on a replay), or the error it ended with."""
     if rec.status == StepStatus.DONE:
-        return serde.decode(rec.output)
+        return serde.decode(rec.output, annotation)
     if rec.status == StepStatus.TIMED_OUT:
         raise CallbackTimeout(
             f"{what} {rec.name!r} at {rec.position} timed out at {rec.expires_at}"
@@ -77,11 +79,11 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
     rec = x.recorded(position, name, StepKind.CALLBACK)
     token: str | None = None
     if rec is None:
+        expires = _expiry(x, timeout, "callback")
         nonce = tokens.new_nonce()
         token = tokens.make_token(secret, x.run.run_id, position, nonce)
-        expires = format_time(x.clock.now() + timeout) if timeout else None
         # Written WAITING (with its expiry) before the token leaves this function.
-        rec = x.write_final(
+        rec = x.write_fenced(
             x.new_record(
                 position,
                 name,
@@ -125,8 +127,17 @@ def _await(x: Execution, position: str, what: str) -> Any:
         timed_out = StepRecord(
             **{**_fields(rec), "status": StepStatus.TIMED_OUT, "updated_at": format_time(now)}
         )
-        return _settled(x.write_final(timed_out), what)
+        return _settled(x.write_fenced(timed_out), what)
     raise x.suspend(rec.expires_at, position, replayed=True)
+
+
+def _expiry(x: Execution, timeout: timedelta | None, what: str) -> str | None:
+    """When a new wait times out, refused past the run's lifetime."""
+    if timeout is None:
+        return None
+    until = x.clock.now() + timeout
+    x.check_lifetime(until, f"{what}'s timeout")
+    return format_time(until)
 
 
 def _fields(rec: StepRecord) -> dict[str, Any]:
@@ -175,7 +186,7 @@ def wait_for_signal(x: Execution, name: str, timeout: timedelta | None) -> Any:
             for s in x.signals
             if s.name == name and s.signal_id not in consumed and s.consumed_by in (None, position)
         ),
-        key=lambda s: s.signal_id,
+        key=signal_order,
     )
     if pending:
         signal = pending[0]
@@ -187,18 +198,29 @@ def wait_for_signal(x: Execution, name: str, timeout: timedelta | None) -> Any:
             output=signal.payload,
             detail={"signal_id": signal.signal_id, "received_at": signal.received_at},
         )
-        stored = x.ledger.consume_signal(done, signal)
-        x.steps[position] = stored
-        return _settled(stored, "signal")
+        done.fence = x.run.fence
+        try:
+            stored = x.ledger.consume_signal(done, signal, x.guard())
+        except ConditionFailed as e:
+            raise LeaseLost() from e
+        return _settled(x._stored(done, stored), "signal")
     if rec is None:
-        expires = format_time(x.clock.now() + timeout) if timeout else None
-        x.write_final(
+        expires = _expiry(x, timeout, "signal wait")
+        x.write_fenced(
             x.new_record(position, name, StepKind.SIGNAL, StepStatus.WAITING, expires_at=expires)
         )
     return _await(x, position, "signal")
 
 
 # --- conditions ---------------------------------------------------------------------
+
+
+def _check_condition(interval: timedelta, timeout: timedelta | None, backoff: float) -> None:
+    if not isinstance(interval, timedelta) or interval <= timedelta(0):
+        raise ValueError("interval must be a positive datetime.timedelta")
+    _check_timeout(timeout)
+    if backoff < 1.0:
+        raise ValueError("backoff must be >= 1.0")
 
 
 def wait_for_condition(
@@ -211,14 +233,11 @@ def wait_for_condition(
     backoff: float,
     max_interval: timedelta | None,
 ) -> Any:
-    if not isinstance(interval, timedelta) or interval <= timedelta(0):
-        raise ValueError("interval must be a positive datetime.timedelta")
-    _check_timeout(timeout)
-    if backoff < 1.0:
-        raise ValueError("backoff must be >= 1.0")
+    _check_condition(interval, timeout, backoff)
     step_name = callable_name(check, name)
     annotation = return_annotation(check)
     cap = max_interval or interval * 10
+    policy = x.resolve_options(check, None, None, None).retry
     position = x.next_position()
     rec = x.recorded(position, step_name, StepKind.CONDITION)
     if rec is not None and rec.status.final:
@@ -226,14 +245,16 @@ def wait_for_condition(
             raise StepFailed(
                 rec.name, position, rec.error_type or "Error", rec.error_summary or "", rec.attempt
             )
-        return _settled(rec, "condition")
+        return _settled(rec, "condition", annotation)
     now = x.clock.now()
     if rec is not None and rec.wake_at and parse_time(rec.wake_at) > now:
         raise x.suspend(rec.wake_at, position, replayed=True)
     attempt = rec.attempt if rec is not None else 0
-    expires = (
-        rec.expires_at if rec is not None else (format_time(now + timeout) if timeout else None)
-    )
+    # Consecutive failed checks: the step's retry policy decides how many it takes, so a
+    # check that keeps raising fails the wait instead of polling until the timeout (or,
+    # without one, forever). A check that answers "not yet" resets the count.
+    errors = int((rec.detail or {}).get("errors", 0)) if rec is not None else 0
+    expires = rec.expires_at if rec is not None else _expiry(x, timeout, "condition")
     base = x.new_record(
         position, step_name, StepKind.CONDITION, StepStatus.WAITING, expires_at=expires
     )
@@ -242,16 +263,17 @@ def wait_for_condition(
         if expires is not None and parse_time(expires) <= now:
             base.status, base.attempt = StepStatus.TIMED_OUT, attempt
             base.updated_at = format_time(now)
-            return _settled(x.write_final(base), "condition")
+            return _settled(x.write_fenced(base), "condition", annotation)
         x.ensure_lease(x.config.default_step_budget)
         attempt += 1
         value, error = _poll(x, check)
         base.attempt, base.updated_at = attempt, x.now_text()
-        if error is not None and classify(error) == "terminal":
+        errors = errors + 1 if error is not None else 0
+        if error is not None and policy.next_delay(errors, error) is None:
             base.status = StepStatus.TERMINAL_FAILED
             base.error_type, base.error_class = error_type_name(error), "terminal"
             base.error_summary = f"{error_type_name(error)}: {error}"[:1000]
-            stored = x.write_final(base)
+            stored = x.write_fenced(base)
             raise StepFailed(
                 stored.name,
                 position,
@@ -262,7 +284,7 @@ def wait_for_condition(
         if error is None and value:
             base.status = StepStatus.DONE
             base.output = serde.encode(value, annotation)
-            return serde.decode(x.write_final(base).output, annotation)
+            return _settled(x.write_fenced(base), "condition", annotation)
         delay = min(interval * backoff ** (attempt - 1), cap)
         wake = x.clock.now() + delay
         if expires is not None:
@@ -272,7 +294,8 @@ def wait_for_condition(
             continue
         base.wake_at = format_time(wake)
         base.error_summary = f"{error_type_name(error)}: {error}"[:1000] if error else None
-        x.write_final(base)
+        base.detail = {"errors": errors} if errors else None
+        x.write_fenced(base)
         raise x.suspend(base.wake_at, position)
 
 

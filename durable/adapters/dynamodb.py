@@ -22,42 +22,46 @@ from durable.adapters.dynamodb_items import (
     item_to_step,
     list_pk,
     list_sk,
-    run_attribute_value,
     run_pk,
     run_to_item,
     step_to_item,
 )
+from durable.adapters.dynamodb_steps import StepsMixin
 from durable.adapters.dynamodb_support import (
     Expr,
     decode_cursor,
     encode_cursor,
     error_code,
+    guard_condition,
     n,
     s,
     storage_error,
 )
 from durable.errors import PayloadTooLarge, StorageError
 from durable.ids import due_shard
-from durable.leases import check_listing, claim_kind, claimed, normalize_changes
-from durable.limits import check_item_size
+from durable.leases import apply_changes, check_listing, claim_kind, claimed
+from durable.limits import check_item_size, value_size
 from durable.model import (
-    FINAL_STEP_STATUSES,
     RunHistory,
     RunRecord,
     RunStatus,
     SignalRecord,
     StepRecord,
     StepStatus,
+    signal_order,
 )
 from durable.ports import Claim, ConditionFailed, Page, RunExists, RunGuard
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+# Changes up to this size cannot take an item past the limit on their own account (the
+# limit keeps 2 KB of head room); larger ones are checked against the stored item first.
+_SMALL_CHANGE = 1024
 _CLAIM_FREE_STATUSES = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
 
 
-class DynamoLedger(EventsMixin):
+class DynamoLedger(StepsMixin, EventsMixin):
     """The single-table ledger on DynamoDB (see DESIGN section 4 and ``template.yaml``)."""
 
     def __init__(self, client: DynamoDBClient, table_name: str, *, due_shards: int = 4) -> None:
@@ -85,18 +89,6 @@ class DynamoLedger(EventsMixin):
         except Exception as e:
             storage_error(e, "creating the run")
         return run
-
-    def get_run(self, run_id: str) -> RunRecord | None:
-        try:
-            response = self.client.get_item(
-                TableName=self.table,
-                Key={"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
-                ConsistentRead=True,
-            )
-        except Exception as e:
-            storage_error(e, "reading the run")
-        item = response.get("Item")
-        return item_to_run(item) if item else None
 
     def _partition(self, run_id: str, projection: str | None = None) -> Iterator[dict[str, Any]]:
         """Every item of the run's partition, page after page, read consistently."""
@@ -138,7 +130,7 @@ class DynamoLedger(EventsMixin):
             return None
         # Arrival order, as the memory ledger keeps them: the sort key orders a keyed
         # signal by its key's hash (SIGNAL#<name>#K#...), not by when it arrived.
-        signals.sort(key=lambda signal: signal.signal_id)
+        signals.sort(key=signal_order)
         return RunHistory(run, steps, signals)
 
     def purge_leftovers(self, run_id: str, *, before: str) -> int:
@@ -254,61 +246,6 @@ class DynamoLedger(EventsMixin):
         ]
         return ", ".join(assignments)
 
-    def _guard_condition(self, e: Expr, guard: RunGuard) -> str:
-        parts = [
-            f"{e.name('fence')} = {e.value(n(guard.fence), 'gf')}",
-            f"{e.name('lease_owner')} = {e.value(s(guard.owner), 'go')}",
-        ]
-        if guard.inbox is not None:
-            parts.append(f"{e.name('inbox')} = {e.value(n(guard.inbox), 'gi')}")
-        if guard.statuses:
-            values = ", ".join(e.value(s(v), "gs") for v in guard.statuses)
-            parts.append(f"{e.name('status')} IN ({values})")
-        if guard.no_cancel:
-            cr = e.name("cancel_requested")
-            parts.append(f"(attribute_not_exists({cr}) OR {cr} = {e.value({'BOOL': False}, 'gc')})")
-        return " AND ".join(parts)
-
-    def _change_expression(
-        self,
-        e: Expr,
-        run_id: str,
-        changes: Mapping[str, Any],
-        extra_sets: list[str] | None = None,
-    ) -> str:
-        normalized = normalize_changes(dict(changes))
-        sets: list[str] = list(extra_sets or [])
-        removes: list[str] = []
-        for field, value in normalized.items():
-            if value is None:
-                removes.append(e.name(field))
-            else:
-                sets.append(
-                    f"{e.name(field)} = {e.value(run_attribute_value(field, value), field)}"
-                )
-        # Derived index keys (DESIGN section 4): keep the sparse indexes exact.
-        if "due_at" in normalized:
-            if normalized["due_at"] is None:
-                removes.append(e.name("due_shard"))
-            else:
-                shard = e.value(s(due_shard(run_id, self.shards)), "sh")
-                sets.append(f"{e.name('due_shard')} = {shard}")
-        if "needs_attention" in normalized:
-            if normalized["needs_attention"]:
-                sets.append(f"{e.name('attention_pk')} = {e.value(s(ATTENTION_PK), 'att')}")
-            else:
-                removes.append(e.name("attention_pk"))
-        if "status" in normalized and "updated_at" in normalized:
-            status = normalized["status"].value
-            key = e.value(s(list_sk(status, normalized["updated_at"])), "lsk")
-            sets.append(f"{e.name('list_sk')} = {key}")
-        expression = ""
-        if sets:
-            expression += "SET " + ", ".join(sets)
-        if removes:
-            expression += " REMOVE " + ", ".join(removes)
-        return expression.strip()
-
     def operate(
         self,
         run_id: str,
@@ -391,12 +328,63 @@ class DynamoLedger(EventsMixin):
         return new
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
+        self._check_projected_size(run_id, changes)
         e = Expr()
-        condition = self._guard_condition(e, guard)
+        condition = guard_condition(e, guard)
         update = self._change_expression(e, run_id, changes)
-        new = self._update(run_id, condition, update, e)
-        check_item_size(new, f"run {run_id}")
-        return new
+        return self._update(run_id, condition, update, e)
+
+    def _check_projected_size(self, run_id: str, changes: Mapping[str, Any]) -> None:
+        """Refuse, before writing, a change that would take the run item past the limit,
+        as the memory ledger does. Only large changes (a result, an error) can: those pay
+        one consistent read to project the item; every other update sends no read."""
+        if value_size(dict(changes)) <= _SMALL_CHANGE:
+            return
+        current = self.get_run(run_id)
+        if current is not None:
+            check_item_size(apply_changes(current, dict(changes)), f"run {run_id}")
+
+    def continue_run(
+        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
+    ) -> None:
+        check_item_size(successor, f"the input of run {successor.run_id}")
+        self._check_projected_size(run_id, changes)
+        e = Expr()
+        condition = guard_condition(e, guard)
+        update = self._change_expression(e, run_id, changes)
+        reasons = self._transact(
+            [
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
+                        "ConditionExpression": f"attribute_exists(pk) AND {condition}",
+                        "UpdateExpression": update,
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                        **e.kwargs(),
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": run_to_item(successor, self.shards),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ],
+            f"continuing run {run_id} as new",
+        )
+        if reasons is None:
+            return
+        if reasons[0].get("Code") == "ConditionalCheckFailed":
+            old = reasons[0].get("Item")
+            raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id))
+        old = reasons[1].get("Item")
+        existing = item_to_run(old) if old else self.get_run(successor.run_id)
+        if existing is None:
+            raise StorageError("successor id conflict; try again", retryable=True)
+        raise RunExists(existing)
 
     def _update(self, run_id: str, condition: str, update: str, e: Expr) -> RunRecord:
         try:
@@ -419,78 +407,6 @@ class DynamoLedger(EventsMixin):
         return item_to_run(response["Attributes"])
 
     # --- steps ---------------------------------------------------------------------
-
-    def _step_condition(self, e: Expr) -> str:
-        st = e.name("status")
-        finals = ", ".join(e.value(s(v), "fin") for v in FINAL_STEP_STATUSES)
-        return f"attribute_not_exists(sk) OR NOT ({st} IN ({finals}))"
-
-    def write_step(self, step: StepRecord) -> StepRecord:
-        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
-        e = Expr()
-        condition = self._step_condition(e)
-        try:
-            self.client.put_item(
-                TableName=self.table,
-                Item=step_to_item(step),
-                ConditionExpression=condition,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **e.kwargs(),
-            )
-        except self.client.exceptions.ConditionalCheckFailedException as err:
-            old = getattr(err, "response", {}).get("Item")
-            if not old:  # cannot happen: the condition only fails on an existing item
-                raise StorageError("step write lost to a vanished item", retryable=True) from err
-            return item_to_step(old)
-        except Exception as err:
-            storage_error(err, f"writing step {step.position}")
-        return step
-
-    def write_step_fenced(
-        self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
-    ) -> bool:
-        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
-        se, re_ = Expr(), Expr()
-        step_condition = self._step_condition(se)
-        run_condition = self._guard_condition(re_, guard)
-        update = self._change_expression(re_, step.run_id, run_changes)
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": step_to_item(step),
-                            "ConditionExpression": step_condition,
-                            **se.kwargs(),  # type: ignore[typeddict-item]
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": {"pk": s(run_pk(step.run_id)), "sk": s(RUN_SK)},
-                            "ConditionExpression": f"attribute_exists(pk) AND {run_condition}",
-                            "UpdateExpression": update,
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                            **re_.kwargs(),  # type: ignore[typeddict-item]
-                        }
-                    },
-                ]
-            )
-        except self.client.exceptions.TransactionCanceledException as err:
-            reasons = getattr(err, "response", {}).get("CancellationReasons", [])
-            codes = [r.get("Code") for r in reasons]
-            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
-                old = reasons[1].get("Item")
-                raise ConditionFailed(
-                    item_to_run(old) if old else self.get_run(step.run_id)
-                ) from err
-            if codes and codes[0] == "ConditionalCheckFailed":
-                return False  # the step turned final meanwhile: nothing to checkpoint
-            storage_error(err, f"checkpointing step {step.position}")
-        except Exception as err:
-            storage_error(err, f"checkpointing step {step.position}")
-        return True
 
     # --- listing -------------------------------------------------------------------
 

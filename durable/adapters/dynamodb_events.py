@@ -7,11 +7,11 @@ is never lost (the owner's suspension requires the inbox unchanged).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_items import (
     RUN_SK,
-    STEP_PREFIX,
     item_to_run,
     item_to_signal,
     item_to_step,
@@ -27,29 +27,36 @@ from durable.adapters.dynamodb_support import (
     s,
     storage_error,
 )
+from durable.adapters.dynamodb_table import TableBase
+from durable.errors import StorageError
 from durable.ids import due_shard
 from durable.limits import check_item_size
 from durable.model import TERMINAL_RUN_STATUSES, SignalRecord, StepRecord, StepStatus
 from durable.ports import Page, RunFinished, SignalExists, WaitNotPending
 
 if TYPE_CHECKING:
-    from mypy_boto3_dynamodb import DynamoDBClient
+    pass
 
+# Rounds of read-then-write a signal tries before it reports contention (each lost round
+# means another event reached the run in between).
+_SEQ_ROUNDS = 20
 _TERMINAL = {f":t{i}": s(v) for i, v in enumerate(TERMINAL_RUN_STATUSES)}
 _NOT_TERMINAL = f"attribute_exists(pk) AND NOT (#status IN ({', '.join(_TERMINAL)}))"
 
 
-class EventsMixin:
-    client: DynamoDBClient
-    table: str
-    shards: int
-
-    def _bump_inbox(self, run_id: str, now: str) -> dict[str, Any]:
+class EventsMixin(TableBase):
+    def _bump_inbox(self, run_id: str, now: str, expected: int | None = None) -> dict[str, Any]:
+        condition = _NOT_TERMINAL
+        values: dict[str, Any] = {}
+        if expected is not None:
+            unset = "attribute_not_exists(inbox) OR " if expected == 0 else ""
+            condition += f" AND ({unset}inbox = :expected)"
+            values[":expected"] = n(expected)
         return {
             "Update": {
                 "TableName": self.table,
                 "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
-                "ConditionExpression": _NOT_TERMINAL,
+                "ConditionExpression": condition,
                 "UpdateExpression": "SET inbox = if_not_exists(inbox, :zero) + :one, "
                 "due_at = :now, due_shard = :shard",
                 "ExpressionAttributeNames": {"#status": "status"},
@@ -59,37 +66,11 @@ class EventsMixin:
                     ":one": n(1),
                     ":now": s(now),
                     ":shard": s(due_shard(run_id, self.shards)),
+                    **values,
                 },
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
-
-    def _transact(self, items: list[dict[str, Any]], what: str) -> list[dict[str, Any]] | None:
-        """Run a transaction; return the cancellation reasons when a condition failed."""
-        try:
-            self.client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
-        except self.client.exceptions.TransactionCanceledException as err:
-            reasons: list[dict[str, Any]] = getattr(err, "response", {}).get(
-                "CancellationReasons", []
-            )
-            if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons):
-                return reasons
-            storage_error(err, what)
-        except Exception as err:
-            storage_error(err, what)
-        return None
-
-    def get_step(self, run_id: str, position: str) -> StepRecord | None:
-        try:
-            response = self.client.get_item(
-                TableName=self.table,
-                Key={"pk": s(run_pk(run_id)), "sk": s(STEP_PREFIX + position)},
-                ConsistentRead=True,
-            )
-        except Exception as err:
-            storage_error(err, "reading the step")
-        item = response.get("Item")
-        return item_to_step(item) if item else None
 
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         check_item_size(step, f"the completion of step {step.name!r} at {step.position}")
@@ -124,33 +105,41 @@ class EventsMixin:
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")
-        put: dict[str, Any] = {
-            "TableName": self.table,
-            "Item": signal_to_item(signal),
-            "ConditionExpression": "attribute_not_exists(sk)",
-        }
-        if signal.key_hash is not None:
-            # A keyed signal's sort key is derived from its key: a failed condition means
-            # an earlier send with that key, returned in the same call (no extra read).
-            put["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
-        reasons = self._transact(
-            [{"Put": put}, self._bump_inbox(signal.run_id, now)],
-            f"storing signal {signal.name}",
+        # The signal takes the run's next inbox count as its sequence number, so its
+        # consumption order is the order the ledger committed arrivals in. A transaction
+        # cannot read, so it reads the count first and writes on the condition that the
+        # count did not move; another event in between means one more round.
+        for _ in range(_SEQ_ROUNDS):
+            run = self.get_run(signal.run_id)
+            if run is None or run.terminal:
+                if signal.key_hash is not None and (old := self._get_signal_item(signal)):
+                    raise SignalExists(item_to_signal(old))
+                raise RunFinished(run)
+            numbered = replace(signal, seq=run.inbox + 1)
+            put: dict[str, Any] = {
+                "TableName": self.table,
+                "Item": signal_to_item(numbered),
+                "ConditionExpression": "attribute_not_exists(sk)",
+            }
+            if signal.key_hash is not None:
+                # A keyed signal's sort key is derived from its key: a failed condition
+                # means an earlier send with that key, returned in the same call.
+                put["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            reasons = self._transact(
+                [{"Put": put}, self._bump_inbox(signal.run_id, now, expected=run.inbox)],
+                f"storing signal {signal.name}",
+            )
+            if reasons is None:
+                return
+            if signal.key_hash is not None and reasons[0].get("Code") == "ConditionalCheckFailed":
+                old = reasons[0].get("Item") or self._get_signal_item(signal)
+                if old is not None:
+                    raise SignalExists(item_to_signal(old))
+        raise StorageError(
+            f"signal {signal.name!r} lost {_SEQ_ROUNDS} races with other events to run "
+            f"{signal.run_id}; send it again",
+            retryable=True,
         )
-        if reasons is None:
-            return
-        if signal.key_hash is not None:
-            if reasons[0].get("Code") == "ConditionalCheckFailed":
-                old = reasons[0].get("Item")
-            else:
-                # Only the run's condition (finished) was reported. DynamoDB reports every
-                # failed condition of a transaction, but the port promises that a repeat
-                # is a repeat even then: look rather than trust every backend to.
-                old = self._get_signal_item(signal)
-            if old is not None:
-                raise SignalExists(item_to_signal(old))
-        old_run = reasons[1].get("Item") if len(reasons) > 1 else None
-        raise RunFinished(item_to_run(old_run) if old_run else None)
 
     def _get_signal_item(self, signal: SignalRecord) -> dict[str, Any] | None:
         try:
@@ -163,48 +152,6 @@ class EventsMixin:
             storage_error(err, "reading the signal")
         item: dict[str, Any] | None = response.get("Item")
         return item
-
-    def consume_signal(self, step: StepRecord, signal: SignalRecord) -> StepRecord:
-        finals = {f":f{i}": s(v.value) for i, v in enumerate(StepStatus) if v.final}
-        reasons = self._transact(
-            [
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": step_to_item(step),
-                        "ConditionExpression": "attribute_not_exists(sk) OR NOT (#status IN "
-                        f"({', '.join(finals)}))",
-                        "ExpressionAttributeNames": {"#status": "status"},
-                        "ExpressionAttributeValues": finals,
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": {
-                            "pk": s(run_pk(signal.run_id)),
-                            "sk": s(signal_sk(signal)),
-                        },
-                        "UpdateExpression": "SET consumed_by = :pos",
-                        "ConditionExpression": "attribute_exists(sk) AND "
-                        "(attribute_not_exists(consumed_by) OR consumed_by = :pos)",
-                        "ExpressionAttributeValues": {":pos": s(step.position)},
-                    }
-                },
-            ],
-            f"consuming signal {signal.name}",
-        )
-        if reasons is None:
-            return step
-        old = reasons[0].get("Item")
-        if reasons[0].get("Code") == "ConditionalCheckFailed" and old:
-            return item_to_step(old)
-        # The signal was consumed by another position: a zombie's view; re-read the step.
-        stored = self.get_step(step.run_id, step.position)
-        if stored is None:
-            raise WaitNotPending(None)
-        return stored
 
     def due_runs(
         self, shard: int, *, before: str, limit: int, cursor: str | None = None

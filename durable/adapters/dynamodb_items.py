@@ -120,6 +120,8 @@ class RunItem(_Base):
     purge_at = NumberAttribute(null=True)
     continued_from = UnicodeAttribute(null=True)
     forked_from = UnicodeAttribute(null=True)
+    deferrals = NumberAttribute(null=True)
+    compensated = BooleanAttribute(null=True)
     operations = ListAttribute(of=OperationMap, null=True)
     # Index keys, derived from the fields above by this adapter.
     due_shard = UnicodeAttribute(null=True)
@@ -150,6 +152,7 @@ class StepItem(_Base):
     token_nonce = UnicodeAttribute(null=True)
     token_hash = UnicodeAttribute(null=True)
     detail = UnicodeAttribute(null=True)  # JSON text
+    fence = NumberAttribute(default=0)
 
 
 class SignalItem(_Base):
@@ -163,6 +166,7 @@ class SignalItem(_Base):
     # (also in the sort key) and of the payload (tells a retry from a reused key).
     key_hash = UnicodeAttribute(null=True)
     payload_hash = UnicodeAttribute(null=True)
+    seq = NumberAttribute(default=0)
 
 
 # --- the codec ---------------------------------------------------------------------------
@@ -239,6 +243,8 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "purge_at": run.purge_at,
             "continued_from": run.continued_from,
             "forked_from": run.forked_from,
+            "deferrals": run.deferrals or None,
+            "compensated": run.compensated or None,
             "operations": run.operations or None,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
@@ -274,6 +280,7 @@ def step_to_item(step: StepRecord) -> dict[str, Any]:
             "token_nonce": step.token_nonce,
             "token_hash": step.token_hash,
             "detail": json.dumps(step.detail, separators=(",", ":")) if step.detail else None,
+            "fence": step.fence,
         }
     )
 
@@ -305,6 +312,7 @@ def signal_to_item(signal: SignalRecord) -> dict[str, Any]:
             "consumed_by": signal.consumed_by,
             "key_hash": signal.key_hash,
             "payload_hash": signal.payload_hash,
+            "seq": signal.seq,
         }
     )
 
@@ -343,6 +351,8 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         purge_at=int(d["purge_at"]) if d.get("purge_at") is not None else None,
         continued_from=d.get("continued_from"),
         forked_from=d.get("forked_from"),
+        deferrals=int(d.get("deferrals", 0)),
+        compensated=bool(d.get("compensated", False)),
         operations=[dict(o) for o in d.get("operations") or []],
     )
 
@@ -376,6 +386,7 @@ def item_to_step(raw: dict[str, Any]) -> StepRecord:
         token_nonce=d.get("token_nonce"),
         token_hash=d.get("token_hash"),
         detail=json.loads(d["detail"]) if d.get("detail") else None,
+        fence=int(d.get("fence", 0)),
     )
 
 
@@ -390,6 +401,7 @@ def item_to_signal(raw: dict[str, Any]) -> SignalRecord:
         consumed_by=d.get("consumed_by"),
         key_hash=d.get("key_hash"),
         payload_hash=d.get("payload_hash"),
+        seq=int(d.get("seq", 0)),
     )
 
 

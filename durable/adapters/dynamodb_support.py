@@ -7,6 +7,8 @@ import json
 from typing import Any, NoReturn
 
 from durable.errors import StorageError
+from durable.model import FINAL_STEP_STATUSES, StepRecord
+from durable.ports import RunGuard
 from durable.retry import classify
 
 
@@ -72,3 +74,31 @@ def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
     except ValueError as e:
         raise ValueError("cursor is not one this API returned; start without it") from e
     return data
+
+
+def guard_condition(e: Expr, guard: RunGuard) -> str:
+    """``durable.leases.guard_holds`` as a condition on the run item."""
+    parts = [
+        f"{e.name('fence')} = {e.value(n(guard.fence), 'gf')}",
+        f"{e.name('lease_owner')} = {e.value(s(guard.owner), 'go')}",
+    ]
+    if guard.inbox is not None:
+        parts.append(f"{e.name('inbox')} = {e.value(n(guard.inbox), 'gi')}")
+    if guard.statuses:
+        values = ", ".join(e.value(s(v), "gs") for v in guard.statuses)
+        parts.append(f"{e.name('status')} IN ({values})")
+    if guard.no_cancel:
+        cr = e.name("cancel_requested")
+        parts.append(f"(attribute_not_exists({cr}) OR {cr} = {e.value({'BOOL': False}, 'gc')})")
+    return " AND ".join(parts)
+
+
+def step_condition(e: Expr, step: StepRecord) -> str:
+    """``durable.leases.step_replaceable`` as a condition on the stored item."""
+    st, fence = e.name("status"), e.name("fence")
+    finals = ", ".join(e.value(s(v), "fin") for v in FINAL_STEP_STATUSES)
+    mine = e.value(n(step.fence), "sf")
+    return (
+        f"attribute_not_exists(sk) OR (NOT ({st} IN ({finals})) AND "
+        f"(attribute_not_exists({fence}) OR {fence} <= {mine}))"
+    )

@@ -8,7 +8,6 @@ Powertools, because DynamoDB's TTL deletes lazily.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_support import storage_error
@@ -32,7 +31,7 @@ class DynamoEffectStore:
         self.client = client
         self.table = table_name
 
-    def begin(self, key: str, expiration: int) -> EffectRecord | None:
+    def begin(self, key: str, expiration: int, *, now: int) -> EffectRecord | None:
         try:
             self.client.put_item(
                 TableName=self.table,
@@ -42,7 +41,7 @@ class DynamoEffectStore:
                     "expiration": {"N": str(expiration)},
                 },
                 ConditionExpression="attribute_not_exists(id) OR expiration < :now",
-                ExpressionAttributeValues={":now": {"N": str(int(time.time()))}},
+                ExpressionAttributeValues={":now": {"N": str(now)}},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self.client.exceptions.ConditionalCheckFailedException as e:

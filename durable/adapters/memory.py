@@ -4,7 +4,6 @@ suite). Used by ``durable.testing.LocalRunner``, fast unit tests and benchmarks.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
@@ -13,7 +12,14 @@ from operator import attrgetter
 from typing import Any, TypeVar
 
 from durable.ids import due_shard, timer_name
-from durable.leases import apply_changes, check_listing, claim_kind, claimed, guard_holds
+from durable.leases import (
+    apply_changes,
+    check_listing,
+    claim_kind,
+    claimed,
+    guard_holds,
+    step_replaceable,
+)
 from durable.limits import check_item_size
 from durable.model import (
     Attempt,
@@ -154,6 +160,23 @@ class MemoryLedger:
             self._runs[run_id] = new
             return copy_run(new)
 
+    def continue_run(
+        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
+    ) -> None:
+        check_item_size(successor, f"the input of run {successor.run_id}")
+        with self._lock:
+            run = self._check_guard(run_id, guard)
+            assert run is not None  # the guard held
+            new = apply_changes(run, dict(changes))
+            check_item_size(new, f"run {run_id}")
+            existing = self._runs.get(successor.run_id)
+            if existing is not None:
+                raise RunExists(copy_run(existing))
+            self._runs[run_id] = new
+            self._runs[successor.run_id] = copy_run(successor)
+            self._steps.setdefault(successor.run_id, {})
+            self._signals.setdefault(successor.run_id, [])
+
     def operate(
         self,
         run_id: str,
@@ -190,13 +213,20 @@ class MemoryLedger:
                 steps[reopen.position] = copy_step(reopen)
             return copy_run(new)
 
-    def write_step(self, step: StepRecord) -> StepRecord:
+    def _check_guard(self, run_id: str, guard: RunGuard | None) -> RunRecord | None:
+        run = self._runs.get(run_id)
+        if guard is not None and (run is None or not guard_holds(run, guard)):
+            raise ConditionFailed(copy_run(run) if run else None)
+        return run
+
+    def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
         with self._lock:
+            self._check_guard(step.run_id, guard)
             steps = self._steps.setdefault(step.run_id, {})
             existing = steps.get(step.position)
-            if existing is not None and existing.status.final:
-                return copy_step(existing)
+            if not step_replaceable(existing, step):
+                return copy_step(existing)  # type: ignore[arg-type]
             steps[step.position] = copy_step(step)
             return step
 
@@ -205,15 +235,15 @@ class MemoryLedger:
     ) -> bool:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
         with self._lock:
-            run = self._runs.get(step.run_id)
-            if run is None or not guard_holds(run, guard):
-                raise ConditionFailed(copy_run(run) if run else None)
+            run = self._check_guard(step.run_id, guard)
+            assert run is not None  # the guard held
             steps = self._steps.setdefault(step.run_id, {})
-            existing = steps.get(step.position)
-            if existing is not None and existing.status.final:
+            if not step_replaceable(steps.get(step.position), step):
                 return False
+            new = apply_changes(run, dict(run_changes))
+            check_item_size(new, f"run {step.run_id}")
             steps[step.position] = copy_step(step)
-            self._runs[step.run_id] = apply_changes(run, dict(run_changes))
+            self._runs[step.run_id] = new
             return True
 
     def get_step(self, run_id: str, position: str) -> StepRecord | None:
@@ -221,11 +251,12 @@ class MemoryLedger:
             step = self._steps.get(run_id, {}).get(position)
             return copy_step(step) if step else None
 
-    def _bump_inbox(self, run_id: str, now: str) -> None:
+    def _bump_inbox(self, run_id: str, now: str) -> int:
         run = self._runs.get(run_id)
         if run is None or run.terminal:
             raise RunFinished(copy_run(run) if run else None)
         self._runs[run_id] = replace(run, inbox=run.inbox + 1, due_at=now)
+        return run.inbox + 1
 
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         check_item_size(step, f"the completion of step {step.name!r} at {step.position}")
@@ -251,20 +282,32 @@ class MemoryLedger:
                 for stored in self._signals.get(signal.run_id, []):
                     if stored.name == signal.name and stored.key_hash == signal.key_hash:
                         raise SignalExists(replace(stored))
-            self._bump_inbox(signal.run_id, now)
-            self._signals[signal.run_id].append(replace(signal))
+            seq = self._bump_inbox(signal.run_id, now)
+            self._signals[signal.run_id].append(replace(signal, seq=seq))
 
-    def consume_signal(self, step: StepRecord, signal: SignalRecord) -> StepRecord:
+    def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
         with self._lock:
+            self._check_guard(step.run_id, guard)
             steps = self._steps.setdefault(step.run_id, {})
             existing = steps.get(step.position)
-            if existing is not None and existing.status.final:
+            if not step_replaceable(existing, step):
+                return copy_step(existing)  # type: ignore[arg-type]
+            stored = self._signals.get(signal.run_id, [])
+            index = next(
+                (
+                    i
+                    for i, item in enumerate(stored)
+                    if item.signal_id == signal.signal_id and item.name == signal.name
+                ),
+                None,
+            )
+            if index is None or stored[index].consumed_by not in (None, step.position):
+                # Gone, or taken by another position (a stale view): as DynamoDB answers.
+                if existing is None:
+                    raise WaitNotPending(None)
                 return copy_step(existing)
+            stored[index] = replace(stored[index], consumed_by=step.position)
             steps[step.position] = copy_step(step)
-            stored = self._signals[signal.run_id]
-            for i, item in enumerate(stored):
-                if item.signal_id == signal.signal_id and item.name == signal.name:
-                    stored[i] = replace(item, consumed_by=step.position)
             return step
 
     def due_runs(
@@ -395,11 +438,11 @@ class MemoryEffectStore:
         self._lock = threading.Lock()
         self.records: dict[str, EffectRecord] = {}
 
-    def begin(self, key: str, expiration: int) -> EffectRecord | None:
+    def begin(self, key: str, expiration: int, *, now: int) -> EffectRecord | None:
         with self._lock:
             existing = self.records.get(key)
             # Like DynamoDB TTL read through Powertools: an expired record counts as absent.
-            if existing is not None and existing.expiration >= time.time():
+            if existing is not None and existing.expiration >= now:
                 return replace(existing)
             self.records[key] = EffectRecord(key, "INPROGRESS", None, expiration)
             return None

@@ -37,7 +37,7 @@ from durable.engine import Engine
 from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound
 from durable.events import send_signal
 from durable.ids import check_idempotency_key
-from durable.model import format_time
+from durable.model import format_time, position_key
 from durable.operations import available_decisions
 from durable.serde import NO_ANNOTATION
 
@@ -171,9 +171,7 @@ class ApiService:
     # --- reading ----------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunDetail:
-        history = self.engine.ledger.load(check_run_id(run_id))
-        if history is None:
-            raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
+        history = self.engine.load(check_run_id(run_id))
         run = history.run
         return RunDetail(
             **RunSummary.of(run).model_dump(),
@@ -181,7 +179,7 @@ class ApiService:
             output=json_value(run.output),
             decisions=available_decisions(run),
             operations=list(run.operations),
-            steps=[StepView.of(history.steps[p]) for p in sorted(history.steps)],
+            steps=[StepView.of(history.steps[p]) for p in sorted(history.steps, key=position_key)],
             signals=[SignalView.of(s) for s in history.signals],
         )
 

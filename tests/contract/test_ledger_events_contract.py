@@ -33,6 +33,13 @@ def waiting_callback(ledger: Any, expires: str | None = None) -> Any:
     return step
 
 
+def owned(ledger: Any, owner: str = "w") -> RunGuard:
+    """Claim RUN1 for ``owner``: the guard its fenced writes carry."""
+    claim = ledger.claim("RUN1", owner, now=t(6), lease_until=t(60), stale_before=t(1))
+    assert claim is not None
+    return RunGuard(claim.run.fence, owner)
+
+
 def test_get_step_reads_one_record(ledger: Any) -> None:
     ledger.create_run(make_run())
     step = waiting_callback(ledger)
@@ -128,6 +135,18 @@ def test_signals_are_stored_and_bump_the_inbox(ledger: Any) -> None:
     assert history.run.inbox == 2 and history.run.due_at == t(6)
 
 
+def test_signals_are_loaded_in_the_order_they_arrived_whatever_their_ids(ledger: Any) -> None:
+    """GIVEN two signals whose arrival ids sort against their order of arrival (two
+    senders' clocks, or one millisecond)
+    WHEN the run is loaded
+    THEN they come in arrival order, each numbered by the inbox count it made."""
+    ledger.create_run(make_run(inbox=3))
+    ledger.add_signal(SignalRecord("RUN1", "go", "01Z", '"first"', t(5)), now=t(5))
+    ledger.add_signal(SignalRecord("RUN1", "go", "01A", '"second"', t(5)), now=t(5))
+    loaded = ledger.load("RUN1").signals
+    assert [(s.payload, s.seq) for s in loaded] == [('"first"', 4), ('"second"', 5)]
+
+
 def test_signals_to_missing_or_finished_runs_are_refused(ledger: Any) -> None:
     with pytest.raises(RunFinished):
         ledger.add_signal(SignalRecord("NOPE", "go", "01A", "1", t(5)), now=t(5))
@@ -144,7 +163,7 @@ def test_consuming_a_signal_records_the_step_and_marks_the_signal(ledger: Any) -
     step = make_step(
         kind=StepKind.SIGNAL, name="go", output='"payload"', detail={"signal_id": "01A"}
     )
-    assert ledger.consume_signal(step, signal) == step
+    assert ledger.consume_signal(step, signal, owned(ledger)) == step
     history = ledger.load("RUN1")
     assert history.signals[0].consumed_by == "0001"
     assert history.steps["0001"].output == '"payload"'
@@ -171,9 +190,9 @@ def test_a_keyed_signal_is_stored_once(ledger: Any) -> None:
     with pytest.raises(SignalExists) as info:
         ledger.add_signal(replace(keyed("01B"), received_at=t(9)), now=t(9))
     # THEN the stored signal comes back whole, and neither the signal nor the inbox changed
-    assert info.value.existing == first
+    assert info.value.existing == replace(first, seq=1)
     history = ledger.load("RUN1")
-    assert history.signals == [first]
+    assert history.signals == [replace(first, seq=1)]
     assert (history.run.inbox, history.run.due_at) == (1, t(5))
 
 
@@ -203,8 +222,8 @@ def test_a_repeat_after_the_run_finished_is_still_a_repeat(ledger: Any) -> None:
     with pytest.raises(RunFinished):
         ledger.add_signal(keyed("01C", key_hash="k2"), now=t(8))
     # THEN the repeat gets the stored signal back, the new key is refused, nothing written
-    assert info.value.existing == first
-    assert ledger.load("RUN1").signals == [first]
+    assert info.value.existing == replace(first, seq=1)
+    assert ledger.load("RUN1").signals == [replace(first, seq=1)]
 
 
 def test_keys_are_scoped_to_the_signal_name_and_leave_unkeyed_signals_alone(
@@ -243,6 +262,7 @@ def test_keyed_and_unkeyed_signals_are_consumed_by_their_own_items(ledger: Any) 
     # in that order, as wait_for_signal takes them
     loaded = ledger.load("RUN1").signals
     assert [s.signal_id for s in loaded] == ["01A", "01B", "01C", "01D"]
+    guard = owned(ledger)
     for i, signal in enumerate(loaded, start=1):
         step = make_step(
             position=f"{i:04d}",
@@ -251,7 +271,7 @@ def test_keyed_and_unkeyed_signals_are_consumed_by_their_own_items(ledger: Any) 
             output=signal.payload,
             detail={"signal_id": signal.signal_id},
         )
-        assert ledger.consume_signal(step, signal) == step
+        assert ledger.consume_signal(step, signal, guard) == step
     # THEN every signal item, keyed or not, is marked by its own position (the keyed ones
     # under their key-derived sort key), and no other item appeared
     consumed = {s.signal_id: s.consumed_by for s in ledger.load("RUN1").signals}

@@ -212,7 +212,7 @@ def test_alarms_notify_the_topic_parameter() -> None:
         for res in RESOURCES.values()
         if res["Type"] == "AWS::CloudWatch::Alarm"
     }
-    assert {"RunsFailed", "RunsNeedingAttention", "Errors"} <= set(alarms)
+    assert {"RunsFailed", "RunsNeedingAttention", "RunsDeferred", "Errors"} <= set(alarms)
     for alarm in alarms.values():
         assert alarm["AlarmActions"]["If"][0] == "HasAlarmTopic"
     assert {"Stage", "RetentionDays", "WebhookSecretName", "AlarmTopicArn"} <= set(

@@ -159,3 +159,30 @@ def test_log_lines_inside_a_step_carry_run_step_and_attempt(
     assert (inside["run_id"], inside["step"], inside["attempt"]) == (run_id, "greet_user", 1)
     assert inside["function_request_id"]
     assert "_aws" in {k for x in lines for k in x}  # metrics went out as EMF
+
+
+def test_a_run_of_a_version_this_worker_lacks_is_deferred_and_counted(
+    moto_client: Any, make_tables: MakeTables, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a run pinned to a workflow version this worker's code does not have (the API
+    is already on new code mid-deploy)
+    WHEN the worker gets it
+    THEN the run is deferred, not failed: still PENDING, due later, and RunsDeferred is
+    counted for the alarm."""
+    stack = build_stack(moto_client, make_tables)
+    run_id = start(stack, "greet", {"user_id": "u1", "email": "e"})
+    moto_client.update_item(
+        TableName=stack.tables[0],
+        Key={"pk": {"S": f"RUN#{run_id}"}, "sk": {"S": "RUN"}},
+        UpdateExpression="SET version = :v",
+        ExpressionAttributeValues={":v": {"N": "99"}},
+    )
+    (result,) = stack.drain()
+    assert result["result"] == "deferred"
+    assert status(stack, run_id) == "PENDING"
+    metrics = [
+        json.loads(x)["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+        for x in capsys.readouterr().out.splitlines()
+        if x.startswith("{") and "_aws" in x
+    ]
+    assert {"Name": "RunsDeferred", "Unit": "Count"} in [m for ms in metrics for m in ms]

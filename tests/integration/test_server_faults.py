@@ -88,6 +88,10 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
         "RUN1", RunGuard(1, "w1"), {"updated_at": t(11)}
     ),
     "write_step": lambda ledger: ledger.write_step(make_step()),
+    "write_step (guarded)": lambda ledger: ledger.write_step(
+        make_step(position="0004", status=StepStatus.WAITING, output=None, fence=1),
+        RunGuard(1, "w1"),
+    ),
     "write_step_fenced": lambda ledger: ledger.write_step_fenced(
         make_step(
             position="0002",
@@ -108,6 +112,7 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
     "consume_signal": lambda ledger: ledger.consume_signal(
         make_step(position="0003", kind=StepKind.SIGNAL, name="go", detail={"signal_id": "01A"}),
         SIGNAL,
+        RunGuard(1, "w1"),
     ),
     "due_runs": lambda ledger: ledger.due_runs(0, before=t(100), limit=10),
     "claim_trigger": lambda ledger: ledger.claim_trigger("RUN1", t(13), t(300)),
@@ -116,11 +121,17 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
         "RUN1", statuses=("RUNNING",), changes={"updated_at": t(14)}
     ),
     "operate (reopening a step)": _retry_reopening,
+    "continue_run": lambda ledger: ledger.continue_run(
+        "RUN1",
+        RunGuard(1, "w1"),
+        {"status": "SUCCEEDED", "updated_at": t(16), "lease_owner": None},
+        make_run("RUN2", continued_from="RUN1"),
+    ),
 }
 
 
 EFFECT_CALLS: dict[str, Callable[[Any], object]] = {
-    "begin": lambda e: e.begin("effect-key", 2_000_000_000),
+    "begin": lambda e: e.begin("effect-key", 2_000_000_000, now=1_767_225_600),
     "complete": lambda e: e.complete("effect-key", '"ref"', 2_000_000_000),
 }
 
@@ -222,7 +233,8 @@ def test_every_call_is_valid_without_faults(dynamodb_client: Any, make_tables: M
     assert results["purge_leftovers"] == 0  # nothing of RUN1 is older than its creation
     assert results["operate (reopening a step)"] is False  # the step is DONE, not TERMINAL_FAILED
     history = ledger.load("RUN1")
-    assert history is not None and sorted(history.steps) == ["0001", "0002", "0003"]
+    assert history is not None and sorted(history.steps) == ["0001", "0002", "0003", "0004"]
+    assert history.run.status == "SUCCEEDED" and ledger.get_run("RUN2") is not None
     for call in EFFECT_CALLS.values():
         call(effects)
 

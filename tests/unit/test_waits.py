@@ -65,10 +65,14 @@ def test_sleep_until_and_very_long_sleeps() -> None:
     @app.workflow
     def later(ctx: Context) -> str:
         ctx.sleep_until(datetime(2027, 6, 1, tzinfo=UTC))
-        ctx.sleep(timedelta(days=365 * 3))  # years: no platform cap
+        ctx.sleep(timedelta(days=365 * 3))  # years: no platform cap, only the run's lifetime
         return "done"
 
-    runner = LocalRunner(app)
+    lifetime = timedelta(days=365 * 5)
+    runner = LocalRunner(
+        app,
+        config=EngineConfig(inprocess_wait_threshold=timedelta(0), max_run_lifetime=lifetime),
+    )
     run = runner.start("later")
     runner.run_until_idle()
     runner.advance(days=520)

@@ -1,0 +1,126 @@
+"""The ledger table as every DynamoDB writer sees it: one-item reads, transactions, and
+the update expression that keeps the sparse index keys exact. The run, step and event
+writers (``dynamodb``, ``dynamodb_steps``, ``dynamodb_events``) build on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from durable.adapters.dynamodb_items import (
+    ATTENTION_PK,
+    RUN_SK,
+    STEP_PREFIX,
+    item_to_run,
+    item_to_step,
+    list_sk,
+    run_attribute_value,
+    run_pk,
+)
+from durable.adapters.dynamodb_support import Expr, guard_condition, s, storage_error
+from durable.ids import due_shard
+from durable.leases import normalize_changes
+from durable.model import RunRecord, StepRecord
+from durable.ports import RunGuard
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+class TableBase:
+    client: DynamoDBClient
+    table: str
+    shards: int
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        try:
+            response = self.client.get_item(
+                TableName=self.table,
+                Key={"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
+                ConsistentRead=True,
+            )
+        except Exception as e:
+            storage_error(e, "reading the run")
+        item = response.get("Item")
+        return item_to_run(item) if item else None
+
+    def get_step(self, run_id: str, position: str) -> StepRecord | None:
+        try:
+            response = self.client.get_item(
+                TableName=self.table,
+                Key={"pk": s(run_pk(run_id)), "sk": s(STEP_PREFIX + position)},
+                ConsistentRead=True,
+            )
+        except Exception as err:
+            storage_error(err, "reading the step")
+        item = response.get("Item")
+        return item_to_step(item) if item else None
+
+    def _transact(self, items: list[dict[str, Any]], what: str) -> list[dict[str, Any]] | None:
+        """Run a transaction; return the cancellation reasons when a condition failed."""
+        try:
+            self.client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+        except self.client.exceptions.TransactionCanceledException as err:
+            reasons: list[dict[str, Any]] = getattr(err, "response", {}).get(
+                "CancellationReasons", []
+            )
+            if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons):
+                return reasons
+            storage_error(err, what)
+        except Exception as err:
+            storage_error(err, what)
+        return None
+
+    def _run_check(self, run_id: str, guard: RunGuard) -> dict[str, Any]:
+        """A transaction's ConditionCheck of ``guard`` on the run item."""
+        e = Expr()
+        condition = guard_condition(e, guard)
+        return {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
+                "ConditionExpression": f"attribute_exists(pk) AND {condition}",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                **e.kwargs(),
+            }
+        }
+
+    def _change_expression(
+        self,
+        e: Expr,
+        run_id: str,
+        changes: Mapping[str, Any],
+        extra_sets: list[str] | None = None,
+    ) -> str:
+        normalized = normalize_changes(dict(changes))
+        sets: list[str] = list(extra_sets or [])
+        removes: list[str] = []
+        for field, value in normalized.items():
+            if value is None:
+                removes.append(e.name(field))
+            else:
+                sets.append(
+                    f"{e.name(field)} = {e.value(run_attribute_value(field, value), field)}"
+                )
+        # Derived index keys (DESIGN section 4): keep the sparse indexes exact.
+        if "due_at" in normalized:
+            if normalized["due_at"] is None:
+                removes.append(e.name("due_shard"))
+            else:
+                shard = e.value(s(due_shard(run_id, self.shards)), "sh")
+                sets.append(f"{e.name('due_shard')} = {shard}")
+        if "needs_attention" in normalized:
+            if normalized["needs_attention"]:
+                sets.append(f"{e.name('attention_pk')} = {e.value(s(ATTENTION_PK), 'att')}")
+            else:
+                removes.append(e.name("attention_pk"))
+        if "status" in normalized and "updated_at" in normalized:
+            status = normalized["status"].value
+            key = e.value(s(list_sk(status, normalized["updated_at"])), "lsk")
+            sets.append(f"{e.name('list_sk')} = {key}")
+        expression = ""
+        if sets:
+            expression += "SET " + ", ".join(sets)
+        if removes:
+            expression += " REMOVE " + ", ".join(removes)
+        return expression.strip()
