@@ -299,7 +299,7 @@ class Execution:
         newer owner's pending record stops it (``durable.leases.step_replaceable``).
         """
         rec.fence = self.run.fence
-        return self._stored(rec, self.ledger.write_step(rec))
+        return self.kept(rec, self.ledger.write_step(rec))
 
     def write_fenced(self, rec: StepRecord) -> StepRecord:
         """Record a decision about the run's future (a wait, a value, a failure for good,
@@ -310,9 +310,11 @@ class Execution:
             stored = self.ledger.write_step(rec, self.guard())
         except ConditionFailed as e:
             raise LeaseLost() from e
-        return self._stored(rec, stored)
+        return self.kept(rec, stored)
 
-    def _stored(self, rec: StepRecord, stored: StepRecord) -> StepRecord:
+    def kept(self, rec: StepRecord, stored: StepRecord) -> StepRecord:
+        """What the ledger holds at ``rec``'s position after writing it: ``rec``, or a
+        final record to adopt. A newer owner's pending record means this lease is gone."""
         if stored is not rec and not stored.status.final:
             raise LeaseLost()  # a newer owner's pending record: this lease is gone
         self.steps[rec.position] = stored

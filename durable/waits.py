@@ -203,7 +203,7 @@ def wait_for_signal(x: Execution, name: str, timeout: timedelta | None) -> Any:
             stored = x.ledger.consume_signal(done, signal, x.guard())
         except ConditionFailed as e:
             raise LeaseLost() from e
-        return _settled(x._stored(done, stored), "signal")
+        return _settled(x.kept(done, stored), "signal")
     if rec is None:
         expires = _expiry(x, timeout, "signal wait")
         x.write_fenced(

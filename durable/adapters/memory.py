@@ -152,10 +152,7 @@ class MemoryLedger:
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         with self._lock:
-            run = self._runs.get(run_id)
-            if run is None or not guard_holds(run, guard):
-                raise ConditionFailed(copy_run(run) if run else None)
-            new = apply_changes(run, dict(changes))
+            new = apply_changes(self._guarded(run_id, guard), dict(changes))
             check_item_size(new, f"run {run_id}")
             self._runs[run_id] = new
             return copy_run(new)
@@ -165,9 +162,7 @@ class MemoryLedger:
     ) -> None:
         check_item_size(successor, f"the input of run {successor.run_id}")
         with self._lock:
-            run = self._check_guard(run_id, guard)
-            assert run is not None  # the guard held
-            new = apply_changes(run, dict(changes))
+            new = apply_changes(self._guarded(run_id, guard), dict(changes))
             check_item_size(new, f"run {run_id}")
             existing = self._runs.get(successor.run_id)
             if existing is not None:
@@ -213,20 +208,22 @@ class MemoryLedger:
                 steps[reopen.position] = copy_step(reopen)
             return copy_run(new)
 
-    def _check_guard(self, run_id: str, guard: RunGuard | None) -> RunRecord | None:
+    def _guarded(self, run_id: str, guard: RunGuard) -> RunRecord:
+        """The run item, if ``guard`` holds on it; else ``ConditionFailed`` (call locked)."""
         run = self._runs.get(run_id)
-        if guard is not None and (run is None or not guard_holds(run, guard)):
+        if run is None or not guard_holds(run, guard):
             raise ConditionFailed(copy_run(run) if run else None)
         return run
 
     def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
         with self._lock:
-            self._check_guard(step.run_id, guard)
+            if guard is not None:
+                self._guarded(step.run_id, guard)
             steps = self._steps.setdefault(step.run_id, {})
             existing = steps.get(step.position)
-            if not step_replaceable(existing, step):
-                return copy_step(existing)  # type: ignore[arg-type]
+            if existing is not None and not step_replaceable(existing, step):
+                return copy_step(existing)
             steps[step.position] = copy_step(step)
             return step
 
@@ -235,8 +232,7 @@ class MemoryLedger:
     ) -> bool:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
         with self._lock:
-            run = self._check_guard(step.run_id, guard)
-            assert run is not None  # the guard held
+            run = self._guarded(step.run_id, guard)
             steps = self._steps.setdefault(step.run_id, {})
             if not step_replaceable(steps.get(step.position), step):
                 return False
@@ -287,11 +283,11 @@ class MemoryLedger:
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
         with self._lock:
-            self._check_guard(step.run_id, guard)
+            self._guarded(step.run_id, guard)
             steps = self._steps.setdefault(step.run_id, {})
             existing = steps.get(step.position)
-            if not step_replaceable(existing, step):
-                return copy_step(existing)  # type: ignore[arg-type]
+            if existing is not None and not step_replaceable(existing, step):
+                return copy_step(existing)
             stored = self._signals.get(signal.run_id, [])
             index = next(
                 (
