@@ -111,12 +111,14 @@ class Engine:
         idempotency_key: str | None = None,
         requested_by: str | None = None,
         version: int | None = None,
+        key_scope: str | None = None,
     ) -> RunRecord:
         """Create a run and invoke a worker for it.
 
         Invalid input raises ``InvalidInput`` and writes nothing. With an idempotency key
-        (scoped to the workflow) the same key and input return the same run; the same key
-        with another input raises ``IdempotencyConflict``.
+        (scoped to the workflow, and to ``key_scope`` when given: a hook's keys never meet
+        an operator's) the same key and input return the same run; the same key with
+        another input raises ``IdempotencyConflict``.
         """
         wf = self.app.get_workflow(workflow, version)
         if not wf.takes_input and input is not None:
@@ -129,9 +131,12 @@ class Engine:
         stamp = format_time(now)
         if idempotency_key is not None:
             check_idempotency_key(idempotency_key, "idempotency_key")
-            run_id = derived_run_id(workflow, idempotency_key)
+            run_id = derived_run_id(workflow, idempotency_key, key_scope)
+            # What the run shows: a hook's key with its scope, so nobody mistakes it for an
+            # operator's.
+            stored_key = idempotency_key if key_scope is None else f"{key_scope}/{idempotency_key}"
         else:
-            run_id = new_ulid(now)
+            run_id, stored_key = new_ulid(now), None
         run = RunRecord(
             run_id=run_id,
             workflow=wf.name,
@@ -142,7 +147,7 @@ class Engine:
             created_at=stamp,
             updated_at=stamp,
             requested_by=requested_by,
-            idempotency_key=idempotency_key,
+            idempotency_key=stored_key,
             # Due at once: if the invocation below is lost, the sweeper starts the run.
             due_at=stamp,
         )

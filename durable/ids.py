@@ -50,9 +50,15 @@ def check_idempotency_key(key: Any, field: str) -> str:
     return key
 
 
-def derived_run_id(workflow: str, idempotency_key: str) -> str:
-    """Deterministic 26-character id from (workflow, key): the run item's put dedupes."""
-    digest = hashlib.sha256(f"{workflow}\x00{idempotency_key}".encode()).digest()
+def derived_run_id(workflow: str, idempotency_key: str, scope: str | None = None) -> str:
+    """Deterministic 26-character id from (workflow, key): the run item's put dedupes.
+
+    ``scope`` gives a caller (a hook) keys of its own: keys hold no control characters
+    (``check_idempotency_key``), so a scoped key's text can never be an unscoped one's."""
+    text = f"{workflow}\x00{idempotency_key}"
+    if scope is not None:
+        text = f"{workflow}\x00{scope}\x00{idempotency_key}"
+    digest = hashlib.sha256(text.encode()).digest()
     return _base32(int.from_bytes(digest[:17], "big") >> 6, 26)
 
 

@@ -150,6 +150,7 @@ class Runtime:
             webhook_secret=self.webhook_secret,
             guard=guard,
             webhook_tolerance_seconds=self.settings.webhook_tolerance_seconds,
+            webhook_shared_secret=self.settings.webhook_shared_secret,
             metric=self.metric,
         )
 

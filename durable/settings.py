@@ -52,6 +52,10 @@ class Settings(BaseModel):
     callback_base_url: str = ""
     # A webhook's signed timestamp may be this old (or this far ahead) at most.
     webhook_tolerance_seconds: Seconds = 300
+    # Every hook may be signed with one key (a plain secret, or a "*" entry). Off by
+    # default: a deployed stack keeps a key per hook ({"hook-name": "key"}), so a key
+    # handed to one sender cannot start another hook's workflow. ``durable dev`` turns it on.
+    webhook_shared_secret: bool = False
     # Request bodies above this are refused with 413 before parsing; well below
     # DynamoDB's 400 KB item limit, which the run item must also fit in.
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=350 * 1024)

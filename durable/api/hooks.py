@@ -1,14 +1,19 @@
-"""Webhook signatures: HMAC-SHA256 over the timestamp and the raw body.
+"""Webhook signatures: HMAC-SHA256 over the request's method, path, time and raw body.
 
-A sender signs ``f"{timestamp}.".encode() + body`` with the shared secret and sends
+A sender signs ``b"v2\n" + f"{timestamp}\nPOST\n/hooks/{name}\n".encode() + body`` with
+the hook's secret (``sign`` below) and sends
 
     X-Durable-Timestamp: 1767225600              (Unix seconds)
-    X-Durable-Signature: v1=<hex digest>[,v1=<hex digest of the previous secret>]
+    X-Durable-Signature: v2=<hex digest>[,v2=<hex digest with the previous secret>]
 
-The timestamp bounds a signature's life (``tolerance``: stale ones are refused) and a
-single-use marker per signature refuses a replay inside that window. The secret is a
-string, or a JSON object mapping hook names to a string or a list of strings (several
-secrets are accepted during a rotation).
+The signature names the hook it is for, so a delivery to one hook is worthless at another;
+the timestamp bounds its life (``tolerance``: stale ones are refused); and a single-use
+marker per delivery (its digest, across every hook) refuses a replay inside that window.
+
+The stored secret is a JSON object mapping hook names to a key or a list of keys (several
+are accepted during a rotation, the newest first). One plain key for every hook (or a
+``"*"`` entry) is accepted only where the settings say hooks share a key
+(``webhook_shared_secret``): a deployed stack gets a key per hook unless it opts out.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from durable.api.errors import HttpError
 
 TIMESTAMP_HEADER = "X-Durable-Timestamp"
 SIGNATURE_HEADER = "X-Durable-Signature"
-SCHEME = "v1"
+SCHEME = "v2"
 
 
 class NonceStore(Protocol):
@@ -38,10 +43,16 @@ def _unauthorized(message: str) -> HttpError:
     return HttpError(401, "Unauthorized", message)
 
 
-def sign(secret: bytes, timestamp: int, body: bytes) -> str:
-    """The ``X-Durable-Signature`` value for ``body`` sent at ``timestamp``."""
-    digest = hmac.new(secret, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
-    return f"{SCHEME}={digest}"
+def signed_bytes(hook: str, timestamp: int, body: bytes) -> bytes:
+    """What a signature covers: scheme, time, method, the hook's path and the raw body."""
+    return f"{SCHEME}\n{timestamp}\nPOST\n/hooks/{hook}\n".encode() + body
+
+
+def sign(secret: bytes, timestamp: int, body: bytes, hook: str) -> str:
+    """The ``X-Durable-Signature`` value for ``body`` sent to ``/hooks/<hook>`` at
+    ``timestamp``."""
+    message = signed_bytes(hook, timestamp, body)
+    return f"{SCHEME}={hmac.new(secret, message, hashlib.sha256).hexdigest()}"
 
 
 def header(headers: Mapping[str, str], name: str) -> str | None:
@@ -82,16 +93,19 @@ def check_fresh(timestamp: int, now: float, tolerance: int) -> None:
         )
 
 
-def secrets_for(hook: str, secret_text: str) -> list[bytes]:
-    """The secrets that may sign ``hook``, from the stored secret's text."""
+def secrets_for(hook: str, secret_text: str, *, shared: bool) -> list[bytes]:
+    """The keys that may sign ``hook``, from the stored secret's text; none when the hook
+    has no key of its own and hooks do not share one (``shared``)."""
     text = secret_text.strip()
-    if not text.startswith("{"):
-        return [text.encode()]
-    try:
-        table = json.loads(text)
-    except ValueError:
-        return [text.encode()]
-    value = table.get(hook, table.get("*")) if isinstance(table, dict) else None
+    table: object = None
+    if text.startswith("{"):
+        try:
+            table = json.loads(text)
+        except ValueError:
+            table = None
+    if not isinstance(table, dict):
+        return [text.encode()] if shared and text else []
+    value = table.get(hook, table.get("*") if shared else None)
     if isinstance(value, str):
         return [value.encode()]
     if isinstance(value, list):
@@ -99,16 +113,26 @@ def secrets_for(hook: str, secret_text: str) -> list[bytes]:
     return []
 
 
-def verify(secrets: list[bytes], timestamp: int, body: bytes, digests: list[str]) -> str:
-    """The digest that matches one of ``secrets``; 401 when none does."""
+def verify(secrets: list[bytes], hook: str, timestamp: int, body: bytes, digests: list[str]) -> str:
+    """The digest that matches one of ``secrets``; 401 when none does (also when the hook
+    has no key: an outsider cannot tell a hook that exists from one that does not)."""
+    matched = None
     for secret in secrets:
-        expected = sign(secret, timestamp, body).partition("=")[2]
+        expected = sign(secret, timestamp, body, hook).partition("=")[2]
         for digest in digests:
-            if hmac.compare_digest(expected, digest):
-                return digest
-    raise _unauthorized("signature does not match: check the secret and sign the raw body")
+            # Every pair compared in constant time, none skipped: the time taken does not
+            # tell which key or which digest matched.
+            if hmac.compare_digest(expected, digest) and matched is None:
+                matched = digest
+    if matched is None:
+        raise _unauthorized(
+            "signature does not match: sign v2 over the time, POST, the hook's path and the "
+            "raw body with this hook's key"
+        )
+    return matched
 
 
-def nonce_key(hook: str, digest: str) -> str:
-    # The digest is itself a MAC; hashing it again keeps the stored key fixed-length.
-    return "hook-signature#" + hashlib.sha256(f"{hook}|{digest}".encode()).hexdigest()
+def nonce_key(digest: str) -> str:
+    """The single-use marker of one delivery. The digest covers the hook's path, so it is
+    one marker per delivery across every hook; hashing it again keeps the key short."""
+    return "hook-signature#" + hashlib.sha256(digest.encode()).hexdigest()

@@ -2,8 +2,8 @@
 
 Two layers, on purpose:
 
-* Powertools' record (idempotency table, key ``durable-start#<hash of workflow and
-  key>``) makes a retried request get the *original response* back without touching the
+* Powertools' record (idempotency table, key ``durable-start#<hash of workflow, key scope
+  and key>``) makes a retried request get the *original response* back without touching the
   ledger, and refuses a reused key whose body differs (payload validation -> 409).
 * The engine derives the run id from (workflow, key), so the conditional put of the run
   item is the dedupe that cannot fail: it still holds when two identical requests race
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from durable.api.service import StartGuard
-from durable.errors import IdempotencyConflict
+from durable.errors import IdempotencyConflict, StorageError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import (
@@ -40,11 +40,13 @@ def powertools_guard(
     )
     from aws_lambda_powertools.utilities.idempotency.exceptions import (
         IdempotencyAlreadyInProgressError,
+        IdempotencyPersistenceLayerError,
         IdempotencyValidationError,
     )
 
     config = IdempotencyConfig(
-        event_key_jmespath="[workflow, key]",
+        # The scope keeps a hook's keys apart from an operator's (and each hook's apart).
+        event_key_jmespath="[workflow, scope, key]",
         payload_validation_jmespath="input_hash",
         raise_on_no_idempotency_key=True,
         expires_after_seconds=expires_after_seconds,
@@ -74,6 +76,10 @@ def powertools_guard(
             # The same delivery is being handled right now: the run id derived from the
             # key makes the engine return that very run.
             return start()
+        except IdempotencyPersistenceLayerError as e:
+            # The idempotency table is unavailable: the same answer as any storage outage
+            # (503 with Retry-After), never a 500 to a sender that should simply retry.
+            raise StorageError(f"the idempotency table is unavailable: {e}", retryable=True) from e
         return result
 
     return guard, config

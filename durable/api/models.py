@@ -192,6 +192,13 @@ class RunPage(BaseModel):
     next_cursor: str | None = None
 
 
+class HookAccepted(BaseModel):
+    """What a webhook sender gets back: its run's id and status, nothing else."""
+
+    run_id: str
+    status: RunStatusName
+
+
 class CallbackAccepted(BaseModel):
     run_id: str
     outcome: Literal["result", "error"]

@@ -26,6 +26,7 @@ from durable.api.models import (
     CancelRequest,
     ErrorResponse,
     ForkRequest,
+    HookAccepted,
     RetryRequest,
     RunDetail,
     RunPage,
@@ -138,11 +139,11 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         summary="Start a run from a signed third-party webhook",
         tags=["webhooks"],
         responses={
-            **_ok(202, "Run accepted"),
+            **_ok(202, "Run accepted: its id and status", HookAccepted),
             **_errors(*BODY, 401, 404, 409),
         },
     )
-    def hook(name: str, idempotency_key: IdempotencyKey = None) -> Response[RunSummary]:
+    def hook(name: str, idempotency_key: IdempotencyKey = None) -> Response[HookAccepted]:
         event = app.current_event
         headers = dict(event.headers or {})
         run = service().hook(unquote(name), headers, event.body, idempotency_key)

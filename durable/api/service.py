@@ -21,6 +21,7 @@ from durable.api.models import (
     CallbackRequest,
     CancelRequest,
     ForkRequest,
+    HookAccepted,
     RetryRequest,
     RunDetail,
     RunPage,
@@ -34,7 +35,7 @@ from durable.api.models import (
 )
 from durable.clock import Clock
 from durable.engine import Engine
-from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound
+from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound, WorkflowNotFound
 from durable.events import send_signal
 from durable.ids import check_idempotency_key
 from durable.model import format_time, position_key
@@ -50,12 +51,17 @@ class StartRequest:
     input: Any
     idempotency_key: str | None
     requested_by: str | None
+    # Whose idempotency keys these are: None for the management API (operators), or a
+    # hook's own namespace (``durable.ids.derived_run_id``).
+    key_scope: str | None = None
 
     def fingerprint(self) -> dict[str, str]:
-        """What identifies a delivery (workflow, key) and what must match on a retry."""
+        """What identifies a delivery (workflow, scope, key) and what must match on a
+        retry."""
         return {
             "workflow": self.workflow,
             "key": self.idempotency_key or "",
+            "scope": self.key_scope or "",
             "input_hash": serde.sha256_hex(serde.canonical_json(self.input)),
         }
 
@@ -104,6 +110,7 @@ class ApiService:
         webhook_secret: Callable[[], str | None],
         guard: StartGuard = unguarded,
         webhook_tolerance_seconds: int = 300,
+        webhook_shared_secret: bool = False,
         metric: Callable[[str], None] = lambda name: None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
@@ -113,6 +120,7 @@ class ApiService:
         self.webhook_secret = webhook_secret
         self.guard = guard
         self.tolerance = webhook_tolerance_seconds
+        self.shared_secret = webhook_shared_secret
         self.metric = metric
         # Signatures carry the sender's real Unix time; the engine's clock may be a
         # virtual one (``durable dev --time-scale``), so freshness uses the wall clock.
@@ -130,6 +138,7 @@ class ApiService:
                 request.input,
                 idempotency_key=request.idempotency_key,
                 requested_by=request.requested_by,
+                key_scope=request.key_scope,
             )
             if record.created_at >= before:  # not a deduplicated delivery
                 self.metric("RunsStarted")
@@ -147,8 +156,12 @@ class ApiService:
 
     def hook(
         self, name: str, headers: Mapping[str, str], body: str | None, key: str | None
-    ) -> RunSummary:
-        """A signed third-party delivery: authenticate, refuse replays, then start."""
+    ) -> HookAccepted:
+        """A signed third-party delivery: authenticate, refuse replays, then start.
+
+        The sender's idempotency key lives in the hook's own namespace (it can neither
+        collide with an operator's key nor another hook's), and the answer holds only the
+        run's id and status: a sender learns nothing about runs it did not start."""
         timestamp, digests = hooks.parse(headers)
         now = self.wall_clock()
         hooks.check_fresh(timestamp, now, self.tolerance)
@@ -156,17 +169,24 @@ class ApiService:
         if not secret_text:
             raise HttpError(503, "ServiceUnavailable", "webhooks are not configured here")
         raw = (body or "").encode()
-        digest = hooks.verify(hooks.secrets_for(name, secret_text), timestamp, raw, digests)
+        keys = hooks.secrets_for(name, secret_text, shared=self.shared_secret)
+        digest = hooks.verify(keys, name, timestamp, raw, digests)
         payload = parse_json(body)
-        marker = hooks.nonce_key(name, digest)
+        marker = hooks.nonce_key(digest)
         if not self.nonces.claim(marker, timestamp + self.tolerance + 1, int(now)):
             raise HttpError(401, "Unauthorized", "replayed signature: sign each delivery anew")
         try:
-            return self.start(StartRequest(name, payload, key, f"hook:{name}"))
+            try:
+                run = self.start(StartRequest(name, payload, key, f"hook:{name}", f"hook:{name}"))
+            except WorkflowNotFound as e:
+                # Signed, but for a hook with no workflow: say nothing an outsider could use
+                # to list what is registered.
+                raise HttpError(404, "NotFound", "no such hook") from e
         except BaseException:
             # Nothing started: the sender may retry this very request.
             self.nonces.release(marker)
             raise
+        return HookAccepted(run_id=run.run_id, status=run.status)
 
     # --- reading ----------------------------------------------------------------------
 

@@ -223,6 +223,8 @@ class DevServer:
             "DURABLE_SCHEDULER_ROLE_ARN": "arn:aws:iam::000000000000:role/durable-scheduler",
             "DURABLE_CALLBACK_SECRET_NAME": CALLBACK_SECRET,
             "DURABLE_WEBHOOK_SECRET_NAME": WEBHOOK_SECRET,
+            # One generated key signs every hook of the local stack (durable dev prints it).
+            "DURABLE_WEBHOOK_SHARED_SECRET": "true",
             "DURABLE_CALLBACK_BASE_URL": base,
             "DURABLE_SWEEP_GRACE_SECONDS": "0",
             "DURABLE_TIME_SCALE": repr(self.o.time_scale),

@@ -131,7 +131,10 @@ def build_stack(
     clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
     invoker = MemoryInvoker()
     memory_timers = MemoryTimers()
-    secrets = {"durable/callback": CALLBACK_SECRET, "durable/webhook": WEBHOOK_SECRET}
+    secrets = {
+        "durable/callback": CALLBACK_SECRET,
+        "durable/webhook": json.dumps({"greet": WEBHOOK_SECRET}),  # a key per hook
+    }
     services = Services(
         ledger=DynamoLedger(client, ledger_table, due_shards=settings.due_shards),
         effects=DynamoEffectStore(client, idem_table),
