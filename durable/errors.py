@@ -125,6 +125,13 @@ class RegistrationError(DurableError):
     """A workflow or step definition cannot be registered as written."""
 
 
+class InvalidCursor(InvalidInput):
+    """A listing cursor this service did not hand out (or one for another listing)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="cursor")
+
+
 class InvalidState(DurableError):
     """The requested operation does not apply to the run's current status."""
 

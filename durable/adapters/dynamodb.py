@@ -425,6 +425,10 @@ class DynamoLedger(StepsMixin, EventsMixin):
         filters: list[str] = []
         if needs_attention:
             index = "attention-index"
+            cursor_keys, cursor_expect = (
+                ("attention_pk", "updated_at"),
+                {"attention_pk": ATTENTION_PK},
+            )
             key = f"{e.name('attention_pk')} = {e.value(s(ATTENTION_PK), 'pk')}"
             if workflow is not None:
                 filters.append(f"{e.name('workflow')} = {e.value(s(workflow), 'wf')}")
@@ -432,6 +436,8 @@ class DynamoLedger(StepsMixin, EventsMixin):
                 filters.append(f"{e.name('status')} = {e.value(s(status), 'st')}")
         elif workflow is not None:
             index = "list-index"
+            cursor_keys = ("list_pk", "list_sk")
+            cursor_expect = {"list_pk": list_pk(workflow)}
             key = f"{e.name('list_pk')} = {e.value(s(list_pk(workflow)), 'pk')}"
             if status is not None:
                 key += f" AND begins_with({e.name('list_sk')}, {e.value(s(status + '#'), 'st')})"
@@ -445,7 +451,7 @@ class DynamoLedger(StepsMixin, EventsMixin):
         if version is not None:
             filters.append(f"{e.name('version')} = {e.value(n(version), 'ver')}")
         items: list[RunRecord] = []
-        start = decode_cursor(cursor)
+        start = decode_cursor(cursor, ("pk", "sk", *cursor_keys), cursor_expect)
         while len(items) < limit:
             request: dict[str, Any] = {
                 "TableName": self.table,

@@ -163,7 +163,9 @@ class EventsMixin(TableBase):
             "ExpressionAttributeValues": {":shard": s(str(shard)), ":before": s(before)},
             "Limit": limit,
         }
-        start = decode_cursor(cursor)
+        start = decode_cursor(
+            cursor, ("pk", "sk", "due_shard", "due_at"), {"due_shard": str(shard)}
+        )
         if start:
             request["ExclusiveStartKey"] = start
         try:

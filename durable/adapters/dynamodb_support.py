@@ -6,7 +6,7 @@ import base64
 import json
 from typing import Any, NoReturn
 
-from durable.errors import StorageError
+from durable.errors import InvalidCursor, StorageError
 from durable.model import FINAL_STEP_STATUSES, StepRecord
 from durable.ports import RunGuard
 from durable.retry import classify
@@ -66,13 +66,30 @@ def encode_cursor(key: dict[str, Any] | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
 
 
-def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
+_BAD_CURSOR = "cursor is not one this listing returned; start again without it"
+
+
+def decode_cursor(
+    cursor: str | None, keys: tuple[str, ...], expect: dict[str, str]
+) -> dict[str, Any] | None:
+    """The start key a cursor encodes, checked to be one a query of this index and
+    partition could have returned (``keys`` its key attributes, all strings; ``expect``
+    the values it must hold): a crafted cursor is ``InvalidCursor``, never a request
+    DynamoDB refuses."""
     if not cursor:
         return None
     try:
-        data: dict[str, Any] = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except ValueError as e:
-        raise ValueError("cursor is not one this API returned; start without it") from e
+        data: Any = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidCursor(_BAD_CURSOR) from e
+    if not isinstance(data, dict) or set(data) != set(keys):
+        raise InvalidCursor(_BAD_CURSOR)
+    for name, value in data.items():
+        text = value.get("S") if isinstance(value, dict) and len(value) == 1 else None
+        if not isinstance(text, str) or not 0 < len(text) <= 1024:
+            raise InvalidCursor(_BAD_CURSOR)
+        if name in expect and text != expect[name]:
+            raise InvalidCursor(_BAD_CURSOR)
     return data
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 from operator import attrgetter
 from typing import Any, TypeVar
 
+from durable.errors import InvalidCursor
 from durable.ids import due_shard, timer_name
 from durable.leases import (
     apply_changes,
@@ -317,7 +318,7 @@ class MemoryLedger:
                 and r.due_at <= before
                 and int(due_shard(r.run_id, self.shards)) == shard
             )
-        start = int(cursor) if cursor else 0
+        start = _offset(cursor)
         page = [(run_id, at) for at, run_id in due[start : start + limit]]
         more = start + limit < len(due)
         return Page(page, str(start + limit) if more else None)
@@ -356,7 +357,7 @@ class MemoryLedger:
             runs.sort(key=lambda r: (r.updated_at, r.run_id), reverse=True)
         else:
             runs.sort(key=lambda r: (r.status.value, r.updated_at, r.run_id), reverse=True)
-        start = int(cursor) if cursor else 0
+        start = _offset(cursor)
         page = runs[start : start + limit]
         more = start + limit < len(runs)
         return Page([copy_run(r) for r in page], str(start + limit) if more else None)
@@ -372,6 +373,16 @@ class MemoryLedger:
         with self._lock:
             self._runs[run_id] = apply_changes(self._runs[run_id], dict(changes))
             return copy_run(self._runs[run_id])
+
+
+def _offset(cursor: str | None) -> int:
+    """The position a cursor of this ledger encodes (as the DynamoDB ledger checks its
+    own: a cursor it did not hand out is ``InvalidCursor``)."""
+    if not cursor:
+        return 0
+    if not cursor.isdigit() or len(cursor) > 12:
+        raise InvalidCursor("cursor is not one this listing returned; start again without it")
+    return int(cursor)
 
 
 @dataclass(slots=True)

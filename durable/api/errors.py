@@ -17,6 +17,7 @@ from durable.errors import (
     CallbackNotFound,
     DurableError,
     IdempotencyConflict,
+    InvalidCursor,
     InvalidInput,
     InvalidState,
     PayloadTooLarge,
@@ -49,6 +50,7 @@ class Answer:
 
 
 _STATUS: list[tuple[type[Exception], int]] = [
+    (InvalidCursor, 400),
     (InvalidInput, 422),
     (WorkflowNotFound, 404),
     (RunNotFound, 404),

@@ -35,7 +35,7 @@ from durable.api.models import (
 )
 from durable.clock import Clock
 from durable.engine import Engine
-from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound, WorkflowNotFound
+from durable.errors import IdempotencyConflict, RunNotFound, WorkflowNotFound
 from durable.events import send_signal
 from durable.ids import check_idempotency_key
 from durable.model import format_time, position_key
@@ -222,17 +222,14 @@ class ApiService:
                 "pass workflow=<name> or needs_attention=true (runs are listed per workflow)",
                 field="workflow",
             )
-        try:
-            page = self.engine.list_runs(
-                workflow=workflow,
-                status=status,
-                needs_attention=needs_attention,
-                version=version,
-                limit=limit,
-                cursor=cursor,
-            )
-        except ValueError as e:
-            raise InvalidInput(str(e), field="cursor") from e
+        page = self.engine.list_runs(
+            workflow=workflow,
+            status=status,
+            needs_attention=needs_attention,
+            version=version,
+            limit=limit,
+            cursor=cursor,
+        )
         return RunPage(runs=[RunSummary.of(r) for r in page.items], next_cursor=page.cursor)
 
     def workflows(self) -> WorkflowList:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from typing import Any
 
 import pytest
 
-from tests.handlers.conftest import Reply, Stack
+from tests.handlers.conftest import Reply, Stack, build_stack
 from tests.handlers.events import OPERATOR_ARN, api_event
 
 SIGNUP = {"user_id": "u1", "email": "u1@example.com"}
@@ -198,13 +199,55 @@ def test_listing_filters_by_status(stack: Stack) -> None:
         ({}, 400, "workflow"),
         ({"workflow": "greet", "status": "DONE"}, 422, "status"),
         ({"workflow": "greet", "limit": "0"}, 422, "limit"),
-        ({"workflow": "greet", "cursor": "%%%"}, 422, "cursor"),
+        ({"workflow": "greet", "cursor": "%%%"}, 400, "cursor"),
     ],
 )
 def test_bad_listing_queries(stack: Stack, query: dict[str, str], status: int, field: str) -> None:
     reply = stack.call(api_event("GET", "/runs", query=query))
     assert reply.status == status, reply.body
     assert reply.error["field"] == field
+
+
+def crafted(key: Any) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        crafted({"pk": {"S": "RUN#X"}}),  # not the index's key
+        crafted({"pk": 1, "sk": 2, "list_pk": 3, "list_sk": 4}),  # not strings
+        crafted(
+            {
+                "pk": {"S": "RUN#X"},
+                "sk": {"S": "RUN"},
+                "list_pk": {"S": "WF#other"},  # another listing's cursor
+                "list_sk": {"S": "PENDING#2026"},
+            }
+        ),
+        crafted(["not", "a", "key"]),
+        "bm90IGpzb24",  # base64, not JSON
+        "12x",
+    ],
+)
+def test_a_crafted_cursor_is_400_naming_the_cursor(stack: Stack, cursor: str) -> None:
+    """GIVEN a cursor this API never handed out (issue 13, finding 7)
+    WHEN a listing is asked for with it
+    THEN 400 naming the cursor, never a 500 or a 503 that says to retry."""
+    reply = stack.call(api_event("GET", "/runs", query={"workflow": "greet", "cursor": cursor}))
+    assert reply.status == 400, reply.body
+    assert reply.error["field"] == "cursor"
+
+
+def test_a_cursor_handed_out_pages_on(stack: Stack) -> None:
+    for i in range(3):
+        body = json.dumps({"user_id": f"u{i}", "email": "e"})
+        assert stack.call(api_event("POST", "/workflows/greet/runs", raw=body)).status == 202
+    query = {"workflow": "greet", "limit": "2"}
+    first = stack.call(api_event("GET", "/runs", query=query))
+    cursor = first.body["next_cursor"]
+    second = stack.call(api_event("GET", "/runs", query={**query, "cursor": cursor}))
+    assert second.status == 200 and len(first.body["runs"]) + len(second.body["runs"]) == 3
 
 
 def test_runs_needing_attention_are_listed_without_a_workflow(stack: Stack) -> None:
@@ -220,3 +263,19 @@ def test_workflows_lists_versions_and_input_schemas(stack: Stack) -> None:
     assert by_name["greet"]["input_schema"]["required"] == ["user_id", "email"]
     assert by_name["signalled"]["takes_input"] is False
     assert by_name["signalled"]["input_schema"] is None
+
+
+def test_a_keyed_start_while_the_idempotency_table_is_down_is_503(stack: Stack) -> None:
+    """GIVEN an idempotency table that cannot be reached (here: one that does not exist)
+    WHEN a keyed start comes in
+    THEN 503 with Retry-After, like every other storage outage, not a 500 (finding 8); and
+    no run was created."""
+    broken = build_stack(stack.client, None, tables=(stack.tables[0], "no-such-table"))
+    body = json.dumps({"user_id": "u1", "email": "e"})
+    reply = broken.call(
+        api_event("POST", "/workflows/greet/runs", raw=body, headers={"Idempotency-Key": "k-503"})
+    )
+    assert reply.status == 503, reply.body
+    assert reply.headers.get("Retry-After") == "5"
+    listed = stack.call(api_event("GET", "/runs", query={"workflow": "greet"}))
+    assert listed.body["runs"] == []
