@@ -328,7 +328,13 @@ def _events(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> Any:
     if isinstance(event, dict) and isinstance(event.get("Records"), list):
         return sqs_batch(runtime, telemetry, event, context, start_from)
     try:
-        return {"run_id": start_from(runtime, eventbridge_start(event))}
+        settings = runtime.settings
+        call = eventbridge_start(
+            event,
+            sources=settings.allowed("start_event_sources"),
+            accounts=settings.allowed("start_event_accounts"),
+        )
+        return {"run_id": start_from(runtime, call)}
     except DurableError as e:
         # Raised either way: Lambda retries the event twice, then its on-failure
         # destination (a dead-letter queue) keeps it for an operator.

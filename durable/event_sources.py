@@ -32,7 +32,15 @@ class StartCall:
     version: int | None
 
 
-def eventbridge_start(event: Any) -> StartCall:
+def eventbridge_start(
+    event: Any, *, sources: frozenset[str], accounts: frozenset[str]
+) -> StartCall:
+    """The start an EventBridge event asks for, from an allowed source and account only.
+
+    The rule's pattern admits only those too; checking again here means a rule widened
+    by hand (or an event invoked directly) still cannot start a run. ``requested_by``
+    records the account EventBridge vouches for and the source the sender named.
+    """
     from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 
     try:
@@ -41,12 +49,19 @@ def eventbridge_start(event: Any) -> StartCall:
         raise InvalidInput(
             f"not an EventBridge event ({first_error(e)[1]})", field=first_error(e)[0]
         ) from e
+    if parsed.source not in sources or parsed.account not in accounts:
+        raise InvalidInput(
+            f"event {parsed.id} from source {parsed.source!r} in account {parsed.account} may "
+            "not start runs: allow it in DURABLE_START_EVENT_SOURCES and "
+            "DURABLE_START_EVENT_ACCOUNTS (the StartEventSources/StartEventAccounts parameters)",
+            field="source",
+        )
     start = envelope(parsed.detail, f"the detail of event {parsed.id}")
     return StartCall(
         workflow=start.workflow,
         input=start.input,
         idempotency_key=start.idempotency_key or f"eventbridge:{parsed.id}",
-        requested_by=f"eventbridge:{parsed.source}",
+        requested_by=f"eventbridge:{parsed.account}/{parsed.source}",
         version=start.version,
     )
 

@@ -56,6 +56,11 @@ class Settings(BaseModel):
     # default: a deployed stack keeps a key per hook ({"hook-name": "key"}), so a key
     # handed to one sender cannot start another hook's workflow. ``durable dev`` turns it on.
     webhook_shared_secret: bool = False
+    # EventBridge events may start runs only from these sources and accounts (comma
+    # separated). The rule's pattern says the same; the handler checks again. Empty: no
+    # EventBridge event starts a run.
+    start_event_sources: str = ""
+    start_event_accounts: str = ""
     # Request bodies above this are refused with 413 before parsing; well below
     # DynamoDB's 400 KB item limit, which the run item must also fit in.
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=350 * 1024)
@@ -151,6 +156,11 @@ class Settings(BaseModel):
             raise InvalidInput(
                 f"setting {cls.env_name(field)}: {first['msg']}", field=cls.env_name(field)
             ) from e
+
+    def allowed(self, field: str) -> frozenset[str]:
+        """A comma-separated setting as a set of its non-empty entries."""
+        value: str = getattr(self, field)
+        return frozenset(part.strip() for part in value.split(",") if part.strip())
 
     def require(self, field: str, needed_by: str) -> str:
         """A field that ``needed_by`` cannot work without; a clear error when it is unset."""

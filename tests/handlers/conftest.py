@@ -30,7 +30,7 @@ from durable.runtime import Services
 from durable.settings import Settings
 from tests.conftest import MakeTables
 from tests.handlers import workflows
-from tests.handlers.events import LambdaContext
+from tests.handlers.events import ACCOUNT, LambdaContext
 
 WORKER_ARN = "arn:aws:lambda:us-east-1:123456789012:function:durable-worker-test"
 CALLBACK_SECRET = "callback-secret-0123456789abcdef"
@@ -126,7 +126,11 @@ def build_stack(
         webhook_secret_name="durable/webhook",
         callback_base_url="https://abcdef1234.execute-api.us-east-1.amazonaws.com/test",
         sweep_grace_seconds=0,
-        **overrides,
+        **{
+            "start_event_sources": "com.example.signup",
+            "start_event_accounts": ACCOUNT,
+            **overrides,
+        },
     )
     clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
     invoker = MemoryInvoker()

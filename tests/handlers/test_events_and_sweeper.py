@@ -11,6 +11,7 @@ from aws_lambda_powertools.utilities.batch.exceptions import BatchProcessingErro
 from durable.errors import InvalidInput, WorkflowNotFound
 from tests.handlers.conftest import Stack, later
 from tests.handlers.events import (
+    ACCOUNT,
     LambdaContext,
     api_event,
     eventbridge_event,
@@ -39,7 +40,7 @@ def test_an_eventbridge_event_starts_one_run_however_often_delivered(stack: Stac
     assert first == again
     (run,) = greet_runs(stack)
     assert run["run_id"] == first["run_id"]
-    assert run["requested_by"] == "eventbridge:com.example.signup"
+    assert run["requested_by"] == f"eventbridge:{ACCOUNT}/com.example.signup"
     assert run["idempotency_key"] == f"eventbridge:{event['id']}"
     assert [w["result"] for w in stack.drain()] == ["succeeded"]
 
@@ -68,6 +69,23 @@ def test_refused_eventbridge_events_raise_and_write_nothing(
     before = stack.snapshot()
     with pytest.raises(error):
         events(stack, eventbridge_event(detail))
+    assert stack.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"source": "com.attacker.anything"}, {"account": "999999999999"}],
+)
+def test_an_event_from_a_source_or_account_not_allowed_starts_nothing(
+    stack: Stack, change: dict[str, str]
+) -> None:
+    """GIVEN events from a source, or an account, the stack does not allow (issue 13,
+    finding 6: the rule accepted any source, and requested_by was the sender's choice)
+    WHEN one reaches the events function anyway (a rule widened by hand, a direct invoke)
+    THEN it is refused, naming the setting, and nothing is written."""
+    before = stack.snapshot()
+    with pytest.raises(InvalidInput, match="DURABLE_START_EVENT_SOURCES"):
+        events(stack, {**eventbridge_event(ENVELOPE), **change})
     assert stack.snapshot() == before
 
 
