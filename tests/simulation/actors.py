@@ -295,7 +295,7 @@ class World:
         return f"{name[-12:]} due {format_time(wake_at)}"
 
     def ttl(self) -> list[str]:
-        gone = expire_runs(self.raw, self.clock.now())
+        gone = sorted(expire_runs(self.raw, self.clock.now()))
         self.monitor.forget(gone)
         self.expired.extend(gone)
         return gone

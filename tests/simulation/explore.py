@@ -36,6 +36,7 @@ class Result:
     calls: int
     ledger: Any = None
     run_ids: list[str] = field(default_factory=list)
+    quiescence: list[str] = field(default_factory=list)  # in-flight actors finishing
 
     @property
     def names(self) -> set[str]:
@@ -70,7 +71,7 @@ def run_schedule(
                 if label is not None:
                     chosen.append(d)
                     trace.append(label)
-            world.sched.finish_all(crash=False)  # quiescence: in-flight actors finish
+            quiet = _quiesce(world)
             world.drain_invoker()
             armed = {run_id for run_id, _ in world.timers.armed.values()}
             for problem in no_stuck_runs(histories(world), world.journal, armed):
@@ -84,8 +85,25 @@ def run_schedule(
             world.sched.finish_all(crash=True)  # never leave a thread behind
     violations = [v for v in world.journal.violations if v.name not in skip]
     return Result(
-        seed, chosen, trace, violations, world.sched.calls, world.raw, sorted(all_runs(world))
+        seed,
+        chosen,
+        trace,
+        violations,
+        world.sched.calls,
+        world.raw,
+        sorted(all_runs(world)),
+        quiet,
     )
+
+
+def _quiesce(world: World) -> list[str]:
+    """Let every in-flight actor finish (no more crashes), oldest first; their steps."""
+    steps = []
+    while world.sched.tasks:
+        task = world.sched.tasks[0]
+        steps.append(f"{task.name} run: {task.label}")
+        world.sched.step(task)
+    return steps
 
 
 def _generate(world: World, policy: Policy) -> Iterator[Decision]:
@@ -228,9 +246,11 @@ def report(result: Result, shrunk: Result | None) -> str:
     if shrunk is not None:
         lines.append(
             f"shrunk trace ({len(shrunk.decisions)} of {len(result.decisions)} decisions, "
-            f"still fails: {', '.join(sorted(shrunk.names))}), then quiescence and settling:"
+            f"still fails: {', '.join(sorted(shrunk.names))}):"
         )
         for i, (d, label) in enumerate(zip(shrunk.decisions, shrunk.trace, strict=True)):
             program = f"  {d.arg['program']}" if "program" in d.arg else ""
             lines.append(f"  {i + 1:3d}. {label}{program}")
+        lines.append("  quiescence (in-flight actors finish, oldest first):")
+        lines += [f"       {step}" for step in shrunk.quiescence[:40]]
     return "\n".join(lines)
