@@ -55,14 +55,34 @@ EXPECTED_API_ERRORS = (
 SECRET = b"simulation-callback-secret-0123456789"
 
 
+# How often each kind of decision is drawn, relative to the others (per seed, see
+# ``explore.settings_for``: some seeds leave some kinds out, "swarm testing").
+WEIGHTS = {
+    "step": 10.0,  # per blocked actor
+    "invoke": 6.0,
+    "sweep": 1.5,
+    "event": 3.0,
+    "timer": 2.0,
+    "clock": 1.5,
+    "stall": 0.4,
+    "drop": 0.2,
+    "dup": 0.2,
+    "ttl": 0.2,
+}
+
+
 @dataclass(frozen=True)
 class Settings:
-    decisions: int = 120  # decisions of the chaotic phase
+    decisions: int = 200  # decisions of the chaotic phase
     workers: int = 3
     crash_rate: float = 0.03  # per step decision
     max_crashes: int = 4
     max_starts: int = 5
     steps_per_invocation: int = 1000
+    weights: tuple[tuple[str, float], ...] = tuple(WEIGHTS.items())
+
+    def weight(self, kind: str) -> float:
+        return dict(self.weights)[kind]
 
 
 def expire_runs(ledger: Any, now: Any) -> list[str]:
@@ -83,7 +103,7 @@ class World:
         self.values = random.Random(f"values-{seed}")
         self.clock = FakeClock()
         self.journal = Journal()
-        self.hooks = Hooks(self.journal, self.values, self.clock, self.sched)
+        self.hooks = Hooks(self.journal, self.values, self.clock, self.sched, ledger)
         self.raw = ledger
         self.timers = MemoryTimers()
         self.invoker = MemoryInvoker()

@@ -108,19 +108,39 @@ def at_most_once_body_per_attempt(f: Final) -> list[str]:
         if b.kind == "step" and b.semantics == "at_most_once_per_attempt"
     )
     return [
-        f"body of run {run} at {position} attempt {attempt} started {n} times"
+        f"body of run {run} at {position} attempt {attempt} started {n} times, by "
+        + ", ".join(
+            f"{b.stamp.actor}{' (zombie)' if b.stamp.zombie else ''}@{b.stamp.seq}"
+            for b in f.journal.bodies
+            if (b.run, b.position, b.attempt, b.kind) == (run, position, attempt, "step")
+        )
         for (run, position, attempt), n in sorted(counts.items())
         if n > 1
     ]
 
 
+def _effects_twice(f: Final, *, zombies: bool) -> list[str]:
+    problems = []
+    for key, calls in sorted(f.journal.effects.items()):
+        counted = [c for c in calls if zombies or not c.zombie]
+        if len(counted) > 1:
+            who = ", ".join(
+                f"{c.actor}{' (zombie)' if c.zombie else ''}@{c.seq} {c.at[11:19]}" for c in calls
+            )
+            problems.append(f"effect {key} ran {len(calls)} times, by {who}")
+    return problems
+
+
 def effect_once_per_key(f: Final) -> list[str]:
-    return [
-        f"effect {key} ran {len(calls)} times, by "
-        + ", ".join(f"{c.actor}@{c.seq} {c.at[11:19]}" for c in calls)
-        for key, calls in sorted(f.journal.effects.items())
-        if len(calls) > 1
-    ]
+    """An effect's call runs at most once per key among workers holding the lease."""
+    return _effects_twice(f, zombies=False)
+
+
+def effect_once_per_key_with_zombies(f: Final) -> list[str]:
+    """The same, counting zombies too: a worker stalled past its lease between the key's
+    record and the call cannot be stopped by the engine; an API that dedupes by the key
+    can."""
+    return _effects_twice(f, zombies=True)
 
 
 def runs_finish(f: Final) -> list[str]:
@@ -231,6 +251,7 @@ def successor_only_of_succeeded(f: Final) -> list[str]:
 FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
     "at_most_once_body_per_attempt": at_most_once_body_per_attempt,
     "effect_once_per_key": effect_once_per_key,
+    "effect_once_per_key_with_zombies": effect_once_per_key_with_zombies,
     "runs_finish": runs_finish,
     "events_consumed": events_consumed,
     "replay_values_equal": replay_values_equal,

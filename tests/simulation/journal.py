@@ -22,6 +22,7 @@ class Stamp:
     seq: int
     at: str
     actor: str
+    zombie: bool = False  # a worker whose lease another worker has taken since
 
 
 @dataclass(frozen=True)

@@ -32,31 +32,34 @@ class Policy:
 
     def choose(self) -> Decision:
         w, r = self.world, self.rng
-        options: list[tuple[float, Callable[[], Decision]]] = []
+        weight = w.settings.weight
         if not w.runs and not w.busy(OUTSIDE):
             return Decision("event", OUTSIDE, self._start())
+        options: list[tuple[float, Callable[[], Decision]]] = []
         for task in w.sched.tasks:
             if task.stalled == 0:
-                options.append((10.0, self._stepper(task.name)))
+                options.append((weight("step"), self._stepper(task.name)))
         idle = [n for n in WORKERS[: w.settings.workers] if not w.busy(n)]
         if idle and w.pool:
-            options.append((6.0, lambda: self._invoke(idle)))
+            options.append((weight("invoke"), lambda: self._invoke(idle)))
         if not w.busy(SWEEPER):
-            options.append((1.5, lambda: Decision("sweep", SWEEPER)))
+            options.append((weight("sweep"), lambda: Decision("sweep", SWEEPER)))
         if not w.busy(OUTSIDE):
-            options.append((3.0, lambda: Decision("event", OUTSIDE, self._event())))
+            options.append((weight("event"), lambda: Decision("event", OUTSIDE, self._event())))
         if w.timers.armed:
-            options.append((2.0, self._timer))
-        options.append((1.5, self._clock))
+            options.append((weight("timer"), self._timer))
+        options.append((weight("clock"), self._clock))
         running = [t.name for t in w.sched.tasks if t.name in WORKERS and t.stalled == 0]
         if running:
-            options.append((0.4, lambda: Decision("stall", r.choice(running), self._stall())))
+            options.append((weight("stall"), lambda: self._stall(running)))
         if w.pool:
-            options.append((0.2, lambda: Decision("drop", "", {"index": r.randrange(99)})))
-            options.append((0.2, lambda: Decision("dup", "", {"index": r.randrange(99)})))
-        options.append((0.2, lambda: Decision("ttl")))
-        weights = [weight for weight, _ in options]
-        make = r.choices([m for _, m in options], weights=weights)[0]
+            options.append((weight("drop"), lambda: self._pooled("drop")))
+            options.append((weight("dup"), lambda: self._pooled("dup")))
+        options.append((weight("ttl"), lambda: Decision("ttl")))
+        options = [(p, make) for p, make in options if p > 0]
+        if not options:  # everything left out and nobody blocked: time passes
+            return Decision("clock", "", {"s": 60})
+        make = r.choices([m for _, m in options], weights=[p for p, _ in options])[0]
         return make()
 
     def _stepper(self, name: str) -> Callable[[], Decision]:
@@ -89,8 +92,11 @@ class Policy:
         seconds = self.rng.choices(CLOCK_JUMPS, CLOCK_WEIGHTS)[0]
         return Decision("clock", "", {"s": seconds})
 
-    def _stall(self) -> dict[str, Any]:
-        return {"for": self.rng.randint(3, 40)}
+    def _stall(self, running: list[str]) -> Decision:
+        return Decision("stall", self.rng.choice(running), {"for": self.rng.randint(3, 40)})
+
+    def _pooled(self, kind: str) -> Decision:
+        return Decision(kind, "", {"index": self.rng.randrange(99)})
 
     def _start(self) -> dict[str, Any]:
         r = self.rng

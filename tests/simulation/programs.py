@@ -112,25 +112,44 @@ def _op(rng: random.Random, kind: str, i: int) -> Op:
 
 class Hooks:
     def __init__(
-        self, journal: Journal, rng: random.Random, clock: FakeClock, sched: Scheduler
+        self,
+        journal: Journal,
+        rng: random.Random,
+        clock: FakeClock,
+        sched: Scheduler,
+        ledger: Any,
     ) -> None:
         self.journal = journal
         self.rng = rng
         self.clock = clock
         self.sched = sched
+        self.ledger = ledger  # unwrapped: the simulation's own reads do not interleave
 
-    def stamp(self) -> Stamp:
-        return Stamp(self.sched.seq, format_time(self.clock.now()), self.sched.actor())
+    def stamp(self, *, zombie: bool = False) -> Stamp:
+        now = format_time(self.clock.now())
+        return Stamp(self.sched.seq, now, self.sched.actor(), zombie)
+
+    def step_stamp(self) -> Stamp:
+        """A stamp from inside a step body, marked when the worker is a zombie: another
+        worker claimed the run since this one did."""
+        try:
+            x = durable.current_step()._step.x  # the engine's Execution behind the body
+            run_id, fence, owner = x.run.run_id, x.run.fence, x.owner
+        except AttributeError:  # the engine's internals moved: no attribution
+            return self.stamp()
+        stored = self.ledger.get_run(run_id)
+        zombie = stored is None or stored.fence != fence or stored.lease_owner != owner
+        return self.stamp(zombie=zombie)
 
     def body(self, kind: str, semantics: str = "at_least_once") -> None:
         sc = durable.current_step()
         run = sc.idempotency_key.split(":", 1)[0]
         self.journal.bodies.append(
-            BodyStart(self.stamp(), run, sc.position, sc.attempt, kind, semantics)
+            BodyStart(self.step_stamp(), run, sc.position, sc.attempt, kind, semantics)
         )
 
     def effect_call(self, key: str) -> str:
-        self.journal.effects.setdefault(key, []).append(self.stamp())
+        self.journal.effects.setdefault(key, []).append(self.step_stamp())
         reference = f"ref-{len(self.journal.external) + 1}"
         self.journal.external[key] = reference
         return reference
