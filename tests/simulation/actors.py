@@ -12,6 +12,7 @@ violations where they happen.
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -231,8 +232,20 @@ class World:
 
         return job
 
-    def _pick_run(self, index: int) -> str | None:
-        return self.runs[index % len(self.runs)] if self.runs else None
+    def _pick_run(self, index: int, *, live: bool = False) -> str | None:
+        """The ``index``-th known run (modulo); with ``live``, of those not finished."""
+        runs = self.runs
+        if live:
+            active = [r for r in runs if (run := self.raw.get_run(r)) and not run.terminal]
+            runs = active or runs
+        return runs[index % len(runs)] if runs else None
+
+    def _signal_name(self, run_id: str, arg: dict[str, Any]) -> str:
+        """A signal the run's program waits for (what a real sender sends), if any."""
+        run = self.raw.get_run(run_id)
+        ops = json.loads(run.input)["ops"] if run is not None else []
+        names = [op["name"] for op in ops if op["op"] == "signal"]
+        return names[arg["run"] % len(names)] if names else str(arg["name"])
 
     def _event(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
         kind = arg["type"]
@@ -251,6 +264,9 @@ class World:
             return
         if kind == "callback":
             tokens = sorted(self.journal.mailbox)
+            unused = [t for t in tokens if t not in self.journal.answered]
+            if arg.get("fresh") and unused:
+                tokens = unused
             if not tokens:
                 return
             token = arg.get("exact") or tokens[arg["token"] % len(tokens)]
@@ -264,13 +280,14 @@ class World:
             # that got no reply would).
             self.journal.answered.add(token)
             return
-        run_id = arg.get("exact") or self._pick_run(arg["run"])
+        run_id = arg.get("exact") or self._pick_run(arg["run"], live=arg.get("live", False))
         if run_id is None:
             return
         facts.update(run_id=run_id, run=self.run_key(run_id))
         if kind == "signal":
-            signal = engine.signal(run_id, arg["name"], arg["payload"], key=arg.get("key"))
-            facts.update(signal_id=signal.signal_id, name=arg["name"])
+            name = self._signal_name(run_id, arg) if arg.get("expected") else arg["name"]
+            signal = engine.signal(run_id, name, arg["payload"], key=arg.get("key"))
+            facts.update(signal_id=signal.signal_id, name=name)
         elif kind == "cancel":
             record = engine.cancel(run_id, "simulated cancel", arg["compensate"])
             facts.update(run=f"{run_id}.{incarnation(record)}", compensate=arg["compensate"])

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.simulation.invariants import ALL_CHECKS
+
 STATS = pytest.StashKey["SimStats"]()
 
 
@@ -63,6 +65,11 @@ def _option(config: pytest.Config, flag: str, env: str, default: str) -> str:
 def sim_options(pytestconfig: pytest.Config) -> SimOptions:
     seed = _option(pytestconfig, "--seed", "SIM_SEED", "")
     skip = _option(pytestconfig, "--sim-skip", "SIM_SKIP", "")
+    unknown = {s.strip() for s in skip.split(",") if s.strip()} - set(ALL_CHECKS)
+    if unknown:
+        raise pytest.UsageError(
+            f"--sim-skip: unknown invariant(s) {sorted(unknown)}; known: {', '.join(ALL_CHECKS)}"
+        )
     return SimOptions(
         seed=int(seed) if seed else None,
         budget=float(_option(pytestconfig, "--sim-budget", "SIM_BUDGET", "90")),

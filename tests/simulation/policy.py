@@ -136,6 +136,7 @@ class Policy:
             return {
                 "type": "callback",
                 "token": r.randrange(99),
+                "fresh": r.random() < 0.8,  # else maybe one used already (409, 410)
                 "error": r.random() < 0.2,
                 "value": r.randrange(1000),
             }
@@ -145,12 +146,15 @@ class Policy:
             return {
                 "type": "signal",
                 "run": run,
+                "live": r.random() < 0.8,
+                "expected": r.random() < 0.8,  # a name the run's program waits for
                 "name": r.choice(SIGNALS),
                 "key": key,
                 "payload": payload,
             }
         if kind == "cancel":
-            return {"type": "cancel", "run": run, "compensate": r.random() < 0.4}
+            live = r.random() < 0.8
+            return {"type": "cancel", "run": run, "live": live, "compensate": r.random() < 0.4}
         if kind == "fork":
             return {"type": "fork", "run": run, "from": r.randint(1, 4)}
         return {"type": kind, "run": run}

@@ -10,28 +10,39 @@ store, invoker, timers) is wrapped in a ``SimPort`` that hands control back to t
 scheduler, driven by a seeded ``random.Random``, decides which blocked actor proceeds, may
 kill it there (``durable.testing.SimulatedCrash``, before or after the call), jumps the
 shared ``FakeClock``, stalls a worker past its lease (a zombie when it comes back), fires,
-loses, repeats or advances timers and sends outside events (callbacks, signals, cancel,
-retry, fork, keyed restarts). Every other source of randomness (run ids, owner ids,
-callback nonces, recorded uuids, retry jitter) is drawn from the seed too
+loses, repeats or advances timers, drops or repeats invocations, expires finished runs
+(TTL) and sends outside events (callbacks, signals with and without keys, cancel with and
+without compensation, retry, fork, keyed restarts). Every other source of randomness (run
+ids, owner ids, callback nonces, recorded uuids, retry jitter) is drawn from the seed too
 (``seeded_randomness``), so one seed is one trace.
 
-After the chaotic phase the scheduler lets in-flight actors finish, checks that no run is
-stuck, then settles the system (timers on time, callbacks answered, signals sent, clock
-moved forward) and checks the invariants of ``invariants.py``.
+After the chaotic phase the in-flight actors finish (quiescence) and ``no_stuck_runs`` is
+checked; then the system settles (timers on time, callbacks answered, signals sent, the
+clock moved on) and the invariants of ``invariants.py`` are checked.
+
+Files: ``scheduler.py`` (this: threads, ports, seeded randomness), ``actors.py`` (the
+engine and the actors' jobs), ``policy.py`` (choosing and applying decisions),
+``programs.py`` (the workflow generator and the one generic workflow), ``journal.py``
+(what bodies and workflow code saw), ``invariants.py`` (named checks), ``explore.py``
+(one schedule, settling, shrinking), ``compare.py`` (ledger against ledger).
 
 Replaying a seed
 ================
 
 A failing schedule prints its seed, the invariants that fired and a shrunk trace (the
-chaotic decisions that still reproduce the failure). Replay it with::
+chaotic decisions that still reproduce the failure, then what the in-flight actors did
+at quiescence). Replay it with::
 
-    .venv/bin/pytest tests/simulation --seed N            # explores that seed only, shrinks
-    SIM_SEED=N .venv/bin/pytest tests/simulation          # the same, by environment
+    .venv/bin/pytest tests/simulation -m unit --seed N    # that seed only, shrunk again
+    SIM_SEED=N .venv/bin/pytest tests/simulation -m unit  # the same, by environment
 
+Without ``-m unit`` the DynamoDB Local replay of that seed runs too (integration tier).
 Exploration budget: ``--sim-budget SECONDS`` (env ``SIM_BUDGET``, default 90 s in the unit
-tier); first seed ``--sim-seed-start`` (env ``SIM_SEED_START``); invariants left out
-``--sim-skip name,name`` (env ``SIM_SKIP``). ``make soak`` explores for longer from a
-fresh seed. Same seed, same trace: also in another process (the tests check it).
+tier); first seed ``--sim-seed-start`` (env ``SIM_SEED_START``, default 1); invariants left
+out ``--sim-skip name,name`` (env ``SIM_SKIP``; names in ``invariants.ALL_CHECKS``).
+``make soak`` explores for ``SOAK_SECONDS`` from a fresh seed. The terminal summary
+reports schedules per second and the first seed of each invariant that fired. Same seed,
+same trace, also in another process with another hash seed (``test_simulator.py``).
 """
 
 from __future__ import annotations
