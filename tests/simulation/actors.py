@@ -37,7 +37,7 @@ from durable.retention import incarnation
 from durable.sweeper import SweepReport
 from durable.testing import SimulatedCrash
 from durable.tokens import token_hash
-from tests.simulation.invariants import FinishedRunMonitor
+from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor
 from tests.simulation.journal import Event, Journal
 from tests.simulation.programs import APP, WORKFLOW, Hooks, Op
 from tests.simulation.scheduler import Scheduler, SimPort, Task
@@ -109,6 +109,7 @@ class World:
         self.timers = MemoryTimers()
         self.invoker = MemoryInvoker()
         self.monitor = FinishedRunMonitor(ledger, self.journal, self.hooks.stamp)
+        self.stuck = StuckMonitor(ledger, self.journal, self.armed, self.hooks.stamp)
         self.config = EngineConfig(
             inprocess_wait_threshold=timedelta(0),
             sweep_grace=timedelta(0),
@@ -118,7 +119,7 @@ class World:
         )
         self.engine = Engine(
             APP,
-            SimPort("ledger", ledger, self.sched, self.monitor.observe),
+            SimPort("ledger", ledger, self.sched, self.observe),
             SimPort("invoker", self.invoker, self.sched),
             SimPort("effects", MemoryEffectStore(), self.sched),
             clock=self.clock,
@@ -131,8 +132,17 @@ class World:
         self.expired: list[str] = []  # run ids TTL deleted, for the purge
         self.requests = 0
         self.crashes = 0
+        self.raised: dict[str, int] = {}  # run id -> errors that escaped resume
 
     # --- bookkeeping -------------------------------------------------------------------
+
+    def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
+        """Every ledger call that returned, seen by the runtime checks."""
+        self.monitor.observe(method, args, result)
+        self.stuck.observe(method, args, result)
+
+    def armed(self) -> set[str]:
+        return {run_id for run_id, _ in self.timers.armed.values()}
 
     def violate(self, name: str, detail: str) -> None:
         self.journal.violate(name, detail, self.sched.seq)
@@ -185,6 +195,7 @@ class World:
             try:
                 self.engine.resume(run_id, invocation, hop, reason)
             except Exception as error:
+                self.raised[run_id] = self.raised.get(run_id, 0) + 1
                 self.violate(
                     "resume_raises_nothing",
                     f"resume({run_id}, reason={reason}) raised {type(error).__name__}: "

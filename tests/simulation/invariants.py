@@ -34,6 +34,7 @@ RUNTIME_CHECKS = (
     "sweep_raises_nothing",
     "api_errors_are_typed",
     "issued_tokens_honoured",
+    "never_stuck",
     "finished_run_item_unchanged",
     "finished_run_records_unchanged",
     "finished_run_late_step_result",
@@ -60,42 +61,47 @@ def no_stuck_runs(histories: dict[str, RunHistory], journal: Journal, armed: set
     """When every actor is idle, an unfinished run is due (``due_at``) or waits on a
     pending wait whose wake-up is armed: a timer, or a token or signal the outside world
     can still send (a valid token not yet used; no signal of that name left unconsumed)."""
-    problems = []
-    for run_id, h in sorted(histories.items()):
-        run = h.run
-        if run.terminal or run.due_at is not None:
-            continue
-        waits = [s for s in h.steps.values() if s.status == StepStatus.WAITING]
-        where = f"run {run_id} ({run.status.value}, inbox {run.inbox}, no due time)"
-        if run.status != RunStatus.WAITING or run.lease_owner is not None or not waits:
-            done = sorted(f"{p}:{s.name}={s.status.value}" for p, s in h.steps.items())[-3:]
-            problems.append(f"{where} has no pending wait; last steps {done}")
-            continue
-        wait = max(waits, key=lambda s: s.position)
-        if wait.kind == StepKind.CALLBACK:
-            live = [
-                t
-                for t, m in journal.mailbox.items()
-                if m.run_id == run_id
-                and m.position == wait.position
-                and t not in journal.answered
-                and token_hash(t) == wait.token_hash
-            ]
-            if not live:
-                problems.append(
-                    f"{where} waits on callback {wait.name!r} at {wait.position} but no "
-                    "valid token for it is outstanding"
-                )
-        elif wait.kind == StepKind.SIGNAL:
-            buffered = [s for s in h.signals if s.name == wait.name and s.consumed_by is None]
-            if buffered:
-                problems.append(
-                    f"{where} waits on signal {wait.name!r} at {wait.position} while "
-                    f"{len(buffered)} such signal(s) sit unconsumed"
-                )
-        elif run_id not in armed:
-            problems.append(f"{where} waits on {wait.kind} at {wait.position}, no timer armed")
-    return problems
+    problems = [stuck(h, journal, armed) for _, h in sorted(histories.items())]
+    return [p for p in problems if p is not None]
+
+
+def stuck(h: RunHistory, journal: Journal, armed: set[str]) -> str | None:
+    """Why run ``h`` can never be woken without a new outside event, or None."""
+    run = h.run
+    if run.terminal or run.due_at is not None:
+        return None
+    waits = [s for s in h.steps.values() if s.status == StepStatus.WAITING]
+    where = f"run {run.run_id} ({run.status.value}, inbox {run.inbox}, no due time)"
+    if run.status != RunStatus.WAITING or run.lease_owner is not None or not waits:
+        done = sorted(f"{p}:{s.name}={s.status.value}" for p, s in h.steps.items())[-3:]
+        return f"{where} has no pending wait; last steps {done}"
+    wait = max(waits, key=lambda s: s.position)
+    if wait.kind == StepKind.CALLBACK:
+        live = [
+            t
+            for t, m in journal.mailbox.items()
+            if m.run_id == run.run_id
+            and m.position == wait.position
+            and t not in journal.answered
+            and token_hash(t) == wait.token_hash
+        ]
+        if live:
+            return None
+        return (
+            f"{where} waits on callback {wait.name!r} at {wait.position} but no valid token "
+            "for it is outstanding"
+        )
+    if wait.kind == StepKind.SIGNAL:
+        buffered = [s for s in h.signals if s.name == wait.name and s.consumed_by is None]
+        if not buffered:
+            return None
+        return (
+            f"{where} waits on signal {wait.name!r} at {wait.position} while "
+            f"{len(buffered)} such signal(s) sit unconsumed"
+        )
+    if run.run_id in armed:
+        return None
+    return f"{where} waits on {wait.kind} at {wait.position}, no timer armed"
 
 
 # --- after the schedule settled -------------------------------------------------------
@@ -353,4 +359,46 @@ class FinishedRunMonitor:
         if before.signals != now.signals:
             self.journal.violate(
                 "finished_run_records_unchanged", f"{where}: its signals changed", stamp.seq
+            )
+
+
+# --- while the schedule runs: no run is ever stuck ----------------------------------
+
+
+class StuckMonitor:
+    """``no_stuck_runs`` at every moment, not only once all actors are idle: after each
+    ledger write on a run that is WAITING without a due time or a lease, nothing already
+    in the ledger can wake it, so it must wait on something still to come (a valid token
+    outstanding, a signal not yet sent, an armed timer). Caught here, a stuck run is
+    reported even when a later, unrelated event happens to rescue it (``never_stuck``)."""
+
+    def __init__(
+        self,
+        ledger: Any,
+        journal: Journal,
+        armed: Callable[[], set[str]],
+        stamp: Callable[[], Stamp],
+    ) -> None:
+        self.ledger = ledger
+        self.journal = journal
+        self.armed = armed
+        self.stamp = stamp
+        self.reported: set[str] = set()
+
+    def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
+        if method in READS or not method.startswith("ledger."):
+            return
+        run_id = _run_id_of(args)
+        if run_id is None or run_id in self.reported:
+            return
+        run = self.ledger.get_run(run_id)
+        if run is None or run.status != RunStatus.WAITING or run.due_at or run.lease_owner:
+            return
+        history = self.ledger.load(run_id)
+        problem = stuck(history, self.journal, self.armed()) if history else None
+        if problem is not None:
+            stamp = self.stamp()
+            self.reported.add(run_id)
+            self.journal.violate(
+                "never_stuck", f"after {method} by {stamp.actor}: {problem}", stamp.seq
             )

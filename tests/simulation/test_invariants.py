@@ -20,6 +20,7 @@ from durable.tokens import token_hash
 from tests.simulation.invariants import (
     Final,
     FinishedRunMonitor,
+    StuckMonitor,
     at_most_once_body_per_attempt,
     effect_once_per_key,
     effect_once_per_key_with_zombies,
@@ -155,3 +156,28 @@ def test_a_write_to_a_finished_run_is_reported() -> None:
     ledger.h = history(finished.run, step("0003", StepKind.SLEEP, StepStatus.DONE))
     monitor.observe("ledger.write_step", (ledger.h.steps["0003"],), None)
     assert [v.name for v in journal.violations] == ["finished_run_records_unchanged"]
+
+
+class StoredRun:
+    def __init__(self, h: RunHistory) -> None:
+        self.h = h
+
+    def get_run(self, run_id: str) -> RunRecord:
+        return self.h.run
+
+    def load(self, run_id: str) -> RunHistory:
+        return self.h
+
+
+def test_a_run_stuck_after_a_write_is_reported_once() -> None:
+    """GIVEN a run that suspended WAITING on a signal whose signal sits unconsumed
+    WHEN ledger writes on it are observed (twice)
+    THEN never_stuck reports it once, even if a later event would rescue it"""
+    wait = replace(step("0002", StepKind.SIGNAL, StepStatus.WAITING), name="siga")
+    signal = SignalRecord("R1", "siga", "S1", "1", T0)
+    journal = Journal()
+    stored = StoredRun(history(run(), wait, signals=[signal]))
+    monitor = StuckMonitor(stored, journal, set, lambda: stamp(3))
+    monitor.observe("ledger.update_run", ("R1",), None)
+    monitor.observe("ledger.write_step", (wait,), None)
+    assert [v.name for v in journal.violations] == ["never_stuck"]
