@@ -5,6 +5,7 @@
     --sim-seed-start N    the first seed explored; env SIM_SEED_START, default 1
     --sim-skip a,b        invariants left out; env SIM_SKIP
     --sim-dynamo-seeds N  schedules replayed on DynamoDB Local; env SIM_DYNAMO_SEEDS, default 4
+    SIM_SHRINK_SECONDS    time to shrink each failing seed (10 s; 60 s with --seed)
 
 pytest registers options only from the conftest files it loads first: run the simulation
 as ``pytest tests/simulation ...`` to use the flags; the environment variables work from
@@ -30,7 +31,7 @@ class SimOptions:
     seed_start: int
     skip: frozenset[str]
     dynamo_seeds: int
-    shrink_seconds: float = 20.0
+    shrink_seconds: float = 10.0  # per failing seed shrunk
     max_shrinks: int = 3
 
 
@@ -76,6 +77,8 @@ def sim_options(pytestconfig: pytest.Config) -> SimOptions:
         seed_start=int(_option(pytestconfig, "--sim-seed-start", "SIM_SEED_START", "1")),
         skip=frozenset(s.strip() for s in skip.split(",") if s.strip()),
         dynamo_seeds=int(_option(pytestconfig, "--sim-dynamo-seeds", "SIM_DYNAMO_SEEDS", "4")),
+        # One seed replayed: take the time to shrink it well.
+        shrink_seconds=float(os.environ.get("SIM_SHRINK_SECONDS", "60" if seed else "10")),
     )
 
 

@@ -6,9 +6,11 @@ replays a given list of chaotic decisions instead of drawing them (what shrinkin
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -71,7 +73,7 @@ def run_schedule(
     policy = Policy(world, random.Random(f"schedule-{seed}"))
     chosen: list[Decision] = []
     trace: list[str] = []
-    with seeded_randomness(world.values), active(world.hooks):
+    with seeded_randomness(world.values), active(world.hooks), _quiet_engine_logs():
         try:
             for d in decisions if decisions is not None else _generate(world, policy):
                 world.drain_invoker()
@@ -111,6 +113,19 @@ def _quiesce(world: World) -> list[str]:
         steps.append(f"{task.name} run: {task.label}")
         world.sched.step(task)
     return steps
+
+
+@contextmanager
+def _quiet_engine_logs() -> Iterator[None]:
+    """The engine warns about what the simulation does on purpose (ids reused after
+    expiry, lost timers): thousands of lines per run that would bury a report."""
+    logger = logging.getLogger("durable")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _generate(world: World, policy: Policy) -> Iterator[Decision]:

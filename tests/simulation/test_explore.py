@@ -14,6 +14,9 @@ import pytest
 from tests.simulation.conftest import SimOptions, SimStats
 from tests.simulation.explore import Result, report, run_schedule, shrink
 
+# Downstream symptoms last: they fire with almost any other violation.
+RANK = ["events_consumed", "runs_finish", "no_stuck_runs"]
+
 
 def explore(options: SimOptions, stats: SimStats) -> dict[str, Result]:
     """The first failing schedule of each invariant, within the budget."""
@@ -44,11 +47,14 @@ def test_explored_schedules_keep_every_invariant(
     failures = explore(sim_options, sim_stats)
     if not failures:
         return
+    # The most telling invariant first: a run that cannot finish also leaves events
+    # unconsumed; the cause is what to read.
+    ranked = sorted(failures, key=lambda n: (RANK.index(n) + 1 if n in RANK else 0, n))
     by_seed: dict[int, Result] = {}
-    for result in failures.values():
-        by_seed.setdefault(result.seed, result)
+    for name in ranked:
+        by_seed.setdefault(failures[name].seed, failures[name])
     messages = []
-    for i, (seed, result) in enumerate(sorted(by_seed.items())):
+    for i, (seed, result) in enumerate(by_seed.items()):
         shrunk = None
         if i < sim_options.max_shrinks:
             decisions = shrink(
@@ -60,5 +66,5 @@ def test_explored_schedules_keep_every_invariant(
             )
             shrunk = run_schedule(seed, decisions=decisions, skip=sim_options.skip)
         messages.append(report(result, shrunk))
-    names = ", ".join(f"{n} (seed {r.seed})" for n, r in sorted(failures.items()))
+    names = ", ".join(f"{n} (seed {failures[n].seed})" for n in ranked)
     pytest.fail(f"invariants violated: {names}\n\n" + "\n\n".join(messages), pytrace=False)
