@@ -176,7 +176,8 @@ def events_consumed(f: Final) -> list[str]:
             continue
         if e.kind == "callback":
             step = h.steps.get(e.detail["position"])
-            index = int(step.name[2:]) if step is not None else -1
+            name = step.name if step is not None else ""
+            index = int(name[2:]) if name[:2] == "cb" and name[2:].isdigit() else -1
             if (e.run, index) not in f.journal.observed:
                 problems.append(
                     f"the answer to callback {e.detail['position']} of run {e.run_id} "
@@ -226,9 +227,10 @@ def no_body_after_cancel(f: Final) -> list[str]:
             if any(ack.done.seq < r < b.stamp.seq for r in retried):
                 continue
             if parse_time(b.stamp.at) - parse_time(ack.done.at) > bound:
+                zombie = " (zombie)" if b.stamp.zombie else ""
                 problems.append(
                     f"run {ack.run_id}: {b.kind} body at {b.position or 'poll'} started at "
-                    f"{b.stamp.at} by {b.stamp.actor} (seq {b.stamp.seq}), cancel "
+                    f"{b.stamp.at} by {b.stamp.actor}{zombie} (seq {b.stamp.seq}), cancel "
                     f"acknowledged at {ack.done.at} (seq {ack.done.seq})"
                 )
     return problems

@@ -274,7 +274,7 @@ APP = App()
 @APP.workflow(name=WORKFLOW)
 def sim(ctx: Context, spec: SimInput) -> dict[str, Any]:
     h = hooks()
-    run = f"{ctx.run_id}.{incarnation(ctx._exec.run)}"
+    run = _run_key(ctx)
     if ctx.run_id not in h.journal.runs_seen:
         h.journal.runs_seen.append(ctx.run_id)
     for i, op in enumerate(spec.ops):
@@ -282,6 +282,15 @@ def sim(ctx: Context, spec: SimInput) -> dict[str, Any]:
     if any(op["op"] == "big" for op in spec.ops):
         return {"blob": "x" * BIG}
     return {"iteration": spec.iteration, "ops": len(spec.ops)}
+
+
+def _run_key(ctx: Context) -> str:
+    """``<run id>.<incarnation>``, as step idempotency keys start (a keyed restart after
+    expiry reuses the run id, not the incarnation)."""
+    try:
+        return f"{ctx.run_id}.{incarnation(ctx._exec.run)}"
+    except AttributeError:  # the engine's internals moved: the run id alone
+        return ctx.run_id
 
 
 def _interpret(ctx: Context, run: str, i: int, op: Op, spec: SimInput) -> Any:
