@@ -155,6 +155,8 @@ class Scheduler:
         if task.done:
             task.thread.join()
             self.tasks.remove(task)
+            if task.error is not None:  # the actors report the engine's errors themselves
+                raise RuntimeError(f"simulation actor {task.name} failed") from task.error
 
     def pause(self, label: str) -> str:
         """Called by an actor before a port call: wait for the scheduler's go."""
