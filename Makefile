@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-localstack lint typecheck unit integration bench clean
+.PHONY: demo test test-localstack lint typecheck unit integration soak bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,13 @@ unit: $(STAMP)
 
 integration: $(STAMP)
 	$(BIN)/pytest -m integration
+
+# The simulation (tests/simulation) for longer than the unit tier's budget, from a fresh
+# first seed (the summary prints the seeds; SIM_SEED_START picks one): SOAK_SECONDS long.
+SOAK_SECONDS ?= 1800
+soak: $(STAMP)
+	SIM_BUDGET=$(SOAK_SECONDS) SIM_SEED_START=$${SIM_SEED_START:-$$(date +%s)} \
+		$(BIN)/pytest tests/simulation/test_explore.py -p no:cacheprovider
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

@@ -1,0 +1,353 @@
+"""The simulated world and its actors: workers, the sweeper, the outside world.
+
+``World`` builds the engine the way ``durable.testing.LocalRunner`` does (memory adapters,
+a fake clock, no in-process waits, no sweep grace, a callback secret) but with every port
+wrapped in a ``SimPort``, and drives the actors itself: a worker takes an invocation from
+the pool (what the engine's invoker queued plus what timers fired) and calls
+``engine.resume``; the sweeper calls ``engine.sweep``; the outside world starts runs,
+answers callbacks, sends signals and makes operator decisions. Each job runs as one
+``Task`` of the scheduler. Errors the engine must never let out are recorded as
+violations where they happen.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
+from durable.clock import FakeClock
+from durable.config import EngineConfig
+from durable.engine import Engine
+from durable.errors import (
+    CallbackAlreadyCompleted,
+    CallbackExpired,
+    CallbackNotFound,
+    IdempotencyConflict,
+    InvalidState,
+    RunNotFound,
+)
+from durable.model import StepStatus, format_time
+from durable.ports import Invocation
+from durable.retention import incarnation
+from durable.sweeper import SweepReport
+from durable.testing import SimulatedCrash
+from durable.tokens import token_hash
+from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor
+from tests.simulation.journal import Event, Journal
+from tests.simulation.programs import APP, WORKFLOW, Hooks, Op
+from tests.simulation.scheduler import Scheduler, SimPort, Task
+
+WORKERS = ("w1", "w2", "w3")
+SWEEPER, OUTSIDE = "sweeper", "outside"
+# What the API answers a caller with (404, 409, 410, ...): fine. Anything else is a bug.
+EXPECTED_API_ERRORS = (
+    InvalidState,
+    RunNotFound,
+    CallbackNotFound,
+    CallbackExpired,
+    CallbackAlreadyCompleted,
+    IdempotencyConflict,
+)
+SECRET = b"simulation-callback-secret-0123456789"
+
+
+# How often each kind of decision is drawn, relative to the others (per seed, see
+# ``explore.settings_for``: some seeds leave some kinds out, "swarm testing").
+WEIGHTS = {
+    "step": 10.0,  # per blocked actor
+    "invoke": 6.0,
+    "sweep": 1.5,
+    "event": 3.0,
+    "timer": 2.0,
+    "clock": 1.5,
+    "stall": 0.4,
+    "drop": 0.2,
+    "dup": 0.2,
+    "ttl": 0.2,
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    decisions: int = 200  # decisions of the chaotic phase
+    workers: int = 3
+    crash_rate: float = 0.03  # per step decision
+    max_crashes: int = 4
+    max_starts: int = 5
+    steps_per_invocation: int = 1000
+    weights: tuple[tuple[str, float], ...] = tuple(WEIGHTS.items())
+
+    def weight(self, kind: str) -> float:
+        return dict(self.weights)[kind]
+
+
+def expire_runs(ledger: Any, now: Any) -> list[str]:
+    """DynamoDB's TTL: delete run items whose ``purge_at`` passed (memory: its helper)."""
+    if isinstance(ledger, MemoryLedger):
+        return ledger.expire(now)
+    expire: Callable[[Any], list[str]] = ledger.expire  # the DynamoDB replay's TTL stand-in
+    return expire(now)
+
+
+class World:
+    """One schedule's system. All randomness comes from ``seed``."""
+
+    def __init__(self, seed: int, ledger: Any, settings: Settings) -> None:
+        self.seed = seed
+        self.settings = settings
+        self.sched = Scheduler()
+        self.values = random.Random(f"values-{seed}")
+        self.clock = FakeClock()
+        self.journal = Journal()
+        self.hooks = Hooks(self.journal, self.values, self.clock, self.sched, ledger)
+        self.raw = ledger
+        self.timers = MemoryTimers()
+        self.invoker = MemoryInvoker()
+        self.monitor = FinishedRunMonitor(ledger, self.journal, self.hooks.stamp)
+        self.stuck = StuckMonitor(ledger, self.journal, self.armed, self.hooks.stamp)
+        self.config = EngineConfig(
+            inprocess_wait_threshold=timedelta(0),
+            sweep_grace=timedelta(0),
+            callback_secret=SECRET,
+            retention=timedelta(hours=2),
+            steps_per_invocation=settings.steps_per_invocation,
+        )
+        self.engine = Engine(
+            APP,
+            SimPort("ledger", ledger, self.sched, self.observe),
+            SimPort("invoker", self.invoker, self.sched),
+            SimPort("effects", MemoryEffectStore(), self.sched),
+            clock=self.clock,
+            config=self.config,
+            timers=SimPort("timers", self.timers, self.sched),
+        )
+        self.pool: list[tuple[str, str, int]] = []  # (run id, reason, hop) not yet taken
+        self.runs: list[str] = []  # run ids the outside world knows, in order
+        self.keys: dict[str, list[Op]] = {}  # start idempotency key -> its program
+        self.expired: list[str] = []  # run ids TTL deleted, for the purge
+        self.requests = 0
+        self.crashes = 0
+        self.raised: dict[str, int] = {}  # run id -> errors that escaped resume
+
+    # --- bookkeeping -------------------------------------------------------------------
+
+    def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
+        """Every ledger call that returned, seen by the runtime checks."""
+        self.monitor.observe(method, args, result)
+        self.stuck.observe(method, args, result)
+
+    def armed(self) -> set[str]:
+        return {run_id for run_id, _ in self.timers.armed.values()}
+
+    def violate(self, name: str, detail: str) -> None:
+        self.journal.violate(name, detail, self.sched.seq)
+
+    def know(self, run_id: str) -> None:
+        if run_id not in self.runs:
+            self.runs.append(run_id)
+
+    def drain_invoker(self) -> None:
+        while (item := self.invoker.pop()) is not None:
+            self.pool.append((item.run_id, item.reason, item.hop))
+        for run_id in self.journal.runs_seen:
+            self.know(run_id)
+
+    def busy(self, name: str) -> bool:
+        return any(t.name == name for t in self.sched.tasks)
+
+    def spawn(self, name: str, job: Callable[[], None]) -> Task:
+        return self.sched.spawn(name, job)
+
+    def run_key(self, run_id: str) -> str | None:
+        run = self.raw.get_run(run_id)
+        return f"{run_id}.{incarnation(run)}" if run is not None else None
+
+    # --- actors' jobs -----------------------------------------------------------------
+
+    def start_worker(self, name: str, run_id: str, reason: str, hop: int, deadline: bool) -> Task:
+        """A worker invocation; with ``deadline``, a Lambda of 15 minutes, stopped (its
+        next port call never happens) once it is past its deadline and the overrun the
+        engine allows for requests in flight. Without, it may stall and come back."""
+        end = self.clock.now() + timedelta(minutes=15)
+        task = self.spawn(name, self.worker_job(run_id, reason, hop, end if deadline else None))
+        if deadline:
+            stop = end + self.config.deadline_overrun
+            task.alive = lambda: self.clock.now() <= stop
+        return task
+
+    def worker_job(
+        self, run_id: str, reason: str, hop: int, end: datetime | None
+    ) -> Callable[[], None]:
+        def job() -> None:
+            self.requests += 1
+            remaining: Callable[[], float] | None = None
+            if end is not None:
+
+                def remaining() -> float:
+                    return (end - self.clock.now()).total_seconds()
+
+            invocation = Invocation(request_id=f"req-{self.requests}", remaining_seconds=remaining)
+            try:
+                self.engine.resume(run_id, invocation, hop, reason)
+            except SimulatedCrash:
+                raise
+            except BaseException as error:  # a control-flow signal escaping is a bug too
+                self.raised[run_id] = self.raised.get(run_id, 0) + 1
+                self.violate(
+                    "resume_raises_nothing",
+                    f"resume({run_id}, reason={reason}) raised {type(error).__name__}: "
+                    f"{str(error)[:200]}",
+                )
+
+        return job
+
+    def sweep_job(self, reports: list[SweepReport]) -> Callable[[], None]:
+        def job() -> None:
+            try:
+                reports.append(self.engine.sweep())
+            except SimulatedCrash:
+                raise
+            except BaseException as error:
+                self.violate("sweep_raises_nothing", f"{type(error).__name__}: {error}")
+
+        return job
+
+    def event_job(self, arg: dict[str, Any]) -> Callable[[], None]:
+        def job() -> None:
+            stamp = self.hooks.stamp()
+            facts: dict[str, Any] = {"kind": arg["type"], "run_id": None, "run": None}
+            outcome = "ok"
+            try:
+                self._event(arg, facts)
+            except SimulatedCrash:
+                outcome = "crashed"
+                raise
+            except EXPECTED_API_ERRORS as error:
+                outcome = type(error).__name__
+                if "token" in facts:  # refused: the outside world will not try it again
+                    self.journal.answered.add(facts["token"])
+                if isinstance(error, CallbackNotFound):
+                    self._check_refusal(facts)
+            except BaseException as error:
+                outcome = type(error).__name__
+                self.violate(
+                    "api_errors_are_typed",
+                    f"{arg['type']} on {facts['run_id']} raised {outcome}: {str(error)[:200]}",
+                )
+            finally:
+                detail = {k: v for k, v in facts.items() if k not in ("kind", "run_id", "run")}
+                kind, run_id, run = facts["kind"], facts["run_id"], facts["run"]
+                done = self.hooks.stamp()
+                self.journal.events.append(Event(stamp, kind, run_id, run, outcome, done, detail))
+
+        return job
+
+    def _pick_run(self, index: int, *, live: bool = False) -> str | None:
+        """The ``index``-th known run (modulo); with ``live``, of those not finished."""
+        runs = self.runs
+        if live:
+            active = [r for r in runs if (run := self.raw.get_run(r)) and not run.terminal]
+            runs = active or runs
+        return runs[index % len(runs)] if runs else None
+
+    def _signal_name(self, run_id: str, arg: dict[str, Any]) -> str:
+        """A signal the run's program waits for (what a real sender sends), if any."""
+        run = self.raw.get_run(run_id)
+        ops = json.loads(run.input)["ops"] if run is not None else []
+        names = [op["name"] for op in ops if op["op"] == "signal"]
+        return names[arg["run"] % len(names)] if names else str(arg["name"])
+
+    def _event(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
+        kind = arg["type"]
+        engine = self.engine
+        if kind == "start":
+            key = arg.get("key")
+            record = engine.start(WORKFLOW, {"ops": arg["program"]}, idempotency_key=key)
+            facts.update(run_id=record.run_id, run=f"{record.run_id}.{incarnation(record)}")
+            self.know(record.run_id)
+            if key is not None:
+                self.keys.setdefault(key, arg["program"])
+            return
+        if kind == "purge":
+            while self.expired:
+                engine.purge_expired(self.expired.pop(0))
+            return
+        if kind == "callback":
+            tokens = sorted(self.journal.mailbox)
+            unused = [t for t in tokens if t not in self.journal.answered]
+            if arg.get("fresh") and unused:
+                tokens = unused
+            if not tokens:
+                return
+            token = arg.get("exact") or tokens[arg["token"] % len(tokens)]
+            mail = self.journal.mailbox[token]
+            facts.update(run_id=mail.run_id, run=mail.run, position=mail.position, token=token)
+            if arg["error"]:
+                engine.complete_callback(token, error={"type": "Rejected", "message": "no"})
+            else:
+                engine.complete_callback(token, result={"answer": arg["value"]})
+            # Answered (a crash before this line leaves it to answer again, as a caller
+            # that got no reply would).
+            self.journal.answered.add(token)
+            return
+        run_id = arg.get("exact") or self._pick_run(arg["run"], live=arg.get("live", False))
+        if run_id is None:
+            return
+        facts.update(run_id=run_id, run=self.run_key(run_id))
+        if kind == "signal":
+            name = self._signal_name(run_id, arg) if arg.get("expected") else arg["name"]
+            signal = engine.signal(run_id, name, arg["payload"], key=arg.get("key"))
+            facts.update(signal_id=signal.signal_id, name=name)
+        elif kind == "cancel":
+            record = engine.cancel(run_id, "simulated cancel", arg["compensate"])
+            facts.update(run=f"{run_id}.{incarnation(record)}", compensate=arg["compensate"])
+        elif kind == "retry":
+            engine.retry(run_id)
+        elif kind == "fork":
+            record = engine.fork(run_id, arg["from"])
+            facts.update(fork=record.run_id)
+            self.know(record.run_id)
+
+    def _check_refusal(self, facts: dict[str, Any]) -> None:
+        """A token a submit handed out, refused as unknown while its wait is pending."""
+        token = facts.get("token")
+        if token is None:
+            return
+        mail = self.journal.mailbox[token]
+        if self.run_key(mail.run_id) != mail.run:
+            return  # an earlier run under this id: refusing its token is right
+        step = self.raw.get_step(mail.run_id, mail.position)
+        if step is not None and step.status == StepStatus.WAITING:
+            mine = step.token_hash == token_hash(token)
+            self.violate(
+                "issued_tokens_honoured",
+                f"the token of {mail.name!r} at {mail.position} of run {mail.run_id} "
+                f"(sent at seq {mail.stamp.seq}) was refused as unknown while the wait is "
+                f"pending; stored token hash {'matches' if mine else 'differs'}",
+            )
+
+    # --- direct actions: AWS itself (timers, TTL), the clock ---------------------------
+
+    def fire_timer(self, mode: str, index: int) -> str:
+        now = self.clock.now()
+        armed = sorted(self.timers.armed.items(), key=lambda kv: (kv[1][1], kv[0]))
+        if mode == "on_time":
+            armed = [(n, v) for n, v in armed if v[1] <= now]
+        if not armed:
+            return "no timer"
+        name, (run_id, wake_at) = armed[index % len(armed)]
+        del self.timers.armed[name]
+        copies = {"on_time": 1, "early": 1, "twice": 2, "never": 0}[mode]
+        self.pool.extend([(run_id, "timer", 0)] * copies)
+        return f"{name[-12:]} due {format_time(wake_at)}"
+
+    def ttl(self) -> list[str]:
+        gone = sorted(expire_runs(self.raw, self.clock.now()))
+        self.monitor.forget(gone)
+        self.expired.extend(gone)
+        return gone

@@ -1,0 +1,406 @@
+"""The invariants, one named check each, so each can be tuned or left out (``--sim-skip``).
+
+Most are plain functions over the final ledger (``Final.histories``), the journal and the
+event log. Two watch the schedule as it runs: ``FinishedRunMonitor`` (a finished run is
+never written again) and the actors themselves (errors that escape ``resume``, ``sweep``
+or an API call; a handed-out callback token refused while its wait is pending).
+
+Names of all checks, for ``--sim-skip``: see ``ALL_CHECKS``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, fields
+from typing import Any
+
+from durable.config import EngineConfig
+from durable.model import (
+    RunHistory,
+    RunRecord,
+    RunStatus,
+    StepKind,
+    StepStatus,
+    parse_time,
+)
+from durable.serde import decode
+from durable.tokens import token_hash
+from tests.simulation.journal import Journal, Stamp
+
+# Checked while the schedule runs (recorded by actors and the monitor).
+RUNTIME_CHECKS = (
+    "resume_raises_nothing",
+    "sweep_raises_nothing",
+    "api_errors_are_typed",
+    "issued_tokens_honoured",
+    "never_stuck",
+    "finished_run_item_unchanged",
+    "finished_run_records_unchanged",
+    "finished_run_late_step_result",
+)
+
+
+@dataclass
+class Final:
+    histories: dict[str, RunHistory]
+    journal: Journal
+    config: EngineConfig
+
+
+def _key(h: RunHistory) -> str:
+    from durable.retention import incarnation
+
+    return f"{h.run.run_id}.{incarnation(h.run)}"
+
+
+# --- at quiescence --------------------------------------------------------------------
+
+
+def no_stuck_runs(histories: dict[str, RunHistory], journal: Journal, armed: set[str]) -> list[str]:
+    """When every actor is idle, an unfinished run is due (``due_at``) or waits on a
+    pending wait whose wake-up is armed: a timer, or a token or signal the outside world
+    can still send (a valid token not yet used; no signal of that name left unconsumed)."""
+    problems = [stuck(h, journal, armed) for _, h in sorted(histories.items())]
+    return [p for p in problems if p is not None]
+
+
+def stuck(h: RunHistory, journal: Journal, armed: set[str]) -> str | None:
+    """Why run ``h`` can never be woken without a new outside event, or None."""
+    run = h.run
+    if run.terminal or run.due_at is not None:
+        return None
+    waits = [s for s in h.steps.values() if s.status == StepStatus.WAITING]
+    where = f"run {run.run_id} ({run.status.value}, inbox {run.inbox}, no due time)"
+    if run.status != RunStatus.WAITING or run.lease_owner is not None or not waits:
+        done = sorted(f"{p}:{s.name}={s.status.value}" for p, s in h.steps.items())[-3:]
+        return f"{where} has no pending wait; last steps {done}"
+    wait = max(waits, key=lambda s: s.position)
+    if wait.kind == StepKind.CALLBACK:
+        live = [
+            t
+            for t, m in journal.mailbox.items()
+            if m.run_id == run.run_id
+            and m.position == wait.position
+            and t not in journal.answered
+            and token_hash(t) == wait.token_hash
+        ]
+        if live:
+            return None
+        return (
+            f"{where} waits on callback {wait.name!r} at {wait.position} but no valid token "
+            "for it is outstanding"
+        )
+    if wait.kind == StepKind.SIGNAL:
+        buffered = [s for s in h.signals if s.name == wait.name and s.consumed_by is None]
+        if not buffered:
+            return None
+        return (
+            f"{where} waits on signal {wait.name!r} at {wait.position} while "
+            f"{len(buffered)} such signal(s) sit unconsumed"
+        )
+    if run.run_id in armed:
+        return None
+    return f"{where} waits on {wait.kind} at {wait.position}, no timer armed"
+
+
+# --- after the schedule settled -------------------------------------------------------
+
+
+def at_most_once_body_per_attempt(f: Final) -> list[str]:
+    counts = Counter(
+        (b.run, b.position, b.attempt)
+        for b in f.journal.bodies
+        if b.kind == "step" and b.semantics == "at_most_once_per_attempt"
+    )
+    return [
+        f"body of run {run} at {position} attempt {attempt} started {n} times, by "
+        + ", ".join(
+            f"{b.stamp.actor}{' (zombie)' if b.stamp.zombie else ''}@{b.stamp.seq}"
+            for b in f.journal.bodies
+            if (b.run, b.position, b.attempt, b.kind) == (run, position, attempt, "step")
+        )
+        for (run, position, attempt), n in sorted(counts.items())
+        if n > 1
+    ]
+
+
+def _effects_twice(f: Final, *, zombies: bool) -> list[str]:
+    problems = []
+    for key, calls in sorted(f.journal.effects.items()):
+        counted = [c for c in calls if zombies or not c.zombie]
+        if len(counted) > 1:
+            who = ", ".join(
+                f"{c.actor}{' (zombie)' if c.zombie else ''}@{c.seq} {c.at[11:19]}" for c in calls
+            )
+            problems.append(f"effect {key} ran {len(calls)} times, by {who}")
+    return problems
+
+
+def effect_once_per_key(f: Final) -> list[str]:
+    """An effect's call runs at most once per key among workers holding the lease."""
+    return _effects_twice(f, zombies=False)
+
+
+def effect_once_per_key_with_zombies(f: Final) -> list[str]:
+    """The same, counting zombies too: a worker stalled past its lease between the key's
+    record and the call cannot be stopped by the engine; an API that dedupes by the key
+    can."""
+    return _effects_twice(f, zombies=True)
+
+
+def runs_finish(f: Final) -> list[str]:
+    """After the settle phase (timers on time, every callback answered, signals sent,
+    the clock moved on), every run has finished."""
+    problems = []
+    for run_id, h in sorted(f.histories.items()):
+        if not h.run.terminal:
+            pending = sorted(
+                f"{p}:{s.kind.value}:{s.status.value}"
+                for p, s in h.steps.items()
+                if not s.status.final
+            )
+            problems.append(
+                f"run {run_id} is still {h.run.status.value} (due {h.run.due_at}, lease "
+                f"{h.run.lease_owner and h.run.lease_until}); unfinished steps {pending}"
+            )
+    return problems
+
+
+def events_consumed(f: Final) -> list[str]:
+    """Every accepted callback completion and signal is consumed, or its run finished."""
+    problems = []
+    for e in f.journal.events:
+        h = f.histories.get(e.run_id or "")
+        if e.outcome != "ok" or h is None or h.run.terminal or _key(h) != e.run:
+            continue
+        if e.kind == "callback":
+            step = h.steps.get(e.detail["position"])
+            name = step.name if step is not None else ""
+            index = int(name[2:]) if name[:2] == "cb" and name[2:].isdigit() else -1
+            if (e.run, index) not in f.journal.observed:
+                problems.append(
+                    f"the answer to callback {e.detail['position']} of run {e.run_id} "
+                    f"(seq {e.stamp.seq}) was never seen by the workflow"
+                )
+        elif e.kind == "signal":
+            signal = next((s for s in h.signals if s.signal_id == e.detail["signal_id"]), None)
+            if signal is not None and signal.consumed_by is None:
+                problems.append(
+                    f"signal {e.detail['name']!r} {signal.signal_id} to run {e.run_id} "
+                    f"(seq {e.stamp.seq}) was never consumed"
+                )
+    return problems
+
+
+def replay_values_equal(f: Final) -> list[str]:
+    """What a durable call returned on replay equals (type included) the first value."""
+    problems = []
+    for (run, index), seen in sorted(f.journal.observed.items()):
+        first, first_stamp = seen[0]
+        for value, stamp in seen[1:]:
+            if value != first:
+                problems.append(
+                    f"run {run} op {index}: first {first[:120]} (seq {first_stamp.seq}), "
+                    f"then {value[:120]} (seq {stamp.seq}, {stamp.actor})"
+                )
+                break
+    return problems
+
+
+def no_body_after_cancel(f: Final) -> list[str]:
+    """A canceled run starts no step body once the cancel is acknowledged plus the
+    documented bound (a running owner sees it within ``cancel_check_interval``);
+    compensations (undo bodies) are the exception. A later operator retry resets it."""
+    bound = f.config.cancel_check_interval
+    problems = []
+    acks = [e for e in f.journal.events if e.kind == "cancel" and e.outcome == "ok"]
+    for ack in acks:
+        retried = [
+            e.stamp.seq
+            for e in f.journal.events
+            if e.kind == "retry" and e.outcome == "ok" and e.run == ack.run
+        ]
+        for b in f.journal.bodies:
+            if b.run != ack.run or b.kind == "undo" or b.stamp.seq <= ack.done.seq:
+                continue
+            if any(ack.done.seq < r < b.stamp.seq for r in retried):
+                continue
+            if parse_time(b.stamp.at) - parse_time(ack.done.at) > bound:
+                zombie = " (zombie)" if b.stamp.zombie else ""
+                problems.append(
+                    f"run {ack.run_id}: {b.kind} body at {b.position or 'poll'} started at "
+                    f"{b.stamp.at} by {b.stamp.actor}{zombie} (seq {b.stamp.seq}), cancel "
+                    f"acknowledged at {ack.done.at} (seq {ack.done.seq})"
+                )
+    return problems
+
+
+def successor_only_of_succeeded(f: Final) -> list[str]:
+    """A continue-as-new successor exists only for a run that succeeded naming it: a
+    canceled or failed run starts no successor."""
+    problems = []
+    for run_id, h in sorted(f.histories.items()):
+        parent_id = h.run.continued_from
+        parent = f.histories.get(parent_id or "")
+        if parent is None or parent.run.created_at > h.run.created_at:
+            continue  # gone, or a later run under the parent's id (a keyed restart)
+        output = decode(parent.run.output) if parent.run.output else None
+        named = isinstance(output, dict) and output.get("continued_as_new") == run_id
+        if parent.run.status != RunStatus.SUCCEEDED or not named:
+            problems.append(
+                f"run {run_id} ({h.run.status.value}, {len(h.steps)} steps) continues run "
+                f"{parent_id}, which is {parent.run.status.value} "
+                f"(cancel requested: {parent.run.cancel_requested})"
+            )
+    return problems
+
+
+FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
+    "at_most_once_body_per_attempt": at_most_once_body_per_attempt,
+    "effect_once_per_key": effect_once_per_key,
+    "effect_once_per_key_with_zombies": effect_once_per_key_with_zombies,
+    "runs_finish": runs_finish,
+    "events_consumed": events_consumed,
+    "replay_values_equal": replay_values_equal,
+    "no_body_after_cancel": no_body_after_cancel,
+    "successor_only_of_succeeded": successor_only_of_succeeded,
+}
+ALL_CHECKS = (*RUNTIME_CHECKS, "no_stuck_runs", *FINAL_CHECKS)
+
+
+# --- while the schedule runs: a finished run is never written again -------------------
+
+READS = {"ledger.get_run", "ledger.load", "ledger.get_step", "ledger.due_runs", "ledger.list_runs"}
+
+
+def _run_id_of(args: tuple[Any, ...]) -> str | None:
+    if not args:
+        return None
+    first = args[0]
+    if isinstance(first, str):
+        return first
+    run_id = getattr(first, "run_id", None)
+    return run_id if isinstance(run_id, str) else None
+
+
+def _changed_fields(a: Any, b: Any) -> list[str]:
+    return [x.name for x in fields(a) if getattr(a, x.name) != getattr(b, x.name)]
+
+
+class FinishedRunMonitor:
+    """Snapshots a run's partition when it finishes; every later port call on it must
+    leave it as it was. An operator's retry (the run is active again) and TTL end it.
+
+    A step record that became final after the run finished, at a position whose body
+    started before, is reported under its own name (``finished_run_late_step_result``):
+    whether such a result may still land is a policy decision.
+    """
+
+    def __init__(self, ledger: Any, journal: Journal, stamp: Callable[[], Stamp]) -> None:
+        self.ledger = ledger
+        self.journal = journal
+        self.stamp = stamp
+        self.snapshots: dict[str, tuple[int, RunHistory]] = {}
+
+    def forget(self, run_ids: Iterable[str]) -> None:
+        for run_id in run_ids:
+            self.snapshots.pop(run_id, None)
+
+    def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
+        if method in READS or not method.startswith("ledger."):
+            return
+        run_id = _run_id_of(args)
+        if run_id is None:
+            return
+        taken = self.snapshots.get(run_id)
+        if taken is None:
+            if isinstance(result, RunRecord) and result.terminal:
+                history = self.ledger.load(run_id)
+                if history is not None:
+                    self.snapshots[run_id] = (self.stamp().seq, history)
+            return
+        now = self.ledger.load(run_id)
+        if now is None:
+            self.snapshots.pop(run_id, None)
+            return
+        if method == "ledger.operate" and not now.run.terminal:
+            self.snapshots.pop(run_id, None)  # an operator's retry reopened it
+            return
+        self._compare(method, run_id, taken, now)
+        self.snapshots[run_id] = (taken[0], now)
+
+    def _compare(
+        self, method: str, run_id: str, taken: tuple[int, RunHistory], now: RunHistory
+    ) -> None:
+        finished_seq, before = taken
+        stamp = self.stamp()
+        where = f"{method} by {stamp.actor} (seq {stamp.seq}) on finished run {run_id}"
+        changed = _changed_fields(before.run, now.run)
+        if changed:
+            self.journal.violate(
+                "finished_run_item_unchanged", f"{where} changed {changed}", stamp.seq
+            )
+        run_key = _key(now)
+        for position, step in sorted(now.steps.items()):
+            old = before.steps.get(position)
+            if old == step:
+                continue
+            late = (old is None or not old.status.final) and step.status.final
+            started_before = any(
+                b.run == run_key and b.position == position and b.stamp.seq < finished_seq
+                for b in self.journal.bodies
+            )
+            name = "finished_run_late_step_result" if late and started_before else None
+            old_text = old.status.value if old else "absent"
+            self.journal.violate(
+                name or "finished_run_records_unchanged",
+                f"{where}: step {position} {step.name!r} {old_text} -> {step.status.value}",
+                stamp.seq,
+            )
+        if before.signals != now.signals:
+            self.journal.violate(
+                "finished_run_records_unchanged", f"{where}: its signals changed", stamp.seq
+            )
+
+
+# --- while the schedule runs: no run is ever stuck ----------------------------------
+
+
+class StuckMonitor:
+    """``no_stuck_runs`` at every moment, not only once all actors are idle: after each
+    ledger write on a run that is WAITING without a due time or a lease, nothing already
+    in the ledger can wake it, so it must wait on something still to come (a valid token
+    outstanding, a signal not yet sent, an armed timer). Caught here, a stuck run is
+    reported even when a later, unrelated event happens to rescue it (``never_stuck``)."""
+
+    def __init__(
+        self,
+        ledger: Any,
+        journal: Journal,
+        armed: Callable[[], set[str]],
+        stamp: Callable[[], Stamp],
+    ) -> None:
+        self.ledger = ledger
+        self.journal = journal
+        self.armed = armed
+        self.stamp = stamp
+        self.reported: set[str] = set()
+
+    def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
+        if method in READS or not method.startswith("ledger."):
+            return
+        run_id = _run_id_of(args)
+        if run_id is None or run_id in self.reported:
+            return
+        run = self.ledger.get_run(run_id)
+        if run is None or run.status != RunStatus.WAITING or run.due_at or run.lease_owner:
+            return
+        history = self.ledger.load(run_id)
+        problem = stuck(history, self.journal, self.armed()) if history else None
+        if problem is not None:
+            stamp = self.stamp()
+            self.reported.add(run_id)
+            self.journal.violate(
+                "never_stuck", f"after {method} by {stamp.actor}: {problem}", stamp.seq
+            )

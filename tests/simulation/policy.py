@@ -1,0 +1,223 @@
+"""The chaotic phase's choices: which actor goes on, crashes, stalls; timers, clock, events.
+
+``choose`` draws one ``Decision`` from the seeded generator, given what is possible now;
+``apply`` carries a decision out (a generated one, or one replayed from a shrunk list,
+where it may no longer apply: then it is skipped) and returns a line for the trace.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from durable.sweeper import SweepReport
+from tests.simulation.actors import OUTSIDE, SWEEPER, WORKERS, World
+from tests.simulation.programs import SIGNALS, generate_program
+from tests.simulation.scheduler import CRASH, CRASH_AFTER, PAUSE_AFTER, RUN, Decision
+
+CLOCK_JUMPS = (1, 5, 20, 70, 600, 3600, 3 * 3600, 86400)
+CLOCK_WEIGHTS = (4, 4, 3, 4, 2, 2, 1, 1)
+
+
+class Policy:
+    def __init__(self, world: World, rng: random.Random) -> None:
+        self.world = world
+        self.rng = rng
+        self.starts = 0
+        self.keys = 0
+
+    # --- choosing ---------------------------------------------------------------------
+
+    def choose(self) -> Decision:
+        w, r = self.world, self.rng
+        weight = w.settings.weight
+        if not w.runs and not w.busy(OUTSIDE):
+            return Decision("event", OUTSIDE, self._start())
+        options: list[tuple[float, Callable[[], Decision]]] = []
+        for task in w.sched.tasks:
+            if task.stalled == 0:
+                options.append((weight("step"), self._stepper(task.name)))
+        idle = [n for n in WORKERS[: w.settings.workers] if not w.busy(n)]
+        if idle and w.pool:
+            options.append((weight("invoke"), lambda: self._invoke(idle)))
+        if not w.busy(SWEEPER):
+            options.append((weight("sweep"), lambda: Decision("sweep", SWEEPER)))
+        if not w.busy(OUTSIDE):
+            options.append((weight("event"), lambda: Decision("event", OUTSIDE, self._event())))
+        if w.timers.armed:
+            options.append((weight("timer"), self._timer))
+        options.append((weight("clock"), self._clock))
+        running = [t.name for t in w.sched.tasks if t.name in WORKERS and t.stalled == 0]
+        if running:
+            options.append((weight("stall"), lambda: self._stall(running)))
+        if w.pool:
+            options.append((weight("drop"), lambda: self._pooled("drop")))
+            options.append((weight("dup"), lambda: self._pooled("dup")))
+        options.append((weight("ttl"), lambda: Decision("ttl")))
+        options = [(p, make) for p, make in options if p > 0]
+        if not options:  # everything left out and nobody blocked: time passes
+            return Decision("clock", "", {"s": 60})
+        make = r.choices([m for _, m in options], weights=[p for p, _ in options])[0]
+        return make()
+
+    def _stepper(self, name: str) -> Callable[[], Decision]:
+        return lambda: Decision("step", name, self._step())
+
+    def _step(self) -> dict[str, Any]:
+        r, w = self.rng, self.world
+        roll = r.random()
+        rate = w.settings.crash_rate if w.crashes < w.settings.max_crashes else 0.0
+        if roll < rate:
+            w.crashes += 1
+            return {"do": CRASH}
+        if roll < rate * 1.5:
+            w.crashes += 1
+            return {"do": CRASH_AFTER}
+        if roll < rate * 1.5 + 0.15:
+            return {"do": PAUSE_AFTER}
+        return {"do": RUN}
+
+    def _invoke(self, idle: list[str]) -> Decision:
+        r = self.rng
+        arg = {"index": r.randrange(99), "deadline": r.random() < 0.3}
+        return Decision("invoke", r.choice(idle), arg)
+
+    def _timer(self) -> Decision:
+        mode = self.rng.choices(("on_time", "early", "twice", "never"), (6, 1, 1, 0.5))[0]
+        return Decision("timer", "", {"mode": mode, "index": self.rng.randrange(99)})
+
+    def _clock(self) -> Decision:
+        seconds = self.rng.choices(CLOCK_JUMPS, CLOCK_WEIGHTS)[0]
+        return Decision("clock", "", {"s": seconds})
+
+    def _stall(self, running: list[str]) -> Decision:
+        return Decision("stall", self.rng.choice(running), {"for": self.rng.randint(3, 40)})
+
+    def _pooled(self, kind: str) -> Decision:
+        return Decision(kind, "", {"index": self.rng.randrange(99)})
+
+    def _start(self) -> dict[str, Any]:
+        r = self.rng
+        self.starts += 1
+        key = None
+        if r.random() < 0.4:
+            self.keys += 1
+            key = f"k{self.keys}"
+        return {"type": "start", "program": generate_program(r), "key": key}
+
+    def _event(self) -> dict[str, Any]:
+        w, r = self.world, self.rng
+        kinds = ["signal", "cancel", "retry", "fork"]
+        weights = [2.0, 1.0, 0.7, 0.4]
+        if self.starts < w.settings.max_starts:
+            kinds.append("start")
+            weights.append(1.5)
+        if w.journal.mailbox:
+            kinds.append("callback")
+            weights.append(4.0)
+        if w.keys:
+            kinds.append("restart")
+            weights.append(0.6)
+        if w.expired:
+            kinds.append("purge")
+            weights.append(1.0)
+        kind = r.choices(kinds, weights)[0]
+        run = r.randrange(99)
+        if kind == "start":
+            return self._start()
+        if kind == "restart":
+            used = r.choice(sorted(w.keys))
+            same = r.random() < 0.8
+            program = w.keys[used] if same else generate_program(r)
+            return {"type": "start", "program": program, "key": used}
+        if kind == "callback":
+            return {
+                "type": "callback",
+                "token": r.randrange(99),
+                "fresh": r.random() < 0.8,  # else maybe one used already (409, 410)
+                "error": r.random() < 0.2,
+                "value": r.randrange(1000),
+            }
+        if kind == "signal":
+            key: str | None = r.choice((None, None, f"s{r.randrange(3)}"))
+            payload = r.randrange(3) if key else r.randrange(1000)
+            return {
+                "type": "signal",
+                "run": run,
+                "live": r.random() < 0.8,
+                "expected": r.random() < 0.8,  # a name the run's program waits for
+                "name": r.choice(SIGNALS),
+                "key": key,
+                "payload": payload,
+            }
+        if kind == "cancel":
+            live = r.random() < 0.8
+            return {"type": "cancel", "run": run, "live": live, "compensate": r.random() < 0.4}
+        if kind == "fork":
+            return {"type": "fork", "run": run, "from": r.randint(1, 4)}
+        return {"type": kind, "run": run}
+
+    # --- applying ---------------------------------------------------------------------
+
+    def apply(self, d: Decision) -> str | None:
+        """Carry ``d`` out; None when it does not apply (a shrunk schedule's leftover)."""
+        w = self.world
+        for each in w.sched.tasks:
+            each.stalled = max(0, each.stalled - 1)
+        if d.kind == "step":
+            task = next((t for t in w.sched.tasks if t.name == d.actor), None)
+            if task is None:
+                return None
+            label = f"{d.actor} {d.arg['do']}: {task.label}"
+            w.sched.step(task, d.arg["do"])
+            return label
+        if d.kind == "invoke":
+            if w.busy(d.actor) or not w.pool:
+                return None
+            run_id, reason, hop = w.pool.pop(d.arg["index"] % len(w.pool))
+            w.sched.step(w.start_worker(d.actor, run_id, reason, hop, d.arg["deadline"]))
+            return f"{d.actor} takes {reason} of {run_id[-6:]}"
+        if d.kind == "sweep":
+            if w.busy(SWEEPER):
+                return None
+            reports: list[SweepReport] = []
+            w.sched.step(w.spawn(SWEEPER, w.sweep_job(reports)))
+            return "sweeper starts"
+        if d.kind == "event":
+            if w.busy(OUTSIDE):
+                return None
+            w.sched.step(w.spawn(OUTSIDE, w.event_job(d.arg)))
+            return d.describe()
+        return self._apply_direct(d)
+
+    def _apply_direct(self, d: Decision) -> str | None:
+        w = self.world
+        if d.kind == "timer":
+            return f"timer {d.arg['mode']}: {w.fire_timer(d.arg['mode'], d.arg['index'])}"
+        if d.kind == "clock":
+            w.clock.advance(timedelta(seconds=d.arg["s"]))
+            return f"clock +{d.arg['s']}s"
+        if d.kind == "stall":
+            stalled = next((t for t in w.sched.tasks if t.name == d.actor), None)
+            if stalled is None:
+                return None
+            stalled.stalled = d.arg["for"]
+            lapse = w.config.lease + w.config.clock_skew + timedelta(seconds=1)
+            w.clock.advance(lapse)
+            return f"stall {d.actor} at {stalled.label} for {d.arg['for']}, clock +{lapse}"
+        if d.kind in ("drop", "dup"):
+            if not w.pool:
+                return None
+            index = d.arg["index"] % len(w.pool)
+            item = w.pool[index]
+            if d.kind == "drop":
+                w.pool.pop(index)
+            else:
+                w.pool.insert(index, item)
+            return f"invocation {d.kind} {item[1]} of {item[0][-6:]}"
+        if d.kind == "ttl":
+            gone = w.ttl()
+            return f"ttl expired {[g[-6:] for g in gone]}" if gone else None
+        raise ValueError(f"unknown decision {d}")

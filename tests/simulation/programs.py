@@ -1,0 +1,338 @@
+"""Random small workflows: a seeded list of ops in the run's input, run by one workflow.
+
+Every run carries its own program (``SimInput.ops``), so each can have a different shape:
+steps (both semantics, retries, terminal failures, effects, checkpoints, compensations,
+results of several types), sleeps, callbacks (with ``submit`` or a send step), signals,
+conditions, recorded values, ``continue_as_new`` (an iteration counter in the input; now
+and then with an input the workflow rejects), a failure of the workflow's own code and a
+result over DynamoDB's item limit.
+
+Workflow code and bodies report to the active ``Hooks`` (one simulation at a time per
+process): which bodies started, which effects ran, what each durable call returned. The
+functions are module-level on purpose: the engine caches per callable, and closures made
+per schedule would keep every finished schedule alive.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field
+
+import durable
+from durable import App, Context, RetryPolicy, TerminalError
+from durable.clock import FakeClock
+from durable.errors import CallbackFailed, CallbackTimeout, StepFailed
+from durable.model import format_time
+from durable.retention import incarnation
+from durable.waits import Callback
+from tests.simulation.journal import BodyStart, Journal, Mail, Stamp, typed
+from tests.simulation.scheduler import Scheduler
+
+Op = dict[str, Any]
+T = TypeVar("T")
+WORKFLOW = "sim"
+BIG = 410_000  # characters: a result over DynamoDB's 400 KB item limit
+SIGNALS = ("siga", "sigb")
+
+
+class SimInput(BaseModel):
+    ops: list[dict[str, Any]]
+    iteration: int = Field(default=0, ge=0)  # continue_as_new with -1 is refused
+
+
+class Point(BaseModel):
+    x: int
+    tag: str
+
+
+# --- the generator -------------------------------------------------------------------
+
+
+def generate_program(rng: random.Random) -> list[Op]:
+    kinds = ("step", "sleep", "callback", "signal", "condition", "value")
+    ops: list[Op] = []
+    for i in range(rng.randint(1, 5)):
+        kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1))[0]
+        ops.append(_op(rng, kind, i))
+    tail = rng.random()
+    if tail < 0.15:
+        ops.append({"op": "continue", "times": rng.randint(1, 2), "bad": rng.random() < 0.3})
+    elif tail < 0.25:
+        ops.append({"op": "fail"})
+    elif tail < 0.29:
+        ops.append({"op": "big"})
+    return ops
+
+
+def _op(rng: random.Random, kind: str, i: int) -> Op:
+    if kind == "step":
+        return {
+            "op": "step",
+            "ret": rng.choice(sorted(BODIES)),
+            "amo": rng.random() < 0.4,
+            "fails": rng.choice((0, 0, 0, 1, 2)),
+            "terminal": rng.random() < 0.1,
+            "tries": rng.choice((1, 2, 3)),
+            "effect": rng.random() < 0.4,
+            "undo": rng.random() < 0.3,
+            "ckpt": rng.random() < 0.2,
+            "catch": rng.random() < 0.5,
+        }
+    if kind == "sleep":
+        return {"op": "sleep", "s": rng.choice((1, 30, 600, 3600))}
+    if kind == "callback":
+        return {
+            "op": "callback",
+            "name": f"cb{i}",
+            "timeout": rng.choice((None, None, 60, 3600)),
+            "submit": rng.random() < 0.6,
+            "work": rng.random() < 0.5,  # without submit: a step between sending and waiting
+            "catch": rng.random() < 0.7,
+        }
+    if kind == "signal":
+        return {
+            "op": "signal",
+            "name": rng.choice(SIGNALS),
+            "timeout": rng.choice((None, None, 600)),
+            "catch": rng.random() < 0.7,
+        }
+    if kind == "condition":
+        return {"op": "condition", "polls": rng.randint(1, 3), "timeout": rng.choice((None, 3600))}
+    return {"op": "value", "kind": rng.choice(("now", "uuid", "random"))}
+
+
+# --- hooks: where workflow code and bodies report -------------------------------------
+
+
+class Hooks:
+    def __init__(
+        self,
+        journal: Journal,
+        rng: random.Random,
+        clock: FakeClock,
+        sched: Scheduler,
+        ledger: Any,
+    ) -> None:
+        self.journal = journal
+        self.rng = rng
+        self.clock = clock
+        self.sched = sched
+        self.ledger = ledger  # unwrapped: the simulation's own reads do not interleave
+
+    def stamp(self, *, zombie: bool = False) -> Stamp:
+        now = format_time(self.clock.now())
+        return Stamp(self.sched.seq, now, self.sched.actor(), zombie)
+
+    def step_stamp(self) -> Stamp:
+        """A stamp from inside a step body, marked when the worker is a zombie: another
+        worker claimed the run since this one did."""
+        try:
+            x = durable.current_step()._step.x  # the engine's Execution behind the body
+            run_id, fence, owner = x.run.run_id, x.run.fence, x.owner
+        except AttributeError:  # the engine's internals moved: no attribution
+            return self.stamp()
+        stored = self.ledger.get_run(run_id)
+        zombie = stored is None or stored.fence != fence or stored.lease_owner != owner
+        return self.stamp(zombie=zombie)
+
+    def body(self, kind: str, semantics: str = "at_least_once") -> None:
+        sc = durable.current_step()
+        run = sc.idempotency_key.split(":", 1)[0]
+        self.journal.bodies.append(
+            BodyStart(self.step_stamp(), run, sc.position, sc.attempt, kind, semantics)
+        )
+
+    def effect_call(self, key: str) -> str:
+        self.journal.effects.setdefault(key, []).append(self.step_stamp())
+        reference = f"ref-{len(self.journal.external) + 1}"
+        self.journal.external[key] = reference
+        return reference
+
+    def effect_reconcile(self, key: str) -> str | None:
+        return self.journal.external.get(key)
+
+    def mail(self, cb: Callback) -> None:
+        sc = durable.current_step()
+        run = sc.idempotency_key.split(":", 1)[0]
+        self.journal.mailbox.setdefault(
+            cb.token, Mail(self.stamp(), sc.run_id, run, cb.position, cb.name)
+        )
+
+    def observe(self, run: str, index: int, value: Any) -> None:
+        self.journal.observed.setdefault((run, index), []).append((typed(value), self.stamp()))
+
+
+_active: list[Hooks] = []
+
+
+def hooks() -> Hooks:
+    if not _active:
+        raise RuntimeError("the simulation's workflows run only inside a simulation")
+    return _active[-1]
+
+
+@contextmanager
+def active(h: Hooks) -> Iterator[Hooks]:
+    _active.append(h)
+    try:
+        yield h
+    finally:
+        _active.remove(h)
+
+
+# --- step bodies, one per result type ------------------------------------------------
+
+
+def _body(op: Op, make: Callable[[random.Random], T]) -> T:
+    h = hooks()
+    semantics = "at_most_once_per_attempt" if op["amo"] else "at_least_once"
+    h.body("step", semantics)
+    sc = durable.current_step()
+    if op["ckpt"]:
+        sc.checkpoint({"attempt": sc.attempt})
+    if op["effect"]:
+        sc.effect("charge", h.effect_call, h.effect_reconcile)
+    if sc.attempt <= op["fails"]:
+        raise RuntimeError(f"attempt {sc.attempt} fails (retryable)")
+    if op["terminal"]:
+        raise TerminalError("this step fails for good")
+    return make(h.rng)
+
+
+def ret_int(op: Op) -> int:
+    return _body(op, lambda r: r.randint(0, 10**6))
+
+
+def ret_str(op: Op) -> str:
+    return _body(op, lambda r: f"s{r.randint(0, 999)}")
+
+
+def ret_tuple(op: Op) -> tuple[int, str]:
+    return _body(op, lambda r: (r.randint(0, 99), f"t{r.randint(0, 99)}"))
+
+
+def ret_point(op: Op) -> Point:
+    return _body(op, lambda r: Point(x=r.randint(0, 99), tag=f"p{r.randint(0, 9)}"))
+
+
+def ret_time(op: Op) -> datetime:
+    return _body(op, lambda r: datetime(2026, 1, 1, tzinfo=UTC) + timedelta(r.random()))
+
+
+def ret_none(op: Op) -> None:
+    _body(op, lambda r: None)
+
+
+BODIES: dict[str, Callable[[Op], Any]] = {
+    "int": ret_int,
+    "str": ret_str,
+    "tuple": ret_tuple,
+    "point": ret_point,
+    "time": ret_time,
+    "none": ret_none,
+}
+
+
+_PLAIN: Op = {"amo": False, "ckpt": False, "effect": False, "fails": 0, "terminal": False}
+
+
+def undo(result: Any, op: Op) -> None:
+    hooks().body("undo")
+
+
+def submit(cb: Callback) -> None:
+    h = hooks()
+    h.body("submit")
+    h.mail(cb)
+
+
+def send(cb: Callback) -> None:
+    h = hooks()
+    h.body("send")
+    h.mail(cb)
+
+
+def poll(run: str, index: int, needed: int) -> dict[str, int] | None:
+    h = hooks()
+    h.journal.bodies.append(BodyStart(h.stamp(), run, "", 0, "poll", "at_least_once"))
+    count = h.journal.polls.get((run, index), 0) + 1
+    h.journal.polls[(run, index)] = count
+    return {"polls": count} if count >= needed else None
+
+
+# --- the one workflow ------------------------------------------------------------------
+
+APP = App()
+
+
+@APP.workflow(name=WORKFLOW)
+def sim(ctx: Context, spec: SimInput) -> dict[str, Any]:
+    h = hooks()
+    run = _run_key(ctx)
+    if ctx.run_id not in h.journal.runs_seen:
+        h.journal.runs_seen.append(ctx.run_id)
+    for i, op in enumerate(spec.ops):
+        h.observe(run, i, _interpret(ctx, run, i, op, spec))
+    if any(op["op"] == "big" for op in spec.ops):
+        return {"blob": "x" * BIG}
+    return {"iteration": spec.iteration, "ops": len(spec.ops)}
+
+
+def _run_key(ctx: Context) -> str:
+    """``<run id>.<incarnation>``, as step idempotency keys start (a keyed restart after
+    expiry reuses the run id, not the incarnation)."""
+    try:
+        return f"{ctx.run_id}.{incarnation(ctx._exec.run)}"
+    except AttributeError:  # the engine's internals moved: the run id alone
+        return ctx.run_id
+
+
+def _interpret(ctx: Context, run: str, i: int, op: Op, spec: SimInput) -> Any:
+    kind = op["op"]
+    timeout = timedelta(seconds=op["timeout"]) if op.get("timeout") else None
+    try:
+        if kind == "step":
+            return ctx.step(
+                BODIES[op["ret"]],
+                op,
+                name=f"op{i}",
+                retry=RetryPolicy(max_attempts=op["tries"], initial_delay=timedelta(seconds=2)),
+                semantics="at_most_once_per_attempt" if op["amo"] else "at_least_once",
+                compensate=undo if op["undo"] else None,
+            )
+        if kind == "sleep":
+            ctx.sleep(timedelta(seconds=op["s"]))
+            return None
+        if kind == "callback":
+            if op["submit"]:
+                return ctx.wait_for_callback(op["name"], timeout, submit=submit)
+            cb = ctx.create_callback(op["name"], timeout)
+            ctx.step(send, cb, name=f"{op['name']}.send")
+            if op.get("work"):
+                ctx.step(ret_int, _PLAIN, name=f"{op['name']}.work")
+            return cb.result()
+        if kind == "signal":
+            return ctx.wait_for_signal(op["name"], timeout)
+        if kind == "condition":
+            check = functools.partial(poll, run, i, op["polls"])
+            return ctx.wait_for_condition(
+                check, timedelta(seconds=10), timeout, name=f"cond{i}", backoff=1.0
+            )
+        if kind == "value":
+            return {"now": ctx.now, "uuid": ctx.uuid, "random": ctx.random}[op["kind"]]()
+        if kind == "continue" and spec.iteration < op["times"]:
+            following = -1 if op["bad"] else spec.iteration + 1
+            ctx.continue_as_new({"ops": spec.ops, "iteration": following})
+        if kind == "fail":
+            raise RuntimeError("the workflow's own code fails here")
+        return None
+    except (StepFailed, CallbackTimeout, CallbackFailed) as error:
+        if not op.get("catch"):
+            raise
+        return ["caught", type(error).__name__, str(error)]

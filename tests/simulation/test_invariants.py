@@ -1,0 +1,183 @@
+"""Each invariant fires on the violation it names and stays quiet otherwise."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from durable.config import EngineConfig
+from durable.model import (
+    RunHistory,
+    RunRecord,
+    RunStatus,
+    SignalRecord,
+    StepKind,
+    StepRecord,
+    StepStatus,
+)
+from durable.serde import canonical_json
+from durable.tokens import token_hash
+from tests.simulation.invariants import (
+    Final,
+    FinishedRunMonitor,
+    StuckMonitor,
+    at_most_once_body_per_attempt,
+    effect_once_per_key,
+    effect_once_per_key_with_zombies,
+    no_body_after_cancel,
+    no_stuck_runs,
+    replay_values_equal,
+    successor_only_of_succeeded,
+)
+from tests.simulation.journal import BodyStart, Event, Journal, Mail, Stamp, typed
+
+T0 = "2026-01-01T00:00:00.000Z"
+TOKEN = "R" * 26 + ".0001." + "x" * 43
+
+
+def stamp(seq: int, at: str = T0, actor: str = "w1", zombie: bool = False) -> Stamp:
+    return Stamp(seq, at, actor, zombie)
+
+
+def run(run_id: str = "R1", **fields: Any) -> RunRecord:
+    base = RunRecord(run_id, "sim", 1, RunStatus.WAITING, "{}", "h", T0, T0)
+    return replace(base, **fields)
+
+
+def step(position: str, kind: StepKind, status: StepStatus, **fields: Any) -> StepRecord:
+    return StepRecord("R1", position, f"n{position}", kind, status, T0, **fields)
+
+
+def history(r: RunRecord, *steps: StepRecord, signals: list[SignalRecord] | None = None) -> Any:
+    return RunHistory(r, {s.position: s for s in steps}, signals or [])
+
+
+def final(journal: Journal, *histories: RunHistory) -> Final:
+    return Final({h.run.run_id: h for h in histories}, journal, EngineConfig())
+
+
+def test_a_waiting_run_with_its_signal_unconsumed_is_stuck() -> None:
+    """GIVEN a run WAITING without a due time on a signal wait
+    WHEN a signal of that name sits unconsumed (or none does)
+    THEN it is stuck (or it waits for the outside world, which may still send one)"""
+    wait = replace(step("0002", StepKind.SIGNAL, StepStatus.WAITING), name="siga")
+    signal = SignalRecord("R1", "siga", "S1", "1", T0)
+    assert no_stuck_runs({"R1": history(run(), wait, signals=[signal])}, Journal(), set())
+    assert not no_stuck_runs({"R1": history(run(), wait)}, Journal(), set())
+
+
+def test_a_callback_wait_needs_a_valid_token_outstanding() -> None:
+    """GIVEN a run WAITING without a due time on a callback
+    WHEN the outside world holds its token unanswered / only a token of another hash
+    THEN it is armed / stuck"""
+    wait = step("0001", StepKind.CALLBACK, StepStatus.WAITING, token_hash=token_hash(TOKEN))
+    journal = Journal(mailbox={TOKEN: Mail(stamp(1), "R1", "R1.x", "0001", "cb0")})
+    assert not no_stuck_runs({"R1": history(run(), wait)}, journal, set())
+    other = replace(wait, token_hash="0" * 64)
+    assert no_stuck_runs({"R1": history(run(), other)}, journal, set())
+
+
+def test_a_run_waiting_on_nothing_is_stuck_unless_due() -> None:
+    """GIVEN a WAITING run whose last step is DONE
+    THEN it is stuck without a due time, fine with one"""
+    done = step("0001", StepKind.CALLBACK, StepStatus.DONE)
+    assert no_stuck_runs({"R1": history(run(), done)}, Journal(), set())
+    assert not no_stuck_runs({"R1": history(run(due_at=T0), done)}, Journal(), set())
+
+
+def test_a_value_of_another_type_on_replay_is_reported() -> None:
+    """GIVEN workflow code that got 1 first and 1.0 on replay
+    THEN the values differ (types included)"""
+    journal = Journal(observed={("R1.x", 0): [(typed(1), stamp(1)), (typed(1.0), stamp(9))]})
+    assert replay_values_equal(final(journal))
+    same = Journal(observed={("R1.x", 0): [(typed((1, "a")), stamp(1))] * 2})
+    assert not replay_values_equal(final(same))
+
+
+def test_an_attempt_started_twice_is_reported() -> None:
+    """GIVEN an at-most-once body started twice in attempt 1 / in attempts 1 and 2
+    THEN the first is reported, the second is fine"""
+    body = BodyStart(stamp(1), "R1.x", "0001", 1, "step", "at_most_once_per_attempt")
+    twice = Journal(bodies=[body, replace(body, stamp=stamp(5, actor="w2"))])
+    assert at_most_once_body_per_attempt(final(twice))
+    retried = Journal(bodies=[body, replace(body, attempt=2)])
+    assert not at_most_once_body_per_attempt(final(retried))
+
+
+def test_a_zombie_repeating_an_effect_has_its_own_check() -> None:
+    """GIVEN an effect called by the owner and again by a zombie
+    THEN only the check that counts zombies fires"""
+    journal = Journal(effects={"k": [stamp(1), stamp(2, actor="w2", zombie=True)]})
+    assert not effect_once_per_key(final(journal))
+    assert effect_once_per_key_with_zombies(final(journal))
+
+
+def test_a_body_after_the_cancel_bound_is_reported() -> None:
+    """GIVEN a cancel acknowledged at T0
+    WHEN a body starts 3 s later, 30 s later, or an undo 30 s later
+    THEN only the body 30 s later is beyond the bound (cancel_check_interval, 5 s)"""
+    ack = Event(stamp(1), "cancel", "R1", "R1.x", "ok", stamp(2, actor="outside"))
+    late = "2026-01-01T00:00:30.000Z"
+    bodies = [
+        BodyStart(stamp(3, "2026-01-01T00:00:03.000Z"), "R1.x", "0001", 1, "step", "x"),
+        BodyStart(stamp(4, late), "R1.x", "0002", 1, "undo", "x"),
+    ]
+    assert not no_body_after_cancel(final(Journal(bodies=bodies, events=[ack])))
+    bodies.append(BodyStart(stamp(5, late), "R1.x", "0003", 1, "step", "x"))
+    assert no_body_after_cancel(final(Journal(bodies=bodies, events=[ack])))
+
+
+def test_a_successor_of_a_canceled_run_is_reported() -> None:
+    parent = run("P", status=RunStatus.CANCELED)
+    child = run("C", status=RunStatus.SUCCEEDED, continued_from="P")
+    assert successor_only_of_succeeded(final(Journal(), history(parent), history(child)))
+    named = replace(
+        parent, status=RunStatus.SUCCEEDED, output=canonical_json({"continued_as_new": "C"})
+    )
+    assert not successor_only_of_succeeded(final(Journal(), history(named), history(child)))
+
+
+class OneRunLedger:
+    def __init__(self, h: RunHistory) -> None:
+        self.h = h
+
+    def load(self, run_id: str) -> RunHistory:
+        return self.h
+
+
+def test_a_write_to_a_finished_run_is_reported() -> None:
+    """GIVEN a run seen finishing
+    WHEN a later port call leaves a new step record in it
+    THEN the monitor reports it, as a late result if its body started before"""
+    finished = history(run(status=RunStatus.SUCCEEDED))
+    ledger, journal = OneRunLedger(finished), Journal()
+    monitor = FinishedRunMonitor(ledger, journal, lambda: stamp(7))
+    monitor.observe("ledger.update_run", ("R1",), finished.run)
+    ledger.h = history(finished.run, step("0003", StepKind.SLEEP, StepStatus.DONE))
+    monitor.observe("ledger.write_step", (ledger.h.steps["0003"],), None)
+    assert [v.name for v in journal.violations] == ["finished_run_records_unchanged"]
+
+
+class StoredRun:
+    def __init__(self, h: RunHistory) -> None:
+        self.h = h
+
+    def get_run(self, run_id: str) -> RunRecord:
+        return self.h.run
+
+    def load(self, run_id: str) -> RunHistory:
+        return self.h
+
+
+def test_a_run_stuck_after_a_write_is_reported_once() -> None:
+    """GIVEN a run that suspended WAITING on a signal whose signal sits unconsumed
+    WHEN ledger writes on it are observed (twice)
+    THEN never_stuck reports it once, even if a later event would rescue it"""
+    wait = replace(step("0002", StepKind.SIGNAL, StepStatus.WAITING), name="siga")
+    signal = SignalRecord("R1", "siga", "S1", "1", T0)
+    journal = Journal()
+    stored = StoredRun(history(run(), wait, signals=[signal]))
+    monitor = StuckMonitor(stored, journal, set, lambda: stamp(3))
+    monitor.observe("ledger.update_run", ("R1",), None)
+    monitor.observe("ledger.write_step", (wait,), None)
+    assert [v.name for v in journal.violations] == ["never_stuck"]
