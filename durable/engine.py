@@ -208,7 +208,7 @@ class Engine:
         history.run = claim.run
         # Every event the claimed item counts was committed before the load began: that
         # count, not one a later write returns, guards the suspension (DESIGN section 9).
-        events_inbox = claim.run.inbox
+        events_inbox, read_at = claim.run.inbox, now
         try:
             wf = self.app.get_workflow(claim.run.workflow, claim.run.version)
         except WorkflowNotFound as e:
@@ -240,10 +240,12 @@ class Engine:
                 hop=hop,
                 reason=reason,
                 events_inbox=events_inbox,
+                read_at=read_at,
             )
             try:
                 outcome = self.endings.drive(x)
             except InboxChanged as changed:
+                read_at = self.clock.now()
                 reloaded = self.ledger.load(run_id)
                 if reloaded is None:
                     return Outcome(run_id, "lease_lost")

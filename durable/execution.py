@@ -10,6 +10,7 @@ the workflow and are turned into outcomes by ``Engine.resume``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -78,6 +79,7 @@ class Execution:
         hop: int = 0,
         reason: str = "",
         events_inbox: int | None = None,
+        read_at: datetime | None = None,
     ) -> None:
         self.engine = engine
         self.config = engine.config
@@ -98,7 +100,10 @@ class Execution:
         self.hop = hop
         self.reason = reason  # why the worker was invoked: start, continue, timer, sweep, event
         self.armed = False
-        self._checked_at: datetime | None = self.clock.now()  # the claim just read the run
+        # When the run item this replay starts from was read (the claim, or a reload): its
+        # cancel flag is that old, however long the load took, so the first lease check
+        # after ``cancel_check_interval`` of it looks again.
+        self._checked_at: datetime | None = read_at or self.clock.now()
         self._lease_text: str | None = None
         self._lease_end: datetime | None = None
         self._counter = 0
@@ -301,14 +306,31 @@ class Execution:
         rec.fence = self.run.fence
         return self.kept(rec, self.ledger.write_step(rec))
 
-    def write_fenced(self, rec: StepRecord) -> StepRecord:
+    def write_fenced(self, rec: StepRecord, *, starts_body: bool = False) -> StepRecord:
         """Record a decision about the run's future (a wait, a value, a failure for good,
         a RUNNING mark), fenced by the lease in the same atomic write: a worker whose
-        lease is gone writes nothing (``LeaseLost``)."""
+        lease is gone writes nothing (``LeaseLost``).
+
+        With ``starts_body`` (the mark an at-most-once body runs after) the write also
+        requires no cancel request and a lease that has not ended by this worker's clock:
+        a worker that stalled after its lease check must not start the body a day later,
+        or after a cancel was acknowledged."""
         rec.fence = self.run.fence
+        guard = self.guard()
+        if starts_body:
+            guard = replace(guard, no_cancel=not self.compensating, alive_at=self.now_text())
         try:
-            stored = self.ledger.write_step(rec, self.guard())
+            stored = self.ledger.write_step(rec, guard)
         except ConditionFailed as e:
+            current = e.current
+            if (
+                starts_body
+                and current is not None
+                and (current.fence, current.lease_owner) == (guard.fence, guard.owner)
+                and current.cancel_requested
+            ):
+                self.run = current
+                raise RunCanceled(current.cancel_reason or "canceled") from e
             raise LeaseLost() from e
         return self.kept(rec, stored)
 
@@ -381,6 +403,12 @@ class Execution:
         self._checked_at = now
         if self.run.cancel_requested and not self.compensating:
             raise RunCanceled(self.run.cancel_reason or "canceled")
+
+    def check_lease_alive(self) -> None:
+        """``LeaseLost`` when the lease has ended by this worker's clock (it stalled)."""
+        end = self.lease_end()
+        if end is None or self.clock.now() > end:
+            raise LeaseLost()
 
     def lease_end(self) -> datetime | None:
         """The lease's end as a datetime, parsed once per lease (checked on every step)."""

@@ -67,6 +67,8 @@ def guard_holds(run: RunRecord, guard: RunGuard) -> bool:
         return False
     if guard.statuses and run.status.value not in guard.statuses:
         return False
+    if guard.alive_at is not None and (run.lease_until is None or run.lease_until < guard.alive_at):
+        return False
     return not (guard.no_cancel and run.cancel_requested)
 
 

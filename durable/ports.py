@@ -82,7 +82,9 @@ class RunGuard:
     """Conditions on the run item for a fenced write by the current owner.
 
     ``fence`` and ``owner`` are always checked. ``inbox`` (suspension) requires no event
-    arrived since the claim; ``statuses`` and ``no_cancel`` guard the final result.
+    arrived since the worker's view of events was loaded; ``statuses`` and ``no_cancel``
+    guard the final result; ``alive_at`` (the writer's clock) requires the lease not to
+    have ended by then, for a write that starts work (a body's RUNNING mark).
     """
 
     fence: int
@@ -90,6 +92,7 @@ class RunGuard:
     inbox: int | None = None
     statuses: tuple[str, ...] = ()
     no_cancel: bool = False
+    alive_at: str | None = None
 
 
 class Ledger(Protocol):

@@ -141,9 +141,13 @@ class StepRun:
             )
             self.attempts.append(attempt)
             if self.opts.semantics == "at_most_once_per_attempt":
-                stored = self.x.write_fenced(self.record(StepStatus.RUNNING))
+                stored = self.x.write_fenced(self.record(StepStatus.RUNNING), starts_body=True)
                 if stored.status.final:
                     return self.adopt(stored, annotation)
+                # The mark is written; if this worker stalled while writing it past the end
+                # of its lease, the body must not start now (a takeover or a cancel may
+                # have come meanwhile): the next owner finds the attempt interrupted.
+                self.x.check_lease_alive()
             self.x.count_body()
             self.effect_actions.clear()  # an action names one effect per attempt
             try:

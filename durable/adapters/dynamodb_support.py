@@ -104,6 +104,8 @@ def guard_condition(e: Expr, guard: RunGuard) -> str:
     if guard.statuses:
         values = ", ".join(e.value(s(v), "gs") for v in guard.statuses)
         parts.append(f"{e.name('status')} IN ({values})")
+    if guard.alive_at is not None:
+        parts.append(f"{e.name('lease_until')} >= {e.value(s(guard.alive_at), 'ga')}")
     if guard.no_cancel:
         cr = e.name("cancel_requested")
         parts.append(f"(attribute_not_exists({cr}) OR {cr} = {e.value({'BOOL': False}, 'gc')})")

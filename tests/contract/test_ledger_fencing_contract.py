@@ -87,10 +87,11 @@ def test_a_guarded_write_needs_the_lease(ledger: Any) -> None:
         pytest.param(RunGuard(fence=1, owner="other"), id="wrong owner"),
         pytest.param(RunGuard(fence=1, owner="w", inbox=7), id="wrong inbox"),
         pytest.param(RunGuard(fence=1, owner="w", statuses=("WAITING",)), id="wrong status"),
+        pytest.param(RunGuard(fence=1, owner="w", alive_at=t(71)), id="lease ended"),
     ],
 )
 def test_every_part_of_the_guard_is_checked(ledger: Any, guard: RunGuard) -> None:
-    """GIVEN a run claimed by w (fence 1, RUNNING, inbox 0)
+    """GIVEN a run claimed by w (fence 1, RUNNING, inbox 0, lease until t(70))
     WHEN a guarded write carries a guard that differs in one part
     THEN it is refused and nothing is written."""
     ledger.create_run(make_run())
@@ -98,6 +99,7 @@ def test_every_part_of_the_guard_is_checked(ledger: Any, guard: RunGuard) -> Non
     with pytest.raises(ConditionFailed):
         ledger.write_step(make_step(fence=1), guard)
     assert ledger.get_step("RUN1", "0001") is None
+    assert ledger.write_step(make_step(fence=1), RunGuard(1, "w", alive_at=t(70))).fence == 1
 
 
 def test_a_canceled_run_refuses_a_guard_that_excludes_cancels(ledger: Any) -> None:

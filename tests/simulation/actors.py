@@ -28,6 +28,7 @@ from durable.errors import (
     CallbackExpired,
     CallbackNotFound,
     IdempotencyConflict,
+    InvalidInput,
     InvalidState,
     RunNotFound,
 )
@@ -46,6 +47,7 @@ WORKERS = ("w1", "w2", "w3")
 SWEEPER, OUTSIDE = "sweeper", "outside"
 # What the API answers a caller with (404, 409, 410, ...): fine. Anything else is a bug.
 EXPECTED_API_ERRORS = (
+    InvalidInput,  # an operator's fork from a step that is not settled
     InvalidState,
     RunNotFound,
     CallbackNotFound,

@@ -1,0 +1,139 @@
+"""A canceled run starts no body after the cancel plus the check interval, however the
+worker's own calls are delayed (found by the simulation explorer, seed 436 and kin)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from durable import App, Context, RetryPolicy, RunStatus
+from durable.adapters.memory import MemoryLedger
+from durable.engine import Engine
+from durable.model import StepStatus
+from durable.testing import LocalRunner
+
+LEASE = timedelta(seconds=60)
+
+
+class Hooked(MemoryLedger):
+    """A memory ledger that runs ``hooks[name]`` once, right after that call (what a slow
+    network or a paused worker looks like from outside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hooks: dict[str, Callable[[Any], None]] = {}
+
+    def _after(self, name: str, result: Any) -> Any:
+        hook = self.hooks.pop(name, None)
+        if hook is not None:
+            hook(result)
+        return result
+
+    def load(self, run_id: str) -> Any:
+        return self._after("load", super().load(run_id))
+
+    def write_step(self, step: Any, guard: Any = None) -> Any:
+        stored = super().write_step(step, guard)
+        if step.status == StepStatus.RUNNING:
+            return self._after("running", stored)
+        return stored
+
+
+def build(app: App) -> tuple[LocalRunner, Hooked, Engine]:
+    runner = LocalRunner(app, determinism_guard=False)
+    ledger = Hooked()
+    engine = Engine(
+        app,
+        ledger,
+        runner.invoker,
+        runner.effect_store,
+        clock=runner.clock,
+        config=runner.config,
+        timers=runner.timers,
+    )
+    return runner, ledger, engine
+
+
+def charge_app(bodies: list[str], semantics: Any = "at_least_once") -> App:
+    app = App()
+
+    def charge() -> str:
+        bodies.append("charge")
+        return "ch_1"
+
+    @app.workflow
+    def pay(ctx: Context) -> str:
+        return ctx.step(
+            charge,
+            semantics=semantics,
+            retry=RetryPolicy(max_attempts=1),
+            timeout=timedelta(seconds=1),  # the lease covers it: only the cancel check looks
+        )
+
+    return app
+
+
+def test_the_first_cancel_check_counts_from_when_the_claim_read_the_run() -> None:
+    """GIVEN a worker whose load of the ledger takes 20 s (its lease still covers the
+    step), during which a cancel lands
+    WHEN it reaches its first step
+    THEN it looks at the run again (the claim's view is 20 s old, past the 5 s cancel
+    check interval) and starts no body."""
+    bodies: list[str] = []
+    runner, ledger, engine = build(charge_app(bodies))
+    run = engine.start("pay")
+
+    def slow_load(_: Any) -> None:
+        engine.cancel(run.run_id, "customer left")
+        runner.clock.advance(timedelta(seconds=20))
+
+    ledger.hooks["load"] = slow_load
+    engine.resume(run.run_id)
+    stored = ledger.get_run(run.run_id)
+    assert stored is not None and stored.status == RunStatus.CANCELED
+    assert bodies == []
+
+
+def test_an_at_most_once_body_never_starts_after_a_cancel_that_beat_its_mark() -> None:
+    """GIVEN an at-most-once step whose lease check passed
+    WHEN a cancel lands before its RUNNING mark is written
+    THEN the mark is refused, the run is canceled and the body never runs."""
+    bodies: list[str] = []
+    runner, ledger, engine = build(charge_app(bodies, "at_most_once_per_attempt"))
+    run = engine.start("pay")
+    original = ledger.write_step
+
+    def cancel_first(step: Any, guard: Any = None) -> Any:
+        if step.status == StepStatus.RUNNING and not ledger.hooks.get("done"):
+            ledger.hooks["done"] = lambda _: None
+            engine.cancel(run.run_id, "stop")
+        return original(step, guard)
+
+    ledger.write_step = cancel_first  # type: ignore[method-assign]
+    engine.resume(run.run_id)
+    stored = ledger.get_run(run.run_id)
+    assert stored is not None and stored.status == RunStatus.CANCELED
+    assert bodies == [] and ledger.get_step(run.run_id, "0001") is None
+
+
+def test_a_worker_that_stalls_writing_its_mark_does_not_start_the_body_late() -> None:
+    """GIVEN an at-most-once step whose RUNNING mark is written
+    WHEN the worker stalls past the end of its lease before the write returns
+    THEN the body does not start then; the next worker finds the attempt interrupted and
+    (one attempt allowed) fails it for good rather than running it blindly."""
+    bodies: list[str] = []
+    runner, ledger, engine = build(charge_app(bodies, "at_most_once_per_attempt"))
+    run = engine.start("pay")
+
+    def stall(_: Any) -> None:
+        runner.clock.advance(timedelta(days=1))
+
+    ledger.hooks["running"] = stall
+    assert engine.resume(run.run_id).result == "lease_lost"
+    assert bodies == []
+    runner.clock.advance(LEASE + timedelta(seconds=10))
+    engine.resume(run.run_id)
+    stored = ledger.get_run(run.run_id)
+    assert stored is not None and stored.status == RunStatus.FAILED
+    assert bodies == []
