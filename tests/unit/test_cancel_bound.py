@@ -100,7 +100,7 @@ def test_an_at_most_once_body_never_starts_after_a_cancel_that_beat_its_mark() -
     WHEN a cancel lands before its RUNNING mark is written
     THEN the mark is refused, the run is canceled and the body never runs."""
     bodies: list[str] = []
-    runner, ledger, engine = build(charge_app(bodies, "at_most_once_per_attempt"))
+    _runner, ledger, engine = build(charge_app(bodies, "at_most_once_per_attempt"))
     run = engine.start("pay")
     original = ledger.write_step
 
