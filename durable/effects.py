@@ -58,6 +58,9 @@ class Effects:
         existing = self.store.begin(key, expiration, now=now)
         if existing is not None and existing.status == COMPLETED:
             return serde.decode(existing.reference)
+        # A worker that stalled since it vouched for its lease (perhaps inside ``begin``)
+        # must not call now: a new owner may already have reconciled and called.
+        step.x.check_lease_alive()
         if existing is not None and reconcile is not None:
             # An earlier attempt persisted the key and died before storing the result:
             # the effect may or may not have happened; the caller's lookup decides.

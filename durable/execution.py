@@ -63,6 +63,10 @@ from durable.values import RECORDED_VALUES
 if TYPE_CHECKING:
     from durable.engine import Engine
 
+# Lease renewals in a row whose answers all came back too late to trust before a worker
+# gives up its invocation (each is one request that took over ``cancel_check_interval``).
+_RENEWALS = 3
+
 
 class Execution:
     """Drives one replay of a claimed run; see the module docstring."""
@@ -373,14 +377,30 @@ class Execution:
         raise Handoff()
 
     def ensure_lease(self, budget: timedelta) -> None:
-        """Renew the lease (fenced) unless it already outlives ``budget`` by our clock."""
-        now = self.clock.now()
-        until = self.lease_end() or now
-        needed = budget + self.config.safety_margin
-        fresh = (
+        """Renew the lease (fenced) unless it already outlives ``budget`` by our clock and
+        the run item was read within ``cancel_check_interval``.
+
+        What follows (a body) starts right after this returns, so the view it rests on
+        must still be recent *then*: a renewal whose answer came back late (a stalled
+        network, a paused process) is renewed again rather than trusted.
+        """
+        for _ in range(_RENEWALS):
+            self._renew_if_needed(budget)
+            if self._fresh(self.clock.now()):
+                return
+        raise LeaseLost()
+
+    def _fresh(self, now: datetime) -> bool:
+        return (
             self._checked_at is not None
             and now - self._checked_at < self.config.cancel_check_interval
         )
+
+    def _renew_if_needed(self, budget: timedelta) -> None:
+        now = self.clock.now()
+        until = self.lease_end() or now
+        needed = budget + self.config.safety_margin
+        fresh = self._fresh(now)
         must_cover = now + needed  # the lease must outlive this step's budget...
         target = now + max(self.config.lease, needed)  # ...and is renewed a full lease
         remaining = self.remaining()

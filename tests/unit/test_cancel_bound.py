@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from durable import App, Context, RetryPolicy, RunStatus
+from durable import App, Context, RetryPolicy, RunStatus, current_step
 from durable.adapters.memory import MemoryLedger
 from durable.engine import Engine
 from durable.model import StepStatus
@@ -32,6 +32,12 @@ class Hooked(MemoryLedger):
 
     def load(self, run_id: str) -> Any:
         return self._after("load", super().load(run_id))
+
+    def update_run(self, run_id: str, guard: Any, changes: Any) -> Any:
+        stored = super().update_run(run_id, guard, changes)
+        if "lease_until" in changes and changes["lease_until"] is not None:
+            return self._after("renewal", stored)
+        return stored
 
     def write_step(self, step: Any, guard: Any = None) -> Any:
         stored = super().write_step(step, guard)
@@ -137,3 +143,61 @@ def test_a_worker_that_stalls_writing_its_mark_does_not_start_the_body_late() ->
     stored = ledger.get_run(run.run_id)
     assert stored is not None and stored.status == RunStatus.FAILED
     assert bodies == []
+
+
+def test_a_renewal_answered_late_is_not_trusted_to_start_a_body() -> None:
+    """GIVEN a lease renewal that reads the run before a cancel lands, and whose answer
+    reaches the worker 6 s later (past the 5 s cancel check interval)
+    WHEN the worker is about to start a body
+    THEN it looks again, sees the cancel and starts nothing."""
+    bodies: list[str] = []
+    runner, ledger, engine = build(charge_app(bodies))
+    run = engine.start("pay")
+
+    def late_answer(_: Any) -> None:
+        engine.cancel(run.run_id, "stop")
+        runner.clock.advance(timedelta(seconds=6))
+
+    def slow_load(_: Any) -> None:
+        runner.clock.advance(timedelta(seconds=6))  # the claim's view is stale: renew
+        ledger.hooks["renewal"] = late_answer
+
+    ledger.hooks["load"] = slow_load
+    engine.resume(run.run_id)
+    stored = ledger.get_run(run.run_id)
+    assert stored is not None and stored.status == RunStatus.CANCELED
+    assert bodies == []
+
+
+def test_a_worker_that_stalls_after_persisting_an_effect_key_does_not_call() -> None:
+    """GIVEN a step that persisted its effect key and then stalled past its lease (a new
+    owner may have reconciled and called meanwhile)
+    WHEN it wakes
+    THEN it does not make the call."""
+    calls: list[str] = []
+    app = App()
+
+    def call(key: str) -> str:
+        calls.append(key)
+        return "ch_1"
+
+    def charge() -> str:
+        return str(current_step().effect("charge", call))
+
+    @app.workflow
+    def pay(ctx: Context) -> str:
+        return ctx.step(charge)
+
+    runner = LocalRunner(app, determinism_guard=False)
+    original = runner.effect_store.begin
+
+    def stalling_begin(key: str, expiration: int, *, now: int) -> Any:
+        found = original(key, expiration, now=now)
+        runner.clock.advance(LEASE + timedelta(seconds=10))
+        return found
+
+    runner.effect_store.begin = stalling_begin  # type: ignore[method-assign]
+    run = runner.start("pay")
+    runner.run_until_idle()
+    assert calls == []
+    assert runner.get_run(run.run_id).status != RunStatus.SUCCEEDED
