@@ -223,7 +223,12 @@ def cmd_answer(args: argparse.Namespace, approve: bool) -> int:
         body: dict[str, Any] = {"result": result}
     else:
         body = {"error": {"type": "Rejected", "message": args.reason or "rejected"}}
-    answer = call(args, "POST", f"/callbacks/{urllib.parse.quote(args.token, safe='')}", body)
+    if args.name is None:  # a callback token, as the outside party holds it
+        path = f"/callbacks/{urllib.parse.quote(args.run, safe='')}"
+    else:  # an operator: the run and the wait's name, authorized by IAM
+        run, name = (urllib.parse.quote(x, safe="") for x in (args.run, args.name))
+        path = f"/runs/{run}/waits/{name}"
+    answer = call(args, "POST", path, body)
     print(f"{'approved' if approve else 'rejected'}: run {answer['run_id']} will resume")
     return 0
 
@@ -329,13 +334,19 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
 
-    approve = sub.add_parser("approve", help="answer a callback with a result")
-    approve.add_argument("token")
+    approve = sub.add_parser(
+        "approve", help="answer a run's pending callback: RUN_ID WAIT_NAME (or a TOKEN)"
+    )
+    approve.add_argument("run", metavar="RUN_ID", help="the run (or a callback token alone)")
+    approve.add_argument("name", metavar="WAIT_NAME", nargs="?", help="the callback's name")
     approve.add_argument("--result", help="JSON result (default: true)")
     approve.set_defaults(func=lambda a: cmd_answer(a, True))
 
-    reject = sub.add_parser("reject", help="answer a callback with a failure")
-    reject.add_argument("token")
+    reject = sub.add_parser(
+        "reject", help="answer a run's pending callback with a failure: RUN_ID WAIT_NAME"
+    )
+    reject.add_argument("run", metavar="RUN_ID", help="the run (or a callback token alone)")
+    reject.add_argument("name", metavar="WAIT_NAME", nargs="?", help="the callback's name")
     reject.add_argument("--reason")
     reject.set_defaults(func=lambda a: cmd_answer(a, False))
 

@@ -66,15 +66,17 @@ class Effects:
             # the effect may or may not have happened; the caller's lookup decides.
             found = reconcile(key)
             if found is not None:
-                return self._store(key, found, expiration)
-        return self._store(key, call(key), expiration)
+                return self._store(step, key, found, expiration)
+        return self._store(step, key, call(key), expiration)
 
-    def _store(self, key: str, reference: Any, expiration: int) -> Any:
+    def _store(self, step: StepRun, key: str, reference: Any, expiration: int) -> Any:
         try:
             text = serde.dumps_plain(reference)
         except (TypeError, ValueError) as e:
             raise TypeError(
                 f"effect call must return a plain-JSON reference (an id or a dict): {e}"
             ) from e
+        # What the attempt gets back is what a later attempt will read: redacted alike.
+        text = step.x.redact(text)
         self.store.complete(key, text, expiration)
         return serde.decode(text)

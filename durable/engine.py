@@ -292,6 +292,22 @@ class Engine:
 
         return complete_callback(self, token, result, error)
 
+    def complete_wait(
+        self,
+        run_id: str,
+        name: str,
+        result: Any = None,
+        error: Any = None,
+        requested_by: str | None = None,
+    ) -> StepRecord:
+        """Answer the run's pending callback ``name`` as an operator (no token): ``result``
+        (any JSON) or ``error`` ({type, message}). Raises ``CallbackNotFound`` (no such
+        wait), ``CallbackAlreadyCompleted``, ``CallbackExpired``, ``InvalidState`` (the run
+        finished); nothing is written in any of these."""
+        from durable.events import complete_wait
+
+        return complete_wait(self, run_id, name, result, error, requested_by)
+
     def signal(
         self, run_id: str, name: str, payload: Any = None, *, key: str | None = None
     ) -> SignalRecord:

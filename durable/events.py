@@ -30,6 +30,7 @@ from durable.model import (
     StepRecord,
     StepStatus,
     format_time,
+    position_key,
 )
 from durable.ports import RunFinished, SignalExists, WaitNotPending
 from durable.retention import leftover_cutoff
@@ -72,6 +73,33 @@ def _refuse(current: StepRecord | None, now: str) -> None:
     raise CallbackAlreadyCompleted(f"callback {current.name!r} was already answered")
 
 
+def _answered(
+    rec: StepRecord, output: str | None, failure: tuple[str, str] | None, now: str
+) -> StepRecord:
+    """The wait's record once answered with ``output`` or ``failure``."""
+    return replace(
+        rec,
+        status=StepStatus.TERMINAL_FAILED if failure else StepStatus.DONE,
+        output=output,
+        error_type=failure[0] if failure else None,
+        error_class="terminal" if failure else None,
+        error_summary=failure[1] if failure else None,
+        updated_at=now,
+    )
+
+
+def _deliver(engine: Engine, answered: StepRecord, token_hash: str | None, now: str) -> None:
+    """One conditional write (still pending, not expired, the token's hash; the inbox
+    bump), then a worker; a refusal explains itself and writes nothing."""
+    try:
+        engine.ledger.complete_waiting(answered, token_hash=token_hash, now=now)
+    except WaitNotPending as e:
+        _refuse(e.current, now)
+    except RunFinished as e:
+        raise InvalidState(f"run {answered.run_id} has already finished") from e
+    engine.invoke_worker(answered.run_id, "callback")
+
+
 def complete_callback(engine: Engine, token: str, result: Any = None, error: Any = None) -> str:
     """Answer a callback with ``result`` or ``error``; returns the run id."""
     run_id, position, _ = tokens.parse_token(token)
@@ -99,23 +127,51 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
     now = format_time(engine.clock.now())
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
         _refuse(rec, now)
-    answered = replace(
-        rec,
-        status=StepStatus.TERMINAL_FAILED if failure else StepStatus.DONE,
-        output=output,
-        error_type=failure[0] if failure else None,
-        error_class="terminal" if failure else None,
-        error_summary=failure[1] if failure else None,
-        updated_at=now,
-    )
-    try:
-        engine.ledger.complete_waiting(answered, token_hash=digest, now=now)
-    except WaitNotPending as e:
-        _refuse(e.current, now)
-    except RunFinished as e:
-        raise InvalidState(f"run {run_id} has already finished") from e
-    engine.invoke_worker(run_id, "callback")
+    _deliver(engine, _answered(rec, output, failure, now), digest, now)
     return run_id
+
+
+def complete_wait(
+    engine: Engine,
+    run_id: str,
+    name: str,
+    result: Any = None,
+    error: Any = None,
+    requested_by: str | None = None,
+) -> StepRecord:
+    """An operator's answer to a run's pending callback, by run id and wait name (the
+    management API, IAM-authorized): no token needed, so nothing an operator sees or the
+    ledger holds can answer in their place. The answer is the same conditional write a
+    token's is (pending, not expired, with the inbox bump); ``completed_by`` records who.
+    Returns the answered step."""
+    try:
+        check_wait_name(name, "callback")
+    except ValueError as e:
+        raise InvalidInput(str(e), field="name") from e
+    if error is not None and result is not None:
+        raise InvalidInput("send either a result or an error, not both", field="error")
+    output = None if error is not None else _json_text(result, "result")
+    failure = _error_fields(error) if error is not None else None
+    history = engine.load(run_id)
+    if history.run.terminal:
+        raise InvalidState(f"run {run_id} has already finished; it waits for nothing")
+    named = [
+        s
+        for p, s in sorted(history.steps.items(), key=lambda item: position_key(item[0]))
+        if s.kind == StepKind.CALLBACK and s.name == name
+    ]
+    if not named:
+        raise CallbackNotFound(
+            f"run {run_id} has no callback named {name!r}; `durable show {run_id}` lists its waits"
+        )
+    rec = named[-1]  # a loop may wait on the same name again: the latest is the live one
+    now = format_time(engine.clock.now())
+    if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
+        _refuse(rec, now)
+    answered = _answered(rec, output, failure, now)
+    answered.detail = {**(rec.detail or {}), "completed_by": requested_by or "operator"}
+    _deliver(engine, answered, rec.token_hash, now)
+    return answered
 
 
 def signal_key_hash(key: str) -> str:

@@ -63,6 +63,9 @@ from durable.values import RECORDED_VALUES
 if TYPE_CHECKING:
     from durable.engine import Engine
 
+# What a callback token becomes in anything stored: the ledger keeps only its hash.
+REDACTED_TOKEN = "<callback token redacted>"
+
 # Lease renewals in a row whose answers all came back too late to trust before a worker
 # gives up its invocation (each is one request that took over ``cancel_check_interval``).
 _RENEWALS = 3
@@ -114,6 +117,10 @@ class Execution:
         self._executed = 0
         self.nondeterminism: NonDeterminismError | None = None
         self.poison_failed = False
+        # Callback tokens this replay made or rebuilt: never written anywhere (a reader of
+        # the table or a backup could answer with one), so ``redact`` takes them out of
+        # every text this run stores.
+        self.tokens: set[str] = set()
         self.compensating = False  # compensation steps run even after a cancel request
         self.compensated = False  # compensations of a failure or a cancel were started
         self.dry_run = False  # replay recorded results only; stop where new work begins
@@ -299,6 +306,14 @@ class Execution:
             fence=self.run.fence,
             **fields,
         )
+
+    def redact(self, text: str) -> str:
+        """``text`` with every callback token of this run (and so every callback URL)
+        replaced: what a step returned, an error it raised, an effect's reference."""
+        for token in self.tokens:
+            if token in text:
+                text = text.replace(token, REDACTED_TOKEN)
+        return text
 
     def write_result(self, rec: StepRecord) -> StepRecord:
         """Record what a step body returned: one conditional put, no run guard.

@@ -86,6 +86,8 @@ class StepRun:
     # --- record building -------------------------------------------------------------
 
     def record(self, status: StepStatus, **fields: Any) -> StepRecord:
+        if fields.get("error_summary"):
+            fields["error_summary"] = self.x.redact(fields["error_summary"])
         return self.x.new_record(
             self.position,
             self.name,
@@ -152,7 +154,8 @@ class StepRun:
             self.effect_actions.clear()  # an action names one effect per attempt
             try:
                 value = self.run_body(body)
-                encoded = serde.encode(value, annotation)
+                # Redacted before decoding: the first run returns what a replay will.
+                encoded = self.x.redact(serde.encode(value, annotation))
                 decoded = serde.decode(encoded, annotation)
             except StorageError as error:
                 if error.retryable:
@@ -162,12 +165,12 @@ class StepRun:
                     raise
                 attempt.finished_at = self.x.now_text()
                 attempt.error_class = "terminal"
-                attempt.error = summarize(error, 500)
+                attempt.error = self.x.redact(summarize(error, 500))
                 return self.fail_for_good(error, annotation)
             except Exception as error:  # control-flow signals are BaseException
                 attempt.finished_at = self.x.now_text()
                 attempt.error_class = classify(error)
-                attempt.error = summarize(error, 500)
+                attempt.error = self.x.redact(summarize(error, 500))
                 outcome = self.after_failure(error, annotation)
                 if outcome is _RETRY_NOW:
                     continue
@@ -283,7 +286,7 @@ class StepRun:
             text = serde.dumps_plain(state)
         except (TypeError, ValueError) as e:
             raise TypeError(f"checkpoint state must be plain JSON: {e}") from e
-        self.checkpoint_payload = {"payload_version": payload_version, "state": text}
+        self.checkpoint_payload = {"payload_version": payload_version, "state": self.x.redact(text)}
         now = self.x.clock.now()
         end = now + max(self.x.config.lease, self.opts.budget)
         remaining = self.x.remaining()

@@ -188,6 +188,12 @@ class LocalRunner:
         """Answer a callback (as the API route would); ``run_until_idle`` then resumes it."""
         return self.engine.complete_callback(token, result, error)
 
+    def complete_wait(
+        self, run_id: str, name: str, result: Any = None, error: Any = None
+    ) -> StepRecord:
+        """Answer the run's pending callback ``name`` as an operator would (no token)."""
+        return self.engine.complete_wait(run_id, name, result, error, requested_by="local-runner")
+
     def signal(
         self, run_id: str, name: str, payload: Any = None, *, key: str | None = None
     ) -> SignalRecord:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -58,13 +58,16 @@ def _settled(rec: StepRecord, what: str, annotation: Any = serde.NO_ANNOTATION) 
 
 @dataclass(frozen=True, slots=True)
 class Callback:
-    """A pending callback: hand ``url`` (or ``token``) to whoever must answer."""
+    """A pending callback: hand ``url`` (or ``token``) to whoever must answer.
 
-    token: str
-    url: str
+    The token is a credential: it never appears in a repr, and the engine takes it out of
+    everything the run stores (a step's result, an error, an effect's reference)."""
+
+    token: str = field(repr=False)
+    url: str = field(repr=False)
     name: str
     position: str
-    _execution: Execution
+    _execution: Execution = field(repr=False)
 
     def result(self) -> Any:
         """Wait for the answer: its JSON result, or ``CallbackFailed`` / ``CallbackTimeout``."""
@@ -111,6 +114,7 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
                 x.run.run_id,
             )
         token = tokens.make_token(secret, x.run.run_id, position, rec.token_nonce or "")
+    x.tokens.add(token)
     base = x.config.callback_base_url.rstrip("/")
     return Callback(token, f"{base}/callbacks/{token}", name, position, x)
 

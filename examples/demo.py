@@ -9,7 +9,7 @@
    the middle of the welcome-email step; another worker takes the run over when the
    dead one's lease runs out, and the email is sent once;
 3. starts an expense approval, finds the approval link in the manager's (fake) inbox and
-   approves it with ``durable approve``;
+   approves it with ``durable approve RUN_ID manager-approval`` (an operator, by IAM);
 4. lets the three-day timer fire and prints both ledgers and a timeline.
 """
 
@@ -77,10 +77,9 @@ def approval(dev: DevProcess, effects: Path) -> str:
     )
     dev.wait_for(run_id, {"WAITING"}, progress=True)
     link = next(str(v) for v in books(effects)["by_key"].values() if "/callbacks/" in str(v))
-    token = link.rsplit("/callbacks/", 1)[1]
-    say(f"• bob's inbox: {link[:72]}…")
-    say("$ durable approve <token> --result '\"bob\"'")
-    say("  " + dev.cli("approve", token, "--result", '"bob"').stdout.strip())
+    say(f"• bob's inbox: {link[:72]}…  (the ledger keeps only the token's hash)")
+    say(f"$ durable approve {run_id} manager-approval --result '\"bob\"'   # as an operator")
+    say("  " + dev.cli("approve", run_id, "manager-approval", "--result", '"bob"').stdout.strip())
     dev.wait_for(run_id, {"SUCCEEDED", "FAILED"}, progress=True)
     return run_id
 

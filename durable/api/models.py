@@ -135,6 +135,8 @@ class StepView(BaseModel):
     refs: list[dict[str, str]] = Field(default_factory=list)
     wake_at: str | None = None
     expires_at: str | None = None
+    # Who answered a callback without its token (an operator's IAM identity).
+    completed_by: str | None = None
 
     @classmethod
     def of(cls, step: StepRecord) -> StepView:
@@ -154,6 +156,7 @@ class StepView(BaseModel):
             refs=list(step.refs),
             wake_at=step.wake_at,
             expires_at=step.expires_at,
+            completed_by=(step.detail or {}).get("completed_by"),
         )
 
 

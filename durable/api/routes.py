@@ -191,6 +191,16 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         return _json(202, service().complete_callback(unquote(token), body))
 
     @app.post(
+        "/runs/<run_id>/waits/<name>",
+        summary="Answer a run's pending callback by its name, as an operator (no token)",
+        tags=["operator"],
+        responses={**_ok(202, "Answer recorded"), **_errors(*BODY, 404, 409, 410)},
+    )
+    def complete_wait(run_id: str, name: str, body: CallbackRequest) -> Response[CallbackAccepted]:
+        answered = service().complete_wait(unquote(run_id), unquote(name), body, caller())
+        return _json(202, answered)
+
+    @app.post(
         "/runs/<run_id>/signals/<name>",
         summary="Send a named signal (the body is its payload)",
         tags=["events"],

@@ -257,6 +257,20 @@ class ApiService:
         run_id = self.engine.complete_callback(token, result=request.result, error=error)
         return CallbackAccepted(run_id=run_id, outcome="error" if error else "result")
 
+    def complete_wait(
+        self, run_id: str, name: str, request: CallbackRequest, requested_by: str | None
+    ) -> CallbackAccepted:
+        """An operator answers the run's pending callback by its name (IAM, no token)."""
+        error = request.error.model_dump() if request.error is not None else None
+        self.engine.complete_wait(
+            check_run_id(run_id),
+            name,
+            result=request.result,
+            error=error,
+            requested_by=requested_by,
+        )
+        return CallbackAccepted(run_id=run_id, outcome="error" if error else "result")
+
     def signal(
         self, run_id: str, name: str, payload: Any, idempotency_key: str | None = None
     ) -> SignalAccepted:

@@ -109,7 +109,7 @@ def charge(order: str) -> str:
 
 def send_link(callback: Callback) -> str:
     effect("approval-link", "link", callback.url)
-    return callback.url  # recorded as the output of "approval.submit": the test reads it
+    return callback.url  # recorded (its token redacted) as the output of "approval.submit"
 
 
 @app.step

@@ -109,7 +109,8 @@ def get(dev: DevProcess, path: str, tries: int = 5) -> Any:
 
 
 def answer_the_callback(dev: DevProcess, run_id: str, timeout: float = 90) -> None:
-    """Wait for the callback's link to be sent (whatever crashed meanwhile), then approve."""
+    """Wait for the callback's link to be sent (whatever crashed meanwhile), then approve
+    it as an operator, by run and wait name (the ledger never holds the token)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         steps = {s["name"]: s for s in get(dev, f"/runs/{run_id}")["steps"]}
@@ -117,10 +118,10 @@ def answer_the_callback(dev: DevProcess, run_id: str, timeout: float = 90) -> No
         if wait and wait["status"] == "DONE":
             return
         if submit and wait and submit["status"] == "DONE" and wait["status"] == "WAITING":
-            token = str(submit["output"]).rsplit("/callbacks/", 1)[1]
+            assert "/callbacks/" not in str(submit["output"])  # redacted in the ledger
             # A dropped answer may still have been recorded: the next look tells.
             with contextlib.suppress(ConnectionError, http.client.HTTPException, OSError):
-                dev.http("POST", f"/callbacks/{token}", {"result": "ok"})
+                dev.http("POST", f"/runs/{run_id}/waits/approval", {"result": "ok"})
         time.sleep(0.2)
     raise AssertionError(f"the callback was never answered; log:\n{dev.log_tail()}")
 

@@ -77,14 +77,14 @@ def app(target: Target) -> Callable[[dict[str, Any], StartResponse], Iterable[by
 
 def known_values(target: Target) -> dict[str, list[str]]:
     return {
-        "name": ["greet", "approval", "signalled", "go"],
+        "name": ["greet", "approval", "signalled", "go", "manager"],
         "run_id": [target.waiting, target.signalled, target.finished],
         "token": [target.token],
     }
 
 
 def test_the_document_loads_whole() -> None:
-    assert len(OPERATIONS) == len(list(SCHEMA.get_all_operations())) == 10
+    assert len(OPERATIONS) == len(list(SCHEMA.get_all_operations())) == 11
 
 
 @pytest.mark.parametrize("operation", OPERATIONS, ids=[o.label for o in OPERATIONS])

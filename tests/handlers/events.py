@@ -23,6 +23,7 @@ ROUTES = [
     "/workflows/{name}/runs",
     "/hooks/{name}",
     "/runs/{run_id}/signals/{name}",
+    "/runs/{run_id}/waits/{name}",
     "/runs/{run_id}/cancel",
     "/runs/{run_id}/retry",
     "/runs/{run_id}/fork",

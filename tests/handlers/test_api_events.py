@@ -35,8 +35,10 @@ def show(stack: Stack, run_id: str) -> dict[str, Any]:
 
 
 def callback_token(stack: Stack, run_id: str) -> str:
-    (url,) = [s["output"] for s in show(stack, run_id)["steps"] if s["name"] == "manager.submit"]
+    (stored,) = [s["output"] for s in show(stack, run_id)["steps"] if s["name"] == "manager.submit"]
+    url = workflows.OUTBOX[run_id]
     assert url.startswith(stack.settings.callback_base_url + "/callbacks/")
+    assert stored == stack.settings.callback_base_url + "/callbacks/<callback token redacted>"
     token: str = url.rsplit("/", 1)[1]
     return token
 
@@ -53,6 +55,40 @@ def test_callback_approve_resumes_the_run(stack: Stack) -> None:
     assert reply.body == {"run_id": run_id, "outcome": "result"}
     stack.drain()
     assert show(stack, run_id)["output"] == {"approved": {"by": "manager"}}
+
+
+def test_an_operator_approves_by_run_and_wait_name(stack: Stack) -> None:
+    """GIVEN a run waiting on its "manager" callback
+    WHEN an IAM caller answers POST /runs/{id}/waits/manager (no token)
+    THEN the run resumes with the answer and the step records the caller's ARN; a second
+    answer is 409 and an unknown wait 404, writing nothing."""
+    run_id = run_to_wait(stack, "approval", {"amount": 5})
+    reply = stack.call(api_event("POST", f"/runs/{run_id}/waits/manager", {"result": "ops"}))
+    assert (reply.status, reply.body) == (202, {"run_id": run_id, "outcome": "result"})
+    before = stack.snapshot()
+    again = stack.call(api_event("POST", f"/runs/{run_id}/waits/manager", {"result": "x"}))
+    unknown = stack.call(api_event("POST", f"/runs/{run_id}/waits/nope", {"result": "x"}))
+    assert (again.status, unknown.status) == (409, 404)
+    assert stack.snapshot() == before
+    stack.drain()
+    shown = show(stack, run_id)
+    assert shown["output"] == {"approved": "ops"}
+    (wait,) = [s for s in shown["steps"] if s["name"] == "manager"]
+    assert wait["completed_by"] == OPERATOR_ARN
+
+
+def test_the_cli_approves_and_rejects_by_run_and_wait_name(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_through(stack, monkeypatch)
+    approved = run_to_wait(stack, "approval", {"amount": 5})
+    rejected = run_to_wait(stack, "approval", {"amount": 6})
+    base = ["--endpoint", "http://127.0.0.1:1"]
+    assert cli.main([*base, "approve", approved, "manager", "--result", '"cli"']) == 0
+    assert cli.main([*base, "reject", rejected, "manager", "--reason", "no"]) == 0
+    stack.drain()
+    assert show(stack, approved)["output"] == {"approved": "cli"}
+    assert show(stack, rejected)["output"] == {"rejected": "no"}
 
 
 def test_callback_reject_fails_the_wait(stack: Stack) -> None:
@@ -220,11 +256,10 @@ def test_a_bad_signal_idempotency_key_is_422_and_writes_nothing(stack: Stack, ke
     assert stack.invoker.pop() is None
 
 
-def test_the_cli_sends_its_key_as_the_header(
-    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # GIVEN the CLI's HTTP requests answered by the API handler (urllib's own Request, so
-    # the header travels the way urllib spells it: "Idempotency-key")
+def cli_through(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's HTTP requests answered by the API handler (urllib's own Request, so
+    headers travel the way urllib spells them: "Idempotency-key")."""
+
     def urlopen(request: urllib.request.Request, timeout: float) -> io.BytesIO:
         data = request.data
         assert isinstance(data, bytes | None)
@@ -241,6 +276,12 @@ def test_the_cli_sends_its_key_as_the_header(
         return body
 
     monkeypatch.setattr(urllib.request, "urlopen", urlopen)  # what `durable.cli` calls
+
+
+def test_the_cli_sends_its_key_as_the_header(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_through(stack, monkeypatch)
     run_id = run_to_wait(stack, "signalled")
     argv = ["--endpoint", "http://127.0.0.1:1", "signal", run_id, "go"]
     # WHEN the same keyed signal is sent twice, then the key with another payload

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from durable import App, CallbackFailed, Context, TerminalError
+from durable import App, CallbackFailed, Context, TerminalError, current_step
 from durable.waits import Callback
 
 app = App()
@@ -31,9 +31,13 @@ def greet(ctx: Context, signup: Signup) -> dict[str, str]:
     return {"greeting": greet_user(signup.user_id)}
 
 
+# The approver's inbox: run id -> the callback URL sent (the ledger never holds it).
+OUTBOX: dict[str, str] = {}
+
+
 def publish(callback: Callback) -> str:
-    # Recorded as the step "manager.submit": tests read the URL from the ledger.
-    return callback.url
+    OUTBOX[current_step().run_id] = callback.url
+    return callback.url  # stored as the step "manager.submit", its token redacted
 
 
 @app.workflow(name="approval")
