@@ -93,6 +93,10 @@ def test_each_function_gets_only_what_it_calls() -> None:
     assert "iam:PassRole" in worker
     assert "iam:PassRole" not in api | sweeper | events
     assert sweeper == {"dynamodb:Query", "dynamodb:UpdateItem", "lambda:InvokeFunction"}
+    # The worker's fenced step writes are transactions with a ConditionCheck of the run
+    # item (durable.adapters.dynamodb_steps); nobody else checks without writing.
+    assert "dynamodb:ConditionCheckItem" in worker
+    assert "dynamodb:ConditionCheckItem" not in api | sweeper | events
     assert "dynamodb:UpdateItem" not in events
     assert not any(a.startswith("secretsmanager:") for a in sweeper | events)
     assert not any(a.startswith("sqs:Receive") for a in worker | api | sweeper)
