@@ -279,3 +279,23 @@ def test_a_keyed_start_while_the_idempotency_table_is_down_is_503(stack: Stack) 
     assert reply.headers.get("Retry-After") == "5"
     listed = stack.call(api_event("GET", "/runs", query={"workflow": "greet"}))
     assert listed.body["runs"] == []
+
+
+@pytest.mark.parametrize("route", ["get", "list", "start"])
+def test_error_bodies_never_carry_internals(stack: Stack, route: str) -> None:
+    """GIVEN a stack whose ledger table cannot be used (a misconfiguration)
+    WHEN a client calls it
+    THEN the answer is a generic error: no table name, ARN or stack trace leaks (issue 13,
+    finding 9); the detail goes to the function's log."""
+    broken = build_stack(stack.client, None, tables=("secret-ledger-name", stack.tables[1]))
+    if route == "get":
+        event = api_event("GET", "/runs/" + "0" * 26)
+    elif route == "list":
+        event = api_event("GET", "/runs", query={"workflow": "greet"})
+    else:
+        event = api_event("POST", "/workflows/greet/runs", {"user_id": "u", "email": "e"})
+    reply = broken.call(event)
+    assert reply.status >= 500, reply.body
+    text = json.dumps(reply.body)
+    for leak in ("secret-ledger-name", "arn:aws", "Traceback", "ResourceNotFound", ".py"):
+        assert leak not in text
