@@ -123,7 +123,7 @@ class Endings:
                     x.run, x.owner, _died(self.config.max_takeovers, "ending"), attention=True
                 )
             try:
-                output = serde.encode(result, x.workflow.return_annotation)
+                output = x.redact(x.encode(result, x.workflow.return_annotation))
             except (TypeError, ValueError) as error:
                 return self._after_failure(x, error)
             return self._finish(
@@ -334,21 +334,24 @@ class Endings:
         can start keyed runs could otherwise create a run under it first.
         """
         wf = x.workflow
-        input_text = serde.validate_input(input_value, wf.input_annotation, wf.name)
         now = self.clock.now()
         stamp = format_time(now)
+        successor_id = new_ulid(now)
+        sealer, data_key = self.engine.new_sealer(successor_id, wf.input_annotation)
+        input_text = serde.validate_input(input_value, wf.input_annotation, wf.name, sealer)
         successor = RunRecord(
-            run_id=new_ulid(now),
+            run_id=successor_id,
             workflow=wf.name,
             version=wf.version,
             status=RunStatus.PENDING,
             input=input_text,
-            input_hash=serde.sha256_hex(input_text),
+            input_hash=serde.identity_hash(input_text),
             created_at=stamp,
             updated_at=stamp,
             requested_by=x.run.requested_by,
             due_at=stamp,
             continued_from=x.run.run_id,
+            data_key=data_key,
         )
         output = serde.canonical_json({"continued_as_new": successor.run_id})
         changes = self.final_changes({"status": RunStatus.SUCCEEDED.value, "output": output})

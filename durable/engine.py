@@ -54,6 +54,7 @@ from durable.ports import (
 )
 from durable.registry import App
 from durable.retention import purge_expired, visible_history, without_leftovers
+from durable.secrets import KeyService, Sealer, key_record
 from durable.sweeper import SweepReport, sweep
 
 log = logging.getLogger("durable.engine")
@@ -71,6 +72,7 @@ class Engine:
         config: EngineConfig | None = None,
         guard: Guard | None = None,
         timers: Timers | None = None,
+        keys: KeyService | None = None,
     ) -> None:
         self.app = app
         self.ledger = ledger
@@ -80,6 +82,8 @@ class Engine:
         self.effects = Effects(effects, self.config)
         self.guard: Guard = guard or NoGuard()
         self.timers: Timers = timers or NoTimers()
+        # Seals secret-typed values with a data key per run (KMS on AWS); None refuses them.
+        self.keys = keys
         self.endings = Endings(self)
 
     # --- timers ------------------------------------------------------------------------
@@ -125,8 +129,6 @@ class Engine:
             raise InvalidInput(
                 f"workflow {workflow!r} takes no input; start it without one", field="input"
             )
-        input_text = serde.validate_input(input, wf.input_annotation, workflow)
-        input_hash = serde.sha256_hex(input_text)
         now = self.clock.now()
         stamp = format_time(now)
         if idempotency_key is not None:
@@ -137,6 +139,9 @@ class Engine:
             stored_key = idempotency_key if key_scope is None else f"{key_scope}/{idempotency_key}"
         else:
             run_id, stored_key = new_ulid(now), None
+        sealer, data_key = self.new_sealer(run_id, wf.input_annotation)
+        input_text = serde.validate_input(input, wf.input_annotation, workflow, sealer)
+        input_hash = serde.identity_hash(input_text)
         run = RunRecord(
             run_id=run_id,
             workflow=wf.name,
@@ -148,6 +153,7 @@ class Engine:
             updated_at=stamp,
             requested_by=requested_by,
             idempotency_key=stored_key,
+            data_key=data_key,
             # Due at once: if the invocation below is lost, the sweeper starts the run.
             due_at=stamp,
         )
@@ -162,6 +168,15 @@ class Engine:
             return e.existing
         self.invoke_worker(run_id, "start")
         return created
+
+    def new_sealer(self, run_id: str, annotation: Any) -> tuple[Sealer | None, str | None]:
+        """A data key for a new run whose input may hold secrets: (its sealer, its wrapped
+        form for the run item); (None, None) when the input cannot hold any, or when no key
+        service is configured (a secret then fails validation, naming the setting)."""
+        if self.keys is None or not serde.has_secrets(annotation):
+            return None, None
+        key, wrapped = self.keys.new_data_key(run_id)
+        return Sealer(key, run_id), key_record(run_id, wrapped)
 
     def invoke_worker(self, run_id: str, reason: str, hop: int = 0) -> None:
         try:

@@ -57,6 +57,7 @@ from durable.registry import (
     return_annotation,
 )
 from durable.retry import RetryPolicy
+from durable.secrets import SEALED, Sealer, key_record, open_sealer
 from durable.steps import StepOptionsResolved, StepRun
 from durable.values import RECORDED_VALUES
 
@@ -121,6 +122,7 @@ class Execution:
         # the table or a backup could answer with one), so ``redact`` takes them out of
         # every text this run stores.
         self.tokens: set[str] = set()
+        self._sealer: Sealer | None = None
         self.compensating = False  # compensation steps run even after a cancel request
         self.compensated = False  # compensations of a failure or a cancel were started
         self.dry_run = False  # replay recorded results only; stop where new work begins
@@ -192,7 +194,7 @@ class Execution:
         ctx = Context(self)
         args: list[Any] = [ctx]
         if self.workflow.takes_input:
-            args.append(serde.decode(self.run.input, self.workflow.input_annotation))
+            args.append(self.decode(self.run.input, self.workflow.input_annotation))
         token = bind_context(ctx)
         try:
             with self.engine.guard.workflow_code(self.workflow.fn):
@@ -207,14 +209,14 @@ class Execution:
         make, annotation = RECORDED_VALUES[producer]
         rec = self.recorded(position, name, StepKind.VALUE)
         if rec is not None and rec.status == StepStatus.DONE:
-            return serde.decode(rec.output, annotation)
+            return self.decode(rec.output, annotation)
         self.ensure_lease(timedelta(0))
         value = make(self.clock)
-        encoded = serde.encode(value, annotation)
+        encoded = self.encode(value, annotation)
         stored = self.write_fenced(
             self.new_record(position, name, StepKind.VALUE, StepStatus.DONE, output=encoded)
         )
-        return serde.decode(stored.output, annotation)
+        return self.decode(stored.output, annotation)
 
     # --- steps ---------------------------------------------------------------------
 
@@ -278,7 +280,7 @@ class Execution:
 
     def replay_result(self, rec: StepRecord, annotation: Any) -> Any:
         if rec.status == StepStatus.DONE:
-            return serde.decode(rec.output, annotation)
+            return self.decode(rec.output, annotation)
         raise StepFailed(
             rec.name,
             rec.position,
@@ -306,6 +308,37 @@ class Execution:
             fence=self.run.fence,
             **fields,
         )
+
+    # --- values, and the secrets in them ----------------------------------------------
+
+    def sealer(self, *, create: bool = False) -> Sealer | None:
+        """The run's sealer: its data key opened once per invocation (``durable.secrets``).
+        With ``create``, a run without a data key gets one first (a fenced write)."""
+        keys = self.engine.keys
+        if self._sealer is not None or keys is None:
+            return self._sealer
+        run_id = self.run.run_id
+        if self.run.data_key:
+            self._sealer = open_sealer(keys, self.run.data_key)
+        elif create:
+            key, wrapped = keys.new_data_key(run_id)
+            record = key_record(run_id, wrapped)
+            try:
+                self.run = self.ledger.update_run(run_id, self.guard(), {"data_key": record})
+            except ConditionFailed as e:
+                raise LeaseLost() from e
+            self._sealer = Sealer(key, run_id)
+        return self._sealer
+
+    def encode(self, value: Any, annotation: Any) -> str:
+        """``value`` as stored JSON text, its secret-typed fields sealed."""
+        sealer = self.sealer(create=True) if serde.has_secrets(annotation) else None
+        return serde.encode(value, annotation, sealer)
+
+    def decode(self, text: str | None, annotation: Any) -> Any:
+        """A stored value, its sealed secrets opened."""
+        sealer = self.sealer() if text is not None and SEALED in text else None
+        return serde.decode(text, annotation, sealer)
 
     def redact(self, text: str) -> str:
         """``text`` with every callback token of this run (and so every callback URL)

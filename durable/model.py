@@ -181,6 +181,9 @@ class RunRecord:
     # Its compensations ran: the state its steps built was undone, so it cannot be
     # retried (only forked).
     compensated: bool = False
+    # The run's data key, wrapped by the key service (``durable.secrets``): only present
+    # once a secret-typed value of this run was sealed.
+    data_key: str | None = None
     # Operator decisions on this run (cancel, retry, fork): who, when, what, why.
     operations: list[dict[str, str]] = field(default_factory=list)
 

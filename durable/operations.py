@@ -289,6 +289,7 @@ def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | 
         requested_by=requested_by or source.requested_by,
         due_at=stamp,
         forked_from=f"{run_id}@{position}",
+        data_key=source.data_key,  # the copied values stay sealed under the source's key
         operations=[
             _operation(engine, "fork", requested_by, None, source=run_id, from_step=position)
         ],

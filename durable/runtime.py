@@ -17,6 +17,7 @@ from durable.engine import Engine
 from durable.errors import InvalidInput
 from durable.ports import EffectStore, Invoker, Ledger, NoTimers, Timers
 from durable.registry import App
+from durable.secrets import KeyService
 from durable.settings import Settings
 from durable.tokens import parse_secret
 
@@ -53,6 +54,8 @@ class Services:
     # Builds Powertools' persistence for the API's duplicate-delivery guard; None: no
     # guard (the engine's derived run id still deduplicates keyed starts).
     idempotency: Callable[[], BasePersistenceLayer] | None = None
+    # Seals secret-typed values (``durable.secrets``); None: they are refused.
+    keys: KeyService | None = None
 
 
 def load_app(reference: str) -> App:
@@ -106,6 +109,7 @@ class Runtime:
                 callback_verify_only_secrets=callback_verify_only_secrets,
             ),
             timers=services.timers,
+            keys=services.keys,
         )
         self.idempotency_config: IdempotencyConfig | None = None
 

@@ -13,9 +13,11 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Secret, SecretBytes, SecretStr, TypeAdapter, ValidationError
+from pydantic_core import to_json
 
 from durable.errors import InvalidInput
+from durable.secrets import SEALED, Sealer, SecretsNeedKeys, is_sealed, masked, transform
 
 NO_ANNOTATION: Any = inspect.Signature.empty
 
@@ -35,12 +37,68 @@ def adapter_for(annotation: Any) -> TypeAdapter[Any] | None:
         return TypeAdapter(annotation)
 
 
+@lru_cache(maxsize=1024)
+def _has_secrets(annotation: Any) -> bool:
+    # The core schema names pydantic's secret classes wherever they appear (nested
+    # models, lists, unions): a text search, once per annotation.
+    return "pydantic.types.Secret" in repr(_adapter(annotation).core_schema)
+
+
+def has_secrets(annotation: Any) -> bool:
+    """Whether values of ``annotation`` may hold secret-typed fields (sealed when stored)."""
+    if adapter_for(annotation) is None:
+        return False
+    try:
+        return _has_secrets(annotation)
+    except TypeError:  # unhashable annotation: look every time
+        return "pydantic.types.Secret" in repr(TypeAdapter(annotation).core_schema)
+
+
+def _seal_node(sealer: Sealer | None) -> Any:
+    def seal(node: Any) -> Any:
+        if not isinstance(node, SecretStr | SecretBytes | Secret):
+            return None
+        if sealer is None:
+            raise SecretsNeedKeys(
+                "a value has secret-typed fields (SecretStr, SecretBytes, Secret[...]) but no "
+                "key service is configured to seal them: set DURABLE_KMS_KEY_ID"
+            )
+        if isinstance(node, SecretStr):
+            raw = b"s" + node.get_secret_value().encode()
+        elif isinstance(node, SecretBytes):
+            raw = b"b" + node.get_secret_value()
+        else:
+            raw = b"j" + to_json(node.get_secret_value())
+        return {SEALED: sealer.seal(raw)}
+
+    return seal
+
+
+def _open_node(sealer: Sealer | None) -> Any:
+    def open_(node: Any) -> Any:
+        if not is_sealed(node):
+            return None
+        if sealer is None:
+            raise SecretsNeedKeys("a stored value is sealed but this run has no data key")
+        raw = sealer.open(node[SEALED])
+        kind, body = raw[:1], raw[1:]
+        if kind == b"s":
+            return body.decode()
+        if kind == b"b":
+            return body
+        return json.loads(body)
+
+    return open_
+
+
 def dumps_plain(value: Any) -> str:
     """Strict JSON: no NaN, no fallback for unknown types (fails loudly, not lossy)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def encode(value: Any, annotation: Any = NO_ANNOTATION) -> str:
+def encode(value: Any, annotation: Any = NO_ANNOTATION, sealer: Sealer | None = None) -> str:
+    """``value`` as JSON text by ``annotation``; secret-typed fields sealed by ``sealer``
+    (``SecretsNeedKeys`` when there are some and no sealer)."""
     adapter = adapter_for(annotation)
     if adapter is None:
         try:
@@ -52,15 +110,22 @@ def encode(value: Any, annotation: Any = NO_ANNOTATION) -> str:
             ) from e
     # By alias, as a sender writes the model; decoding accepts aliases and field names, so
     # a model round-trips whatever its alias settings (it must decode on every replay).
+    if has_secrets(annotation):
+        data = adapter.dump_python(value, mode="python", by_alias=True)
+        return to_json(transform(data, _seal_node(sealer))).decode()
     return adapter.dump_json(value, by_alias=True).decode()
 
 
-def decode(text: str | None, annotation: Any = NO_ANNOTATION) -> Any:
+def decode(text: str | None, annotation: Any = NO_ANNOTATION, sealer: Sealer | None = None) -> Any:
+    """The value ``text`` encodes, sealed secrets opened by ``sealer``."""
     if text is None:
         return None
     adapter = adapter_for(annotation)
     if adapter is None:
         return json.loads(text)
+    if SEALED in text:
+        data = transform(json.loads(text), _open_node(sealer))
+        return adapter.validate_python(data, by_alias=True, by_name=True)
     return adapter.validate_json(text, by_alias=True, by_name=True)
 
 
@@ -79,7 +144,16 @@ def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def validate_input(value: Any, annotation: Any, workflow: str) -> str:
+def identity_hash(text: str) -> str:
+    """What tells two inputs apart for an idempotent start: the hash of the input with its
+    sealed secrets masked (sealing is randomized, and a hash of a secret could be guessed
+    back): two starts differing only in a secret are the same start."""
+    if SEALED not in text:
+        return sha256_hex(text)
+    return sha256_hex(canonical_json(masked(json.loads(text))))
+
+
+def validate_input(value: Any, annotation: Any, workflow: str, sealer: Sealer | None = None) -> str:
     """Validate a start input against the workflow's parameter; return its JSON text."""
     adapter = adapter_for(annotation)
     if adapter is None:
@@ -98,7 +172,9 @@ def validate_input(value: Any, annotation: Any, workflow: str) -> str:
             field=where,
         ) from e
     try:
-        return canonical_json(json.loads(adapter.dump_json(validated, by_alias=True)))
+        return canonical_json(json.loads(encode(validated, annotation, sealer)))
+    except SecretsNeedKeys as e:
+        raise InvalidInput(str(e), field="input") from e
     except ValueError as e:  # an infinity or NaN that validation let through
         raise InvalidInput(
             f"input of workflow {workflow!r} holds a number JSON cannot carry "

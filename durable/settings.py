@@ -21,7 +21,14 @@ from durable.errors import InvalidInput
 PREFIX = "DURABLE_"
 # Set by ``durable dev`` (and tests through it) only; a deployed template never sets them.
 LOCAL_ONLY = frozenset(
-    {"time_scale", "clock_file", "shared_clock", "deadline_overrun_seconds", "crash_at"}
+    {
+        "time_scale",
+        "clock_file",
+        "shared_clock",
+        "deadline_overrun_seconds",
+        "crash_at",
+        "local_key_file",
+    }
 )
 _APP_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _CRASH_AT = re.compile(
@@ -61,6 +68,9 @@ class Settings(BaseModel):
     # EventBridge event starts a run.
     start_event_sources: str = ""
     start_event_accounts: str = ""
+    # The KMS key that wraps each run's data key (secret-typed values are sealed with it).
+    # Empty: workflows whose inputs or results hold secrets are refused.
+    kms_key_id: str = ""
     # Request bodies above this are refused with 413 before parsing; well below
     # DynamoDB's 400 KB item limit, which the run item must also fit in.
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=350 * 1024)
@@ -101,6 +111,9 @@ class Settings(BaseModel):
     # Local only (crash tests through ``durable dev``): the worker SIGKILLs itself at one
     # port call, ``port.method:k:before|after[:once-file]``; see ``durable.aws.crash_injected``.
     crash_at: str | None = None
+    # ``durable dev`` only: a file holding the master key that wraps data keys in place of
+    # KMS (kept in its state folder, so sealed values survive a restart).
+    local_key_file: str | None = None
 
     @field_validator("app")
     @classmethod
@@ -118,7 +131,7 @@ class Settings(BaseModel):
             )
         return value
 
-    @field_validator("shared_clock", "deadline_overrun_seconds")
+    @field_validator("shared_clock", "deadline_overrun_seconds", "local_key_file")
     @classmethod
     def _dev_stack_only(cls, value: object, info: ValidationInfo) -> object:
         # Both are true of durable dev's processes only; it always sets clock_file too.

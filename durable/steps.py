@@ -155,8 +155,8 @@ class StepRun:
             try:
                 value = self.run_body(body)
                 # Redacted before decoding: the first run returns what a replay will.
-                encoded = self.x.redact(serde.encode(value, annotation))
-                decoded = serde.decode(encoded, annotation)
+                encoded = self.x.redact(self.x.encode(value, annotation))
+                decoded = self.x.decode(encoded, annotation)
             except StorageError as error:
                 if error.retryable:
                     # The ledger or effect store is unavailable (a checkpoint, an effect

@@ -30,6 +30,7 @@ from durable.errors import RunNotFound
 from durable.model import RunRecord, SignalRecord, StepRecord
 from durable.ports import EffectStore, Invocation
 from durable.registry import App
+from durable.secrets import LocalKeys
 
 When = Literal["before", "after"]
 
@@ -119,6 +120,8 @@ class LocalRunner:
         self.invoker = MemoryInvoker()
         self.effect_store: EffectStore = effect_store or MemoryEffectStore()
         self.timers = MemoryTimers()
+        # Seals secret-typed values as KMS would, with a master key of this runner's own.
+        self.keys = LocalKeys()
         self.guard = DeterminismGuard() if determinism_guard else None
         self.engine = Engine(
             app,
@@ -129,6 +132,7 @@ class LocalRunner:
             config=self.config,
             guard=self.guard or NoGuard(),
             timers=CrashingPort("timers", self.timers, self.plan),
+            keys=self.keys,
         )
         self.remaining_seconds = remaining_seconds
         self.crashes: list[SimulatedCrash] = []

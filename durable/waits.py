@@ -44,10 +44,14 @@ def _check_timeout(timeout: timedelta | None) -> None:
         raise ValueError("timeout must be a positive datetime.timedelta (or None: wait forever)")
 
 
-def _settled(rec: StepRecord, what: str, annotation: Any = serde.NO_ANNOTATION) -> Any:
+def _settled(
+    rec: StepRecord, what: str, annotation: Any = serde.NO_ANNOTATION, x: Execution | None = None
+) -> Any:
     """The outcome of a finished wait: its value (decoded with ``annotation``, on the first
     execution as on a replay), or the error it ended with."""
     if rec.status == StepStatus.DONE:
+        if x is not None:
+            return x.decode(rec.output, annotation)
         return serde.decode(rec.output, annotation)
     if rec.status == StepStatus.TIMED_OUT:
         raise CallbackTimeout(
@@ -249,7 +253,7 @@ def wait_for_condition(
             raise StepFailed(
                 rec.name, position, rec.error_type or "Error", rec.error_summary or "", rec.attempt
             )
-        return _settled(rec, "condition", annotation)
+        return _settled(rec, "condition", annotation, x)
     now = x.clock.now()
     if rec is not None and rec.wake_at and parse_time(rec.wake_at) > now:
         raise x.suspend(rec.wake_at, position, replayed=True)
@@ -267,7 +271,7 @@ def wait_for_condition(
         if expires is not None and parse_time(expires) <= now:
             base.status, base.attempt = StepStatus.TIMED_OUT, attempt
             base.updated_at = format_time(now)
-            return _settled(x.write_fenced(base), "condition", annotation)
+            return _settled(x.write_fenced(base), "condition", annotation, x)
         x.ensure_lease(x.config.default_step_budget)
         attempt += 1
         value, error = _poll(x, check)
@@ -287,8 +291,8 @@ def wait_for_condition(
             ) from error
         if error is None and value:
             base.status = StepStatus.DONE
-            base.output = serde.encode(value, annotation)
-            return _settled(x.write_fenced(base), "condition", annotation)
+            base.output = x.redact(x.encode(value, annotation))
+            return _settled(x.write_fenced(base), "condition", annotation, x)
         delay = min(interval * backoff ** (attempt - 1), cap)
         wake = x.clock.now() + delay
         if expires is not None:

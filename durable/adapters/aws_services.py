@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
+from durable.adapters.kms import KmsKeys
 from durable.adapters.lambda_invoker import LambdaInvoker
 from durable.adapters.nonces import DynamoNonceStore
 from durable.adapters.scheduler import SchedulerTimers
@@ -22,6 +23,7 @@ from durable.clock import Clock, SystemClock
 from durable.errors import StorageError
 from durable.ports import NoTimers, Timers
 from durable.runtime import Services
+from durable.secrets import KeyService
 from durable.settings import Settings
 
 if TYPE_CHECKING:
@@ -80,7 +82,19 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         timers=timers,
         secrets=secrets_manager(lambda: own.client("secretsmanager")),
         idempotency=lambda: _persistence(settings, own),
+        keys=_keys(settings, client),
     )
+
+
+def _keys(settings: Settings, client: Callable[[str], Any]) -> KeyService | None:
+    """KMS when a key is configured; durable dev's file key; else none (secrets refused)."""
+    if settings.kms_key_id:
+        return KmsKeys(client("kms"), settings.kms_key_id)
+    if settings.local_key_file:
+        from durable.secrets import LocalKeys
+
+        return LocalKeys(bytes.fromhex(Path(settings.local_key_file).read_text().strip()))
+    return None
 
 
 def secrets_manager(factory: Callable[[], Any]) -> SecretSource:

@@ -122,6 +122,7 @@ class RunItem(_Base):
     forked_from = UnicodeAttribute(null=True)
     deferrals = NumberAttribute(null=True)
     compensated = BooleanAttribute(null=True)
+    data_key = UnicodeAttribute(null=True)
     operations = ListAttribute(of=OperationMap, null=True)
     # Index keys, derived from the fields above by this adapter.
     due_shard = UnicodeAttribute(null=True)
@@ -245,6 +246,7 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "forked_from": run.forked_from,
             "deferrals": run.deferrals or None,
             "compensated": run.compensated or None,
+            "data_key": run.data_key,
             "operations": run.operations or None,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
@@ -353,6 +355,7 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         forked_from=d.get("forked_from"),
         deferrals=int(d.get("deferrals", 0)),
         compensated=bool(d.get("compensated", False)),
+        data_key=d.get("data_key"),
         operations=[dict(o) for o in d.get("operations") or []],
     )
 

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from durable.model import RunRecord, SignalRecord, StepRecord
+from durable.secrets import masked
 
 RunStatusName = Literal[
     "PENDING", "RUNNING", "WAITING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELED"
@@ -19,10 +20,11 @@ RunStatusName = Literal[
 
 
 def json_value(text: str | None) -> Any:
+    """A stored JSON text as readers see it: sealed secrets shown as ``***``."""
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return masked(json.loads(text))
     except ValueError:  # never expected: the ledger stores JSON text
         return text
 

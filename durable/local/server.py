@@ -205,6 +205,14 @@ class DevServer:
         path.chmod(0o600)
         return keys
 
+    def _master_key_file(self) -> Path:
+        """The local stand-in for KMS: a master key made once, kept with the ledger."""
+        path = self.o.state_dir / "master.key"
+        if not path.exists():
+            path.write_text(secrets.token_hex(32))
+            path.chmod(0o600)
+        return path
+
     def _handler_env(self) -> dict[str, str]:
         base = f"http://127.0.0.1:{self.o.port}"
         return {
@@ -226,6 +234,8 @@ class DevServer:
             # One generated key signs every hook of the local stack (durable dev prints it).
             "DURABLE_WEBHOOK_SHARED_SECRET": "true",
             "DURABLE_CALLBACK_BASE_URL": base,
+            # Secret-typed values sealed under a master key kept in the state folder.
+            "DURABLE_LOCAL_KEY_FILE": str(self._master_key_file().resolve()),
             "DURABLE_SWEEP_GRACE_SECONDS": "0",
             "DURABLE_TIME_SCALE": repr(self.o.time_scale),
             "DURABLE_CLOCK_FILE": str((self.o.state_dir / "clock.json").resolve()),

@@ -27,6 +27,7 @@ from durable.aws import LambdaHandler, api_handler, events_handler, sweeper_hand
 from durable.clock import FakeClock
 from durable.ports import Timers
 from durable.runtime import Services
+from durable.secrets import LocalKeys
 from durable.settings import Settings
 from tests.conftest import MakeTables
 from tests.handlers import workflows
@@ -148,6 +149,7 @@ def build_stack(
         secrets=secrets.__getitem__,
         clock=clock,
         idempotency=lambda: DynamoDBPersistenceLayer(table_name=idem_table, boto3_client=client),
+        keys=LocalKeys(),
     )
     tables = (ledger_table, idem_table)
     stack = Stack(client, tables, settings, clock, invoker, memory_timers, secrets)
