@@ -218,16 +218,20 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_answer(args: argparse.Namespace, approve: bool) -> int:
-    if approve:
-        result = parse_json(args.result, "result") if args.result else True
-        body: dict[str, Any] = {"result": result}
-    else:
-        body = {"error": {"type": "Rejected", "message": args.reason or "rejected"}}
+    result = (parse_json(args.result, "result") if args.result else True) if approve else None
+    error = None if approve else {"type": "Rejected", "message": args.reason or "rejected"}
+    body: Any
     if args.name is None:  # a callback token, as the outside party holds it
-        path = f"/callbacks/{urllib.parse.quote(args.run, safe='')}"
+        token = urllib.parse.quote(args.run, safe="")
+        path, body = (
+            (f"/callbacks/{token}", result) if approve else (f"/callbacks/{token}/fail", error)
+        )
     else:  # an operator: the run and the wait's name, authorized by IAM
         run, name = (urllib.parse.quote(x, safe="") for x in (args.run, args.name))
-        path = f"/runs/{run}/waits/{name}"
+        path, body = (
+            f"/runs/{run}/waits/{name}",
+            ({"result": result} if approve else {"error": error}),
+        )
     answer = call(args, "POST", path, body)
     print(f"{'approved' if approve else 'rejected'}: run {answer['run_id']} will resume")
     return 0

@@ -111,21 +111,28 @@ class Context:
             raise ValueError("sleep_until(when) needs a timezone-aware datetime")
         self._exec.sleep_until(when, name)
 
-    def create_callback(self, name: str, timeout: timedelta | None = None) -> Callback:
+    def create_callback(
+        self, name: str, timeout: timedelta | None = None, *, result_type: Any = None
+    ) -> Callback:
         """Mint a callback (``.token``, ``.url``); ``.result()`` waits for its answer.
 
         The wait is recorded WAITING with its expiry before the token exists, so an
-        answer can never arrive for a wait the ledger does not know.
+        answer can never arrive for a wait the ledger does not know. The answer is the
+        JSON body the sender posts to the URL; with ``result_type`` (a class, such as a
+        pydantic model of the sender's payload) one that does not fit is refused with a
+        422 naming the field, and ``.result()`` returns the decoded value.
         """
         from durable.waits import create_callback
 
-        return create_callback(self._exec, name, timeout)
+        return create_callback(self._exec, name, timeout, result_type)
 
     def wait_for_callback(
         self,
         name: str,
         timeout: timedelta | None = None,
         submit: Callable[[Callback], Any] | None = None,
+        *,
+        result_type: Any = None,
     ) -> Any:
         """Create a callback, run ``submit(callback)`` as the durable step ``<name>.submit``
         (email the approver its URL, say), and wait for the answer.
@@ -135,7 +142,7 @@ class Context:
         """
         from durable.waits import wait_for_callback
 
-        return wait_for_callback(self._exec, name, timeout, submit)
+        return wait_for_callback(self._exec, name, timeout, submit, result_type)
 
     def wait_for_signal(self, name: str, timeout: timedelta | None = None) -> Any:
         """Wait for the next signal ``name`` sent to this run (buffered if sent earlier).

@@ -127,8 +127,20 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
     now = format_time(engine.clock.now())
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
         _refuse(rec, now)
+    _check_answer(rec, result, failure)
     _deliver(engine, _answered(rec, output, failure, now), digest, now)
     return run_id
+
+
+def _check_answer(rec: StepRecord, result: Any, failure: tuple[str, str] | None) -> None:
+    """Refuse (422, naming the field) an answer that does not fit the type the callback
+    declared, when this process can import it; the workflow decodes it again anyway."""
+    reference = (rec.detail or {}).get("result_type")
+    if failure is not None or not isinstance(reference, str):
+        return
+    annotation = serde.resolve_reference(reference)
+    if annotation is not None:
+        serde.check_value(result, annotation, f"callback {rec.name!r} expects {reference}")
 
 
 def complete_wait(
@@ -168,6 +180,7 @@ def complete_wait(
     now = format_time(engine.clock.now())
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
         _refuse(rec, now)
+    _check_answer(rec, result, failure)
     answered = _answered(rec, output, failure, now)
     answered.detail = {**(rec.detail or {}), "completed_by": requested_by or "operator"}
     _deliver(engine, answered, rec.token_hash, now)

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_type_hints, overload
 
 from durable.errors import RegistrationError, WorkflowNotFound
+from durable.hooks import HookSpec
 from durable.retry import RetryPolicy
 from durable.serde import NO_ANNOTATION
 
@@ -134,6 +135,8 @@ class WorkflowDef:
     takes_input: bool
     input_annotation: Any
     return_annotation: Any
+    # How ``POST /hooks/<name>`` authenticates deliveries for it (None: our own scheme).
+    hook: HookSpec | None = None
 
 
 def _workflow_signature(fn: Callable[..., Any], name: str) -> tuple[bool, Any]:
@@ -169,15 +172,24 @@ class App:
     def workflow(self, fn: F, /) -> F: ...
 
     @overload
-    def workflow(self, *, name: str | None = None, version: int = 1) -> Callable[[F], F]: ...
+    def workflow(
+        self, *, name: str | None = None, version: int = 1, hook: HookSpec | None = None
+    ) -> Callable[[F], F]: ...
 
     def workflow(
-        self, fn: Callable[..., Any] | None = None, *, name: str | None = None, version: int = 1
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        version: int = 1,
+        hook: HookSpec | None = None,
     ) -> Any:
         """Register a workflow function ``(ctx[, input]) -> result``.
 
         Several versions of one name may be registered side by side; a run stays pinned to
-        the version it started on.
+        the version it started on. ``hook`` names the sender whose signed deliveries to
+        ``POST /hooks/<name>`` may start it (``durable.hooks``: ``github()``, ``stripe()``,
+        ``slack()``, ``shopify()``; default our own ``durable()`` scheme).
         """
 
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -194,8 +206,12 @@ class App:
                     f"workflow {wf_name!r} version {version} is already registered; "
                     "bump version= for the new code"
                 )
+            if hook is not None and not isinstance(hook, HookSpec):
+                raise RegistrationError(
+                    f"workflow {wf_name!r}: hook= takes a durable.hooks spec, e.g. github()"
+                )
             versions[version] = WorkflowDef(
-                wf_name, version, f, takes_input, annotation, return_annotation(f)
+                wf_name, version, f, takes_input, annotation, return_annotation(f), hook
             )
             return f
 

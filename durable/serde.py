@@ -129,6 +129,47 @@ def decode(text: str | None, annotation: Any = NO_ANNOTATION, sealer: Sealer | N
     return adapter.validate_json(text, by_alias=True, by_name=True)
 
 
+def type_reference(annotation: Any) -> str | None:
+    """``module:qualname`` of a class another process can import (the API validating a
+    callback's answer), or None (a generic alias, a class defined inside a function)."""
+    module, qualname = (
+        getattr(annotation, "__module__", None),
+        getattr(annotation, "__qualname__", None),
+    )
+    if not isinstance(annotation, type) or not module or not qualname or "<" in qualname:
+        return None
+    return f"{module}:{qualname}"
+
+
+def resolve_reference(reference: str) -> Any | None:
+    """The class a ``type_reference`` names, or None when this process cannot import it."""
+    import importlib
+
+    module_name, _, qualname = reference.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError, ValueError):
+        return None
+    return target if isinstance(target, type) else None
+
+
+def check_value(value: Any, annotation: Any, what: str) -> None:
+    """``InvalidInput`` naming the first field ``value`` gets wrong for ``annotation``."""
+    adapter = adapter_for(annotation)
+    if adapter is None:
+        return
+    try:
+        adapter.validate_python(value, by_alias=True, by_name=True)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "body"
+        raise InvalidInput(
+            f"{what}: field {where!r}: {first['msg']} ({e.error_count()} error(s))", field=where
+        ) from e
+
+
 def canonical_json(value: Any) -> str:
     """Key-sorted compact JSON: equal inputs hash equal (idempotent start).
 

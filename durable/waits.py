@@ -72,13 +72,20 @@ class Callback:
     name: str
     position: str
     _execution: Execution = field(repr=False)
+    # What the answer must be (a pydantic model, say): the API refuses an answer that
+    # does not fit (422), and ``result()`` returns it decoded. None: any JSON.
+    result_type: Any = field(default=None, repr=False)
 
     def result(self) -> Any:
-        """Wait for the answer: its JSON result, or ``CallbackFailed`` / ``CallbackTimeout``."""
-        return _await(self._execution, self.position, "callback")
+        """Wait for the answer: its result (decoded to ``result_type`` when given), or
+        ``CallbackFailed`` / ``CallbackTimeout``."""
+        annotation = serde.NO_ANNOTATION if self.result_type is None else self.result_type
+        return _await(self._execution, self.position, "callback", annotation)
 
 
-def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callback:
+def create_callback(
+    x: Execution, name: str, timeout: timedelta | None, result_type: Any = None
+) -> Callback:
     check_wait_name(name, "callback")
     _check_timeout(timeout)
     secret = tokens.check_secret(x.config.callback_secret)
@@ -89,6 +96,8 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
         expires = _expiry(x, timeout, "callback")
         nonce = tokens.new_nonce()
         token = tokens.make_token(secret, x.run.run_id, position, nonce)
+        # The API validates answers against the type, when it can import it by name.
+        reference = serde.type_reference(result_type) if result_type is not None else None
         # Written WAITING (with its expiry) before the token leaves this function.
         rec = x.write_fenced(
             x.new_record(
@@ -99,6 +108,7 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
                 token_nonce=nonce,
                 token_hash=tokens.token_hash(token),
                 expires_at=expires,
+                detail={"result_type": reference} if reference else None,
             )
         )
         if rec.token_nonce != nonce:  # another writer's record was adopted: not ours
@@ -120,15 +130,15 @@ def create_callback(x: Execution, name: str, timeout: timedelta | None) -> Callb
         token = tokens.make_token(secret, x.run.run_id, position, rec.token_nonce or "")
     x.tokens.add(token)
     base = x.config.callback_base_url.rstrip("/")
-    return Callback(token, f"{base}/callbacks/{token}", name, position, x)
+    return Callback(token, f"{base}/callbacks/{token}", name, position, x, result_type)
 
 
-def _await(x: Execution, position: str, what: str) -> Any:
+def _await(x: Execution, position: str, what: str, annotation: Any = serde.NO_ANNOTATION) -> Any:
     """Return a settled wait's outcome, time it out, or suspend until it settles."""
     x.check_cancel()
     rec = x.steps[position]
     if rec.status.final:
-        return _settled(rec, what)
+        return _settled(rec, what, annotation, x)
     now = x.clock.now()
     if rec.expires_at is not None and parse_time(rec.expires_at) <= now:
         # Under the same "still WAITING" condition a completion needs: exactly one wins.
@@ -157,8 +167,9 @@ def wait_for_callback(
     name: str,
     timeout: timedelta | None,
     submit: Callable[[Callback], Any] | None,
+    result_type: Any = None,
 ) -> Any:
-    callback = create_callback(x, name, timeout)
+    callback = create_callback(x, name, timeout, result_type)
     if submit is not None:
         x.call_step(
             submit,

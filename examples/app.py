@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from durable import App
-from examples import approval, data_pull, onboarding
+from examples import approval, data_pull, onboarding, webhooks
 
-app = App().include(onboarding.app).include(approval.app).include(data_pull.app)
+app = (
+    App().include(onboarding.app).include(approval.app).include(data_pull.app).include(webhooks.app)
+)

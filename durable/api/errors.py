@@ -97,7 +97,8 @@ def validation_answer(errors: list[dict[str, object]]) -> Answer:
     if first.get("type") == "json_invalid":
         return _answer(400, "MalformedJSON", "the request body is not valid JSON", "body")
     # loc is ("body"|"query"|"path", name, ...): name the field as the client wrote it.
-    field = ".".join(loc[1:]) if len(loc) > 1 else (loc[0] if loc else None)
+    # An empty key (``{"": 1}``) names no field: then the part of the request it sits in.
+    field = (".".join(loc[1:]) or loc[0]) if len(loc) > 1 else (loc[0] if loc else None)
     where = loc[0] if loc else "request"
     message = f"{where} field {field!r}: {first.get('msg', 'invalid')}"
     if len(errors) > 1:

@@ -17,7 +17,7 @@ from durable.api.errors import HttpError
 
 # Routes whose body is a request object (not a workflow input or a signal payload, which
 # may be any JSON): Powertools would otherwise take the first item of a JSON array.
-_OBJECT_BODY = re.compile(r"^/(callbacks/[^/]+|runs/[^/]+/(cancel|retry|fork))/?$")
+_OBJECT_BODY = re.compile(r"^/(callbacks/[^/]+/fail|runs/[^/]+/(cancel|retry|fork|waits/[^/]+))/?$")
 
 MAX_DEPTH = 32  # far beyond any workflow input; far below the parser's recursion limit
 JSON_TYPES = ("application/json", "text/json")

@@ -22,6 +22,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header, Query
 from durable.api.errors import Answer, HttpError, answer, validation_answer
 from durable.api.models import (
     CallbackAccepted,
+    CallbackError,
     CallbackRequest,
     CancelRequest,
     ErrorResponse,
@@ -92,6 +93,9 @@ def _ok(status: int, description: str, model: Any = None) -> dict[int, Any]:
 
 def _json(status: int, model: Any) -> Response[Any]:
     return Response(status_code=status, content_type=JSON, body=model)
+
+
+ANSWERED = _ok(202, "Answer recorded", CallbackAccepted)
 
 
 def error_response(found: Answer) -> Response[str]:
@@ -183,12 +187,30 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
 
     @app.post(
         "/callbacks/<token>",
-        summary="Answer a callback: approve with a result or reject with an error",
+        summary="Answer a callback: the body, any JSON, is its result (empty: null)",
         tags=["events"],
-        responses={**_ok(202, "Answer recorded"), **_errors(*BODY, 404, 409, 410)},
+        responses={
+            **_ok(202, "Answer recorded", CallbackAccepted),
+            **_errors(*BODY, 404, 409, 410),
+        },
     )
-    def callback(token: str, body: CallbackRequest) -> Response[CallbackAccepted]:
+    def callback(token: str) -> Response[CallbackAccepted]:
+        # The sender's own JSON, as it posts it: nothing to wrap. A callback that declared
+        # its result's type refuses a body that does not fit it (422, naming the field).
+        body = app.current_event.body
         return _json(202, service().complete_callback(unquote(token), body))
+
+    @app.post(
+        "/callbacks/<token>/fail",
+        summary="Answer a callback with a failure (a rejection): {type, message}",
+        tags=["events"],
+        responses={
+            **_ok(202, "Answer recorded", CallbackAccepted),
+            **_errors(*BODY, 404, 409, 410),
+        },
+    )
+    def callback_failed(token: str, body: CallbackError) -> Response[CallbackAccepted]:
+        return _json(202, service().fail_callback(unquote(token), body))
 
     @app.post(
         "/runs/<run_id>/waits/<name>",

@@ -18,6 +18,7 @@ from durable.api import hooks
 from durable.api.errors import HttpError
 from durable.api.models import (
     CallbackAccepted,
+    CallbackError,
     CallbackRequest,
     CancelRequest,
     ForkRequest,
@@ -35,11 +36,14 @@ from durable.api.models import (
 )
 from durable.clock import Clock
 from durable.engine import Engine
-from durable.errors import IdempotencyConflict, RunNotFound, WorkflowNotFound
+from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound, WorkflowNotFound
 from durable.events import send_signal
+from durable.hooks import HookRejected
+from durable.hooks import durable as default_hook
 from durable.ids import check_idempotency_key
 from durable.model import format_time, position_key
 from durable.operations import available_decisions
+from durable.registry import WorkflowDef
 from durable.serde import NO_ANNOTATION
 
 _RUN_ID = re.compile(r"^[0-9A-Z]{26}$")
@@ -157,36 +161,57 @@ class ApiService:
     def hook(
         self, name: str, headers: Mapping[str, str], body: str | None, key: str | None
     ) -> HookAccepted:
-        """A signed third-party delivery: authenticate, refuse replays, then start.
+        """A signed third-party delivery: authenticate (the workflow's scheme), refuse
+        replays, map the payload, then start.
 
-        The sender's idempotency key lives in the hook's own namespace (it can neither
-        collide with an operator's key nor another hook's), and the answer holds only the
-        run's id and status: a sender learns nothing about runs it did not start."""
-        timestamp, digests = hooks.parse(headers)
-        now = self.wall_clock()
-        hooks.check_fresh(timestamp, now, self.tolerance)
+        The sender's idempotency key (its header, or the provider's delivery id) lives in
+        the hook's own namespace: it can neither collide with an operator's key nor
+        another hook's. The answer holds only the run's id and status: a sender learns
+        nothing about runs it did not start."""
         secret_text = self.webhook_secret()
         if not secret_text:
             raise HttpError(503, "ServiceUnavailable", "webhooks are not configured here")
-        raw = (body or "").encode()
+        workflow = self._hook_workflow(name)
+        spec = (workflow.hook if workflow else None) or default_hook()
         keys = hooks.secrets_for(name, secret_text, shared=self.shared_secret)
-        digest = hooks.verify(keys, name, timestamp, raw, digests)
-        payload = parse_json(body)
-        marker = hooks.nonce_key(digest)
-        if not self.nonces.claim(marker, timestamp + self.tolerance + 1, int(now)):
-            raise HttpError(401, "Unauthorized", "replayed signature: sign each delivery anew")
+        now = self.wall_clock()
         try:
+            delivery = spec.verifier.verify(keys, name, headers, (body or "").encode(), now)
+        except HookRejected as e:
+            raise HttpError(401, "Unauthorized", str(e)) from e
+        if workflow is None:
+            # Signed, but for a hook with no workflow: say nothing an outsider could use to
+            # list what is registered.
+            raise HttpError(404, "NotFound", "no such hook")
+        payload = parse_json(body)
+        if spec.to_input is not None:
             try:
-                run = self.start(StartRequest(name, payload, key, f"hook:{name}", f"hook:{name}"))
-            except WorkflowNotFound as e:
-                # Signed, but for a hook with no workflow: say nothing an outsider could use
-                # to list what is registered.
-                raise HttpError(404, "NotFound", "no such hook") from e
+                payload = spec.to_input(payload, headers)
+            except (KeyError, TypeError, ValueError) as e:
+                raise InvalidInput(
+                    f"the {spec.verifier.name} payload does not map to the input of workflow "
+                    f"{name!r}: {type(e).__name__}: {e}",
+                    field="body",
+                ) from e
+        marker = delivery.marker
+        if marker is not None and not self.nonces.claim(marker, delivery.keep_until, int(now)):
+            raise HttpError(401, "Unauthorized", "replayed signature: sign each delivery anew")
+        request = StartRequest(
+            name, payload, key or delivery.idempotency_key, f"hook:{name}", f"hook:{name}"
+        )
+        try:
+            run = self.start(request)
         except BaseException:
-            # Nothing started: the sender may retry this very request.
-            self.nonces.release(marker)
+            if marker is not None:  # nothing started: the sender may retry this request
+                self.nonces.release(marker)
             raise
         return HookAccepted(run_id=run.run_id, status=run.status)
+
+    def _hook_workflow(self, name: str) -> WorkflowDef | None:
+        try:
+            return self.engine.app.get_workflow(name)
+        except WorkflowNotFound:
+            return None
 
     # --- reading ----------------------------------------------------------------------
 
@@ -252,10 +277,14 @@ class ApiService:
 
     # --- events to runs ---------------------------------------------------------------
 
-    def complete_callback(self, token: str, request: CallbackRequest) -> CallbackAccepted:
-        error = request.error.model_dump() if request.error is not None else None
-        run_id = self.engine.complete_callback(token, result=request.result, error=error)
-        return CallbackAccepted(run_id=run_id, outcome="error" if error else "result")
+    def complete_callback(self, token: str, body: str | None) -> CallbackAccepted:
+        """The sender's raw JSON body is the callback's result (empty: null)."""
+        run_id = self.engine.complete_callback(token, result=parse_json(body))
+        return CallbackAccepted(run_id=run_id, outcome="result")
+
+    def fail_callback(self, token: str, error: CallbackError) -> CallbackAccepted:
+        run_id = self.engine.complete_callback(token, error=error.model_dump())
+        return CallbackAccepted(run_id=run_id, outcome="error")
 
     def complete_wait(
         self, run_id: str, name: str, request: CallbackRequest, requested_by: str | None

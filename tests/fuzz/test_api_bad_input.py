@@ -287,7 +287,7 @@ def test_a_lone_surrogate_escape_is_a_400_naming_the_body(
     raw = {
         "start": f'{{"user_id": {text}, "email": "e"}}',
         "signal": text,
-        "callback": f'{{"result": {text}}}',
+        "callback": text,
     }[route]
     error = refused(target, api_event("POST", route_path(target, route), raw=raw), 400)
     assert (error["type"], error["field"]) == ("MalformedJSON", "body")
@@ -325,37 +325,30 @@ def test_a_forged_token_for_a_real_callback_is_a_404(target: Target, mac: str) -
     assert refused(target, event, 404)["type"] == "CallbackNotFound"
 
 
-CALLBACK_BODIES = st.one_of(
+REJECTION_BODIES = st.one_of(
     # not an object (lists of objects included: Powertools once took the first item)
-    JSON.filter(lambda v: not isinstance(v, dict)),
+    JSON.filter(lambda v: not isinstance(v, dict | None)),
     st.dictionaries(  # unknown keys
-        TEXT.filter(lambda k: k not in ("result", "error")), JSON, min_size=1, max_size=3
+        TEXT.filter(lambda k: k not in ("type", "message")), JSON, min_size=1, max_size=3
     ),
-    st.builds(  # both an answer and a rejection
-        lambda r, e: {"result": r, "error": e},
-        JSON.filter(lambda v: v is not None),
-        st.fixed_dictionaries({"type": TEXT.filter(bool)}),
-    ),
-    st.builds(lambda e: {"error": e}, JSON.filter(lambda v: not isinstance(v, dict | None))),
-    st.builds(  # error fields of the wrong type or size
-        lambda t, m: {"error": {"type": t, "message": m}},
-        st.one_of(st.just(""), st.integers(), st.text(min_size=201, max_size=220), st.none()),
+    st.builds(  # fields of the wrong type or size
+        lambda t, m: {"type": t, "message": m},
+        st.one_of(st.just(""), st.integers(), st.text(min_size=201, max_size=220)),
         TEXT,
     ),
     st.builds(
-        lambda m: {"error": {"type": "Rejected", "message": m}},
+        lambda m: {"type": "Rejected", "message": m},
         st.one_of(st.integers(), st.lists(TEXT), st.text(min_size=10_001, max_size=10_010)),
     ),
 )
 
 
 @FUZZ
-@given(body=CALLBACK_BODIES)
-@example(body={"result": 1, "error": {"type": "No"}})
+@given(body=REJECTION_BODIES)
 @example(body={"bogus": 1})
-@example(body=[1, {"result": 1}])
-def test_a_callback_answer_of_the_wrong_shape_names_the_field(target: Target, body: Any) -> None:
-    event = api_event("POST", f"/callbacks/{target.token}", body, caller=None)
+@example(body=[1, {"type": "No"}])
+def test_a_rejection_of_the_wrong_shape_names_the_field(target: Target, body: Any) -> None:
+    event = api_event("POST", f"/callbacks/{target.token}/fail", body, caller=None)
     error = refused(target, event, 422)
     assert isinstance(error.get("field"), str) and error["field"], error
     if isinstance(body, dict) and error["field"] != "body":
@@ -363,7 +356,7 @@ def test_a_callback_answer_of_the_wrong_shape_names_the_field(target: Target, bo
 
 
 def test_a_callback_result_that_is_not_json_is_a_422_naming_it(target: Target) -> None:
-    event = api_event("POST", f"/callbacks/{target.token}", raw='{"result": 1e999}', caller=None)
+    event = api_event("POST", f"/callbacks/{target.token}", raw="1e999", caller=None)
     assert refused(target, event, 422)["field"] == "result"
 
 
@@ -421,13 +414,13 @@ def test_a_signal_payload_that_is_not_json_is_a_422_naming_it(target: Target) ->
 # now refuses non-object bodies on these routes.
 @pytest.mark.parametrize(
     ("route", "body"),
-    [("callback", [{"result": 2}, {"bogus": 1}]), ("cancel", [{"reason": "by a list"}])],
+    [("rejection", [{"type": "No"}, {"bogus": 1}]), ("cancel", [{"reason": "by a list"}])],
 )
 def test_a_list_body_is_refused_where_an_object_is_expected(
     target: Target, route: str, body: Any
 ) -> None:
     own = build_target()  # its own tables: were it accepted, the shared ones would change
-    path = f"/callbacks/{own.token}" if route == "callback" else f"/runs/{own.waiting}/cancel"
+    path = f"/callbacks/{own.token}/fail" if route == "rejection" else f"/runs/{own.waiting}/cancel"
     before = own.stack.snapshot()
     reply = own.call(api_event("POST", path, body))
     assert reply.status == 422, reply.body

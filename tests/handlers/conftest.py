@@ -26,6 +26,7 @@ from durable.adapters.nonces import DynamoNonceStore
 from durable.aws import LambdaHandler, api_handler, events_handler, sweeper_handler, worker_handler
 from durable.clock import FakeClock
 from durable.ports import Timers
+from durable.registry import App
 from durable.runtime import Services
 from durable.secrets import LocalKeys
 from durable.settings import Settings
@@ -110,6 +111,7 @@ def build_stack(
     make_tables: MakeTables | None,
     timers: Timers | None = None,
     tables: tuple[str, str] | None = None,
+    app: App | None = None,
     **overrides: Any,
 ) -> Stack:
     """Tables (made, or the given ones), settings (``overrides`` change fields) and the
@@ -159,7 +161,7 @@ def build_stack(
         ("sweeper", sweeper_handler),
         ("events", events_handler),
     ]:
-        stack.handlers[name] = factory(workflows.app, settings, services=services)
+        stack.handlers[name] = factory(app or workflows.app, settings, services=services)
     return stack
 
 

@@ -29,6 +29,7 @@ ROUTES = [
     "/runs/{run_id}/fork",
     "/runs/{run_id}",
     "/runs",
+    "/callbacks/{token}/fail",
     "/callbacks/{token}",
     "/workflows",
 ]

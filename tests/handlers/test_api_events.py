@@ -44,13 +44,18 @@ def callback_token(stack: Stack, run_id: str) -> str:
 
 
 def answer(stack: Stack, token: str, body: Any) -> Reply:
-    # Callbacks are authorized by their token: no IAM caller.
+    """Post the sender's own JSON as the callback's result (authorized by the token: no
+    IAM caller)."""
     return stack.call(api_event("POST", f"/callbacks/{token}", body, caller=None))
+
+
+def reject(stack: Stack, token: str, body: Any) -> Reply:
+    return stack.call(api_event("POST", f"/callbacks/{token}/fail", body, caller=None))
 
 
 def test_callback_approve_resumes_the_run(stack: Stack) -> None:
     run_id = run_to_wait(stack, "approval", {"amount": 5})
-    reply = answer(stack, callback_token(stack, run_id), {"result": {"by": "manager"}})
+    reply = answer(stack, callback_token(stack, run_id), {"by": "manager"})
     assert reply.status == 202
     assert reply.body == {"run_id": run_id, "outcome": "result"}
     stack.drain()
@@ -93,7 +98,7 @@ def test_the_cli_approves_and_rejects_by_run_and_wait_name(
 
 def test_callback_reject_fails_the_wait(stack: Stack) -> None:
     run_id = run_to_wait(stack, "approval", {})
-    reply = answer(stack, callback_token(stack, run_id), {"error": {"message": "too much"}})
+    reply = reject(stack, callback_token(stack, run_id), {"message": "too much"})
     assert reply.body["outcome"] == "error"
     stack.drain()
     assert show(stack, run_id)["output"] == {"rejected": "too much"}
@@ -102,10 +107,10 @@ def test_callback_reject_fails_the_wait(stack: Stack) -> None:
 def test_callback_answered_twice_is_409_and_writes_nothing(stack: Stack) -> None:
     run_id = run_to_wait(stack, "approval", {})
     token = callback_token(stack, run_id)
-    assert answer(stack, token, {"result": True}).status == 202
+    assert answer(stack, token, True).status == 202
     stack.drain()
     before = stack.snapshot()
-    reply = answer(stack, token, {"result": False})
+    reply = answer(stack, token, False)
     assert reply.status == 409
     assert reply.error["type"] == "CallbackAlreadyCompleted"
     assert stack.snapshot() == before
@@ -116,7 +121,7 @@ def test_expired_callback_is_410(stack: Stack) -> None:
     token = callback_token(stack, run_id)
     later(stack, days=2)
     before = stack.snapshot()
-    reply = answer(stack, token, {"result": True})
+    reply = answer(stack, token, True)
     assert reply.status == 410
     assert stack.snapshot() == before
 
@@ -132,30 +137,38 @@ def test_bad_tokens_are_refused_and_write_nothing(stack: Stack, mangle: str) -> 
         "other-run": "01JDURABLE0000000000000000" + token[26:],
     }[mangle]
     before = stack.snapshot()
-    reply = answer(stack, bad, {"result": True})
+    reply = answer(stack, bad, True)
     assert reply.status == (422 if mangle in {"truncate", "garbage"} else 404), reply.body
     assert stack.snapshot() == before
 
 
 @pytest.mark.parametrize(
-    ("body", "status", "field"),
-    [
-        ({"result": 1, "error": {"message": "x"}}, 422, None),
-        ({"error": {"type": ""}}, 422, "error.type"),
-        ({"surprise": 1}, 422, "surprise"),
-    ],
+    ("body", "field"),
+    [({"type": ""}, "type"), ({"surprise": 1}, "surprise"), ([1], None)],
 )
-def test_malformed_callback_bodies(stack: Stack, body: Any, status: int, field: str | None) -> None:
+def test_malformed_rejections(stack: Stack, body: Any, field: str | None) -> None:
     run_id = run_to_wait(stack, "approval", {})
     token = callback_token(stack, run_id)
     before = stack.snapshot()
-    reply = answer(stack, token, body)
-    assert reply.status == status
+    reply = reject(stack, token, body)
+    assert reply.status == 422
     if field:
         assert reply.error["field"] == field
     assert stack.snapshot() == before
     malformed = stack.call(api_event("POST", f"/callbacks/{token}", raw='{"result": '))
     assert malformed.status == 400
+
+
+def test_a_senders_own_json_is_the_result_whatever_its_shape(stack: Stack) -> None:
+    """GIVEN a carrier that posts its own payload to the callback URL (issue 13: the body
+    had to be wrapped in {"result": ...} and answered 422 otherwise)
+    WHEN it posts, unwrapped
+    THEN that payload is the callback's result."""
+    run_id = run_to_wait(stack, "approval", {})
+    payload = {"tracking": "1Z999", "status": "delivered", "result": "not an envelope"}
+    assert answer(stack, callback_token(stack, run_id), payload).status == 202
+    stack.drain()
+    assert show(stack, run_id)["output"] == {"approved": payload}
 
 
 def test_signal_resumes_a_waiting_run(stack: Stack) -> None:

@@ -173,7 +173,11 @@ def test_api_events_match_the_routes_and_their_authorization() -> None:
         for e in events
         if e["Properties"].get("Auth", {}).get("Authorizer") == "NONE"
     }
-    assert public == {("/callbacks/{token}", "post"), ("/hooks/{name}", "post")}
+    assert public == {
+        ("/callbacks/{token}", "post"),
+        ("/callbacks/{token}/fail", "post"),
+        ("/hooks/{name}", "post"),
+    }
     auth = RESOURCES["Api"]["Properties"]["Auth"]
     assert auth == {"DefaultAuthorizer": "AWS_IAM", "InvokeRole": "NONE"}
 

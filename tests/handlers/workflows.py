@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable import App, CallbackFailed, Context, TerminalError, current_step
+from durable.hooks import github, shopify, slack, stripe
 from durable.waits import Callback
 
 app = App()
@@ -90,3 +91,57 @@ def compile_report() -> str:
 @app.workflow(name="report")
 def report(ctx: Context) -> str:
     return compile_report()
+
+
+# --- started by third-party webhooks, each signed its sender's way ------------------------
+
+
+class Push(BaseModel):
+    repository: str
+    commits: int
+
+
+@app.workflow(
+    name="github-push",
+    hook=github(
+        to_input=lambda event, headers: {
+            "repository": event["repository"]["full_name"],
+            "commits": len(event.get("commits", [])),
+        }
+    ),
+)
+def github_push(ctx: Context, push: Push) -> str:
+    return f"{push.repository}: {push.commits}"
+
+
+class Charge(BaseModel):
+    event: str
+    amount: int
+
+
+@app.workflow(
+    name="stripe-payment",
+    hook=stripe(
+        to_input=lambda event, headers: {
+            "event": event["type"],
+            "amount": event["data"]["object"]["amount"],
+        }
+    ),
+)
+def stripe_payment(ctx: Context, charge: Charge) -> str:
+    return f"{charge.event} {charge.amount}"
+
+
+@app.workflow(name="slack-event", hook=slack(to_input=lambda event, headers: event["event"]))
+def slack_event(ctx: Context, event: dict[str, Any]) -> str:
+    return str(event["text"])
+
+
+class Order(BaseModel):
+    id: int
+    email: str
+
+
+@app.workflow(name="shopify-order", hook=shopify())
+def shopify_order(ctx: Context, order: Order) -> int:
+    return order.id

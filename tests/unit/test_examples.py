@@ -63,4 +63,12 @@ def test_an_unanswered_expense_expires_after_a_week() -> None:
 
 def test_the_combined_app_serves_every_example() -> None:
     names = sorted(w.name for w in combined.app.workflows())
-    assert names == ["data-pull", "expense-approval", "onboarding"]
+    assert names == [
+        "answer-mention",
+        "data-pull",
+        "deploy-on-push",
+        "expense-approval",
+        "fulfil-payment",
+        "onboarding",
+        "ship-order",
+    ]

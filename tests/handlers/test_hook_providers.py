@@ -1,0 +1,117 @@
+"""Third-party senders through POST /hooks/{name}: each workflow names its sender's scheme
+and maps the sender's JSON to its input (issue 13, "real senders")."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import time
+from typing import Any
+
+from tests.handlers.conftest import Reply, Stack
+from tests.handlers.events import api_event
+
+KEYS = {
+    "github-push": "gh-key-0123456789",
+    "stripe-payment": "whsec_0123456789",
+    "slack-event": "slack-key-0123456789",
+    "shopify-order": "shopify-key-0123456789",
+}
+
+
+def post(stack: Stack, hook: str, body: str, headers: dict[str, str]) -> Reply:
+    stack.secrets["durable/webhook"] = json.dumps(KEYS)
+    return stack.call(api_event("POST", f"/hooks/{hook}", raw=body, headers=headers, caller=None))
+
+
+def mac(key: str, message: bytes) -> bytes:
+    return hmac.new(key.encode(), message, hashlib.sha256).digest()
+
+
+def result(stack: Stack, reply: Reply) -> Any:
+    assert reply.status == 202, reply.body
+    stack.drain()
+    return stack.call(api_event("GET", f"/runs/{reply.body['run_id']}")).body["output"]
+
+
+def github_delivery(
+    key: str = KEYS["github-push"], delivery: str = "d-1"
+) -> tuple[str, dict[str, str]]:
+    body = json.dumps(
+        {"ref": "refs/heads/main", "repository": {"full_name": "acme/shop"}, "commits": [{}, {}]}
+    )
+    signature = "sha256=" + mac(key, body.encode()).hex()
+    headers = {
+        "X-Hub-Signature-256": signature,
+        "X-GitHub-Delivery": delivery,
+        "X-GitHub-Event": "push",
+    }
+    return body, headers
+
+
+def test_a_github_push_starts_its_workflow_and_a_redelivery_gets_the_same_run(
+    stack: Stack,
+) -> None:
+    body, headers = github_delivery()
+    first = post(stack, "github-push", body, headers)
+    assert result(stack, first) == "acme/shop: 2"
+    again = post(stack, "github-push", body, headers)  # GitHub redelivers on a timeout
+    assert again.status == 202 and again.body["run_id"] == first.body["run_id"]
+
+
+def test_a_github_delivery_signed_with_another_key_or_for_our_scheme_is_401(
+    stack: Stack,
+) -> None:
+    body, headers = github_delivery(key="not-the-key")
+    before = stack.snapshot()
+    assert post(stack, "github-push", body, headers).status == 401
+    now = int(time.time())
+    ours = {"X-Durable-Timestamp": str(now), "X-Durable-Signature": "v2=" + "0" * 64}
+    assert post(stack, "github-push", body, ours).status == 401
+    assert stack.snapshot() == before
+
+
+def test_a_stripe_event_starts_its_workflow_once_per_event(stack: Stack) -> None:
+    event = {
+        "id": "evt_1Nxyz",
+        "type": "charge.succeeded",
+        "data": {"object": {"id": "ch_1", "amount": 2000}},
+    }
+    body = json.dumps(event)
+    t = int(time.time())
+    signature = mac(KEYS["stripe-payment"], f"{t}.".encode() + body.encode()).hex()
+    headers = {"Stripe-Signature": f"t={t},v1={signature}"}
+    first = post(stack, "stripe-payment", body, headers)
+    assert result(stack, first) == "charge.succeeded 2000"
+    assert post(stack, "stripe-payment", body, headers).status == 401  # a replay
+    t2 = t + 1  # Stripe's retry signs anew: the event id finds the first run
+    resigned = mac(KEYS["stripe-payment"], f"{t2}.".encode() + body.encode()).hex()
+    retry = post(stack, "stripe-payment", body, {"Stripe-Signature": f"t={t2},v1={resigned}"})
+    assert retry.body["run_id"] == first.body["run_id"]
+
+
+def test_a_slack_event_starts_its_workflow(stack: Stack) -> None:
+    body = json.dumps(
+        {"type": "event_callback", "event_id": "Ev01", "event": {"type": "message", "text": "hi"}}
+    )
+    ts = str(int(time.time()))
+    signature = "v0=" + mac(KEYS["slack-event"], f"v0:{ts}:".encode() + body.encode()).hex()
+    headers = {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
+    assert result(stack, post(stack, "slack-event", body, headers)) == "hi"
+
+
+def test_a_shopify_order_starts_its_workflow_and_a_bad_payload_is_422(stack: Stack) -> None:
+    def signed(payload: dict[str, Any], webhook_id: str) -> tuple[str, dict[str, str]]:
+        body = json.dumps(payload)
+        digest = base64.b64encode(mac(KEYS["shopify-order"], body.encode())).decode()
+        return body, {"X-Shopify-Hmac-Sha256": digest, "X-Shopify-Webhook-Id": webhook_id}
+
+    body, headers = signed({"id": 820982911946154508, "email": "jon@example.com"}, "w-1")
+    assert result(stack, post(stack, "shopify-order", body, headers)) == 820982911946154508
+    bad_body, bad_headers = signed({"email": "no id"}, "w-2")
+    before = stack.snapshot()
+    bad = post(stack, "shopify-order", bad_body, bad_headers)
+    assert bad.status == 422 and bad.error["field"] == "id"
+    assert stack.snapshot() == before
