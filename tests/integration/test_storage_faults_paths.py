@@ -91,9 +91,14 @@ def crunch(order: str) -> str:
     return effect("crunch", "crunch")
 
 
+# The approver's inbox: run id -> the token sent (the ledger keeps only its hash).
+INBOX: dict[str, str] = {}
+
+
 def send_link(callback: Callback) -> str:
     effect("link", "link")
-    return callback.token  # the step's output: the "approver" reads it from the ledger
+    INBOX[current_step().run_id] = callback.token
+    return callback.url  # stored with its token redacted
 
 
 @app.step
@@ -349,7 +354,7 @@ class World:
         waiting = self.waiting_on(run_id, StepKind.CALLBACK)
         submit = steps.get("approve.submit")
         if waiting is not None and submit is not None and submit.status == StepStatus.DONE:
-            token = str(submit.output).strip('"')
+            token = INBOX[run_id]
             for _ in range(3):
                 if self.client(
                     "complete_callback", lambda: self.engine.complete_callback(token, "yes")
