@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-localstack lint typecheck unit integration bench clean
+.PHONY: demo test test-localstack lint typecheck unit integration mutation bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +41,17 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(BIN)/pytest -m integration
 
+# Mutation testing of the engine core against the unit tier (docs/testing.md). Slow, so not
+# part of `make test`: one module takes minutes, all of them about an hour on two cores.
+#   make mutation MODULE=durable/retry.py      one module
+#   make mutation MODULE=retry SAMPLE=40       a budget: 40 random mutants
+MODULE ?=
+SAMPLE ?=
+mutation: $(STAMP)
+	$(BIN)/python -m tests.mutation $(if $(MODULE),--module $(MODULE)) $(if $(SAMPLE),--sample $(SAMPLE))
+
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .mutation
