@@ -5,6 +5,8 @@
     python -m tests.mutation --module retry --sample 40      # a budget: 40 random mutants
     python -m tests.mutation --module retry --list           # the mutants and their ids
     python -m tests.mutation --show retry-1a2b3c4d           # one mutant, before and after
+    python -m tests.mutation --module steps --replace 'return None  #' 'return ""  #' \
+        --only test_pins_steps                               # a hand-made mutant
 
 Runs one mutant at a time (one worker): the machine's other work keeps its cores.
 """
@@ -42,6 +44,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         metavar="TEXT",
         help="run only the selected tests whose node id contains TEXT (to check that a new "
         "test kills a mutant by itself); results are not cached",
+    )
+    parser.add_argument(
+        "--replace",
+        nargs=2,
+        metavar=("OLD", "NEW"),
+        help="run a hand-made mutant instead: the one --module with its single occurrence "
+        "of the text OLD replaced by NEW (for faults the operators do not make)",
     )
     parser.add_argument("--fresh", action="store_true", help="ignore cached results")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
@@ -109,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     if coverage.failing():
         print(f"not used (failed in the coverage pass): {', '.join(coverage.failing())}")
     runner.preload()
+    if args.replace:
+        return _hand_made(targets, args, coverage, durations)
     cache = ResultCache(fresh=args.fresh)
     context = _context_sha()
     reports: list[ModuleReport] = []
@@ -181,6 +192,33 @@ def _run_module(
         print("survivors:")
         print("\n".join(survivors))
     return report
+
+
+def _hand_made(
+    targets: list[Target],
+    args: argparse.Namespace,
+    coverage: CoverageMap,
+    durations: dict[str, float],
+) -> int:
+    """Run one textual mutant of one module against its tests (or those matching --only)."""
+    if len(targets) != 1:
+        raise SystemExit("--replace needs exactly one --module")
+    target, (old, new) = targets[0], args.replace
+    source = (ROOT / target.path).read_text()
+    if source.count(old) != 1:
+        raise SystemExit(f"{old!r} occurs {source.count(old)} times in {target.path}, not once")
+    origin = str(ROOT / target.path)
+    code = compile(source.replace(old, new), origin, "exec", dont_inherit=True)
+    tests = [t for t in coverage.tests_of_lines(target.path, None) if t in durations]
+    if args.only:
+        tests = [t for t in tests if args.only in t]
+    tests.sort(key=lambda t: (durations[t], t))
+    limits = runner.Limits(durations, args.timeout_factor, args.timeout_floor)
+    outcome = runner.run_batched(tests, limits, (target.module, code, origin))
+    print(f"{target.path}: {old!r} -> {new!r}: {outcome.status} by {len(tests)} tests")
+    if outcome.detail:
+        print(f"  {outcome.detail}")
+    return 0 if outcome.status in ("killed", "timeout") else 1
 
 
 def _baseline(target: Target, coverage: CoverageMap, limits: runner.Limits) -> None:
