@@ -224,3 +224,46 @@ def test_an_at_least_once_step_interrupted_mid_body_simply_runs_again() -> None:
     step = runner.history(run_id)[0]
     assert step.attempt == 2
     assert [(a.n, a.error_class) for a in step.attempts] == [(1, None), (2, None)]
+
+
+def test_a_fresh_retry_budget_survives_a_checkpoint_and_a_crash() -> None:
+    """GIVEN a step (3 attempts) that failed for good, then was retried by an operator
+    WHEN its attempt 4 checkpoints and its worker dies, and attempt 5 (after the takeover)
+    fails again THEN attempt 5 still has budget left (it is the operator's second): the step
+    waits its backoff and attempt 6 succeeds.
+
+    Kills the ``detail`` (carrying ``attempt_base``) dropped from the records the step
+    writes itself (``record()``): a hand-made mutant, ``**{"detail": ..., **fields}`` ->
+    ``**fields`` (see docs/testing.md). The checkpoint's RUNNING record would lose the base,
+    and the takeover would count attempt 5 against the original budget."""
+    app = App()
+    attempts: list[int] = []
+
+    @app.step(retry=RetryPolicy(max_attempts=3, initial_delay=timedelta(minutes=10), jitter="none"))
+    def flaky() -> str:
+        step = current_step()
+        attempts.append(step.attempt)
+        if step.attempt == 4:
+            step.checkpoint({"page": 1})
+            raise SimulatedCrash("the worker died after a checkpoint")
+        if step.attempt < 6:
+            raise ConnectionError("down")
+        return "ok"
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return flaky()
+
+    runner = LocalRunner(app, config=EngineConfig(lease=LEASE))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    for _ in range(3):
+        runner.advance(minutes=21)
+    assert runner.get_run(run_id).status == RunStatus.FAILED
+    runner.retry(run_id)
+    runner.run_until_idle()  # attempt 4 checkpoints and dies
+    runner.advance(LEASE + timedelta(seconds=10))  # the takeover: attempt 5 fails
+    assert runner.history(run_id)[0].status == StepStatus.WAITING
+    runner.advance(minutes=21)
+    assert attempts == [1, 2, 3, 4, 5, 6]
+    assert runner.get_run(run_id).status == RunStatus.SUCCEEDED
