@@ -267,3 +267,77 @@ def test_a_consumed_signal_is_recorded_with_its_id_and_arrival() -> None:
     assert runner.get_run(run_id).output == '{"n":1}'
     step = runner.history(run_id)[0]
     assert step.detail == {"signal_id": signal.signal_id, "received_at": signal.received_at}
+
+
+def timing_out_then_sleeping_app(kind: str) -> App:
+    """A wait of 1 hour that times out, is caught, and an hour's sleep after it: the run's
+    output is computed on the replay after the sleep, from the recorded timeout."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        try:
+            if kind == "signal":
+                ctx.wait_for_signal("approval", timeout=timedelta(hours=1))
+            else:
+                ctx.wait_for_condition(
+                    lambda: False,
+                    interval=timedelta(minutes=30),
+                    timeout=timedelta(hours=1),
+                    name="approval",
+                )
+        except CallbackTimeout as timeout:
+            message = str(timeout)
+        ctx.sleep(timedelta(hours=1))
+        return message
+
+    return app
+
+
+@pytest.mark.parametrize("kind", ["signal", "condition"])
+def test_a_replayed_timeout_says_what_timed_out(kind: str) -> None:
+    """GIVEN a signal or condition wait that timed out (caught by the workflow), then a sleep
+    WHEN the run wakes and replays the recorded timeout THEN its message names the kind of
+    wait, as it did the first time.
+
+    Kills waits-31acac10 (the signal replay's "signal" -> "") and waits-bed8479e (the
+    condition replay's "condition" -> "")."""
+    runner = LocalRunner(timing_out_then_sleeping_app(kind))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    for _ in range(4):
+        runner.advance(minutes=30)
+    output = runner.get_run(run_id).output or ""
+    assert output.startswith(f"\"{kind} 'approval' at 0001 timed out at ")
+
+
+def test_a_signal_whose_wait_timed_out_meanwhile_raises_the_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GIVEN a signal waiting to be consumed WHEN the wait turned TIMED_OUT (another worker)
+    just before this one records the consumption THEN the workflow gets the timeout, naming
+    the signal wait.
+
+    Kills waits-5dfef13e (the "signal" -> "" where the consumption lost)."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        try:
+            return str(ctx.wait_for_signal("approval", timeout=timedelta(hours=1)))
+        except CallbackTimeout as timeout:
+            return str(timeout)
+
+    runner = LocalRunner(app)
+    ledger = runner.memory_ledger
+    real_consume, real_write = ledger.consume_signal, ledger.write_step
+
+    def consume_signal(step: StepRecord, signal: Any) -> StepRecord:
+        real_write(replace(step, status=StepStatus.TIMED_OUT, output=None, detail=None))
+        return real_consume(step, signal)
+
+    monkeypatch.setattr(ledger, "consume_signal", consume_signal)
+    run_id = runner.start("flow").run_id
+    runner.signal(run_id, "approval", "yes")
+    runner.run_until_idle()
+    assert (runner.get_run(run_id).output or "").startswith("\"signal 'approval' at 0001")
