@@ -45,10 +45,13 @@ integration: $(STAMP)
 # part of `make test`: one module takes minutes, all of them about an hour on two cores.
 #   make mutation MODULE=durable/retry.py      one module
 #   make mutation MODULE=retry SAMPLE=40       a budget: 40 random mutants
+#   make mutation FAIL_UNDER=90                exit 1 if a module scores under 90%
 MODULE ?=
 SAMPLE ?=
+FAIL_UNDER ?=
 mutation: $(STAMP)
-	$(BIN)/python -m tests.mutation $(if $(MODULE),--module $(MODULE)) $(if $(SAMPLE),--sample $(SAMPLE))
+	$(BIN)/python -m tests.mutation $(if $(MODULE),--module $(MODULE)) \
+		$(if $(SAMPLE),--sample $(SAMPLE)) $(if $(FAIL_UNDER),--fail-under $(FAIL_UNDER))
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all

@@ -64,6 +64,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--timeout-floor", type=float, default=5.0, help="seconds (5)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run")
+    parser.add_argument(
+        "--fail-under",
+        type=float,
+        metavar="PERCENT",
+        help="exit 1 when a module's score is under PERCENT (a gate for CI or a hook)",
+    )
     return parser.parse_args(argv)
 
 
@@ -132,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     stale = sorted(set(excluded) - known)
     if stale:
         print(f"\nequivalent.toml names mutants that no longer exist: {', '.join(stale)}")
+    if args.fail_under is not None:
+        low = [r.path for r in reports if r.score is not None and r.score * 100 < args.fail_under]
+        if low:
+            print(f"\nunder {args.fail_under:g}%: {', '.join(low)}")
+            return 1
     return 0
 
 
