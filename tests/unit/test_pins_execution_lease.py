@@ -205,8 +205,8 @@ def test_a_backoff_scheduled_after_a_timer_wake_up_gets_the_plain_timer_name() -
     runner = LocalRunner(app)
     run_id = runner.start("flow").run_id
     runner.run_until_idle()
-    runner.timers.armed.clear()
-    runner.advance(minutes=1)  # the sleep's timer fires: reason "timer"
+    assert list(runner.timers.armed) == [f"{run_id}-0001"]
+    runner.advance(minutes=1)  # the sleep's timer fires (and is gone): reason "timer"
     assert list(runner.timers.armed) == [f"{run_id}-0002"]
 
 

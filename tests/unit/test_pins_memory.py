@@ -5,10 +5,14 @@ ledgers share. Each test names the mutants it kills (ids of ``python -m tests.mu
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from durable.adapters.memory import MemoryLedger
+from durable.errors import PayloadTooLarge
 from durable.model import Attempt, RunStatus, SignalRecord, StepStatus, parse_time
 from durable.ports import RunGuard
 from tests.support.records import make_run, make_step, t
@@ -140,3 +144,65 @@ def test_a_run_expires_exactly_at_its_purge_time() -> None:
     assert ledger.get_run("DUE") is None
     assert sorted(ledger.all_run_ids()) == ["KEEP", "NEXT"]
     assert ledger.expire(now + timedelta(seconds=1)) == ["NEXT"]
+
+
+# --- the item size limit on every write -----------------------------------------------------
+
+HUGE = "z" * 420_000  # over DynamoDB's 400 KB item limit
+
+
+def test_an_oversized_checkpoint_is_refused_and_nothing_is_written(ledger: Any) -> None:
+    """GIVEN a held run WHEN the owner checkpoints a state over the item limit THEN
+    PayloadTooLarge, and neither the step nor the run's lease is written.
+
+    Kills memory-e1e38c49 (write_step_fenced's size check deleted)."""
+    ledger.create_run(make_run())
+    run = ledger.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0)).run
+    step = make_step(status=StepStatus.RUNNING, output=None, checkpoint={"state": HUGE})
+    with pytest.raises(PayloadTooLarge):
+        ledger.write_step_fenced(step, RunGuard(run.fence, "w1"), {"lease_until": t(90)})
+    assert ledger.load("RUN1").steps == {}
+    assert ledger.get_run("RUN1").lease_until == t(60)
+
+
+def test_an_oversized_callback_answer_is_refused_and_nothing_is_written(ledger: Any) -> None:
+    """GIVEN a waiting callback WHEN it is answered with a result over the item limit THEN
+    PayloadTooLarge; the wait is still pending and the run's inbox unchanged.
+
+    Kills memory-f3859df8 (complete_waiting's size check deleted)."""
+    ledger.create_run(make_run(inbox=2))
+    waiting = make_step(status=StepStatus.WAITING, output=None, token_hash="h1")
+    ledger.write_step(waiting)
+    answer = replace(waiting, status=StepStatus.DONE, output=f'"{HUGE}"')
+    with pytest.raises(PayloadTooLarge):
+        ledger.complete_waiting(answer, token_hash="h1", now=t(5))
+    assert ledger.get_step("RUN1", "0001").status == StepStatus.WAITING
+    assert ledger.get_run("RUN1").inbox == 2
+
+
+def test_an_oversized_signal_is_refused_and_nothing_is_written(ledger: Any) -> None:
+    """GIVEN a waiting run WHEN a signal with a payload over the item limit arrives THEN
+    PayloadTooLarge; no signal is stored and the inbox is unchanged.
+
+    Kills memory-1a6916f4 (add_signal's size check deleted)."""
+    ledger.create_run(make_run(status=RunStatus.WAITING, inbox=2))
+    with pytest.raises(PayloadTooLarge):
+        ledger.add_signal(SignalRecord("RUN1", "go", "01A", f'"{HUGE}"', t(5)), now=t(5))
+    assert ledger.load("RUN1").signals == []
+    assert ledger.get_run("RUN1").inbox == 2
+
+
+def test_an_operator_change_that_would_overflow_the_run_item_is_refused(ledger: Any) -> None:
+    """GIVEN a failed run WHEN an operator's change would push the run item over the limit
+    (a cancel reason of 420 KB) THEN PayloadTooLarge, and the run is unchanged.
+
+    Kills memory-d5db0b98 (operate's size check deleted)."""
+    ledger.create_run(make_run(status=RunStatus.FAILED, due_at=None))
+    before = ledger.get_run("RUN1")
+    with pytest.raises(PayloadTooLarge):
+        ledger.operate(
+            "RUN1",
+            statuses=("FAILED",),
+            changes={"cancel_reason": HUGE, "updated_at": t(5)},
+        )
+    assert ledger.get_run("RUN1") == before
