@@ -61,9 +61,12 @@ def equivalents() -> dict[str, str]:
     raw = tomllib.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
     out: dict[str, str] = {}
     for entry in raw.get("mutant", []):
-        if not entry.get("reason"):
-            raise SystemExit(f"{EQUIVALENTS.name}: {entry.get('id')} has no reason")
-        out[str(entry["id"])] = str(entry["reason"])
+        # One mutant (id = "...") or several with the same reason (ids = ["...", ...]).
+        ids = [entry["id"]] if "id" in entry else list(entry.get("ids", []))
+        if not ids or not entry.get("reason"):
+            raise SystemExit(f"{EQUIVALENTS.name}: an entry needs an id (or ids) and a reason")
+        for mutant_id in ids:
+            out[str(mutant_id)] = str(entry["reason"])
     return out
 
 

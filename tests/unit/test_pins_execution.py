@@ -375,6 +375,7 @@ def upgradable_app(new_work: list[str]) -> App:
             exported = ctx.step(export, name="export")
         except StepFailed:
             exported = "-not-exported-"
+        ctx.sleep(timedelta(minutes=1))
         return charged + exported + ctx.step(invoice, name="invoice")
 
     @app.workflow(name="flow", version=3)
@@ -395,19 +396,22 @@ def failed_run(new_work: list[str]) -> tuple[LocalRunner, str]:
 
 def test_an_upgrade_that_adds_work_after_the_failed_step_is_accepted_without_running_it() -> None:
     """GIVEN a run failed at its second step WHEN it is retried on a version that keeps both
-    recorded steps, catches the second one's failure and goes on to a third THEN the check
-    accepts it without running anything new (it stops at the failed step, where the
-    retry resumes); the retry then runs the fixed step and the new one.
+    recorded steps, catches the second one's failure and goes on to sleep and a third step
+    THEN the check accepts it and writes nothing (it stops at the failed step, where the
+    retry resumes); the retry then runs the fixed step, the sleep and the new step.
 
-    Kills execution-0d9b16d4 (the dry run's stop test ``or`` -> ``and``), execution-ac45df80
-    (``raise DryRunComplete()`` deleted): either would replay the recorded failure, or run
-    new work, inside the check."""
+    Kills execution-0d9b16d4 (the dry run's stop test ``or`` -> ``and``) and
+    execution-ac45df80 (``raise DryRunComplete()`` deleted): either lets the check replay
+    the recorded failure into the new code and go on to new work, where the sleep writes
+    its WAITING record (unfenced) before the check's lease-less suspension stops it."""
     new_work: list[str] = []
     runner, run_id = failed_run(new_work)
     Bug.fixed = True
     runner.retry(run_id, upgrade_to=2)
+    assert [s.position for s in runner.history(run_id)] == ["0001", "0002"]
     assert new_work == []
     runner.run_until_idle()
+    runner.advance(minutes=1)
     run = runner.get_run(run_id)
     assert (run.status, run.output) == (RunStatus.SUCCEEDED, '"ch_1exportedinv"')
     assert new_work == ["invoice"]
