@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-localstack lint typecheck unit integration soak bench clean
+.PHONY: demo test test-localstack lint typecheck unit integration soak mutation bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,20 @@ soak: $(STAMP)
 	SIM_BUDGET=$(SOAK_SECONDS) SIM_SEED_START=$${SIM_SEED_START:-$$(date +%s)} \
 		$(BIN)/pytest tests/simulation/test_explore.py -p no:cacheprovider
 
+# Mutation testing of the engine core against the unit tier (docs/testing.md). Slow, so not
+# part of `make test`: one module takes minutes, all of them about an hour on two cores.
+#   make mutation MODULE=durable/retry.py      one module
+#   make mutation MODULE=retry SAMPLE=40       a budget: 40 random mutants
+#   make mutation FAIL_UNDER=90                exit 1 if a module scores under 90%
+MODULE ?=
+SAMPLE ?=
+FAIL_UNDER ?=
+mutation: $(STAMP)
+	$(BIN)/python -m tests.mutation $(if $(MODULE),--module $(MODULE)) \
+		$(if $(SAMPLE),--sample $(SAMPLE)) $(if $(FAIL_UNDER),--fail-under $(FAIL_UNDER))
+
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .mutation

@@ -1,0 +1,208 @@
+"""Pins on the memory ledger's writes (durable/adapters/memory.py) and the boundaries both
+ledgers share. Each test names the mutants it kills (ids of ``python -m tests.mutation
+--module durable/adapters/memory.py --list``); the ``ledger`` tests run on every backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from durable.adapters.memory import MemoryLedger
+from durable.errors import PayloadTooLarge
+from durable.model import Attempt, RunStatus, SignalRecord, StepStatus, parse_time
+from durable.ports import RunGuard
+from tests.support.records import make_run, make_step, t
+
+
+def rich_step(**overrides: Any) -> Any:
+    return make_step(
+        status=StepStatus.RUNNING,
+        output=None,
+        attempts=[Attempt(1, t(1))],
+        refs=[{"kind": "ticket", "value": "T-1"}],
+        checkpoint={"payload_version": 1, "state": '{"cursor":1}'},
+        detail={"attempt_base": 2},
+        **overrides,
+    )
+
+
+def scribble(step: Any) -> None:
+    """What a caller may do to a record it holds: change it in place."""
+    step.attempts[0].error = "scribbled"
+    step.refs[0]["value"] = "scribbled"
+    assert step.checkpoint is not None and step.detail is not None
+    step.checkpoint["state"] = "scribbled"
+    step.detail["attempt_base"] = 99
+
+
+def test_the_ledger_keeps_its_own_copy_of_a_step_written(ledger: Any) -> None:
+    """GIVEN a step written with attempts, refs, a checkpoint and detail
+    WHEN the caller then changes those in place (a later attempt's work in progress)
+    THEN the ledger still holds what was written: it never shares a record with a caller.
+
+    Kills memory-7eb04e1e (the checkpoint dict kept by reference), memory-587c0bd1 (detail),
+    memory-f4d5f590 (attempts), memory-2d36c6e9 (refs), memory-5f26ab65 / 122842b5."""
+    ledger.create_run(make_run())
+    step = rich_step()
+    ledger.write_step(step)
+    scribble(step)
+    assert ledger.load("RUN1").steps["0001"] == rich_step()
+
+
+def test_a_checkpoint_written_under_the_guard_is_copied_too(ledger: Any) -> None:
+    """GIVEN a checkpoint (the fenced write) WHEN the step's body goes on changing its state
+    dict THEN the stored checkpoint is the one written.
+
+    Kills memory-7eb04e1e (the checkpoint dict kept by reference) on this path too, and
+    memory-8743eed4 (the step not stored)."""
+    ledger.create_run(make_run())
+    run = ledger.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0)).run
+    step = rich_step()
+    assert ledger.write_step_fenced(step, RunGuard(run.fence, "w1"), {"lease_until": t(90)})
+    scribble(step)
+    assert ledger.load("RUN1").steps["0001"] == rich_step()
+
+
+def test_a_loaded_step_is_the_callers_to_change(ledger: Any) -> None:
+    """GIVEN a stored step WHEN a loaded copy is changed in place THEN a second load still
+    reads the stored record.
+
+    Kills memory-7eb04e1e / 587c0bd1 / f4d5f590 / 2d36c6e9 on the way out (load and
+    get_step hand out copies made by the same helper)."""
+    ledger.create_run(make_run())
+    ledger.write_step(rich_step())
+    scribble(ledger.load("RUN1").steps["0001"])
+    scribble(ledger.get_step("RUN1", "0001"))
+    assert ledger.load("RUN1").steps["0001"] == rich_step()
+
+
+# --- the due index ------------------------------------------------------------------------
+
+
+def test_due_runs_pages_end_on_the_last_due_run_without_a_cursor() -> None:
+    """GIVEN four due runs in one shard (one more due exactly at ``before``, one later)
+    WHEN they are read two at a time THEN two full pages, the second without a cursor
+    (never a cursor to an empty page); a page that holds them all has no cursor either.
+
+    Memory only: DynamoDB may hand back a cursor to an empty page (LastEvaluatedKey when the
+    limit was reached), which callers handle. Kills memory-387dba38 (``start + limit <
+    len(due)`` -> ``<=``), memory-b08b785d / 3b86a385 / 27d41c84, memory-121a1665 (``due_at
+    <= before`` -> ``<``: the run due exactly at ``before`` would be left out)."""
+    ledger = MemoryLedger(due_shards=1)
+    for i in range(3):
+        ledger.create_run(make_run(f"R{i}", due_at=t(i)))
+    ledger.create_run(make_run("EXACT", due_at=t(100)))
+    ledger.create_run(make_run("LATER", due_at=t(101)))
+    first = ledger.due_runs(0, before=t(100), limit=2)
+    assert first.items == [("R0", t(0)), ("R1", t(1))] and first.cursor is not None
+    second = ledger.due_runs(0, before=t(100), limit=2, cursor=first.cursor)
+    assert second.items == [("R2", t(2)), ("EXACT", t(100))]
+    assert second.cursor is None
+    whole = ledger.due_runs(0, before=t(100), limit=4)
+    assert len(whole.items) == 4 and whole.cursor is None
+
+
+# --- purge and expiry boundaries ----------------------------------------------------------
+
+
+def test_leftovers_written_exactly_at_the_cut_are_kept(ledger: Any) -> None:
+    """GIVEN steps and signals written just before and exactly at the purge's cut
+    WHEN leftovers before the cut are purged THEN only those before it go (2 of 4): what was
+    written at the cut may belong to the run that reuses the id.
+
+    Kills memory-0bffcc2e (``updated_at < before`` -> ``<=``), memory-b42f75fe (``received_at
+    >= before`` -> ``>``) and the count's arithmetic (memory-a3972f2b / 34a821c8)."""
+    ledger.create_run(make_run(status=RunStatus.WAITING, due_at=None))
+    ledger.write_step(make_step(position="0001", updated_at=t(99)))
+    ledger.write_step(make_step(position="0002", updated_at=t(100)))
+    ledger.add_signal(SignalRecord("RUN1", "go", "01A", '"x"', t(99)), now=t(99))
+    ledger.add_signal(SignalRecord("RUN1", "go", "01B", '"y"', t(100)), now=t(100))
+    assert ledger.purge_leftovers("RUN1", before=t(100)) == 2
+    history = ledger.load("RUN1")
+    assert sorted(history.steps) == ["0002"]
+    assert [s.signal_id for s in history.signals] == ["01B"]
+
+
+def test_a_run_expires_exactly_at_its_purge_time() -> None:
+    """GIVEN runs whose purge_at is now, one second later, and none
+    WHEN TTL runs now THEN only the first is gone (DynamoDB deletes an item once its TTL
+    time has come), and it is reported.
+
+    Kills memory-e398a7ff (``purge_at <= epoch`` -> ``<``), memory-34d25c78 / 3d828cd2 /
+    c031e2a9 / a573fddb / 9b8fce17."""
+    now = parse_time(t(1000))
+    epoch = int(now.timestamp())
+    ledger = MemoryLedger()
+    ledger.create_run(make_run("DUE", status=RunStatus.SUCCEEDED, purge_at=epoch))
+    ledger.create_run(make_run("NEXT", status=RunStatus.SUCCEEDED, purge_at=epoch + 1))
+    ledger.create_run(make_run("KEEP", status=RunStatus.RUNNING))
+    assert ledger.expire(now) == ["DUE"]
+    assert ledger.get_run("DUE") is None
+    assert sorted(ledger.all_run_ids()) == ["KEEP", "NEXT"]
+    assert ledger.expire(now + timedelta(seconds=1)) == ["NEXT"]
+
+
+# --- the item size limit on every write -----------------------------------------------------
+
+HUGE = "z" * 420_000  # over DynamoDB's 400 KB item limit
+
+
+def test_an_oversized_checkpoint_is_refused_and_nothing_is_written(ledger: Any) -> None:
+    """GIVEN a held run WHEN the owner checkpoints a state over the item limit THEN
+    PayloadTooLarge, and neither the step nor the run's lease is written.
+
+    Kills memory-e1e38c49 (write_step_fenced's size check deleted)."""
+    ledger.create_run(make_run())
+    run = ledger.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0)).run
+    step = make_step(status=StepStatus.RUNNING, output=None, checkpoint={"state": HUGE})
+    with pytest.raises(PayloadTooLarge):
+        ledger.write_step_fenced(step, RunGuard(run.fence, "w1"), {"lease_until": t(90)})
+    assert ledger.load("RUN1").steps == {}
+    assert ledger.get_run("RUN1").lease_until == t(60)
+
+
+def test_an_oversized_callback_answer_is_refused_and_nothing_is_written(ledger: Any) -> None:
+    """GIVEN a waiting callback WHEN it is answered with a result over the item limit THEN
+    PayloadTooLarge; the wait is still pending and the run's inbox unchanged.
+
+    Kills memory-f3859df8 (complete_waiting's size check deleted)."""
+    ledger.create_run(make_run(inbox=2))
+    waiting = make_step(status=StepStatus.WAITING, output=None, token_hash="h1")
+    ledger.write_step(waiting)
+    answer = replace(waiting, status=StepStatus.DONE, output=f'"{HUGE}"')
+    with pytest.raises(PayloadTooLarge):
+        ledger.complete_waiting(answer, token_hash="h1", now=t(5))
+    assert ledger.get_step("RUN1", "0001").status == StepStatus.WAITING
+    assert ledger.get_run("RUN1").inbox == 2
+
+
+def test_an_oversized_signal_is_refused_and_nothing_is_written(ledger: Any) -> None:
+    """GIVEN a waiting run WHEN a signal with a payload over the item limit arrives THEN
+    PayloadTooLarge; no signal is stored and the inbox is unchanged.
+
+    Kills memory-1a6916f4 (add_signal's size check deleted)."""
+    ledger.create_run(make_run(status=RunStatus.WAITING, inbox=2))
+    with pytest.raises(PayloadTooLarge):
+        ledger.add_signal(SignalRecord("RUN1", "go", "01A", f'"{HUGE}"', t(5)), now=t(5))
+    assert ledger.load("RUN1").signals == []
+    assert ledger.get_run("RUN1").inbox == 2
+
+
+def test_an_operator_change_that_would_overflow_the_run_item_is_refused(ledger: Any) -> None:
+    """GIVEN a failed run WHEN an operator's change would push the run item over the limit
+    (a cancel reason of 420 KB) THEN PayloadTooLarge, and the run is unchanged.
+
+    Kills memory-d5db0b98 (operate's size check deleted)."""
+    ledger.create_run(make_run(status=RunStatus.FAILED, due_at=None))
+    before = ledger.get_run("RUN1")
+    with pytest.raises(PayloadTooLarge):
+        ledger.operate(
+            "RUN1",
+            statuses=("FAILED",),
+            changes={"cancel_reason": HUGE, "updated_at": t(5)},
+        )
+    assert ledger.get_run("RUN1") == before
