@@ -290,16 +290,7 @@ class DynamoLedger(StepsMixin, EventsMixin):
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
         reasons = self._transact(
             [
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
-                        "ConditionExpression": f"attribute_exists(pk) AND {condition}",
-                        "UpdateExpression": update,
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        **e.kwargs(),
-                    }
-                },
+                self._run_update(run_id, condition, update, e),
                 {
                     "Put": {
                         "TableName": self.table,
@@ -354,16 +345,7 @@ class DynamoLedger(StepsMixin, EventsMixin):
         update = self._change_expression(e, run_id, changes)
         reasons = self._transact(
             [
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
-                        "ConditionExpression": f"attribute_exists(pk) AND {condition}",
-                        "UpdateExpression": update,
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                        **e.kwargs(),
-                    }
-                },
+                self._run_update(run_id, condition, update, e),
                 {
                     "Put": {
                         "TableName": self.table,

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from durable.adapters.dynamodb_items import (
-    RUN_SK,
     item_to_run,
     item_to_step,
     run_pk,
@@ -94,47 +93,21 @@ class StepsMixin(TableBase):
         self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
     ) -> bool:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
-        se, re_ = Expr(), Expr()
-        condition = step_condition(se, step)
-        run_condition = guard_condition(re_, guard)
-        update = self._change_expression(re_, step.run_id, run_changes)
-        try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": step_to_item(step),
-                            "ConditionExpression": condition,
-                            **se.kwargs(),  # type: ignore[typeddict-item]
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": {"pk": s(run_pk(step.run_id)), "sk": s(RUN_SK)},
-                            "ConditionExpression": f"attribute_exists(pk) AND {run_condition}",
-                            "UpdateExpression": update,
-                            "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                            **re_.kwargs(),  # type: ignore[typeddict-item]
-                        }
-                    },
-                ]
-            )
-        except self.client.exceptions.TransactionCanceledException as err:
-            reasons = getattr(err, "response", {}).get("CancellationReasons", [])
-            codes = [r.get("Code") for r in reasons]
-            if len(codes) > 1 and codes[1] == "ConditionalCheckFailed":
-                old = reasons[1].get("Item")
-                raise ConditionFailed(
-                    item_to_run(old) if old else self.get_run(step.run_id)
-                ) from err
-            if codes and codes[0] == "ConditionalCheckFailed":
-                return False  # the step turned final meanwhile: nothing to checkpoint
-            storage_error(err, f"checkpointing step {step.position}")
-        except Exception as err:
-            storage_error(err, f"checkpointing step {step.position}")
-        return True
+        e = Expr()
+        update = self._change_expression(e, step.run_id, run_changes)
+        reasons = self._transact(
+            [
+                self._step_put(step),
+                self._run_update(step.run_id, guard_condition(e, guard), update, e),
+            ],
+            f"checkpointing step {step.position}",
+        )
+        if reasons is None:
+            return True
+        if reasons[1].get("Code") == "ConditionalCheckFailed":
+            old = reasons[1].get("Item")
+            raise ConditionFailed(item_to_run(old) if old else self.get_run(step.run_id))
+        return False  # the step turned final meanwhile: nothing to checkpoint
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
         reasons = self._transact(

@@ -71,6 +71,20 @@ class TableBase:
             storage_error(err, what)
         return None
 
+    def _run_update(self, run_id: str, condition: str, update: str, e: Expr) -> dict[str, Any]:
+        """A transaction's conditional update of the run item (the stored item comes back
+        when the condition fails)."""
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
+                "ConditionExpression": f"attribute_exists(pk) AND {condition}",
+                "UpdateExpression": update,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                **e.kwargs(),
+            }
+        }
+
     def _run_check(self, run_id: str, guard: RunGuard) -> dict[str, Any]:
         """A transaction's ConditionCheck of ``guard`` on the run item."""
         e = Expr()
