@@ -217,7 +217,12 @@ class Engine:
         )
         if claim is None:
             return Outcome(run_id, "busy")
-        history = without_leftovers(self.ledger, self.ledger.load(run_id))
+        loaded = self.ledger.load(run_id)
+        if loaded is None or loaded.run.created_at != claim.run.created_at:
+            # The run claimed expired and a new run took its id meanwhile (a keyed start):
+            # this claim is of nothing that exists now; touch nothing of the new run.
+            return Outcome(run_id, "lease_lost")
+        history = without_leftovers(self.ledger, loaded)
         if history is None:
             return Outcome(run_id, "busy")
         history.run = claim.run

@@ -24,6 +24,7 @@ from durable.model import (
     StepStatus,
     parse_time,
 )
+from durable.retention import visible_history
 from durable.serde import decode
 from durable.tokens import token_hash
 from tests.simulation.journal import Journal, Stamp
@@ -328,11 +329,13 @@ class FinishedRunMonitor:
         taken = self.snapshots.get(run_id)
         if taken is None:
             if isinstance(result, RunRecord) and result.terminal:
-                history = self.ledger.load(run_id)
+                history = visible_history(self.ledger.load(run_id))
                 if history is not None:
                     self.snapshots[run_id] = (self.stamp().seq, history)
             return
-        now = self.ledger.load(run_id)
+        # What is the run's own: an expired earlier run's leftovers under the same id (and
+        # their purge) are not this run's records.
+        now = visible_history(self.ledger.load(run_id))
         if now is None:
             self.snapshots.pop(run_id, None)
             return

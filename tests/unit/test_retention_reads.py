@@ -3,9 +3,13 @@ start after expiry reuses the run id while the old steps may still be in the par
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 from durable import App, Context, RunStatus
 from durable.adapters.nonces import MemoryNonceStore
 from durable.api.service import ApiService
+from durable.model import StepKind, StepRecord, StepStatus
 from durable.testing import LocalRunner
 
 
@@ -63,3 +67,46 @@ def test_a_reused_id_canceled_before_any_claim_forks_without_the_old_steps() -> 
     forked = runner.fork(run_id, 1)
     runner.run_until_idle()
     assert runner.get_run(forked.run_id).output == '"hello new customer"'
+
+
+def test_a_worker_whose_claimed_run_expired_meanwhile_touches_nothing_of_the_new_one() -> None:
+    """GIVEN a worker that claimed a keyed run and stalled before loading it, while the run
+    ended, expired (its item gone, its steps left) and the same key started a new run
+    WHEN the stalled worker loads
+    THEN it stops (lease lost): it neither purges nor writes in the new run's partition
+    (found by the simulation explorer, seed 100221)."""
+    from durable.adapters.memory import MemoryLedger
+    from durable.engine import Engine
+
+    class StallingClaim(MemoryLedger):
+        stall: list[Any] = []
+
+        def claim(self, run_id: str, owner: str, **kwargs: Any) -> Any:
+            claimed = super().claim(run_id, owner, **kwargs)
+            if self.stall:
+                self.stall.pop()()
+            return claimed
+
+    app = keyed_app()
+    runner = LocalRunner(app)
+    ledger = StallingClaim()
+    engine = Engine(app, ledger, runner.invoker, runner.effect_store, clock=runner.clock)
+    first = engine.start("greeter", "old customer", idempotency_key="k-1")
+    done = StepRecord(
+        first.run_id, "0001", "greet", StepKind.STEP, StepStatus.DONE, first.created_at
+    )
+    ledger.write_step(done)  # what an earlier invocation of the first run recorded
+    second: list[str] = []
+
+    def finish_expire_and_restart() -> None:
+        runner.clock.advance(timedelta(days=31))
+        ledger.patch_run(first.run_id, {"status": "SUCCEEDED", "purge_at": 1})
+        assert ledger.expire(runner.clock.now()) == [first.run_id]
+        second.append(engine.start("greeter", "new customer", idempotency_key="k-1").run_id)
+
+    ledger.stall.append(finish_expire_and_restart)
+    assert engine.resume(first.run_id).result == "lease_lost"
+    assert second == [first.run_id]
+    assert ledger.get_step(first.run_id, "0001") == done  # nothing purged by it
+    new = ledger.get_run(first.run_id)
+    assert new is not None and (new.input, new.status) == ('"new customer"', RunStatus.PENDING)
