@@ -16,6 +16,7 @@ Two rules hold every ending together:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -82,18 +83,8 @@ class Endings:
         ledger is unavailable: crash-only, after releasing the lease) propagate; any
         other error while concluding fails the run for good, with attention.
         """
-        run_id = x.run.run_id
         try:
-            try:
-                return self._conclude(x)
-            except Suspend:
-                return Outcome(run_id, "suspended", RunStatus.WAITING.value)
-            except Handoff:
-                return self._handoff(x)
-            except LeaseLost:
-                return Outcome(run_id, "lease_lost")
-            except ContinueAsNew as c:
-                return self._continue_as_new(x, c.input_value)
+            return self._settle(x, lambda: self._conclude(x))
         except StorageError as error:
             if error.retryable:
                 self._release(x)
@@ -101,6 +92,24 @@ class Endings:
             return self._finish_failed(x.run, x.owner, error, attention=True, cancel_ok=True)
         except Exception as error:  # concluding failed: park the run, never crash-loop
             return self._finish_failed(x.run, x.owner, error, attention=True, cancel_ok=True)
+
+    def _settle(self, x: Execution, act: Callable[[], Outcome]) -> Outcome:
+        """``act``'s outcome, the control-flow signals it raised turned into theirs. An
+        ending may run workflow code again (a cancel that beat a continue-as-new runs the
+        compensations, which may back off or lose the lease), so its signals are settled
+        the same way."""
+        run_id = x.run.run_id
+        try:
+            return act()
+        except Suspend:
+            return Outcome(run_id, "suspended", RunStatus.WAITING.value)
+        except Handoff:
+            return self._handoff(x)
+        except LeaseLost:
+            return Outcome(run_id, "lease_lost")
+        except ContinueAsNew as c:
+            value = c.input_value
+            return self._settle(x, lambda: self._continue_as_new(x, value))
 
     def _conclude(self, x: Execution) -> Outcome:
         try:

@@ -139,3 +139,45 @@ def test_a_preexisting_run_under_the_successor_id_is_never_adopted() -> None:
     assert len(successors) == 1
     assert successors[0].run_id != planted.run_id and successors[0].input == "2"
     assert runner.get_run(run.run_id).output == f'{{"continued_as_new":"{successors[0].run_id}"}}'
+
+
+def test_losing_the_lease_while_a_cancel_beats_continue_as_new_ends_the_invocation_quietly() -> (
+    None
+):
+    """GIVEN a run that continues as new, a cancel with compensation that lands just before
+    its final write, and a new owner that took the run over meanwhile
+    WHEN the worker turns to the compensations and its first write fails on the lease
+    THEN resume returns lease_lost instead of raising (explorer seed 201846)."""
+    from durable.adapters.memory import MemoryLedger
+    from durable.engine import Engine
+
+    app = App()
+
+    def book() -> str:
+        return "b1"
+
+    def unbook(ref: str) -> None:
+        return None
+
+    @app.workflow
+    def loop(ctx: Context, n: int) -> int:
+        ctx.step(book, compensate=unbook)
+        ctx.continue_as_new(n + 1)
+        return n
+
+    class Interrupted(MemoryLedger):
+        def continue_run(self, run_id: str, guard: Any, changes: Any, successor: Any) -> None:
+            engine.cancel(run_id, "stop", compensate=True)
+            super().continue_run(run_id, guard, changes, successor)
+
+        def update_run(self, run_id: str, guard: Any, changes: Any) -> Any:
+            if changes.get("status") == "COMPENSATING":  # a takeover came first
+                self.patch_run(run_id, {"fence": 99, "lease_owner": "new-owner"})
+            return super().update_run(run_id, guard, changes)
+
+    runner = LocalRunner(app)
+    ledger = Interrupted()
+    engine = Engine(app, ledger, runner.invoker, runner.effect_store, clock=runner.clock)
+    run = engine.start("loop", 0)
+    assert engine.resume(run.run_id).result == "lease_lost"
+    assert ledger.all_run_ids() == [run.run_id]
