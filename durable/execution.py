@@ -21,13 +21,11 @@ from durable.context import (
     reset_context,
 )
 from durable.errors import (
-    Handoff,
     LeaseLost,
     NonDeterminismError,
     RunCanceled,
     StepFailed,
     Suspend,
-    TerminalError,
 )
 from durable.interrupts import (
     ContinueAsNew,
@@ -35,6 +33,7 @@ from durable.interrupts import (
     HistoryLimitExceeded,
     InboxChanged,
 )
+from durable.lease_keeping import LeaseKeeping
 from durable.model import (
     RunHistory,
     RunRecord,
@@ -67,12 +66,8 @@ if TYPE_CHECKING:
 # What a callback token becomes in anything stored: the ledger keeps only its hash.
 REDACTED_TOKEN = "<callback token redacted>"
 
-# Lease renewals in a row whose answers all came back too late to trust before a worker
-# gives up its invocation (each is one request that took over ``cancel_check_interval``).
-_RENEWALS = 3
 
-
-class Execution:
+class Execution(LeaseKeeping):
     """Drives one replay of a claimed run; see the module docstring."""
 
     def __init__(
@@ -393,101 +388,6 @@ class Execution:
             raise LeaseLost()  # a newer owner's pending record: this lease is gone
         self.steps[rec.position] = stored
         return stored
-
-    # --- lease and budget -----------------------------------------------------------
-
-    def remaining(self) -> float | None:
-        fn = self.invocation.remaining_seconds
-        return None if fn is None else fn()
-
-    def check_budget(self, budget: timedelta, *, explicit: bool = True) -> None:
-        """Start no body the invocation cannot finish; hand off instead.
-
-        A step without ``timeout=`` only has the default budget, a guess: in a fresh
-        invocation shorter than the guess it runs anyway rather than failing for good.
-        """
-        if self._executed >= self.config.steps_per_invocation:
-            raise Handoff()
-        remaining = self.remaining()
-        if remaining is None:
-            return
-        needed = (budget + self.config.safety_margin).total_seconds()
-        if remaining >= needed:
-            return
-        if self._executed == 0 and not explicit:
-            return
-        if self._executed == 0:
-            raise TerminalError(
-                f"the step needs {budget.total_seconds():.0f}s but a fresh invocation has "
-                f"only {remaining:.0f}s: lower the step's timeout= or raise the function's "
-                "timeout"
-            )
-        raise Handoff()
-
-    def ensure_lease(self, budget: timedelta) -> None:
-        """Renew the lease (fenced) unless it already outlives ``budget`` by our clock and
-        the run item was read within ``cancel_check_interval``.
-
-        What follows (a body) starts right after this returns, so the view it rests on
-        must still be recent *then*: a renewal whose answer came back late (a stalled
-        network, a paused process) is renewed again rather than trusted.
-        """
-        for _ in range(_RENEWALS):
-            self._renew_if_needed(budget)
-            if self._fresh(self.clock.now()):
-                return
-        raise LeaseLost()
-
-    def _fresh(self, now: datetime) -> bool:
-        return (
-            self._checked_at is not None
-            and now - self._checked_at < self.config.cancel_check_interval
-        )
-
-    def _renew_if_needed(self, budget: timedelta) -> None:
-        now = self.clock.now()
-        until = self.lease_end() or now
-        needed = budget + self.config.safety_margin
-        fresh = self._fresh(now)
-        must_cover = now + needed  # the lease must outlive this step's budget...
-        target = now + max(self.config.lease, needed)  # ...and is renewed a full lease
-        remaining = self.remaining()
-        if remaining is not None:
-            # The invocation cannot outlive its deadline: a longer lease would only delay
-            # the takeover after a crash.
-            deadline = now + timedelta(seconds=remaining) + self.config.deadline_overrun
-            must_cover, target = min(must_cover, deadline), min(target, deadline)
-        if until >= must_cover and fresh:
-            return
-        end = max(until, target)
-        changes = {
-            "lease_until": format_time(end),
-            "due_at": format_time(end + self.config.clock_skew),
-        }
-        try:
-            self.run = self.ledger.update_run(self.run.run_id, self.guard(), changes)
-        except ConditionFailed as e:
-            raise LeaseLost() from e
-        self._checked_at = now
-        if self.run.cancel_requested and not self.compensating:
-            raise RunCanceled(self.run.cancel_reason or "canceled")
-
-    def check_lease_alive(self) -> None:
-        """``LeaseLost`` when the lease has ended by this worker's clock (it stalled)."""
-        end = self.lease_end()
-        if end is None or self.clock.now() > end:
-            raise LeaseLost()
-
-    def lease_end(self) -> datetime | None:
-        """The lease's end as a datetime, parsed once per lease (checked on every step)."""
-        text = self.run.lease_until
-        if text != self._lease_text:
-            self._lease_text = text
-            self._lease_end = parse_time(text) if text else None
-        return self._lease_end
-
-    def count_body(self) -> None:
-        self._executed += 1
 
     # --- waiting ---------------------------------------------------------------------
 
