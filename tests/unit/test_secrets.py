@@ -9,6 +9,8 @@ from dataclasses import asdict
 from datetime import timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, Secret, SecretStr
 
 from durable import App, Context, RunStatus
@@ -143,3 +145,38 @@ def test_two_starts_differing_only_in_a_secret_are_one_start() -> None:
     again = runner.start("pay", {"customer": "c1", "card": CARD}, idempotency_key="k")
     assert again.run_id == first.run_id
     assert CARD not in first.input_hash
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    card=st.text(alphabet=st.characters(codec="utf-8"), min_size=6, max_size=60),
+    key=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=8, max_size=40),
+)
+def test_no_secrets_plaintext_is_in_any_stored_item(card: str, key: str) -> None:
+    """Property: whatever the secret values, no stored item holds their text (they are
+    sealed under the run's key), and the workflow gets them back whole."""
+    seen: list[object] = []
+    app = App()
+
+    def fetch(customer: str) -> Vault:
+        return Vault(api_key=SecretStr(key), pin=Secret(PIN))
+
+    def use(card: str, api_key: str) -> str:
+        seen.append((card, api_key))
+        return "ok"
+
+    @app.workflow
+    def pay(ctx: Context, payment: Payment) -> str:
+        vault = ctx.step(fetch, payment.customer)
+        ctx.sleep(timedelta(minutes=1))
+        return ctx.step(use, payment.card.get_secret_value(), vault.api_key.get_secret_value())
+
+    runner = LocalRunner(app)
+    run = runner.start("pay", {"customer": "c", "card": card})
+    runner.run_until_idle()
+    runner.advance(minutes=1)
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    assert seen == [(card, key)]
+    text = stored_text(runner)
+    stored = json.dumps([card, key])[1:-1]  # as JSON text would carry them
+    assert card not in text and key not in text and stored not in text
