@@ -1,6 +1,6 @@
 """Deployment settings: one validated, frozen model; each field is one environment variable.
 
-The composition root (``handlers/bootstrap.py``) is the only code that reads the process
+The composition root (``durable/handlers/bootstrap.py``) is the only code that reads the process
 environment: it passes ``os.environ`` to ``Settings.from_env``. Everything downstream gets a
 ``Settings`` value, so tests build one directly and nothing is configured at import time.
 ``template.yaml`` sets exactly these variables (a test holds the two lists equal).

@@ -1,5 +1,4 @@
-"""Lambda entry points of the bundled SAM application (``template.yaml``).
-
-Each module is one line of wiring; ``bootstrap`` is the composition root and the only
-place that reads the environment.
+"""Lambda entry points of this repo's SAM application (``template.yaml``): one line each,
+importing the packaged handlers (``durable.handlers``), as a project made by
+``durable init`` has them.
 """

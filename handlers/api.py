@@ -1,7 +1,9 @@
-"""The HTTP API behind API Gateway (REST proxy events)."""
+"""The HTTP API behind API Gateway (REST proxy events).
 
-from durable.aws import api_handler
-from handlers import bootstrap
+The packaged entry point, ``durable.handlers.api``: named here so this repo's template
+reads like a project made by ``durable init``.
+"""
 
-# The workflows come from DURABLE_APP (module:attribute), imported on the first event.
-handler = api_handler(None, bootstrap.settings)
+from durable.handlers.api import handler
+
+__all__ = ["handler"]

@@ -1,7 +1,9 @@
-"""Starts runs from EventBridge events and SQS messages."""
+"""Starts runs from EventBridge events and SQS messages.
 
-from durable.aws import events_handler
-from handlers import bootstrap
+The packaged entry point, ``durable.handlers.events``: named here so this repo's template
+reads like a project made by ``durable init``.
+"""
 
-# The workflows come from DURABLE_APP (module:attribute), imported on the first event.
-handler = events_handler(None, bootstrap.settings)
+from durable.handlers.events import handler
+
+__all__ = ["handler"]

@@ -1,7 +1,9 @@
-"""The purge, fed by the ledger table's stream: deletes what an expired run left behind."""
+"""The purge, fed by the ledger table's stream: deletes what an expired run left behind.
 
-from durable.aws import purge_handler
-from handlers import bootstrap
+The packaged entry point, ``durable.handlers.purge``: named here so this repo's template
+reads like a project made by ``durable init``.
+"""
 
-# The workflows come from DURABLE_APP (module:attribute), imported on the first event.
-handler = purge_handler(None, bootstrap.settings)
+from durable.handlers.purge import handler
+
+__all__ = ["handler"]

@@ -1,7 +1,9 @@
-"""The sweeper, scheduled every minute: wakes runs whose trigger was lost."""
+"""The sweeper, scheduled every minute: wakes runs whose trigger was lost.
 
-from durable.aws import sweeper_handler
-from handlers import bootstrap
+The packaged entry point, ``durable.handlers.sweeper``: named here so this repo's template
+reads like a project made by ``durable init``.
+"""
 
-# The workflows come from DURABLE_APP (module:attribute), imported on the first event.
-handler = sweeper_handler(None, bootstrap.settings)
+from durable.handlers.sweeper import handler
+
+__all__ = ["handler"]

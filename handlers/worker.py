@@ -1,7 +1,9 @@
-"""The worker: drives runs (`{run_id, reason, hop}` from hand-offs, timers, the sweeper)."""
+"""The worker: drives runs (hand-offs, timers, the sweeper).
 
-from durable.aws import worker_handler
-from handlers import bootstrap
+The packaged entry point, ``durable.handlers.worker``: named here so this repo's template
+reads like a project made by ``durable init``.
+"""
 
-# The workflows come from DURABLE_APP (module:attribute), imported on the first event.
-handler = worker_handler(None, bootstrap.settings)
+from durable.handlers.worker import handler
+
+__all__ = ["handler"]

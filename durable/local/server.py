@@ -101,7 +101,7 @@ class DevServer:
         # timers and the HTTP server, the sweeper last (it invokes workers through the HTTP
         # server): no request or trigger ever finds a part missing.
         self.pool = WorkerPool(
-            "handlers.worker:handler",
+            "durable.handlers.worker:handler",
             size=self.o.workers,
             timeout_seconds=self.o.worker_timeout,
             env=self.env,
@@ -288,7 +288,7 @@ class DevServer:
                     self.close_connection = True
                     return self._json(503, {"message": "durable dev is stopping"})
                 if not api_handler:
-                    api_handler.append(load_handler("handlers.api:handler"))
+                    api_handler.append(load_handler("durable.handlers.api:handler"))
                 event = to_rest_event(self.command, path, dict(self.headers.items()), body)
                 context = LocalContext(
                     "durable-api-dev", event["requestContext"]["requestId"], time.time() + 30
@@ -335,7 +335,7 @@ class DevServer:
     def _sweep_loop(self) -> None:
         """A sweep every ``sweep_interval`` seconds, start to start (a sweep's own time
         does not stretch the period: a dead worker's run waits at most one period)."""
-        handler = load_handler("handlers.sweeper:handler")
+        handler = load_handler("durable.handlers.sweeper:handler")
         next_at = time.monotonic() + self.o.sweep_interval
         while not self._stop.wait(max(0.0, next_at - time.monotonic())):
             next_at = max(next_at + self.o.sweep_interval, time.monotonic())

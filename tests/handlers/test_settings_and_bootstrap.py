@@ -90,7 +90,7 @@ def test_only_bootstrap_reads_the_environment_on_the_lambda_path() -> None:
     readers = [
         Path(f).relative_to(ROOT).as_posix() for f in out.stdout.split() if _reads_env(Path(f))
     ]
-    assert readers == ["handlers/bootstrap.py"]
+    assert readers == ["durable/handlers/bootstrap.py"]
 
 
 def _reads_env(path: Path) -> bool:

@@ -1,0 +1,7 @@
+"""The HTTP API behind API Gateway (REST proxy events)."""
+
+from durable.aws import api_handler
+from durable.handlers import bootstrap
+
+# The workflows come from DURABLE_APP (module:attribute), imported on the first event.
+handler = api_handler(None, bootstrap.settings)

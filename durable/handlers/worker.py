@@ -1,0 +1,7 @@
+"""The worker: drives runs (`{run_id, reason, hop}` from hand-offs, timers, the sweeper)."""
+
+from durable.aws import worker_handler
+from durable.handlers import bootstrap
+
+# The workflows come from DURABLE_APP (module:attribute), imported on the first event.
+handler = worker_handler(None, bootstrap.settings)
