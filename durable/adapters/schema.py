@@ -1,7 +1,9 @@
 """Create the ledger and idempotency tables from ``template.yaml``.
 
 The template is the schema's single source of truth: tests and the local runtime read
-the ``AWS::DynamoDB::Table`` resources from it, so deploy and test cannot drift.
+the ``AWS::DynamoDB::Table`` resources from it, so deploy and test cannot drift. A project
+reads its own; without one, the library's stack template (the one ``durable init`` writes)
+serves.
 """
 
 from __future__ import annotations
@@ -33,21 +35,29 @@ def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> Any:
 _CfnLoader.add_multi_constructor("!", _tag)
 
 
-def find_template(start: Path | None = None) -> Path:
-    """``template.yaml`` of the project: next to the package, or in a parent folder."""
-    here = (start or Path(__file__)).resolve()
-    for folder in [here, *here.parents]:
-        candidate = folder / "template.yaml"
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(
-        "template.yaml not found above the durable package; pass its path explicitly"
-    )
+def find_template(start: Path | None = None) -> Path | None:
+    """The project's ``template.yaml``: above ``start``, else above this package (a source
+    checkout), else above the working directory (a project using the installed library);
+    None when there is none (the library's own stack template serves then)."""
+    starts = [start] if start is not None else [Path(__file__), Path.cwd()]
+    for here in (s.resolve() for s in starts):
+        for folder in [here, *here.parents]:
+            candidate = folder / "template.yaml"
+            if candidate.is_file():
+                return candidate
+    return None
 
 
 def load_template(path: Path | None = None) -> dict[str, Any]:
-    with open(path or find_template(), encoding="utf-8") as fh:
-        data: dict[str, Any] = yaml.load(fh, Loader=_CfnLoader)
+    found = path or find_template()
+    if found is None:  # the tables every project's stack declares (durable init's template)
+        from durable.scaffold import stack_template
+
+        text = stack_template({"app_reference": "app:app", "code_comment": ""})
+        data: dict[str, Any] = yaml.load(text, Loader=_CfnLoader)
+        return data
+    with open(found, encoding="utf-8") as fh:
+        data = yaml.load(fh, Loader=_CfnLoader)
     return data
 
 

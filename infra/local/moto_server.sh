@@ -39,8 +39,8 @@ readonly SERVER_MATCH="-m moto.server"
 readonly PIDFILE_VAR="MOTO_SERVER_PIDFILE" PIDFILE_NAME="moto-server.pid"
 readonly START_TIMEOUT="${MOTO_SERVER_START_TIMEOUT:-30}"
 readonly STOP_TIMEOUT="${MOTO_SERVER_STOP_TIMEOUT:-5}"
-# shellcheck source-path=SCRIPTDIR source=lib.sh
-source "$SCRIPT_DIR/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=../../durable/local/servers/lib.sh
+source "$SCRIPT_DIR/../../durable/local/servers/lib.sh"
 
 readonly OWN_VENV="$STATE_HOME/moto-server/$MOTO_VERSION"
 # Werkzeug's banner (it may carry ANSI colour codes around it); with --port 0 the kernel's port.
