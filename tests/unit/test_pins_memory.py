@@ -220,11 +220,12 @@ def test_a_run_item_over_the_ledgers_own_limit_is_refused_on_every_ledger(
     """GIVEN a run WHEN a change by the owner or by an operator makes its item 398.5 KB
     (which DynamoDB itself would still take) THEN PayloadTooLarge on every ledger: the
     memory ledger refuses before writing, the DynamoDB one checks the item it got back, so
-    both refuse the same runs. (A retry's reopening transaction is refused by moto itself
-    at this size, so its check cannot be reached here.)
+    both refuse the same runs.
 
-    Kills dynamodb-89b6701e (update_run) and dynamodb-57838e26 (operate): their check of the
-    new item deleted."""
+    Against DynamoDB Local (the integration tier) this kills the deletion of that check in
+    DynamoLedger.update_run and .operate (dynamodb-89b6701e / 57838e26). The unit tier's
+    mutation run cannot: moto counts item sizes higher than DynamoDB and refuses these
+    updates itself (from about 392 KB), before the check is reached."""
     changes = {"cancel_reason": BETWEEN_THE_LIMITS, "updated_at": t(5)}
     if how == "update_run":
         ledger.create_run(make_run())
