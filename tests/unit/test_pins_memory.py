@@ -206,3 +206,33 @@ def test_an_operator_change_that_would_overflow_the_run_item_is_refused(ledger: 
             changes={"cancel_reason": HUGE, "updated_at": t(5)},
         )
     assert ledger.get_run("RUN1") == before
+
+
+# 398.5 KB: over the ledger's own limit (400 KB less 2 KB of head room for the keys and index
+# attributes it adds) but under DynamoDB's, which accepts the write.
+BETWEEN_THE_LIMITS = "b" * (398 * 1024 + 512)
+
+
+@pytest.mark.parametrize("how", ["update_run", "operate"])
+def test_a_run_item_over_the_ledgers_own_limit_is_refused_on_every_ledger(
+    ledger: Any, how: str
+) -> None:
+    """GIVEN a run WHEN a change by the owner or by an operator makes its item 398.5 KB
+    (which DynamoDB itself would still take) THEN PayloadTooLarge on every ledger: the
+    memory ledger refuses before writing, the DynamoDB one checks the item it got back, so
+    both refuse the same runs.
+
+    Against DynamoDB Local (the integration tier) this kills the deletion of that check in
+    DynamoLedger.update_run and .operate (dynamodb-89b6701e / 57838e26). The unit tier's
+    mutation run cannot: moto counts item sizes higher than DynamoDB and refuses these
+    updates itself (from about 392 KB), before the check is reached."""
+    changes = {"cancel_reason": BETWEEN_THE_LIMITS, "updated_at": t(5)}
+    if how == "update_run":
+        ledger.create_run(make_run())
+        run = ledger.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0)).run
+        with pytest.raises(PayloadTooLarge):
+            ledger.update_run("RUN1", RunGuard(run.fence, "w1"), changes)
+        return
+    ledger.create_run(make_run(status=RunStatus.FAILED, due_at=None))
+    with pytest.raises(PayloadTooLarge):
+        ledger.operate("RUN1", statuses=("FAILED",), changes=changes)
