@@ -85,6 +85,11 @@ class LambdaHandler:
             if settings.crash_at and self.function == "worker":
                 # LOCAL ONLY crash injection (a real SIGKILL at one port call): see below.
                 services = crash_injected(services, settings.crash_at)
+            if settings.console_events:
+                from durable.local.console import Console, ConsoleLedger
+
+                console = ConsoleLedger(services.ledger, Console())
+                services = replace(services, ledger=cast("Ledger", console))
             telemetry = Telemetry(settings, self.function)
             metered = replace(services, ledger=MeteredLedger(services.ledger, telemetry))
             runtime = Runtime.build(settings, app, metered, telemetry.count)

@@ -28,6 +28,7 @@ LOCAL_ONLY = frozenset(
         "deadline_overrun_seconds",
         "crash_at",
         "local_key_file",
+        "console_events",
     }
 )
 _APP_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -114,6 +115,9 @@ class Settings(BaseModel):
     # ``durable dev`` only: a file holding the master key that wraps data keys in place of
     # KMS (kept in its state folder, so sealed values survive a restart).
     local_key_file: str | None = None
+    # ``durable dev`` only: print one readable line per run event (``durable.local.console``)
+    # in place of the JSON logs and metrics meant for CloudWatch.
+    console_events: bool = False
 
     @field_validator("app")
     @classmethod

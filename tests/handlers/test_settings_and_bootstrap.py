@@ -13,7 +13,7 @@ import pytest
 
 from durable.api.openapi import render
 from durable.errors import InvalidInput
-from durable.settings import Settings
+from durable.settings import LOCAL_ONLY, Settings
 from tests.handlers.conftest import Stack
 from tests.handlers.events import api_event
 
@@ -137,3 +137,9 @@ def test_a_rotating_callback_secret_composes_the_current_and_previous_keys() -> 
     assert config.callback_secret == b"new-key-0123456789abcdef"
     assert config.callback_verify_only_secrets == (b"old-key-0123456789abcdef",)
     assert "new-key" not in repr(config)  # keys never reach logs through a repr
+
+
+def test_console_events_is_a_local_only_setting_read_from_the_environment() -> None:
+    assert Settings.from_env({**MINIMAL, "DURABLE_CONSOLE_EVENTS": "true"}).console_events
+    assert Settings.from_env(MINIMAL).console_events is False
+    assert "console_events" in LOCAL_ONLY  # the template never sets it

@@ -1,0 +1,221 @@
+"""``durable dev``'s console: one readable line per run event, instead of log JSON.
+
+On AWS the handlers log JSON for CloudWatch and emit metrics; at a terminal that is noise.
+``durable dev`` sets ``DURABLE_CONSOLE_EVENTS`` (a local-only setting) and the handlers
+wrap their ledger in :class:`ConsoleLedger`, which watches what the engine *writes* and
+says what happened: a run started, a step finished, failed or will retry, the run waits
+(for what, and how to answer it), resumed, was taken over, finished. Watching the writes,
+not instrumenting the engine, keeps the core free of presentation code, and a line is
+printed only for a write that took effect, so what the console says is what the ledger
+holds. ``durable dev --verbose`` keeps the raw logs instead.
+
+Each line is one ``write`` of a whole line to stdout, so lines from several worker
+processes interleave but never mix.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from durable.model import (
+    RunRecord,
+    RunStatus,
+    SignalRecord,
+    StepKind,
+    StepRecord,
+    StepStatus,
+    parse_time,
+)
+from durable.ports import Claim, Ledger, RunGuard
+
+_WAITS = {
+    StepKind.SLEEP: "sleep",
+    StepKind.CALLBACK: "callback",
+    StepKind.SIGNAL: "signal",
+    StepKind.CONDITION: "condition",
+}
+_FINISH_MARK = {RunStatus.SUCCEEDED: "✓", RunStatus.FAILED: "✗", RunStatus.CANCELED: "■"}
+
+
+def short(text: str | None, limit: int = 120) -> str:
+    """One line of at most ``limit`` characters."""
+    flat = " ".join((text or "").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class Console:
+    """Formats and prints event lines: ``HH:MM:SS  workflow  run_id  mark what``."""
+
+    def __init__(self, out: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
+        self._out = out
+        self._clock = clock
+        # Run id -> workflow name, learned from the run writes this process saw.
+        self.workflows: dict[str, str] = {}
+
+    def say(self, run_id: str, mark: str, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S", time.localtime(self._clock()))
+        workflow = self.workflows.get(run_id, "")
+        out = self._out or sys.stdout
+        out.write(f"{stamp}  {workflow:<16} {run_id}  {mark} {text}\n")
+        out.flush()
+
+    def learn(self, run: RunRecord) -> None:
+        self.workflows[run.run_id] = f"{run.workflow} v{run.version}"
+
+
+class ConsoleLedger:
+    """A ledger that prints a line for each run event it writes; otherwise the same."""
+
+    def __init__(self, ledger: Ledger, console: Console) -> None:
+        self._ledger = ledger
+        self._console = console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ledger, name)
+
+    def create_run(self, run: RunRecord) -> RunRecord:
+        stored = self._ledger.create_run(run)
+        self._console.learn(stored)
+        if stored.run_id == run.run_id and stored.created_at == run.created_at:
+            by = f" by {run.requested_by}" if run.requested_by else ""
+            self._console.say(run.run_id, "▶", f"started{by}")
+        return stored
+
+    def claim(self, run_id: str, owner: str, **kwargs: Any) -> Claim | None:
+        claim = self._ledger.claim(run_id, owner, **kwargs)
+        if claim is not None:
+            self._console.learn(claim.run)
+            if claim.took_over:
+                self._console.say(run_id, "⚠", "taken over: the worker holding it stopped")
+            elif claim.run.fence > 1:  # claimed before: a wait ended or a hand-off
+                self._console.say(run_id, "▷", "resumed")
+        return claim
+
+    def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
+        stored = self._ledger.write_step(step, guard)
+        if stored is step:  # ours won; a loser's adoption is not news
+            self._step(step)
+        return stored
+
+    def write_step_fenced(
+        self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
+    ) -> bool:
+        written = self._ledger.write_step_fenced(step, guard, run_changes)
+        if written:
+            self._step(step)
+        return written
+
+    def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
+        self._ledger.complete_waiting(step, token_hash=token_hash, now=now)
+        verdict = "rejected" if step.status == StepStatus.TERMINAL_FAILED else "answered"
+        self._console.say(step.run_id, "✉", f"callback {step.name} {verdict}")
+
+    def add_signal(self, signal: SignalRecord, *, now: str) -> None:
+        self._ledger.add_signal(signal, now=now)
+        self._console.say(signal.run_id, "✉", f"signal {signal.name} received")
+
+    def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
+        stored = self._ledger.consume_signal(step, signal, guard)
+        if stored is step:
+            self._console.say(step.run_id, "✓", f"signal {step.name} consumed")
+        return stored
+
+    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
+        run = self._ledger.update_run(run_id, guard, changes)
+        self._console.learn(run)
+        if "status" in changes:
+            self._run_status(run)
+        return run
+
+    def continue_run(
+        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
+    ) -> None:
+        self._ledger.continue_run(run_id, guard, changes, successor)
+        self._console.learn(successor)
+        self._console.say(run_id, "↪", f"continued as new run {successor.run_id}")
+        self._console.say(successor.run_id, "▶", f"started (continues {run_id})")
+
+    def operate(self, run_id: str, **kwargs: Any) -> RunRecord:
+        run = self._ledger.operate(run_id, **kwargs)
+        self._console.learn(run)
+        operation = kwargs.get("operation") or {}
+        if run.status.terminal:
+            self._run_status(run)
+        elif operation.get("action"):
+            self._console.say(run_id, "•", f"{operation['action']} requested")
+        return run
+
+    # --- what a write means ----------------------------------------------------------
+
+    def _step(self, step: StepRecord) -> None:
+        say = self._console.say
+        if step.kind in (StepKind.STEP, StepKind.COMPENSATION):
+            label = "compensation" if step.kind == StepKind.COMPENSATION else "step"
+            if step.status in (StepStatus.DONE, StepStatus.COMPENSATED):
+                say(step.run_id, "✓", f"{label} {step.name}{_took(step)}")
+            elif step.status == StepStatus.TERMINAL_FAILED:
+                say(step.run_id, "✗", f"{label} {step.name} failed: {_error(step)}")
+            elif step.error_class == "retryable" and step.status in (
+                StepStatus.RETRYABLE_FAILED,
+                StepStatus.WAITING,
+            ):
+                when = f", retry at {_clock(step.wake_at)}" if step.wake_at else ", retrying"
+                say(
+                    step.run_id,
+                    "↻",
+                    f"{label} {step.name} attempt {step.attempt} failed: {_error(step)}{when}",
+                )
+        elif step.kind in _WAITS and step.status == StepStatus.WAITING:
+            say(step.run_id, "⏸", _waiting(step))
+        elif step.kind in _WAITS and step.status == StepStatus.TIMED_OUT:
+            say(step.run_id, "⌛", f"{_WAITS[step.kind]} {step.name} timed out")
+
+    def _run_status(self, run: RunRecord) -> None:
+        if run.status.terminal:
+            took = parse_time(run.updated_at) - parse_time(run.created_at)
+            text = f"{run.status.value.lower()} after {took.total_seconds():.1f} s"
+            if run.error is not None and run.status != RunStatus.SUCCEEDED:
+                text += f": {run.error.type}: {short(run.error.message)}"
+            self._console.say(run.run_id, _FINISH_MARK[run.status], text)
+        elif run.status == RunStatus.COMPENSATING:
+            self._console.say(run.run_id, "↺", "compensating")
+
+
+def _took(step: StepRecord) -> str:
+    last = step.attempts[-1] if step.attempts else None
+    if last is None or last.finished_at is None:
+        return ""
+    ms = (parse_time(last.finished_at) - parse_time(last.started_at)).total_seconds() * 1000
+    tries = f", attempt {last.n}" if last.n > 1 else ""
+    return f" ({ms:.0f} ms{tries})"
+
+
+def _error(step: StepRecord) -> str:
+    summary = short(step.error_summary)
+    if step.error_type and not summary.startswith(step.error_type):
+        return f"{step.error_type}: {summary}"
+    return summary
+
+
+def _clock(iso: str) -> str:
+    return iso[11:19] + "Z" if len(iso) >= 19 else iso
+
+
+def _waiting(step: StepRecord) -> str:
+    if step.kind == StepKind.SLEEP:
+        return f"waiting: sleep {step.name} until {step.wake_at}"
+    if step.kind == StepKind.CALLBACK:
+        return (
+            f"waiting for callback {step.name}: answer with "
+            f"`durable approve {step.run_id} {step.name}` (or reject)"
+        )
+    if step.kind == StepKind.SIGNAL:
+        return (
+            f"waiting for signal {step.name}: send with "
+            f"`durable signal {step.run_id} {step.name} --payload '{{...}}'`"
+        )
+    until = f" (checks until {step.expires_at})" if step.expires_at else ""
+    return f"waiting for condition {step.name}{until}"

@@ -1,0 +1,145 @@
+"""``durable dev``'s console: one line per run event, printed only for writes that took effect."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+from typing import Any, cast
+
+from durable import App, Context, RetryPolicy
+from durable.local.console import Console, ConsoleLedger, short
+from durable.ports import Ledger
+from durable.testing import LocalRunner
+
+
+def _watched(app: App) -> tuple[LocalRunner, io.StringIO]:
+    runner = LocalRunner(app)
+    out = io.StringIO()
+    console = Console(out, clock=lambda: 0.0)
+    runner.engine.ledger = cast(Ledger, ConsoleLedger(runner.engine.ledger, console))
+    runner.engine.endings.ledger = runner.engine.ledger  # as the composition root wraps it
+    return runner, out
+
+
+def _events(out: io.StringIO) -> list[str]:
+    """Each line without its time stamp and padding: ``workflow run_id mark text``."""
+    return [" ".join(line.split()[1:]) for line in out.getvalue().splitlines()]
+
+
+def test_a_run_prints_start_steps_waits_answers_and_its_end() -> None:
+    app = App()
+
+    @app.step
+    def fetch(n: int) -> int:
+        return n + 1
+
+    @app.workflow
+    def onboard(ctx: Context, n: int) -> int:
+        m = fetch(n)
+        ok = ctx.wait_for_callback("approval", timeout=timedelta(days=1))
+        ctx.sleep(timedelta(hours=1), name="cool_off")
+        return m if ok else 0
+
+    runner, out = _watched(app)
+    run = runner.start("onboard", 1)
+    rid = run.run_id
+    runner.run_until_idle()
+    runner.complete_wait(rid, "approval", True)
+    runner.run_until_idle()
+    runner.advance(hours=1)
+    lines = _events(out)
+    assert lines[0].startswith(f"onboard v1 {rid} ▶ started")
+    fetched = [line for line in lines if f"{rid} ✓ step " in line]
+    assert len(fetched) == 1 and "fetch (" in fetched[0]  # replays print nothing
+    waiting = [line for line in lines if "⏸" in line]
+    assert (
+        f"waiting for callback approval: answer with `durable approve {rid} approval`"
+        in (waiting[0])
+    )
+    assert "waiting: sleep cool_off until" in waiting[1]
+    assert any(line.endswith("✉ callback approval answered") for line in lines)
+    assert any(line.endswith("▷ resumed") for line in lines)
+    assert lines[-1].startswith(f"onboard v1 {rid} ✓ succeeded after")
+
+
+def test_a_failing_step_prints_each_retry_then_the_failure_and_the_run_end() -> None:
+    app = App()
+
+    @app.step(name="flaky", retry=RetryPolicy(max_attempts=2, initial_delay=timedelta(seconds=1)))
+    def flaky() -> None:
+        raise ConnectionError("upstream\n   is down")
+
+    @app.workflow
+    def job(ctx: Context) -> None:
+        flaky()
+
+    runner, out = _watched(app)
+    rid = runner.start("job").run_id
+    runner.run_until_idle()
+    runner.advance(seconds=5)
+    lines = _events(out)
+    retry = [line for line in lines if "↻" in line]
+    assert len(retry) == 1
+    assert "step flaky attempt 1 failed: ConnectionError: upstream is down" in retry[0]
+    assert "retry at" in retry[0] or "retrying" in retry[0]
+    assert any("✗ step flaky failed: ConnectionError: upstream is down" in line for line in lines)
+    assert lines[-1].startswith(f"job v1 {rid} ✗ failed after")
+    assert "ConnectionError" in lines[-1]
+
+
+def test_signals_and_cancels_are_reported_with_what_to_type() -> None:
+    app = App()
+
+    @app.workflow
+    def waiter(ctx: Context) -> Any:
+        first = ctx.wait_for_signal("go")
+        ctx.wait_for_signal("never")
+        return first
+
+    runner, out = _watched(app)
+    rid = runner.start("waiter").run_id
+    runner.run_until_idle()
+    runner.signal(rid, "go", {"x": 1})
+    runner.run_until_idle()
+    runner.cancel(rid, "no longer needed")
+    runner.run_until_idle()
+    lines = _events(out)
+    assert any(f"`durable signal {rid} go --payload" in line for line in lines)
+    assert any(line.endswith("✉ signal go received") for line in lines)
+    assert any(line.endswith("✓ signal go consumed") for line in lines)
+    assert lines[-1].startswith(f"waiter v1 {rid} ■ canceled after")
+
+
+def test_a_write_that_lost_prints_nothing() -> None:
+    """A worker that adopts another's final record did not do the step: no line."""
+    from durable.adapters.memory import MemoryLedger
+    from durable.model import StepStatus
+
+    app = App()
+
+    @app.step
+    def once() -> int:
+        return 1
+
+    @app.workflow
+    def wf(ctx: Context) -> int:
+        return once()
+
+    runner = LocalRunner(app)
+    rid = runner.start("wf").run_id
+    runner.run_until_idle()
+    done = runner.history(rid)[0]
+    assert done.status == StepStatus.DONE
+    out = io.StringIO()
+    ledger = ConsoleLedger(cast(MemoryLedger, runner.memory_ledger), Console(out))
+    from dataclasses import replace
+
+    stale = replace(done, status=StepStatus.RETRYABLE_FAILED, output=None, fence=0)
+    assert ledger.write_step(stale) == done
+    assert out.getvalue() == ""
+
+
+def test_short_flattens_and_cuts_long_messages() -> None:
+    assert short("a\n  b\tc") == "a b c"
+    cut = short("x" * 300, limit=10)
+    assert cut == "x" * 9 + "…" and len(cut) == 10
