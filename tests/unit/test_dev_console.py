@@ -112,7 +112,6 @@ def test_signals_and_cancels_are_reported_with_what_to_type() -> None:
 
 def test_a_write_that_lost_prints_nothing() -> None:
     """A worker that adopts another's final record did not do the step: no line."""
-    from durable.adapters.memory import MemoryLedger
     from durable.model import StepStatus
 
     app = App()
@@ -131,7 +130,7 @@ def test_a_write_that_lost_prints_nothing() -> None:
     done = runner.history(rid)[0]
     assert done.status == StepStatus.DONE
     out = io.StringIO()
-    ledger = ConsoleLedger(cast(MemoryLedger, runner.memory_ledger), Console(out))
+    ledger = ConsoleLedger(runner.memory_ledger, Console(out))
     from dataclasses import replace
 
     stale = replace(done, status=StepStatus.RETRYABLE_FAILED, output=None, fence=0)
