@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-localstack lint typecheck unit integration soak mutation bench clean
+.PHONY: demo test test-localstack test-project lint typecheck unit integration soak mutation bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ test: $(STAMP) lint typecheck unit integration
 test-localstack: $(STAMP)
 	infra/local/localstack.sh install >/dev/null
 	infra/local/in_private_net.sh infra/local/localstack.sh with -- $(BIN)/pytest -m localstack
+
+# A user's project end to end (tests/project): the wheel built from here, pip-installed into
+# a fresh venv in a temp folder, `durable init`, `make test`, `make dev` with a run started
+# and approved through the CLI, Ctrl-C, `make validate` and `make build` (SAM). Slow (a few
+# minutes: installs from the registries), so a tier of its own; prints each step's time.
+test-project: $(STAMP)
+	$(BIN)/pytest -m project -s
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

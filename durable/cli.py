@@ -1,5 +1,6 @@
 """The ``durable`` command: run the local stack, and operate runs over the HTTP API.
 
+    durable init my-flows      (a project: workflows, stack template, tests, Makefile)
     durable dev --app examples.onboarding:app --time-scale 86400
     durable start onboarding --input '{"user_id": "u1", "email": "u1@example.com"}'
     durable runs --workflow onboarding
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import urllib.error
 import urllib.parse
@@ -118,6 +120,21 @@ def call(
 # --- commands -------------------------------------------------------------------------
 
 
+def project_app(folder: Path) -> str | None:
+    """``[tool.durable] app`` of the project in ``folder`` (``durable init`` writes it)."""
+    import tomllib
+
+    try:
+        with (folder / "pyproject.toml").open("rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return None
+    except tomllib.TOMLDecodeError as e:
+        fail(f"pyproject.toml is not valid TOML ({e}); fix it or pass --app module:attribute")
+    app = data.get("tool", {}).get("durable", {}).get("app")
+    return str(app) if app else None
+
+
 def cmd_dev(args: argparse.Namespace) -> int:
     import signal
     import threading
@@ -126,40 +143,84 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
     if args.time_scale <= 0:
         fail("--time-scale must be positive, e.g. 86400 to make a day pass in a second")
+    try:
+        import moto.server  # noqa: F401 - only checking that it is there
+    except ImportError:
+        fail(
+            "durable dev needs the library's local extra (an embedded moto server): "
+            "pip install 'durable-lambda[local]' (a durable init project's dev extra has it)"
+        )
+    app = args.app or project_app(Path.cwd())
+    if not app:
+        fail(
+            "which workflows? pass --app module:attribute (e.g. --app shop.workflows:app), "
+            "or set app under [tool.durable] in pyproject.toml (durable init does)"
+        )
+    # The user's package is imported from the current folder, as `python -m` would; the
+    # worker processes inherit this path.
     sys.path.insert(0, os.getcwd())
     try:
-        module = __import__(args.app.partition(":")[0], fromlist=["_"])
-        getattr(module, args.app.partition(":")[2])
+        module = __import__(app.partition(":")[0], fromlist=["_"])
+        getattr(module, app.partition(":")[2])
     except (ImportError, AttributeError, ValueError) as e:
-        fail(f"cannot load --app {args.app!r} ({e}); pass module:attribute of a durable.App")
+        fail(f"cannot load --app {app!r} ({e}); pass module:attribute of a durable.App")
     server = DevServer(
         DevOptions(
-            app=args.app,
+            app=app,
             port=args.port,
             workers=args.workers,
             worker_timeout=args.worker_timeout,
             time_scale=args.time_scale,
             storage=args.storage,
+            verbose=args.verbose,
         )
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         server.start()
-        print(
-            f"• durable dev ready in {server.ready_seconds:.1f} s at "
-            f"http://127.0.0.1:{args.port} ({args.workers} workers, time x{args.time_scale:g})",
-            flush=True,
-        )
-        print("  Ctrl-C stops everything it started; runs resume on the next start.", flush=True)
+        print(f"• durable dev ready in {server.ready_seconds:.1f} s", flush=True)
+        print("\n".join(server.banner()), flush=True)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
         pass
+    except RuntimeError as e:  # a part that could not start says why
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        return 1
     finally:
         print("• stopping…", flush=True)
         server.stop()
+        print("• stopped", flush=True)
     return 0
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from durable.errors import InvalidInput
+    from durable.scaffold import init
+
+    dest = Path(args.dir)
+    try:
+        written = init(dest, args.name, requirement=args.requirement)
+    except InvalidInput as e:
+        fail(str(e))
+    shown = os.path.relpath(dest.resolve())
+    print(f"created {len(written)} files in {shown}/")
+    print("next:")
+    print(f"  cd {shlex.quote(shown)}")
+    print("  make test    # the example workflow's tests (LocalRunner, no servers)")
+    print("  make dev     # the whole stack on this machine: API, workers, timers, DynamoDB Local")
+    print("  make build   # sam build of your stack (then sam deploy --guided)")
+    return 0
+
+
+def cmd_sam(args: argparse.Namespace) -> int:
+    from durable.local import sam
+
+    try:
+        return sam.run(args.sam_args)
+    except sam.SamError as e:
+        fail(str(e))
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -297,8 +358,35 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument("--no-sign", action="store_true", help="do not SigV4-sign AWS requests")
     sub = root.add_subparsers(dest="command", required=True)
 
+    init = sub.add_parser("init", help="create a project of your own: workflows, stack, tests")
+    init.add_argument("dir", help="the new project's folder (missing or empty)")
+    init.add_argument("--name", help="project name (default: the folder's name)")
+    init.add_argument(
+        "--requirement",
+        help="how the project depends on this library, e.g. a wheel: "
+        "'durable-lambda @ file:///path/durable_lambda-0.1.0-py3-none-any.whl' "
+        "(default: durable-lambda>=this version)",
+    )
+    init.set_defaults(func=cmd_init)
+
+    sam = sub.add_parser(
+        "sam",
+        help="the AWS SAM CLI (installed on first use; build finds python3.12): "
+        "durable sam build, durable sam validate --lint, durable sam cfn-lint template.yaml",
+    )
+    sam.add_argument("sam_args", nargs=argparse.REMAINDER, help="what to pass to sam")
+    sam.set_defaults(func=cmd_sam)
+
     dev = sub.add_parser("dev", help="run the whole stack locally")
-    dev.add_argument("--app", required=True, help="module:attribute of your durable.App")
+    dev.add_argument(
+        "--app",
+        help="module:attribute of your durable.App (default: [tool.durable] app in pyproject.toml)",
+    )
+    dev.add_argument(
+        "--verbose",
+        action="store_true",
+        help="the handlers' JSON logs and metrics instead of one line per run event",
+    )
     dev.add_argument("--port", type=int, default=8787)
     dev.add_argument("--workers", type=int, default=2, help="worker processes")
     dev.add_argument(

@@ -66,9 +66,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         path = str(item.path)
         own = {m.name for m in item.iter_markers()}
-        if not own & {"integration", "localstack"}:
+        if not own & {"integration", "localstack", "project"}:
             if f"{os.sep}integration{os.sep}" in path or f"{os.sep}e2e{os.sep}" in path:
                 item.add_marker(pytest.mark.integration)
+            elif f"{os.sep}project{os.sep}" in path:
+                item.add_marker(pytest.mark.project)
             elif f"{os.sep}localstack{os.sep}" in path:
                 item.add_marker(pytest.mark.localstack)
             else:

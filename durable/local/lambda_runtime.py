@@ -65,14 +65,25 @@ READY_TIMEOUT = 60.0  # a new worker process imports the handler before its firs
 
 
 def _child_main(
-    conn: Connection, handler_ref: str, function_name: str, env: Mapping[str, str]
+    conn: Connection,
+    handler_ref: str,
+    function_name: str,
+    env: Mapping[str, str],
+    preload: str | None = None,
 ) -> None:
     # A terminal's Ctrl-C signals the whole process group. The pool ends its workers itself
     # (a SIGKILL, as a Lambda sandbox ends), so a worker must not die of the SIGINT first,
     # mid-invocation, printing a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(env)
-    handler = load_handler(handler_ref)
+    try:
+        handler = load_handler(handler_ref)
+        if preload:  # the user's module, imported now so a broken one is reported at once
+            importlib.import_module(preload)
+    except BaseException as error:  # reported to the pool, which says it
+        with contextlib.suppress(OSError):
+            conn.send({"failed": f"{type(error).__name__}: {error}"})
+        return
     stream = f"local/{os.getpid()}"
     try:
         conn.send({"ready": os.getpid()})
@@ -140,6 +151,7 @@ class WorkerPool:
         env: Mapping[str, str],
         function_name: str = "durable-worker",
         on_event: Callable[[str], None] | None = None,
+        preload: str | None = None,
     ) -> None:
         if size < 1:
             raise ValueError("a worker pool needs at least one process")
@@ -147,10 +159,13 @@ class WorkerPool:
         self.timeout = timeout_seconds
         self.env = dict(env)
         self.function_name = function_name
+        self.preload = preload
         self.on_event = on_event or (lambda text: log.info("%s", text))
         self.slots = [Slot(i) for i in range(size)]
         self.queue: queue.Queue[dict[str, Any]] = queue.Queue()
         self.stats = PoolStats()
+        # Why the last process that failed to start did (its exception, as text).
+        self.load_error: str | None = None
         self._stopped = threading.Event()
         self._threads: list[threading.Thread] = []
         self._ctx = multiprocessing.get_context("spawn")
@@ -170,9 +185,11 @@ class WorkerPool:
         for slot in self.slots:
             if not self._await_ready(slot, ready_timeout):
                 self.stop()
+                why = self.load_error or f"no answer within {ready_timeout:.0f} s"
+                loaded = f"{self.handler_ref} and {self.preload}" if self.preload else ""
                 raise RuntimeError(
-                    f"worker process {slot.index} did not load {self.handler_ref} "
-                    f"within {ready_timeout:.0f} s"
+                    f"worker process {slot.index} could not load "
+                    f"{loaded or self.handler_ref}: {why}"
                 )
         for slot in self.slots:
             thread = threading.Thread(
@@ -207,7 +224,7 @@ class WorkerPool:
             parent, child = self._ctx.Pipe()
             process = self._ctx.Process(
                 target=_child_main,
-                args=(child, self.handler_ref, self.function_name, self.env),
+                args=(child, self.handler_ref, self.function_name, self.env, self.preload),
                 name=f"durable-worker-{slot.index}",
                 daemon=True,
             )
@@ -223,9 +240,11 @@ class WorkerPool:
             return False
         try:
             if conn.poll(timeout):
-                return "ready" in conn.recv()
+                message = conn.recv()
+                self.load_error = message.get("failed")
+                return "ready" in message
         except (EOFError, OSError):
-            pass
+            self.load_error = "the process exited before it was ready"
         return False
 
     def _close(self, slot: Slot) -> None:

@@ -36,6 +36,12 @@ SCHEDULER_GROUP = f"durable-{STAGE}"
 WORKER_FUNCTION = f"durable-worker-{STAGE}"
 CALLBACK_SECRET = f"durable/{STAGE}/callback-secret"
 WEBHOOK_SECRET = f"durable/{STAGE}/webhook-secret"
+# The console's lines instead of what the handlers send CloudWatch (``--verbose`` keeps it).
+QUIET = {
+    "DURABLE_CONSOLE_EVENTS": "true",
+    "DURABLE_LOG_LEVEL": "WARNING",
+    "POWERTOOLS_METRICS_DISABLED": "true",
+}
 DUMMY_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
     "AWS_SECRET_ACCESS_KEY": "local",
@@ -57,6 +63,9 @@ class DevOptions:
     storage: str = "auto"  # auto | dynamodb-local | moto
     sweep_interval: float = 1.0
     say: Callable[[str], None] = print
+    # The handlers' own logs (JSON for CloudWatch) and metrics instead of the console's
+    # one line per run event.
+    verbose: bool = False
 
 
 @dataclass
@@ -107,6 +116,7 @@ class DevServer:
             env=self.env,
             function_name=WORKER_FUNCTION,
             on_event=lambda text: self.o.say(f"  ! {text}"),
+            preload=self.o.app.partition(":")[0],
         )
         self.pool.start()
         import boto3
@@ -254,7 +264,21 @@ class DevServer:
             # after its invocation's deadline, and never while the old worker lives.
             "DURABLE_SHARED_CLOCK": "true",
             "DURABLE_DEADLINE_OVERRUN_SECONDS": repr(DEADLINE_OVERRUN),
+            **({} if self.o.verbose else QUIET),
         }
+
+    def banner(self) -> list[str]:
+        """What a developer needs to use the stack, printed once it is ready."""
+        storage = "DynamoDB Local, persistent" if self.stack.persistent else "moto, in memory"
+        return [
+            f"  API          http://127.0.0.1:{self.o.port}  (durable start|runs|show|approve "
+            "talk to it)",
+            f"  DynamoDB     {self.stack.storage_endpoint}  ({storage})",
+            f"  tables       {LEDGER_TABLE}, {IDEMPOTENCY_TABLE}",
+            f"  state        {self.o.state_dir.resolve()}  (delete it to start from nothing)",
+            f"  app          {self.o.app}  ({self.o.workers} workers, time x{self.o.time_scale:g})",
+            "  Ctrl-C stops everything it started; runs resume on the next start.",
+        ]
 
     def _write_endpoint_file(self) -> None:
         info = {"endpoint": f"http://127.0.0.1:{self.o.port}", "pid": os.getpid()}

@@ -21,6 +21,9 @@ PROJECT = "project"
 TMPL = ".tmpl"
 LIBRARY = "durable-lambda"
 _PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
+_REQUIREMENT = re.compile(
+    r"^\s*(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?:\s*\[(?P<extras>[^\]]*)\])?(?P<rest>.*)$"
+)
 
 
 def render(text: str, values: dict[str, str]) -> str:
@@ -59,10 +62,12 @@ def init(dest: Path, name: str | None = None, *, requirement: str | None = None)
         )
     project = name or dest.name
     package = check_name(project)
+    requirement = requirement or f"{LIBRARY}>={library_version()}"
     values = {
         "project": project,
         "package": package,
-        "requirement": requirement or f"{LIBRARY}>={library_version()}",
+        "requirement": requirement,
+        "local_requirement": with_extra(requirement, "local"),
         "app_reference": f"{package}.workflows:app",
         "code_comment": (
             "Symlinks to handlers/ and your package plus requirements.txt (the library and "
@@ -79,6 +84,19 @@ def init(dest: Path, name: str | None = None, *, requirement: str | None = None)
     for linked in ("handlers", package):
         (lambda_dir / linked).symlink_to(Path("..") / ".." / linked, target_is_directory=True)
     return written
+
+
+def with_extra(requirement: str, extra: str) -> str:
+    """``durable-lambda>=1`` -> ``durable-lambda[local]>=1`` (also ``name @ url`` forms)."""
+    match = _REQUIREMENT.match(requirement)
+    if match is None:
+        raise InvalidInput(
+            f"requirement {requirement!r} does not start with a distribution name, e.g. "
+            "'durable-lambda>=0.1' or 'durable-lambda @ file:///path/to.whl'",
+            field="requirement",
+        )
+    extras = [e for e in (match.group("extras") or "").split(",") if e.strip()]
+    return f"{match.group('name')}[{','.join([*extras, extra])}]{match.group('rest')}"
 
 
 def library_version() -> str:

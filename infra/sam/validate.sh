@@ -3,34 +3,20 @@
 #
 # aws-sam-cli pins its own versions of boto3, cfn-lint and friends, so it lives in its own
 # virtualenv (never the project's .venv, whose pins it would fight), installed once from
-# PyPI into the local cache. Nothing here talks to AWS: a dummy region and credentials keep
+# PyPI into the local cache by the same code a user's project runs (`durable sam`). Nothing here talks to AWS: a dummy region and credentials keep
 # botocore from looking for real ones, and SAM's telemetry is off.
 #
 #   infra/sam/validate.sh            install if needed, then validate
 #   infra/sam/validate.sh install    install only; prints the sam executable
 #
-# Environment: DURABLE_LOCAL_HOME (default $HOME/.cache/durable-local), PYTHON (python3).
+# Environment: DURABLE_LOCAL_HOME (default $HOME/.cache/durable-local). Needs the project
+# venv (make .venv/.installed).
 set -euo pipefail
 
-readonly SAM_VERSION="1.170.0"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-home="${DURABLE_LOCAL_HOME:-$HOME/.cache/durable-local}"
-venv="$home/sam-venv-$SAM_VERSION"
-sam="$venv/bin/sam"
-
-install() {
-    # The marker is written last: an interrupted install is redone, never half-trusted.
-    if [[ -f "$venv/.installed" ]]; then
-        return
-    fi
-    mkdir -p "$home"
-    rm -rf "$venv"
-    "${PYTHON:-python3}" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "aws-sam-cli==$SAM_VERSION"
-    touch "$venv/.installed"
-}
-
-install
+# The installer `durable sam` uses (durable/local/sam.py): one SAM venv in the user cache.
+sam="$("$root/.venv/bin/python" -m durable.local.sam install)"
+venv="$(dirname "$(dirname "$sam")")"
 if [[ "${1:-}" == "install" ]]; then
     echo "$sam"
     exit 0

@@ -205,3 +205,16 @@ def test_the_dev_stack_lease_settings_are_local_only_and_refused_without_its_clo
         alone: dict[str, Any] = {**BASE, name: value}
         with pytest.raises(InvalidInput, match=name):
             Settings.from_env(alone)
+
+
+def test_a_worker_that_cannot_import_the_app_fails_the_start_at_once_saying_why() -> None:
+    """Not a 60 s wait for "ready": the child's import error is the pool's message."""
+    pool = WorkerPool(
+        HANDLER, size=1, timeout_seconds=5, env={}, preload="no_such_package_here.workflows"
+    )
+    with pytest.raises(RuntimeError) as raised:
+        pool.start(ready_timeout=30)
+    message = str(raised.value)
+    assert "could not load" in message and "no_such_package_here.workflows" in message
+    assert "ModuleNotFoundError: No module named 'no_such_package_here'" in message
+    assert all(slot.process is None or not slot.process.is_alive() for slot in pool.slots)

@@ -1,0 +1,197 @@
+"""A user's own project, end to end, from the built wheel (issue 14).
+
+What a new team does, in a temporary folder far from this checkout: build the wheel,
+``pip install`` it into a fresh virtualenv, ``durable init`` a project, run its tests
+(``make test``), start the whole stack (``make dev``), start a run and approve it with the
+CLI, see it finish, stop the stack with Ctrl-C (every process it started ends), then
+``make validate`` and ``make build`` (the SAM CLI, installed by the project's own
+tooling, with ``python3.12`` found). Nothing here imports this checkout: every command is
+the installed one, so a file missing from the wheel fails this test.
+
+Slow (a wheel, a virtualenv, a SAM build): its own tier, ``make test-project``. Each step's
+wall time is printed (``-s``) for the issue note.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PORT_ENV = "DURABLE_PROJECT_TEST_PORT"
+
+
+class Steps:
+    """Runs commands, failing with their output; records each step's wall time."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.times: list[tuple[str, float]] = []
+
+    def run(self, label: str, cmd: list[str], cwd: Path, timeout: float = 900) -> str:
+        began = time.perf_counter()
+        done = subprocess.run(
+            cmd, cwd=cwd, env=self.env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+        self.times.append((label, time.perf_counter() - began))
+        output = done.stdout + done.stderr
+        assert done.returncode == 0, f"{label}: {' '.join(cmd)} exited {done.returncode}\n{output}"
+        return output
+
+    def report(self) -> None:
+        print("\n== a user's project, end to end: wall times ==")
+        for label, seconds in self.times:
+            print(f"  {label:<34} {seconds:7.1f} s")
+        print(f"  {'total':<34} {sum(s for _, s in self.times):7.1f} s")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    yield tmp_path_factory.mktemp("own-project")
+
+
+def _clean_env(workspace: Path) -> dict[str, str]:
+    """The environment of a user's shell: nothing of this checkout's venv or test setup."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DURABLE_", "AWS_", "PYTEST", "VIRTUAL_ENV", "PYTHON"))
+    }
+    venv_bin = str(ROOT / ".venv" / "bin")
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != venv_bin)
+    # The install caches stay shared with the rest of CI (DynamoDB Local, the SAM CLI).
+    if os.environ.get("DURABLE_LOCAL_HOME"):
+        env["DURABLE_LOCAL_HOME"] = os.environ["DURABLE_LOCAL_HOME"]
+    env["HOME"] = os.environ.get("HOME", str(workspace))
+    return env
+
+
+def _start_dev(project: Path, venv: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """``make dev`` in its own process group, as a terminal runs it."""
+    return subprocess.Popen(
+        ["make", "dev", f"VENV={venv}"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _read_until(process: subprocess.Popen[str], marker: str, lines: list[str]) -> None:
+    """Collect the process's output lines until one contains ``marker``."""
+    assert process.stdout is not None
+    for line in process.stdout:
+        lines.append(line.rstrip("\n"))
+        if marker in line:
+            return
+    raise AssertionError(f"`make dev` ended before printing {marker!r}:\n" + "\n".join(lines))
+
+
+def _group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> None:
+    """``make dev``; a run started and approved through the CLI finishes; Ctrl-C ends all."""
+    began = time.perf_counter()
+    dev = _start_dev(project, venv, steps.env)
+    lines: list[str] = []
+    try:
+        _read_until(dev, "Ctrl-C stops everything", lines)
+        banner = "\n".join(lines)
+        assert "durable dev ready" in banner and "durable-ledger-dev" in banner
+        assert "shop.workflows:app" in banner
+        start = [durable, "start", "greet", "--input", '{"name": "Ada"}', "-q"]
+        run_id = steps.run("durable start", start, project).strip()
+        _read_until(dev, "waiting for callback approval", lines)
+        steps.run("durable approve", [durable, "approve", run_id, "approval"], project)
+        _read_until(dev, f"{run_id}  ✓ succeeded", lines)
+        shown = json.loads(steps.run("durable show", [durable, "show", run_id, "--json"], project))
+        assert shown["status"] == "SUCCEEDED"
+        assert shown["output"] == '"sent: Hello, Ada!"'
+    finally:
+        os.killpg(dev.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
+        rest, _ = dev.communicate(timeout=60)
+        lines += rest.splitlines()
+    steps.times.append(("make dev, a run, Ctrl-C", time.perf_counter() - began))
+    console = "\n".join(lines)
+    assert "• stopped" in console, console
+    assert "Traceback" not in console, console
+    assert f"{run_id}  ▶ started" in console and "✓ step" in console
+    assert '"_aws"' not in console  # no metric JSON on the console
+    for _ in range(100):  # every process the stack started has ended
+        if _group_gone(dev.pid):
+            break
+        time.sleep(0.1)
+    assert _group_gone(dev.pid), "processes of `make dev` outlived its Ctrl-C"
+
+
+def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(workspace: Path) -> None:
+    env = _clean_env(workspace)
+    steps = Steps(env)
+    python = sys.executable
+    try:
+        # 1. The wheel, built from this checkout the way a release would be.
+        dist = workspace / "dist"
+        steps.run(
+            "build the wheel",
+            [python, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
+            workspace,
+        )
+        (wheel,) = dist.glob("durable_lambda-*.whl")
+        requirement = f"durable-lambda @ {wheel.as_uri()}"
+
+        # 2. A fresh virtualenv with the library (and its local extra) from the wheel.
+        venv = workspace / "venv"
+        steps.run("fresh venv", [python, "-m", "venv", str(venv)], workspace)
+        steps.run(
+            "pip install the wheel",
+            [
+                str(venv / "bin" / "pip"),
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                f"durable-lambda[local] @ {wheel.as_uri()}",
+            ],
+            workspace,
+        )
+        durable = str(venv / "bin" / "durable")
+
+        # 3. durable init: a project of one's own.
+        out = steps.run(
+            "durable init", [durable, "init", "shop", "--requirement", requirement], workspace
+        )
+        project = workspace / "shop"
+        assert "make dev" in out and (project / "shop" / "workflows.py").exists()
+
+        # 4. Its tests: `make test` installs the project into the venv, then pytest.
+        out = steps.run("make test", ["make", "test", f"VENV={venv}"], project)
+        assert "2 passed" in out
+
+        # 5. The whole stack, a run started and approved through the CLI, Ctrl-C.
+        _dev_and_a_run(steps, project, venv, durable)
+
+        # 6. The stack: validated and built by SAM, installed by the project's own tooling.
+        out = steps.run("make validate", ["make", "validate", f"VENV={venv}"], project)
+        assert "is a valid SAM Template" in out
+        steps.run("make build", ["make", "build", f"VENV={venv}"], project)
+        built = project / ".aws-sam" / "build" / "WorkerFunction"
+        assert (built / "shop" / "workflows.py").exists()
+        assert (built / "durable" / "engine.py").exists()  # the library, from the wheel
+        assert not (built / "examples").exists() and not (built / "tests").exists()
+    finally:
+        steps.report()

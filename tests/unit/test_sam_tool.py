@@ -1,0 +1,85 @@
+"""``durable sam``: the runtime's Python is found where installers put it, or named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from durable import cli
+from durable.local import sam
+
+
+def _fake_python(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    exe = folder / "python3.12"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_python_on_path_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    on_path = _fake_python(tmp_path / "bin")
+    _fake_python(tmp_path / "pyenv/versions/3.12.9/bin")
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    assert sam.find_runtime_python() == on_path
+
+
+def test_the_newest_pyenv_or_uv_patch_release_is_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    assert sam.find_runtime_python() is None
+    uv = _fake_python(tmp_path / "uv/cpython-3.12.4-linux-x86_64-gnu/bin")
+    assert sam.find_runtime_python() == uv
+    _fake_python(tmp_path / "pyenv/versions/3.12.9/bin")
+    newest = _fake_python(tmp_path / "pyenv/versions/3.12.10/bin")
+    _fake_python(tmp_path / "pyenv/versions/3.13.0/bin")  # not the runtime
+    assert sam.find_runtime_python() == newest
+
+
+def test_the_runtimes_python_goes_first_on_sams_path(tmp_path: Path) -> None:
+    exe = _fake_python(tmp_path / "py/bin")
+    env = sam.runtime_env(exe)
+    assert env["PATH"].split(":")[0] == str(exe.parent)
+    assert "SAM_CLI_TELEMETRY" in env
+
+
+def test_build_without_the_runtime_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    ran: list[object] = []
+    monkeypatch.setattr(sam, "ensure_sam", lambda: tmp_path / "sam")
+    monkeypatch.setattr(sam.subprocess, "run", lambda *a, **k: ran.append(a))
+    assert cli.main(["sam", "build"]) == 1
+    err = capsys.readouterr().err
+    assert "needs python3.12" in err and "pyenv install 3.12" in err
+    assert ran == []  # sam never ran
+
+
+def test_cfn_lint_runs_the_linter_sam_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+
+    class Done:
+        returncode = 0
+
+    def fake_run(cmd: list[str], **_: object) -> Done:
+        calls.append(cmd)
+        return Done()
+
+    monkeypatch.setattr(sam, "ensure_sam", lambda: tmp_path / "venv/bin/sam")
+    monkeypatch.setattr(sam.subprocess, "run", fake_run)
+    assert sam.run(["cfn-lint", "template.yaml"]) == 0
+    assert sam.run(["validate", "--lint"]) == 0
+    assert calls == [
+        [str(tmp_path / "venv/bin/cfn-lint"), "template.yaml"],
+        [str(tmp_path / "venv/bin/sam"), "validate", "--lint"],
+    ]
