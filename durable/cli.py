@@ -365,7 +365,8 @@ def parser() -> argparse.ArgumentParser:
         "--requirement",
         help="how the project depends on this library, e.g. a wheel: "
         "'durable-lambda @ file:///path/durable_lambda-0.1.0-py3-none-any.whl' "
-        "(default: durable-lambda>=this version)",
+        "(default: where this copy was installed from, a wheel or a folder, else "
+        "durable-lambda>=this version)",
     )
     init.set_defaults(func=cmd_init)
 

@@ -69,7 +69,13 @@ class Telemetry:
 
     def wrap(self, handler: Handler, correlation_id_path: str | None = None) -> Handler:
         """Logger context (cleared per event), metrics flush, X-Ray segment."""
-        wrapped = self.metrics.log_metrics(handler, capture_cold_start_metric=True)
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+        # The cold-start metric is printed by a path of its own that ignores
+        # POWERTOOLS_METRICS_DISABLED (durable dev's console sets it): honour it here.
+        wrapped = self.metrics.log_metrics(
+            handler, capture_cold_start_metric=not is_metrics_disabled()
+        )
         wrapped = self.logger.inject_lambda_context(
             wrapped, correlation_id_path=correlation_id_path, clear_state=True
         )

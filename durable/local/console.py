@@ -80,7 +80,9 @@ class ConsoleLedger:
         stored = self._ledger.create_run(run)
         self._console.learn(stored)
         if stored.run_id == run.run_id and stored.created_at == run.created_at:
-            by = f" by {run.requested_by}" if run.requested_by else ""
+            # An IAM caller's ARN, shortened to what names it: user/alice, assumed-role/x.
+            who = (run.requested_by or "").rsplit(":", 1)[-1]
+            by = f" by {who}" if who else ""
             self._console.say(run.run_id, "▶", f"started{by}")
         return stored
 
@@ -176,12 +178,30 @@ class ConsoleLedger:
     def _run_status(self, run: RunRecord) -> None:
         if run.status.terminal:
             took = parse_time(run.updated_at) - parse_time(run.created_at)
-            text = f"{run.status.value.lower()} after {took.total_seconds():.1f} s"
+            text = f"{run.status.value.lower()} after {duration(took.total_seconds())}"
             if run.error is not None and run.status != RunStatus.SUCCEEDED:
                 text += f": {run.error.type}: {short(run.error.message)}"
             self._console.say(run.run_id, _FINISH_MARK[run.status], text)
         elif run.status == RunStatus.COMPENSATING:
             self._console.say(run.run_id, "↺", "compensating")
+
+
+def duration(seconds: float) -> str:
+    """``0.4 s``, ``12.5 s``, ``3 min 5 s``, ``2 h 12 min``, ``3 d 4 h``: run time as a
+    person reads it (under ``durable dev --time-scale`` it is the run's virtual time)."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    for unit, size, minor, minor_size in (
+        ("d", 86400, "h", 3600),
+        ("h", 3600, "min", 60),
+        ("min", 60, "s", 1),
+    ):
+        if whole >= size:
+            major, rest = divmod(whole, size)
+            small = rest // minor_size
+            return f"{major} {unit} {small} {minor}" if small else f"{major} {unit}"
+    return f"{whole} s"  # unreachable: whole >= 60 here
 
 
 def _took(step: StepRecord) -> str:
@@ -206,7 +226,8 @@ def _clock(iso: str) -> str:
 
 def _waiting(step: StepRecord) -> str:
     if step.kind == StepKind.SLEEP:
-        return f"waiting: sleep {step.name} until {step.wake_at}"
+        named = "" if step.name == "sleep" else f" {step.name}"
+        return f"waiting: sleep{named} until {step.wake_at}"
     if step.kind == StepKind.CALLBACK:
         return (
             f"waiting for callback {step.name}: answer with "

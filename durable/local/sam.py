@@ -64,25 +64,42 @@ def ensure_sam(say: Callable[[str], None] = print) -> Path:
 
 
 def find_runtime_python(version: str = RUNTIME) -> Path | None:
-    """A ``pythonX.Y`` interpreter of the functions' runtime: PATH first, then the
-    version managers' folders (pyenv, uv), newest patch release first."""
+    """A ``pythonX.Y`` interpreter of the functions' runtime that runs: PATH first, then
+    the version managers' folders (pyenv, uv), newest patch release first.
+
+    Each candidate is run once: a pyenv shim is on PATH for every version pyenv has, but
+    fails unless that version is selected (``pyenv global``), and SAM would fail with it.
+    """
     name = f"python{version}"
-    found = shutil.which(name)
-    if found:
-        return Path(found)
     pyenv_root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
     uv_root = os.environ.get("UV_PYTHON_INSTALL_DIR") or str(
         Path.home() / ".local" / "share" / "uv" / "python"
     )
-    patterns = [
+    candidates = [found] if (found := shutil.which(name)) else []
+    for pattern in (
         f"{pyenv_root}/versions/{version}.*/bin/{name}",
         f"{uv_root}/cpython-{version}.*/bin/{name}",
-    ]
-    for pattern in patterns:
-        candidates = sorted(glob.glob(pattern), key=_patch_level, reverse=True)
-        if candidates:
-            return Path(candidates[0])
+    ):
+        candidates += sorted(glob.glob(pattern), key=_patch_level, reverse=True)
+    for candidate in candidates:
+        if _reports(candidate, version):
+            return Path(candidate)
     return None
+
+
+def _reports(python: str, version: str) -> bool:
+    """Whether ``python`` starts and is ``version``."""
+    try:
+        done = subprocess.run(
+            [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0 and done.stdout.strip() == version
 
 
 def _patch_level(path: str) -> tuple[int, ...]:

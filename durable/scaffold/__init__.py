@@ -62,7 +62,7 @@ def init(dest: Path, name: str | None = None, *, requirement: str | None = None)
         )
     project = name or dest.name
     package = check_name(project)
-    requirement = requirement or f"{LIBRARY}>={library_version()}"
+    requirement = requirement or default_requirement()
     values = {
         "project": project,
         "package": package,
@@ -97,6 +97,23 @@ def with_extra(requirement: str, extra: str) -> str:
         )
     extras = [e for e in (match.group("extras") or "").split(",") if e.strip()]
     return f"{match.group('name')}[{','.join([*extras, extra])}]{match.group('rest')}"
+
+
+def default_requirement() -> str:
+    """How a new project depends on the library: where this copy was installed from when
+    that was a file or folder (a wheel handed around, a checkout; PEP 610's
+    ``direct_url.json``), else the index version at least this one."""
+    import json
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        origin = distribution(LIBRARY).read_text("direct_url.json")
+    except PackageNotFoundError:
+        origin = None
+    url = str(json.loads(origin).get("url", "")) if origin else ""
+    if url.startswith("file://"):
+        return f"{LIBRARY} @ {url}"
+    return f"{LIBRARY}>={library_version()}"
 
 
 def library_version() -> str:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from multiprocessing.connection import wait
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -218,3 +219,22 @@ def test_a_worker_that_cannot_import_the_app_fails_the_start_at_once_saying_why(
     assert "could not load" in message and "no_such_package_here.workflows" in message
     assert "ModuleNotFoundError: No module named 'no_such_package_here'" in message
     assert all(slot.process is None or not slot.process.is_alive() for slot in pool.slots)
+
+
+def test_dev_prints_event_lines_unless_verbose_and_never_sets_them_on_aws(tmp_path: Path) -> None:
+    from durable.local.server import QUIET, DevOptions, DevServer
+
+    def env(verbose: bool) -> dict[str, str]:
+        server = DevServer(
+            DevOptions(app="shop.workflows:app", state_dir=tmp_path, verbose=verbose)
+        )
+        tmp_path.mkdir(exist_ok=True)
+        return server._handler_env()
+
+    quiet, verbose = env(False), env(True)
+    assert quiet["DURABLE_CONSOLE_EVENTS"] == "true"
+    assert quiet["POWERTOOLS_METRICS_DISABLED"] == "true"
+    assert quiet["DURABLE_LOG_LEVEL"] == "WARNING"
+    assert not set(QUIET) & set(verbose)
+    assert Settings.from_env(quiet).console_events
+    assert "console_events" in LOCAL_ONLY

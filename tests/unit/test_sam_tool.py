@@ -10,10 +10,11 @@ from durable import cli
 from durable.local import sam
 
 
-def _fake_python(folder: Path) -> Path:
+def _fake_python(folder: Path, works: bool = True) -> Path:
+    """An executable that answers like python3.12, or fails like an unselected pyenv shim."""
     folder.mkdir(parents=True)
     exe = folder / "python3.12"
-    exe.write_text("#!/bin/sh\n")
+    exe.write_text("#!/bin/sh\necho 3.12\n" if works else "#!/bin/sh\nexit 127\n")
     exe.chmod(0o755)
     return exe
 
@@ -41,6 +42,18 @@ def test_the_newest_pyenv_or_uv_patch_release_is_found(
     assert sam.find_runtime_python() == newest
 
 
+def test_a_shim_that_does_not_run_is_passed_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shim = _fake_python(tmp_path / "shims", works=False)
+    monkeypatch.setenv("PATH", str(shim.parent))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
+    assert sam.find_runtime_python() is None
+    real = _fake_python(tmp_path / "pyenv/versions/3.12.1/bin")
+    assert sam.find_runtime_python() == real
+
+
 def test_the_runtimes_python_goes_first_on_sams_path(tmp_path: Path) -> None:
     exe = _fake_python(tmp_path / "py/bin")
     env = sam.runtime_env(exe)
@@ -56,7 +69,7 @@ def test_build_without_the_runtime_says_how_to_install_it(
     monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "uv"))
     ran: list[object] = []
     monkeypatch.setattr(sam, "ensure_sam", lambda: tmp_path / "sam")
-    monkeypatch.setattr(sam.subprocess, "run", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr("durable.local.sam.subprocess.run", lambda *a, **k: ran.append(a))
     assert cli.main(["sam", "build"]) == 1
     err = capsys.readouterr().err
     assert "needs python3.12" in err and "pyenv install 3.12" in err
@@ -76,7 +89,7 @@ def test_cfn_lint_runs_the_linter_sam_installed(
         return Done()
 
     monkeypatch.setattr(sam, "ensure_sam", lambda: tmp_path / "venv/bin/sam")
-    monkeypatch.setattr(sam.subprocess, "run", fake_run)
+    monkeypatch.setattr("durable.local.sam.subprocess.run", fake_run)
     assert sam.run(["cfn-lint", "template.yaml"]) == 0
     assert sam.run(["validate", "--lint"]) == 0
     assert calls == [

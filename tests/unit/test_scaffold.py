@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from durable import cli
+from durable import cli, scaffold
 from durable.errors import InvalidInput
 from durable.scaffold import check_name, init, render, stack_template, with_extra
 
@@ -140,3 +140,36 @@ def test_the_scaffolds_own_tests_pass(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout
+
+
+class _Installed:
+    def __init__(self, direct_url: str | None) -> None:
+        self.direct_url = direct_url
+
+    def read_text(self, name: str) -> str | None:
+        return self.direct_url if name == "direct_url.json" else None
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "expected"),
+    [
+        (
+            '{"url": "file:///w/durable_lambda-0.1.0-py3-none-any.whl", "archive_info": {}}',
+            "durable-lambda @ file:///w/durable_lambda-0.1.0-py3-none-any.whl",
+        ),
+        (
+            '{"url": "file:///src/durable", "dir_info": {"editable": true}}',
+            "durable-lambda @ file:///src/durable",
+        ),
+        ('{"url": "https://example.com/d.whl", "archive_info": {}}', "durable-lambda>=0.1.0"),
+        (None, "durable-lambda>=0.1.0"),
+    ],
+)
+def test_a_new_project_depends_on_the_library_where_this_copy_came_from(
+    direct_url: str | None, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda _: _Installed(direct_url))
+    monkeypatch.setattr(scaffold, "library_version", lambda: "0.1.0")
+    assert scaffold.default_requirement() == expected
