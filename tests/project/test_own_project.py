@@ -49,8 +49,17 @@ class Steps:
     def report(self) -> None:
         print("\n== a user's project, end to end: wall times ==")
         for label, seconds in self.times:
-            print(f"  {label:<34} {seconds:7.1f} s")
-        print(f"  {'total':<34} {sum(s for _, s in self.times):7.1f} s")
+            shown = (
+                f"  {label}" if label.startswith("durable ") and label != "durable init" else label
+            )
+            print(f"  {shown:<34} {seconds:7.1f} s")
+        # The CLI calls made while `make dev` ran are inside its figure: not added twice.
+        total = sum(
+            s
+            for label, s in self.times
+            if not label.startswith("durable ") or label == "durable init"
+        )
+        print(f"  {'total':<34} {total:7.1f} s")
 
 
 @pytest.fixture(scope="module")
