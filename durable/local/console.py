@@ -41,8 +41,10 @@ _FINISH_MARK = {RunStatus.SUCCEEDED: "✓", RunStatus.FAILED: "✗", RunStatus.C
 
 
 def short(text: str | None, limit: int = 120) -> str:
-    """One line of at most ``limit`` characters."""
-    flat = " ".join((text or "").split())
+    """One line of at most ``limit`` characters, printable: an error message from an
+    outside API may carry terminal escape sequences, which must not drive the terminal."""
+    printable = "".join(c if c.isprintable() else " " for c in (text or ""))
+    flat = " ".join(printable.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -59,7 +61,7 @@ class Console:
         stamp = time.strftime("%H:%M:%S", time.localtime(self._clock()))
         workflow = self.workflows.get(run_id, "")
         out = self._out or sys.stdout
-        out.write(f"{stamp}  {workflow:<16} {run_id}  {mark} {text}\n")
+        out.write(f"{stamp}  {workflow:<16} {run_id}  {mark} {short(text, 400)}\n")
         out.flush()
 
     def learn(self, run: RunRecord) -> None:

@@ -89,10 +89,11 @@ def init(dest: Path, name: str | None = None, *, requirement: str | None = None)
 def with_extra(requirement: str, extra: str) -> str:
     """``durable-lambda>=1`` -> ``durable-lambda[local]>=1`` (also ``name @ url`` forms)."""
     match = _REQUIREMENT.match(requirement)
-    if match is None:
+    if match is None or any(c in requirement for c in '"\\\n\r'):
         raise InvalidInput(
-            f"requirement {requirement!r} does not start with a distribution name, e.g. "
-            "'durable-lambda>=0.1' or 'durable-lambda @ file:///path/to.whl'",
+            f"requirement {requirement!r} must be one line, without quotes or backslashes, "
+            "starting with a distribution name, e.g. 'durable-lambda>=0.1' or "
+            "'durable-lambda @ file:///path/to.whl'",
             field="requirement",
         )
     extras = [e for e in (match.group("extras") or "").split(",") if e.strip()]

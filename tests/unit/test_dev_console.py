@@ -142,6 +142,7 @@ def test_a_write_that_lost_prints_nothing() -> None:
 
 def test_short_flattens_and_cuts_long_messages() -> None:
     assert short("a\n  b\tc") == "a b c"
+    assert short("bad\x1b[2Jthing\x07") == "bad [2Jthing"  # no escape reaches the terminal
     cut = short("x" * 300, limit=10)
     assert cut == "x" * 9 + "…" and len(cut) == 10
 

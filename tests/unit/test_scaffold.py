@@ -77,9 +77,15 @@ def test_the_dev_extra_adds_the_local_extra_to_the_library(requirement: str, exp
     assert with_extra(requirement, "local") == expected
 
 
-def test_a_requirement_without_a_name_is_refused() -> None:
+@pytest.mark.parametrize(
+    "bad", ["./wheels/x.whl", 'durable-lambda"\nevil = "1', "durable-lambda @ file:///a\\b"]
+)
+def test_a_requirement_that_would_break_the_files_is_refused_before_writing(
+    bad: str, tmp_path: Path
+) -> None:
     with pytest.raises(InvalidInput, match="distribution name"):
-        with_extra("./wheels/x.whl", "local")
+        init(tmp_path / "p", requirement=bad)
+    assert not (tmp_path / "p").exists()
 
 
 def test_init_refuses_a_folder_with_files_and_writes_nothing(tmp_path: Path) -> None:
