@@ -9,7 +9,8 @@
 Crash injection wraps the ports: ``runner.crash_at("ledger.write_step", call=2,
 when="after")`` makes the worker "die" right after the second ``write_step`` call (the
 write happened, the worker did not learn of it). The dead worker's lease then expires
-like a real one's: ``advance`` past the lease and the run is taken over.
+like a real one's: ``advance`` past the lease and the run is taken over. The methods that
+can be targeted are listed in ``CRASH_TARGETS``; any other name is refused.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine import Engine, Outcome
 from durable.errors import RunNotFound
 from durable.model import RunRecord, SignalRecord, StepRecord
-from durable.ports import EffectStore, Invocation
+from durable.ports import CRASH_TARGETS, EffectStore, Invocation, check_crash_target
 from durable.registry import App
 from durable.secrets import LocalKeys
 
@@ -142,7 +143,19 @@ class LocalRunner:
     # --- crash injection --------------------------------------------------------------
 
     def crash_at(self, target: str, *, call: int = 1, when: When = "before") -> None:
-        """Kill the worker at the ``call``-th call of ``target`` (e.g. ``ledger.write_step``)."""
+        """Kill the worker right ``when`` ("before" or "after") the ``call``-th call of
+        ``target`` (e.g. ``ledger.write_step``), counting from 1 over the runner's life.
+
+        ``target`` must be one of ``CRASH_TARGETS``: an unknown name raises ``ValueError``
+        listing the valid ones (a point that could never fire would make a test pass for
+        nothing). The crash is recorded in ``crashes``; the run's lease then expires like
+        a dead worker's, and ``advance`` past it lets another invocation take the run over.
+        """
+        check_crash_target(target)
+        if call < 1:
+            raise ValueError(f"call must be 1 or more (the k-th call, from 1), not {call}")
+        if when not in ("before", "after"):
+            raise ValueError(f"when must be 'before' or 'after', not {when!r}")
         self.plan.points.append(CrashPoint(target, call, when))
 
     def call_count(self, target: str) -> int:
@@ -262,6 +275,7 @@ class LocalRunner:
 
 
 __all__ = [
+    "CRASH_TARGETS",
     "CrashPlan",
     "CrashPoint",
     "CrashingPort",
