@@ -63,5 +63,13 @@ mutation: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run_all
 
+# Removes what this checkout made. The user cache (DynamoDB Local, LocalStack, the SAM CLI;
+# shared by every checkout and project) stays: clean says where it is, its size, and how to
+# remove it.
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .mutation
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .mutation site
+	@cache="$${DURABLE_LOCAL_HOME:-$$HOME/.cache/durable-local}"; \
+	if [ -d "$$cache" ]; then \
+		echo "kept the user cache $$cache ($$(du -sh "$$cache" | cut -f1); local servers" \
+			"shared by every checkout): remove it with  rm -rf $$cache"; \
+	fi
