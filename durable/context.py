@@ -82,6 +82,14 @@ class Context:
 
         A recorded result is returned without running anything. The option names are
         reserved: pass a same-named argument of ``fn`` through ``functools.partial``.
+
+        ``compensate=undo`` registers ``undo(result, *args, **kwargs)`` once the step is
+        done. If the run then fails, or is canceled with compensation, the registered
+        undos run newest first, each as a durable step of its own. **A compensation runs
+        at least once and may run more than once** (a worker that dies after the undo's
+        body but before its record runs it again on takeover), so make it safe to repeat:
+        pass ``current_step().idempotency_key`` to the other system, or treat "already
+        undone" as success.
         """
         result: R = self._exec.call_step(
             fn,
@@ -201,7 +209,9 @@ class Context:
         """Run the compensations registered so far, newest first, and forget them.
 
         For workflows that catch a failure and roll back without failing. Raises
-        ``StepFailed`` if a compensation fails for good (the rest are not run).
+        ``StepFailed`` if a compensation fails for good (the rest are not run). Like
+        every step, each compensation runs at least once and may be repeated after a
+        crash: it must be safe to run twice.
         """
         from durable.sagas import run_compensations
 
