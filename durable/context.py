@@ -47,7 +47,11 @@ def current_step() -> StepContext:
 
 
 class Context:
-    """The workflow's handle on durable operations. Passed as the first argument."""
+    """The workflow's handle on durable operations. Passed as the first argument.
+
+    ``logger`` is a ``logging.LoggerAdapter`` that tags each record with the run id and
+    the workflow's name.
+    """
 
     def __init__(self, execution: Execution) -> None:
         self._exec = execution
@@ -57,14 +61,17 @@ class Context:
 
     @property
     def run_id(self) -> str:
+        """The id of the run being executed (a 26-character ULID)."""
         return self._exec.run.run_id
 
     @property
     def workflow(self) -> str:
+        """The name the workflow is registered under."""
         return self._exec.workflow.name
 
     @property
     def version(self) -> int:
+        """The workflow version this run is on (a run stays on the version it started on)."""
         return self._exec.workflow.version
 
     def step(
@@ -232,14 +239,17 @@ class StepContext:
 
     @property
     def run_id(self) -> str:
+        """The id of the run this step belongs to."""
         return self._step.run_id
 
     @property
     def step_name(self) -> str:
+        """The step's name as recorded in the ledger (``name=``, else the callable's)."""
         return self._step.name
 
     @property
     def position(self) -> str:
+        """The step's position in the run, e.g. ``0003``: with the name, its identity."""
         return self._step.position
 
     @property

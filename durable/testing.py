@@ -159,11 +159,14 @@ class LocalRunner:
         self.plan.points.append(CrashPoint(target, call, when))
 
     def call_count(self, target: str) -> int:
+        """How many times the engine has called ``target`` (one of ``CRASH_TARGETS``)."""
         return self.plan.counts.get(target, 0)
 
     # --- operations -------------------------------------------------------------------
 
     def start(self, workflow: str, input: Any = None, **kwargs: Any) -> RunRecord:
+        """Start a run of ``workflow`` with ``input`` (keyword arguments go to
+        ``Engine.start``, e.g. ``idempotency_key``); ``run_until_idle`` then runs it."""
         try:
             return self.engine.start(workflow, input, **kwargs)
         except SimulatedCrash as crash:
@@ -222,12 +225,15 @@ class LocalRunner:
     def cancel(
         self, run_id: str, reason: str = "canceled in a test", compensate: bool = False
     ) -> RunRecord:
+        """Ask the run to stop, running its compensations first with ``compensate``."""
         return self.engine.cancel(run_id, reason, compensate, requested_by="local-runner")
 
     def retry(self, run_id: str, upgrade_to: int | None = None) -> RunRecord:
+        """Run a failed run again from its failed step, on version ``upgrade_to`` if given."""
         return self.engine.retry(run_id, upgrade_to, requested_by="local-runner")
 
     def fork(self, run_id: str, from_step: int | str) -> RunRecord:
+        """Start a new run with a copy of this run's ledger before step ``from_step``."""
         return self.engine.fork(run_id, from_step, requested_by="local-runner")
 
     def expire(self) -> list[str]:
@@ -262,12 +268,14 @@ class LocalRunner:
     # so they neither count towards nor trigger injected crashes.
 
     def get_run(self, run_id: str) -> RunRecord:
+        """The run's record as stored now; ``RunNotFound`` if there is none."""
         run = self.memory_ledger.get_run(run_id)
         if run is None:
             raise RunNotFound(f"no run {run_id!r}")
         return run
 
     def history(self, run_id: str) -> list[StepRecord]:
+        """The run's step records in position order, as stored now."""
         loaded = self.memory_ledger.load(run_id)
         if loaded is None:
             raise RunNotFound(f"no run {run_id!r}")
