@@ -474,13 +474,24 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
-        result: int = args.func(args)
-        return result
-    except CliError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        args = parser().parse_args(argv)
+        try:
+            result: int = args.func(args)
+            sys.stdout.flush()  # find a closed pipe here rather than at the exit
+            return result
+        except CliError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+    except BrokenPipeError:
+        # The reader left (`durable show RUN | head`): stop quietly, as a process ended by
+        # SIGPIPE would. Python flushes stdout once more at exit: send that to /dev/null.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass  # stdout is not a file (embedded use): nothing is flushed to a pipe
+        return 141  # 128 + SIGPIPE: what a shell reports for a process the signal ended
 
 
 if __name__ == "__main__":

@@ -47,7 +47,11 @@ def current_step() -> StepContext:
 
 
 class Context:
-    """The workflow's handle on durable operations. Passed as the first argument."""
+    """The workflow's handle on durable operations. Passed as the first argument.
+
+    ``logger`` is a ``logging.LoggerAdapter`` that tags each record with the run id and
+    the workflow's name.
+    """
 
     def __init__(self, execution: Execution) -> None:
         self._exec = execution
@@ -57,14 +61,17 @@ class Context:
 
     @property
     def run_id(self) -> str:
+        """The id of the run being executed (a 26-character ULID)."""
         return self._exec.run.run_id
 
     @property
     def workflow(self) -> str:
+        """The name the workflow is registered under."""
         return self._exec.workflow.name
 
     @property
     def version(self) -> int:
+        """The workflow version this run is on (a run stays on the version it started on)."""
         return self._exec.workflow.version
 
     def step(
@@ -82,6 +89,14 @@ class Context:
 
         A recorded result is returned without running anything. The option names are
         reserved: pass a same-named argument of ``fn`` through ``functools.partial``.
+
+        ``compensate=undo`` registers ``undo(result, *args, **kwargs)`` once the step is
+        done. If the run then fails, or is canceled with compensation, the registered
+        undos run newest first, each as a durable step of its own. **A compensation runs
+        at least once and may run more than once** (a worker that dies after the undo's
+        body but before its record runs it again on takeover), so make it safe to repeat:
+        pass ``current_step().idempotency_key`` to the other system, or treat "already
+        undone" as success.
         """
         result: R = self._exec.call_step(
             fn,
@@ -201,7 +216,9 @@ class Context:
         """Run the compensations registered so far, newest first, and forget them.
 
         For workflows that catch a failure and roll back without failing. Raises
-        ``StepFailed`` if a compensation fails for good (the rest are not run).
+        ``StepFailed`` if a compensation fails for good (the rest are not run). Like
+        every step, each compensation runs at least once and may be repeated after a
+        crash: it must be safe to run twice.
         """
         from durable.sagas import run_compensations
 
@@ -222,14 +239,17 @@ class StepContext:
 
     @property
     def run_id(self) -> str:
+        """The id of the run this step belongs to."""
         return self._step.run_id
 
     @property
     def step_name(self) -> str:
+        """The step's name as recorded in the ledger (``name=``, else the callable's)."""
         return self._step.name
 
     @property
     def position(self) -> str:
+        """The step's position in the run, e.g. ``0003``: with the name, its identity."""
         return self._step.position
 
     @property

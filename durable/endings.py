@@ -32,7 +32,7 @@ from durable.errors import (
     TerminalError,
 )
 from durable.ids import new_ulid
-from durable.interrupts import ContinueAsNew, WorkerInterrupted, summarize
+from durable.interrupts import ContinueAsNew, WorkerInterrupted, message_of, summarize
 from durable.model import RunError, RunHistory, RunRecord, RunStatus, format_time
 from durable.ports import ConditionFailed, RunExists, RunGuard
 from durable.retry import error_type_name
@@ -240,7 +240,7 @@ class Endings:
         """FAILED with the original error; a failed compensation is appended, never lost."""
         err = cause or RunError(
             type=error_type_name(error),
-            message=summarize(error),
+            message=message_of(error),
             retryable=False,
             position=failed_position(error),
         )

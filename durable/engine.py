@@ -383,6 +383,7 @@ class Engine:
     # --- reading -------------------------------------------------------------------
 
     def get_run(self, run_id: str) -> RunRecord:
+        """The run's record (status, input, output or error); ``RunNotFound`` if none."""
         run = self.ledger.get_run(run_id)
         if run is None:
             raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
@@ -411,6 +412,8 @@ class Engine:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[RunRecord]:
+        """Runs newest first: of one ``workflow`` (optionally one ``status`` or ``version``),
+        or those with ``needs_attention``. Pass the page's cursor back for the next page."""
         if status is not None and status not in RunStatus.__members__:
             raise DurableError(
                 f"unknown status {status!r}; use one of {', '.join(RunStatus.__members__)}"

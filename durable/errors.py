@@ -33,7 +33,13 @@ class RetryableError(DurableError):
 
 
 class StepFailed(DurableError):
-    """A step failed for good. Raised into the workflow on first execution and on replay."""
+    """A step failed for good. Raised into the workflow on first execution and on replay.
+
+    ``step`` and ``position`` name the step; ``error_type`` and ``error_message`` are
+    those of its last attempt's error; ``attempts`` counts the attempts it had. Catch it
+    to handle the failure in the workflow; left uncaught, it fails the run (and runs the
+    registered compensations).
+    """
 
     def __init__(
         self, step: str, position: str, error_type: str, message: str, attempts: int

@@ -38,5 +38,15 @@ class HistoryLimitExceeded(TerminalError):
 
 
 def summarize(error: BaseException, limit: int = 1000) -> str:
-    text = f"{error_type_name(error)}: {error}"
+    """``Type: message``, for a text that stands alone (a step's error summary)."""
+    return _cut(f"{error_type_name(error)}: {error}", limit)
+
+
+def message_of(error: BaseException, limit: int = 1000) -> str:
+    """The error's message alone, for a record that stores its type beside it (a run's
+    ``RunError``): readers print ``type: message``, so the type is not repeated here."""
+    return _cut(str(error), limit)
+
+
+def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."

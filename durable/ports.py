@@ -333,3 +333,52 @@ class Invocation:
     request_id: str | None = None
     log_stream: str | None = None
     remaining_seconds: Callable[[], float] | None = None  # None: unbounded (tests)
+
+
+# --- crash injection ----------------------------------------------------------------------
+
+CRASH_TARGETS: tuple[str, ...] = (
+    "effects.begin",
+    "effects.complete",
+    "invoker.invoke",
+    "ledger.add_signal",
+    "ledger.claim",
+    "ledger.claim_trigger",
+    "ledger.complete_waiting",
+    "ledger.consume_signal",
+    "ledger.continue_run",
+    "ledger.create_run",
+    "ledger.due_runs",
+    "ledger.get_run",
+    "ledger.get_step",
+    "ledger.list_runs",
+    "ledger.load",
+    "ledger.operate",
+    "ledger.purge_leftovers",
+    "ledger.update_run",
+    "ledger.write_step",
+    "ledger.write_step_fenced",
+    "timers.arm",
+    "timers.cancel_run",
+)
+"""Where a crash can be injected: every method of the four ports, as ``port.method``.
+
+``LocalRunner.crash_at`` (``durable.testing``) and the local-only ``DURABLE_CRASH_AT``
+setting kill the worker right before or right after the k-th call of one of these. The
+ports are ``ledger`` (``Ledger``), ``effects`` (``EffectStore``), ``timers`` (``Timers``)
+and ``invoker`` (``Invoker``).
+"""
+
+
+def check_crash_target(target: str) -> str:
+    """``target`` when it is one of ``CRASH_TARGETS``; a ``ValueError`` naming them otherwise.
+
+    A crash point on a method the engine never calls would never fire, and a test relying
+    on it would pass without testing anything: so an unknown name is refused up front.
+    """
+    if target not in CRASH_TARGETS:
+        raise ValueError(
+            f"unknown crash target {target!r}: the targets are port.method, one of "
+            + ", ".join(CRASH_TARGETS)
+        )
+    return target

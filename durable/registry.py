@@ -258,6 +258,8 @@ class App:
         return wrap(fn) if fn is not None else wrap
 
     def get_workflow(self, name: str, version: int | None = None) -> WorkflowDef:
+        """The registered workflow ``name`` at ``version`` (default: its newest); raises
+        ``WorkflowNotFound`` naming the registered ones."""
         versions = self._workflows.get(name)
         if not versions:
             known = ", ".join(sorted(self._workflows)) or "none"
@@ -284,6 +286,7 @@ class App:
         return self
 
     def workflows(self) -> list[WorkflowDef]:
+        """Every registered workflow, one entry per version."""
         return [wf for versions in self._workflows.values() for wf in versions.values()]
 
 

@@ -104,10 +104,19 @@ def render_run(run: Row) -> str:
         lines.append(f"  output {short(run['output'], 90)}")
     error = run.get("error")
     if error:
-        lines.append(f"  error  {error['type']}: {short(error['message'], 90)}")
+        lines.append(f"  error  {error_line(error, 90)}")
     if run.get("decisions"):
         lines.append(f"  next   {' | '.join(run['decisions'])}")
     return "\n".join(lines)
+
+
+def error_line(error: Row, limit: int = 90) -> str:
+    """``Type: message`` of a run's error, naming the type once: runs written before the
+    message stopped carrying its type have ``Type: Type: ...`` otherwise."""
+    kind, message = str(error.get("type") or "Error"), str(error.get("message") or "")
+    if message.startswith(f"{kind}: "):
+        message = message[len(kind) + 2 :]
+    return f"{kind}: {short(message, limit)}" if message else kind
 
 
 def render_runs(runs: Sequence[Row]) -> str:

@@ -148,8 +148,17 @@ def error_type_name(error: BaseException) -> str:
 class RetryPolicy:
     """How often and how soon a failed step is tried again.
 
-    ``retry_on`` / ``never_retry`` narrow the default taxonomy: when ``retry_on`` is
-    given only those exception types retry; ``never_retry`` types never do.
+    A step gets at most ``max_attempts`` attempts in total (1: never retried). The delay
+    before attempt ``n + 1`` is ``initial_delay * backoff ** (n - 1)``, capped at
+    ``max_delay``; with ``jitter="full"`` a random delay between zero and that is taken,
+    so many runs failing together do not retry together. A ``RetryableError`` with
+    ``retry_after`` sets the delay itself (still capped).
+
+    Which failures retry follows the default taxonomy (throttling, timeouts, connection
+    errors, HTTP 429 and 5xx retry; validation, permission, not-found and other 4xx do
+    not). ``retry_on`` / ``never_retry`` narrow it: when ``retry_on`` is given only those
+    exception types (and ``RetryableError``) retry; ``never_retry`` types never do.
+    ``TerminalError`` never retries.
     """
 
     max_attempts: int = 3
@@ -171,6 +180,7 @@ class RetryPolicy:
             raise ValueError("RetryPolicy.jitter must be 'full' or 'none'")
 
     def should_retry(self, error: BaseException) -> bool:
+        """Whether ``error`` is worth another attempt (ignoring the attempt count)."""
         if self.never_retry and isinstance(error, self.never_retry):
             return False
         if isinstance(error, TerminalError):

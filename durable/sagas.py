@@ -2,8 +2,9 @@
 
 Each compensation is a durable step of kind ``compensation`` at the next positions after
 the failure, with its own record, idempotency key and retry policy, so a crash during
-compensation resumes it without repeating an undo that completed: the replay fails at
-the same point and reaches the same positions.
+compensation resumes it without repeating an undo that was recorded: the replay fails at
+the same point and reaches the same positions. An undo whose worker died before its record
+was written runs again: compensations are at least once, like every step.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from durable.config import EngineConfig
 from durable.errors import InvalidInput
+from durable.ports import check_crash_target
 
 PREFIX = "DURABLE_"
 # Set by ``durable dev`` (and tests through it) only; a deployed template never sets them.
@@ -111,6 +112,7 @@ class Settings(BaseModel):
     deadline_overrun_seconds: float | None = Field(default=None, ge=0, le=60)
     # Local only (crash tests through ``durable dev``): the worker SIGKILLs itself at one
     # port call, ``port.method:k:before|after[:once-file]``; see ``durable.aws.crash_injected``.
+    # ``port.method`` is one of ``durable.ports.CRASH_TARGETS``; another name is refused.
     crash_at: str | None = None
     # ``durable dev`` only: a file holding the master key that wraps data keys in place of
     # KMS (kept in its state folder, so sealed values survive a restart).
@@ -133,6 +135,8 @@ class Settings(BaseModel):
             raise ValueError(
                 "must be 'port.method:k:before|after[:once-file]', e.g. 'ledger.claim:1:after'"
             )
+        if value is not None:
+            check_crash_target(value.split(":", 1)[0])  # one of durable.ports.CRASH_TARGETS
         return value
 
     @field_validator("shared_clock", "deadline_overrun_seconds", "local_key_file")

@@ -9,7 +9,8 @@
 Crash injection wraps the ports: ``runner.crash_at("ledger.write_step", call=2,
 when="after")`` makes the worker "die" right after the second ``write_step`` call (the
 write happened, the worker did not learn of it). The dead worker's lease then expires
-like a real one's: ``advance`` past the lease and the run is taken over.
+like a real one's: ``advance`` past the lease and the run is taken over. The methods that
+can be targeted are listed in ``CRASH_TARGETS``; any other name is refused.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine import Engine, Outcome
 from durable.errors import RunNotFound
 from durable.model import RunRecord, SignalRecord, StepRecord
-from durable.ports import EffectStore, Invocation
+from durable.ports import CRASH_TARGETS, EffectStore, Invocation, check_crash_target
 from durable.registry import App
 from durable.secrets import LocalKeys
 
@@ -142,15 +143,30 @@ class LocalRunner:
     # --- crash injection --------------------------------------------------------------
 
     def crash_at(self, target: str, *, call: int = 1, when: When = "before") -> None:
-        """Kill the worker at the ``call``-th call of ``target`` (e.g. ``ledger.write_step``)."""
+        """Kill the worker right ``when`` ("before" or "after") the ``call``-th call of
+        ``target`` (e.g. ``ledger.write_step``), counting from 1 over the runner's life.
+
+        ``target`` must be one of ``CRASH_TARGETS``: an unknown name raises ``ValueError``
+        listing the valid ones (a point that could never fire would make a test pass for
+        nothing). The crash is recorded in ``crashes``; the run's lease then expires like
+        a dead worker's, and ``advance`` past it lets another invocation take the run over.
+        """
+        check_crash_target(target)
+        if call < 1:
+            raise ValueError(f"call must be 1 or more (the k-th call, from 1), not {call}")
+        if when not in ("before", "after"):
+            raise ValueError(f"when must be 'before' or 'after', not {when!r}")
         self.plan.points.append(CrashPoint(target, call, when))
 
     def call_count(self, target: str) -> int:
+        """How many times the engine has called ``target`` (one of ``CRASH_TARGETS``)."""
         return self.plan.counts.get(target, 0)
 
     # --- operations -------------------------------------------------------------------
 
     def start(self, workflow: str, input: Any = None, **kwargs: Any) -> RunRecord:
+        """Start a run of ``workflow`` with ``input`` (keyword arguments go to
+        ``Engine.start``, e.g. ``idempotency_key``); ``run_until_idle`` then runs it."""
         try:
             return self.engine.start(workflow, input, **kwargs)
         except SimulatedCrash as crash:
@@ -209,12 +225,15 @@ class LocalRunner:
     def cancel(
         self, run_id: str, reason: str = "canceled in a test", compensate: bool = False
     ) -> RunRecord:
+        """Ask the run to stop, running its compensations first with ``compensate``."""
         return self.engine.cancel(run_id, reason, compensate, requested_by="local-runner")
 
     def retry(self, run_id: str, upgrade_to: int | None = None) -> RunRecord:
+        """Run a failed run again from its failed step, on version ``upgrade_to`` if given."""
         return self.engine.retry(run_id, upgrade_to, requested_by="local-runner")
 
     def fork(self, run_id: str, from_step: int | str) -> RunRecord:
+        """Start a new run with a copy of this run's ledger before step ``from_step``."""
         return self.engine.fork(run_id, from_step, requested_by="local-runner")
 
     def expire(self) -> list[str]:
@@ -249,12 +268,14 @@ class LocalRunner:
     # so they neither count towards nor trigger injected crashes.
 
     def get_run(self, run_id: str) -> RunRecord:
+        """The run's record as stored now; ``RunNotFound`` if there is none."""
         run = self.memory_ledger.get_run(run_id)
         if run is None:
             raise RunNotFound(f"no run {run_id!r}")
         return run
 
     def history(self, run_id: str) -> list[StepRecord]:
+        """The run's step records in position order, as stored now."""
         loaded = self.memory_ledger.load(run_id)
         if loaded is None:
             raise RunNotFound(f"no run {run_id!r}")
@@ -262,6 +283,7 @@ class LocalRunner:
 
 
 __all__ = [
+    "CRASH_TARGETS",
     "CrashPlan",
     "CrashPoint",
     "CrashingPort",

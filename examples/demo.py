@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from durable.local.harness import DevProcess
+from durable.local.servers.dynamodb_local import DynamoDBLocal, dynamodb_local_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = 43200.0  # virtual seconds per real second: 3 days in 6 s
@@ -33,6 +34,15 @@ EXPECTED = {"workspace": 1, "email": 3, "project": 1, "payment": 1}
 
 def say(text: str) -> None:
     print(text, flush=True)
+
+
+def starting_line(server: DynamoDBLocal, problem: str | None) -> str:
+    """The demo's first line. It announces the DynamoDB Local install only when this run
+    makes it: not yet installed in the user cache, and nothing (Java, npm) in the way;
+    with something in the way, durable dev says what and stores runs in moto instead."""
+    installs = problem is None and not server.installed()
+    first = f"; installing DynamoDB Local into {server.home} first, once" if installs else ""
+    return f"• starting durable dev (time x{SCALE:g}{first})…"
 
 
 def books(path: Path) -> dict[str, Any]:
@@ -100,7 +110,7 @@ def main() -> int:
             },
             say=say,
         )
-        say(f"• starting durable dev (time x{SCALE:g}; first run installs DynamoDB Local)…")
+        say(starting_line(DynamoDBLocal(), dynamodb_local_problem()))
         ready = dev.start()
         say(f"  ready in {ready:.1f} s at {dev.base}")
         try:

@@ -31,7 +31,11 @@ SIGV4 = {
     "description": "IAM: sign requests with SigV4 (execute-api:Invoke on the route)",
 }
 # Routes authorized by something other than IAM: the token in the path, the signature.
-PUBLIC = {("/callbacks/{token}", "post"), ("/hooks/{name}", "post")}
+PUBLIC = {
+    ("/callbacks/{token}", "post"),
+    ("/callbacks/{token}/fail", "post"),
+    ("/hooks/{name}", "post"),
+}
 RAW_BODIES = {
     ("/workflows/{name}/runs", "post"): "The workflow's input: any JSON value matching its "
     "parameter type (see GET /workflows). Empty for workflows without input.",

@@ -104,6 +104,12 @@ def error_response(found: Answer) -> Response[str]:
     )
 
 
+def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
+    """The methods of the routes whose path matches ``path`` (none: the path is unknown)."""
+    routes = [*app._static_routes, *app._dynamic_routes]  # Powertools keeps no public list
+    return sorted({route.method for route in routes if route.rule.match(path)})
+
+
 def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     """The resolver with every route; ``service`` is called per request (lazy)."""
     app = APIGatewayRestResolver(enable_validation=True)
@@ -125,7 +131,23 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     @app.not_found
     def _not_found(_: Exception) -> Response[str]:
         method, path = app.current_event.http_method, app.current_event.path
-        return error_response(answer(HttpError(404, "NotFound", f"no route {method} {path}")))
+        allowed = allowed_methods(app, path)
+        if not allowed:
+            return error_response(answer(HttpError(404, "NotFound", f"no route {method} {path}")))
+        # A known path asked with another method: 405, with the methods it answers.
+        found = answer(
+            HttpError(
+                405,
+                "MethodNotAllowed",
+                f"{method} is not allowed on {path}; it answers {', '.join(allowed)}",
+            )
+        )
+        return Response(
+            status_code=found.status,
+            content_type=JSON,
+            body=found.json(),
+            headers={**found.headers, "Allow": ", ".join(allowed)},
+        )
 
     @app.post(
         "/workflows/<name>/runs",

@@ -154,7 +154,7 @@ def test_an_empty_idempotency_key_is_422(stack: Stack) -> None:
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/nope"), ("DELETE", "/runs/01JDURABLE0000000000000000"), ("PUT", "/workflows")],
+    [("GET", "/nope"), ("DELETE", "/runs/01JDURABLE0000000000000000/nope"), ("PUT", "/")],
 )
 def test_unknown_routes_are_404_json(stack: Stack, method: str, path: str) -> None:
     reply = stack.call(api_event(method, path))

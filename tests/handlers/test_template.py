@@ -178,6 +178,14 @@ def test_api_events_match_the_routes_and_their_authorization() -> None:
         ("/callbacks/{token}/fail", "post"),
         ("/hooks/{name}", "post"),
     }
+    # The document tells clients the same: no credentials on exactly those routes.
+    unsigned = {
+        (path, method)
+        for path, ops in document["paths"].items()
+        for method, op in ops.items()
+        if op["security"] == []
+    }
+    assert unsigned == public
     auth = RESOURCES["Api"]["Properties"]["Auth"]
     assert auth == {"DefaultAuthorizer": "AWS_IAM", "InvokeRole": "NONE"}
 

@@ -41,7 +41,7 @@ def failure_of(app: App) -> str:
     runner.run_until_idle()
     run = runner.get_run(run_id)
     assert run.status == RunStatus.FAILED and run.error is not None
-    return run.error.message
+    return f"{run.error.type}: {run.error.message}"
 
 
 @pytest.mark.parametrize("kind", ["callback", "signal"])
