@@ -182,7 +182,9 @@ class ConsoleLedger:
             took = parse_time(run.updated_at) - parse_time(run.created_at)
             text = f"{run.status.value.lower()} after {duration(took.total_seconds())}"
             if run.error is not None and run.status != RunStatus.SUCCEEDED:
-                text += f": {run.error.type}: {short(run.error.message)}"
+                # Runs stored before the fix carry their type inside the message too.
+                message = run.error.message.removeprefix(f"{run.error.type}: ")
+                text += f": {run.error.type}: {short(message)}"
             self._console.say(run.run_id, _FINISH_MARK[run.status], text)
         elif run.status == RunStatus.COMPENSATING:
             self._console.say(run.run_id, "↺", "compensating")
