@@ -42,22 +42,23 @@ def test_the_cli_page_documents_every_command_and_argument() -> None:
             for option in action.option_strings:
                 assert option in {"-h", "--help"} or f"`{option}`" in page
     assert "| `--worker-timeout` `WORKER_TIMEOUT` | `60.0` |" in page
-    assert "| `--app` `APP` |  | **required.** module:attribute of your durable.App |" in page
+    assert "| `--reason` `REASON` |  | **required.** |" in page  # durable cancel
+    assert "| `dir` |  | the new project's folder (missing or empty) |" in page  # durable init
 
 
 def test_a_new_command_appears_without_touching_the_docs() -> None:
-    """GIVEN the CLI gains a command (as `durable init` will) WHEN the page is generated
-    THEN it has its section, usage and arguments: nothing to update by hand."""
+    """GIVEN the CLI gains a command WHEN the page is generated THEN it has its section,
+    usage and arguments: nothing to update by hand."""
     root = parser()
     (action,) = [a for a in root._actions if isinstance(a, argparse._SubParsersAction)]
-    init = action.add_parser("init", help="scaffold a project")
-    init.add_argument("directory", help="where to create it")
-    init.add_argument("--force", action="store_true", help="write into a non-empty folder")
+    new = action.add_parser("export", help="write runs to a file")
+    new.add_argument("directory", help="where to write")
+    new.add_argument("--force", action="store_true", help="overwrite files")
     page = hook().cli_markdown(root)
-    assert "[`init`](#durable-init) | scaffold a project |" in page
-    assert "## `durable init` {#durable-init}" in page
-    assert "usage: durable init [-h] [--force] directory" in page
-    assert "| `directory` |  | where to create it |" in page
+    assert "[`export`](#durable-export) | write runs to a file |" in page
+    assert "## `durable export` {#durable-export}" in page
+    assert "usage: durable export [-h] [--force] directory" in page
+    assert "| `directory` |  | where to write |" in page
 
 
 def test_the_http_page_documents_every_route_and_schema() -> None:
