@@ -1,0 +1,143 @@
+"""Write units a whole run costs, by table and index (issue 15, target 1).
+
+The run: ten trivial steps with a one-hour ``ctx.sleep`` between the fifth and the
+sixth, driven as on AWS: the start, the invocation that runs five steps and suspends,
+the timer's invocation that runs the other five and finishes. Every request asks
+DynamoDB Local for ``ReturnConsumedCapacity=INDEXES``, and the units are added up per
+table and per index, with the requests by operation. Two inputs: a tiny one and 4 KB
+(an input is stored once on the run item; what an index projects is copied on every
+write of that item).
+
+    python -m benchmarks.write_units
+
+Targets: <= 20 WCU (tiny input) and <= 24 WCU (4 KB input) for the whole run.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from benchmarks.common import (
+    Figure,
+    benchmark_step,
+    dynamo_client,
+    dynamo_main,
+    fresh_tables,
+    make_engine,
+    say,
+)
+from durable import App, Context
+from durable.clock import FakeClock
+
+TINY_TARGET = 20.0
+LARGE_TARGET = 24.0
+READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
+PLANNED = [
+    ("WCU per run, 10 steps + sleep, tiny input", f"<= {TINY_TARGET:.0f}"),
+    ("WCU per run, 10 steps + sleep, 4 KB input", f"<= {LARGE_TARGET:.0f}"),
+]
+
+
+def build_app() -> App:
+    app = App()
+    step = app.step(benchmark_step)
+
+    @app.workflow(name="ten_and_sleep")
+    def ten_and_sleep(ctx: Context, payload: Any) -> int:
+        total = 0
+        for i in range(5):
+            total += step(i)
+        ctx.sleep(timedelta(hours=1))
+        for i in range(5, 10):
+            total += step(i)
+        return total
+
+    return app
+
+
+class UnitCounter:
+    """Adds up consumed write and read units per table/index, and requests by operation."""
+
+    def __init__(self, client: Any) -> None:
+        self.writes: dict[str, float] = {}
+        self.reads: dict[str, float] = {}
+        self.requests: Counter[str] = Counter()
+        events = client.meta.events
+        events.register("before-parameter-build.dynamodb", self._ask)
+        events.register("after-call.dynamodb", self._add)
+
+    def _ask(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        members = getattr(model.input_shape, "members", {}) if model.input_shape else {}
+        if "ReturnConsumedCapacity" in members:
+            params["ReturnConsumedCapacity"] = "INDEXES"
+
+    def _add(self, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+        operation = str(model.name)
+        self.requests[operation] += 1
+        reading = operation in READS
+        consumed = parsed.get("ConsumedCapacity")
+        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
+            self._split("table", entry.get("Table") or {}, reading)
+            for name, units in (entry.get("GlobalSecondaryIndexes") or {}).items():
+                self._split(name, units, reading)
+
+    def _split(self, where: str, units: dict[str, Any], reading: bool) -> None:
+        """A transaction reports read units for its condition checks apart; otherwise an
+        answer gives one total, of the request's kind."""
+        write = float(units.get("WriteCapacityUnits", 0.0))
+        read = float(units.get("ReadCapacityUnits", 0.0))
+        if not write and not read:
+            total = float(units.get("CapacityUnits", 0.0))
+            read, write = (total, 0.0) if reading else (0.0, total)
+        self.writes[where] = self.writes.get(where, 0.0) + write
+        self.reads[where] = self.reads.get(where, 0.0) + read
+
+
+def one_run(endpoint: str, payload: Any) -> UnitCounter:
+    from durable.adapters.dynamodb import DynamoLedger
+
+    client = dynamo_client(endpoint)
+    table = fresh_tables(client)
+    clock = FakeClock()
+    engine, _ = make_engine(build_app(), DynamoLedger(client, table), clock=clock)
+    counter = UnitCounter(client)
+    run = engine.start("ten_and_sleep", payload)
+    first = engine.resume(run.run_id)
+    if first.result != "suspended":
+        raise RuntimeError(f"expected the run to sleep, got {first.result}")
+    clock.advance(timedelta(hours=1, seconds=1))
+    last = engine.resume(run.run_id, reason="timer")
+    if last.result != "succeeded":
+        raise RuntimeError(f"expected the run to finish, got {last.result}")
+    return counter
+
+
+def _describe(counter: UnitCounter) -> str:
+    where = ", ".join(f"{k} {v:g}" for k, v in sorted(counter.writes.items()))
+    ops = ", ".join(f"{k} {v}" for k, v in sorted(counter.requests.items()))
+    reads = sum(counter.reads.values())
+    return f"{where}; {sum(counter.requests.values())} requests ({ops}); {reads:g} RCU"
+
+
+def measure(endpoint: str) -> list[Figure]:
+    say("write units: a 10-step run with a sleep, tiny and 4 KB inputs ...")
+    tiny = one_run(endpoint, {"user": "u1"})
+    large = one_run(endpoint, {"user": "u1", "notes": "x" * 4096})
+    return [
+        Figure.at_most(
+            PLANNED[0][0], sum(tiny.writes.values()), TINY_TARGET, ".0f", note=_describe(tiny)
+        ),
+        Figure.at_most(
+            PLANNED[1][0], sum(large.writes.values()), LARGE_TARGET, ".0f", note=_describe(large)
+        ),
+    ]
+
+
+def main() -> None:
+    dynamo_main("write units per run (DynamoDB Local)", measure, PLANNED)
+
+
+if __name__ == "__main__":
+    main()
