@@ -53,7 +53,12 @@ from durable.ports import (
     Timers,
 )
 from durable.registry import App
-from durable.retention import purge_expired, visible_history, without_leftovers
+from durable.retention import (
+    nothing_recorded_yet,
+    purge_expired,
+    visible_history,
+    without_leftovers,
+)
 from durable.secrets import KeyService, Sealer, key_record
 from durable.sweeper import SweepReport, sweep
 
@@ -217,12 +222,15 @@ class Engine:
         )
         if claim is None:
             return Outcome(run_id, "busy")
-        loaded = self.ledger.load(run_id)
-        if loaded is None or loaded.run.created_at != claim.run.created_at:
-            # The run claimed expired and a new run took its id meanwhile (a keyed start):
-            # this claim is of nothing that exists now; touch nothing of the new run.
-            return Outcome(run_id, "lease_lost")
-        history = without_leftovers(self.ledger, loaded)
+        if nothing_recorded_yet(claim.run):
+            history: RunHistory | None = RunHistory(claim.run, {}, [])
+        else:
+            loaded = self.ledger.load(run_id)
+            if loaded is None or loaded.run.created_at != claim.run.created_at:
+                # The run claimed expired and a new run took its id meanwhile (a keyed
+                # start): this claim is of nothing that exists now; touch nothing of it.
+                return Outcome(run_id, "lease_lost")
+            history = without_leftovers(self.ledger, loaded)
         if history is None:
             return Outcome(run_id, "busy")
         history.run = claim.run

@@ -65,6 +65,25 @@ def without_leftovers(ledger: Ledger, history: RunHistory | None) -> RunHistory 
     return ledger.load(history.run.run_id)
 
 
+def nothing_recorded_yet(run: RunRecord) -> bool:
+    """Whether the partition of ``run``, just claimed, can hold nothing but its run item,
+    so the worker may skip reading it (one query less for every run's first invocation).
+
+    Records under a run's id come from: its own workers (none before its first claim:
+    ``fence`` is 1 only on the first claim), outside events (each counted in ``inbox``
+    in the same atomic write), a fork (``forked_from``: copied steps), and an earlier run
+    of the same id (leftovers: only a keyed start, ``idempotency_key``, reuses an id; a
+    fresh id is a ULID). Anything that lands after the claim bumps ``inbox`` past the
+    count the claim read, so the suspension check reloads, as it would after a load.
+    """
+    return (
+        run.fence == 1
+        and run.inbox == 0
+        and run.idempotency_key is None
+        and run.forked_from is None
+    )
+
+
 def visible_history(history: RunHistory | None) -> RunHistory | None:
     """``history`` as a reader should see it: without what an earlier run of the same id
     left (nothing is purged here; a read never writes)."""
