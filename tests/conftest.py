@@ -32,6 +32,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from durable.adapters.aws_services import DYNAMODB_CLIENT_OPTIONS
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryEffectStore, MemoryLedger
@@ -177,6 +178,8 @@ def aws_client(
     if account is not None:
         kwargs["aws_access_key_id"] = account
         kwargs["aws_secret_access_key"] = "testing"
+    if service == "dynamodb":  # as the deployed functions make it (no client-side checks)
+        config = {**DYNAMODB_CLIENT_OPTIONS, **config}
     if config:
         kwargs["config"] = Config(**config)
     # Untyped on purpose: boto3-stubs types `client` per literal service name.

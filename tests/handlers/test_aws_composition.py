@@ -85,3 +85,13 @@ def test_the_ports_follow_the_settings(settings: Settings) -> None:
     assert services.idempotency is not None
     without_timers = aws_services(settings.model_copy(update={"scheduler_group": None}))
     assert type(without_timers.timers).__name__ == "NoTimers"
+
+
+def test_the_ledgers_client_skips_client_side_parameter_checks(settings: Settings) -> None:
+    """Only the DynamoDB client: the contract suite proves its requests on every server."""
+    services = aws_services(settings)
+    # botocore wraps the serializer in its validator when validation is on.
+    ledger_client = services.ledger.client  # type: ignore[attr-defined]
+    assert type(ledger_client._serializer).__name__ == "JSONSerializer"
+    invoker_client = services.invoker.client  # type: ignore[attr-defined]
+    assert type(invoker_client._serializer).__name__ == "ParamValidationDecorator"

@@ -1,0 +1,84 @@
+"""Client CPU per step on DynamoDB Local: the deployed client options against botocore's
+defaults, in the same run (issue 15, target 3: <= 0.8 of today's).
+
+Both engines drive the same 200-step runs against one DynamoDB Local, alternating, and
+``time.process_time`` counts this process's CPU only (the server is another process), so
+the figure is what the worker pays per step in Lambda CPU, not the server's time.
+
+    python -m benchmarks.client_cpu
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from benchmarks.common import (
+    Figure,
+    build_app,
+    dynamo_main,
+    fresh_tables,
+    make_engine,
+    median,
+    say,
+)
+from durable.adapters.aws_services import DYNAMODB_CLIENT_OPTIONS
+
+N = 200
+ROUNDS = 5
+TARGET = 0.8
+NAME = "client CPU per step, deployed options / defaults"
+PLANNED = [(NAME, f"<= {TARGET}")]
+
+
+def _client(endpoint: str, **options: Any) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    make: Any = boto3.client
+    return make(
+        "dynamodb",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        config=Config(max_pool_connections=4, proxies={}, **options),
+    )
+
+
+def _cpu_per_step(engine: Any) -> float:
+    run = engine.start("sequential", N)
+    began = time.process_time()
+    outcome = engine.resume(run.run_id)
+    spent = time.process_time() - began
+    if outcome.result != "succeeded":
+        raise RuntimeError(f"expected the run to finish, got {outcome.result}")
+    return spent / N
+
+
+def measure(endpoint: str) -> list[Figure]:
+    from durable.adapters.dynamodb import DynamoLedger
+
+    say(f"client CPU: {N}-step runs, deployed options vs defaults, {ROUNDS} rounds ...")
+    engines = {}
+    for label, options in (("defaults", {}), ("deployed", DYNAMODB_CLIENT_OPTIONS)):
+        client = _client(endpoint, **options)
+        engines[label], _ = make_engine(build_app(), DynamoLedger(client, fresh_tables(client)))
+        _cpu_per_step(engines[label])  # warm: connections, caches
+    ratios: list[float] = []
+    spent: dict[str, list[float]] = {"defaults": [], "deployed": []}
+    for _ in range(ROUNDS):
+        for label, engine in engines.items():
+            spent[label].append(_cpu_per_step(engine))
+        ratios.append(spent["deployed"][-1] / spent["defaults"][-1])
+    note = (
+        f"{median(spent['deployed']) * 1e6:.0f} us vs {median(spent['defaults']) * 1e6:.0f} us "
+        f"of client CPU per step; per-round ratios {', '.join(f'{r:.2f}' for r in ratios)}"
+    )
+    return [Figure.at_most(NAME, median(ratios), TARGET, ".2f", note=note)]
+
+
+def main() -> None:
+    dynamo_main("client CPU per step (DynamoDB Local)", measure, PLANNED)
+
+
+if __name__ == "__main__":
+    main()
