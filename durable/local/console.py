@@ -212,9 +212,10 @@ def _took(step: StepRecord) -> str:
     last = step.attempts[-1] if step.attempts else None
     if last is None or last.finished_at is None:
         return ""
-    ms = (parse_time(last.finished_at) - parse_time(last.started_at)).total_seconds() * 1000
+    seconds = (parse_time(last.finished_at) - parse_time(last.started_at)).total_seconds()
+    took = f"{seconds * 1000:.0f} ms" if seconds < 1 else duration(seconds)
     tries = f", attempt {last.n}" if last.n > 1 else ""
-    return f" ({ms:.0f} ms{tries})"
+    return f" ({took}{tries})"
 
 
 def _error(step: StepRecord) -> str:
