@@ -7,6 +7,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from durable import App, Context, RetryPolicy, RunStatus, current_step
 from durable.adapters.memory import MemoryLedger
 from durable.engine import Engine
@@ -32,6 +34,9 @@ class Hooked(MemoryLedger):
 
     def load(self, run_id: str) -> Any:
         return self._after("load", super().load(run_id))
+
+    def claim(self, run_id: str, owner: str, **kwargs: Any) -> Any:
+        return self._after("claim", super().claim(run_id, owner, **kwargs))
 
     def update_run(self, run_id: str, guard: Any, changes: Any) -> Any:
         stored = super().update_run(run_id, guard, changes)
@@ -80,21 +85,29 @@ def charge_app(bodies: list[str], semantics: Any = "at_least_once") -> App:
     return app
 
 
-def test_the_first_cancel_check_counts_from_when_the_claim_read_the_run() -> None:
-    """GIVEN a worker whose load of the ledger takes 20 s (its lease still covers the
-    step), during which a cancel lands
+# A fresh run's first invocation reads nothing after its claim; a keyed one loads its
+# partition (its id may hold an expired run's records): the stall is tried after each.
+STALLS = [(None, "claim"), ("order-1", "claim"), ("order-1", "load")]
+
+
+@pytest.mark.parametrize(("key", "stalled"), STALLS)
+def test_the_first_cancel_check_counts_from_when_the_claim_read_the_run(
+    key: str | None, stalled: str
+) -> None:
+    """GIVEN a worker that stalls 20 s after its claim (or its load: its lease still
+    covers the step), during which a cancel lands
     WHEN it reaches its first step
     THEN it looks at the run again (the claim's view is 20 s old, past the 5 s cancel
     check interval) and starts no body."""
     bodies: list[str] = []
     runner, ledger, engine = build(charge_app(bodies))
-    run = engine.start("pay")
+    run = engine.start("pay", idempotency_key=key)
 
     def slow_load(_: Any) -> None:
         engine.cancel(run.run_id, "customer left")
         runner.clock.advance(timedelta(seconds=20))
 
-    ledger.hooks["load"] = slow_load
+    ledger.hooks[stalled] = slow_load
     engine.resume(run.run_id)
     stored = ledger.get_run(run.run_id)
     assert stored is not None and stored.status == RunStatus.CANCELED
@@ -145,14 +158,17 @@ def test_a_worker_that_stalls_writing_its_mark_does_not_start_the_body_late() ->
     assert bodies == []
 
 
-def test_a_renewal_answered_late_is_not_trusted_to_start_a_body() -> None:
+@pytest.mark.parametrize(("key", "stalled"), STALLS)
+def test_a_renewal_answered_late_is_not_trusted_to_start_a_body(
+    key: str | None, stalled: str
+) -> None:
     """GIVEN a lease renewal that reads the run before a cancel lands, and whose answer
     reaches the worker 6 s later (past the 5 s cancel check interval)
     WHEN the worker is about to start a body
     THEN it looks again, sees the cancel and starts nothing."""
     bodies: list[str] = []
     runner, ledger, engine = build(charge_app(bodies))
-    run = engine.start("pay")
+    run = engine.start("pay", idempotency_key=key)
 
     def late_answer(_: Any) -> None:
         engine.cancel(run.run_id, "stop")
@@ -162,7 +178,7 @@ def test_a_renewal_answered_late_is_not_trusted_to_start_a_body() -> None:
         runner.clock.advance(timedelta(seconds=6))  # the claim's view is stale: renew
         ledger.hooks["renewal"] = late_answer
 
-    ledger.hooks["load"] = slow_load
+    ledger.hooks[stalled] = slow_load
     engine.resume(run.run_id)
     stored = ledger.get_run(run.run_id)
     assert stored is not None and stored.status == RunStatus.CANCELED
