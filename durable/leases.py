@@ -51,6 +51,33 @@ def claimed(
     )
 
 
+# What a listing carries of each run (the API's RunSummary): the listing and attention
+# indexes project these and nothing else (template.yaml, a test holds them equal), so a
+# run's input, output, lease and operations are not copied into two indexes on every
+# write of the run item. Every ledger returns listed runs cut to these fields, whatever
+# its server projects, so no caller can come to rely on more.
+LISTED_FIELDS = (
+    "run_id",
+    "workflow",
+    "version",
+    "status",
+    "needs_attention",
+    "created_at",
+    "updated_at",
+    "requested_by",
+    "idempotency_key",
+    "cancel_requested",
+    "continued_from",
+    "error",
+)
+
+
+def listed(run: RunRecord) -> RunRecord:
+    """``run`` as a listing shows it: the listed fields, every other one at its default
+    (``input`` and ``input_hash`` empty)."""
+    return RunRecord(input="", input_hash="", **{f: getattr(run, f) for f in LISTED_FIELDS})
+
+
 def check_listing(workflow: str | None, needs_attention: bool | None) -> None:
     """Listing is served by the listing or the attention index, never a table scan."""
     if not needs_attention and workflow is None:

@@ -39,7 +39,7 @@ from durable.adapters.dynamodb_support import (
 )
 from durable.errors import PayloadTooLarge, StorageError
 from durable.ids import due_shard
-from durable.leases import apply_changes, check_listing, claim_kind, claimed
+from durable.leases import apply_changes, check_listing, claim_kind, claimed, listed
 from durable.limits import check_item_size, value_size
 from durable.model import (
     RunHistory,
@@ -451,7 +451,7 @@ class DynamoLedger(StepsMixin, EventsMixin):
                 response = self.client.query(**request)
             except Exception as err:
                 storage_error(err, "listing runs")
-            items.extend(item_to_run(i) for i in response.get("Items", []))
+            items.extend(listed(item_to_run(i)) for i in response.get("Items", []))
             start = response.get("LastEvaluatedKey")
             if not start:
                 break

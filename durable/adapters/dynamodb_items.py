@@ -331,8 +331,9 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         workflow=d["workflow"],
         version=int(d["version"]),
         status=RunStatus(d["status"]),
-        input=d["input"],
-        input_hash=d["input_hash"],
+        # A listing index projects neither (``durable.leases.LISTED_FIELDS``).
+        input=d.get("input", ""),
+        input_hash=d.get("input_hash", ""),
         created_at=d["created_at"],
         updated_at=d["updated_at"],
         output=d.get("output"),

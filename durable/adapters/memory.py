@@ -19,6 +19,7 @@ from durable.leases import (
     claim_kind,
     claimed,
     guard_holds,
+    listed,
     step_replaceable,
 )
 from durable.limits import check_item_size
@@ -360,7 +361,7 @@ class MemoryLedger:
         start = _offset(cursor)
         page = runs[start : start + limit]
         more = start + limit < len(runs)
-        return Page([copy_run(r) for r in page], str(start + limit) if more else None)
+        return Page([listed(copy_run(r)) for r in page], str(start + limit) if more else None)
 
     # --- test helpers (not part of the port) ----------------------------------------
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from durable.errors import PayloadTooLarge
+from durable.leases import listed
 from durable.model import Attempt, RunError, RunStatus, SignalRecord, StepStatus
 from durable.ports import ConditionFailed, RunExists, RunGuard
 from tests.support.records import T0, make_run, make_step, t
@@ -342,6 +343,29 @@ def test_list_runs_by_workflow_status_and_attention(ledger: Any) -> None:
     assert [r.run_id for r in ledger.list_runs(needs_attention=True, workflow="b").items] == ["R3"]
     with pytest.raises(ValueError):
         ledger.list_runs(status="FAILED")  # would need a scan
+
+
+def test_a_listing_carries_what_a_listing_shows_and_a_read_the_whole_run(ledger: Any) -> None:
+    """GIVEN a failed run with an input, an output, a lease and an error
+    WHEN it is listed (either index) and read
+    THEN the listing has exactly the listed fields (the indexes project nothing else, so a
+    run's input is not copied into them) and the read has everything."""
+    ledger.create_run(make_run("R0", input='{"notes": "' + "x" * 2000 + '"}'))
+    run = claim(ledger, "w1", now=5, run_id="R0").run
+    changes = {
+        "status": "FAILED",
+        "updated_at": t(10),
+        "needs_attention": True,
+        "error": RunError("ValueError", "bad", False, position="0002"),
+    }
+    ledger.update_run("R0", RunGuard(run.fence, "w1"), changes)
+    stored = ledger.get_run("R0")
+    assert stored.input.startswith('{"notes"') and stored.lease_owner is not None
+    for page in (ledger.list_runs(workflow="wf"), ledger.list_runs(needs_attention=True)):
+        (row,) = page.items
+        assert row == listed(stored)
+        assert (row.input, row.input_hash, row.lease_owner, row.fence) == ("", "", None, 0)
+        assert row.error == stored.error and row.needs_attention
 
 
 def test_list_runs_pages_with_a_cursor(ledger: Any) -> None:

@@ -369,3 +369,18 @@ def test_the_purge_has_its_log_group_and_a_dead_letter_alarm() -> None:
     ]
     assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert alarm["AlarmActions"]["If"][0] == "HasAlarmTopic"
+
+
+def test_the_listing_indexes_project_what_a_listing_shows_and_nothing_else() -> None:
+    """Input, output, lease and operations stay out of both indexes: no copy of a run's
+    payload on every write of the run item (issue 15), and what ledgers return from a
+    listing (``durable.leases.listed``) is exactly what the indexes hold."""
+    from durable.leases import LISTED_FIELDS
+
+    ledger = load_template()["Resources"]["LedgerTable"]["Properties"]
+    indexes = {i["IndexName"]: i for i in ledger["GlobalSecondaryIndexes"]}
+    for name in ("list-index", "attention-index"):
+        projection = indexes[name]["Projection"]
+        assert projection["ProjectionType"] == "INCLUDE"
+        assert tuple(projection["NonKeyAttributes"]) == LISTED_FIELDS
+    assert indexes["due-index"]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
