@@ -223,6 +223,95 @@ def cmd_sam(args: argparse.Namespace) -> int:
         fail(str(e))
 
 
+def cmd_check_deploy(args: argparse.Namespace) -> int:
+    """Replay every unfinished run against the new code (``durable.deploy_check``)."""
+    from durable.deploy_check import ReadOnlyLedger, check_deploy
+
+    sys.path.insert(0, os.getcwd())
+    app = _load_app(args.app)
+    engine = _check_engine(args, app, ReadOnlyLedger)
+    workflows = [*(w.name for w in app.workflows()), *(args.workflow or [])]
+    report = check_deploy(engine, workflows)
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 1 if report.broken else 0
+    rate = len(report.runs) / report.seconds if report.seconds else 0.0
+    print(
+        f"checked {len(report.runs)} unfinished runs of {len(set(workflows))} workflows "
+        f"in {report.seconds:.1f} s ({rate:.0f} runs/s)"
+    )
+    verdicts = ("ok", "nondeterministic", "unregistered", "unchecked")
+    rows = [
+        [name, str(version), *(str(counts.get(v, 0)) for v in verdicts)]
+        for (name, version), counts in sorted(report.summary().items())
+    ]
+    if rows:
+        print(render.table(["workflow", "version", *verdicts], rows))
+    for r in report.runs:
+        if r.verdict == "ok":
+            continue
+        where = f" at {r.position}: recorded {r.recorded}, now {r.called}" if r.position else ""
+        print(f"\n{r.run_id}  {r.workflow} v{r.version}  {r.verdict}{where}\n  -> {r.advice}")
+    if report.broken:
+        print(f"\n{len(report.broken)} run(s) would break on this code: do not deploy it as is.")
+        return 1
+    print("\nevery unfinished run replays cleanly on this code.")
+    return 0
+
+
+def _load_app(reference: str) -> Any:
+    from durable.registry import App
+
+    module_name, _, attribute = reference.partition(":")
+    try:
+        module = __import__(module_name, fromlist=["_"])
+        app = getattr(module, attribute)
+    except (ImportError, AttributeError, ValueError) as e:
+        fail(f"cannot load --app {reference!r} ({e}); pass module:attribute of a durable.App")
+    if not isinstance(app, App):
+        fail(f"--app {reference!r} is a {type(app).__name__}, not a durable.App")
+    return app
+
+
+def _check_engine(args: argparse.Namespace, app: Any, read_only: Any) -> Any:
+    """An engine on the ledger to check, read-only: ``--table`` (AWS, or
+    ``--dynamodb-endpoint``), else the running ``durable dev``."""
+    import boto3
+
+    from durable.adapters.aws_services import DYNAMODB_CLIENT_OPTIONS
+    from durable.adapters.dynamodb import DynamoLedger
+    from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
+    from durable.engine import Engine
+    from durable.secrets import KeyService, LocalKeys
+
+    endpoint, table = args.dynamodb_endpoint, args.table
+    keys: KeyService | None = None
+    if table is None:
+        info = STATE_DIR / "dev.json"
+        if not info.exists():
+            fail(
+                "no ledger to check: pass --table (the stack's LedgerTableName output) or "
+                "start `durable dev` in this folder"
+            )
+        dev = json.loads(info.read_text())
+        endpoint, table = dev["dynamodb"], dev["ledger_table"]
+        keys = LocalKeys(bytes.fromhex(Path(dev["key_file"]).read_text().strip()))
+        os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
+        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    elif os.environ.get("DURABLE_KMS_KEY_ID"):
+        from durable.adapters.kms import KmsKeys
+
+        keys = KmsKeys(boto3.client("kms"), os.environ["DURABLE_KMS_KEY_ID"])
+    from botocore.config import Config
+
+    client = boto3.client(
+        "dynamodb", endpoint_url=endpoint, config=Config(**DYNAMODB_CLIENT_OPTIONS)
+    )
+    ledger = read_only(DynamoLedger(client, table))
+    return Engine(app, ledger, MemoryInvoker(), MemoryEffectStore(), keys=keys)
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     payload = parse_json(args.input, "input") if args.input is not None else None
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
@@ -465,6 +554,22 @@ def parser() -> argparse.ArgumentParser:
     retry.add_argument("run_id")
     retry.add_argument("--upgrade-to", type=int)
     retry.set_defaults(func=cmd_retry)
+
+    check = sub.add_parser(
+        "check-deploy",
+        help="before a deploy: replay every unfinished run against the new code (no body "
+        "runs, nothing is written); exit 1 if any would break",
+    )
+    check.add_argument("--app", required=True, help="module:attribute of the NEW durable.App")
+    check.add_argument(
+        "--workflow",
+        action="append",
+        help="also check runs of this workflow (one the new code no longer defines); repeatable",
+    )
+    check.add_argument("--table", help="the ledger table (default: the running durable dev's)")
+    check.add_argument("--dynamodb-endpoint", help="a DynamoDB endpoint other than AWS's")
+    check.add_argument("--json", action="store_true", help="the report as JSON, for CI")
+    check.set_defaults(func=cmd_check_deploy)
 
     fork = sub.add_parser("fork", help="new run re-executing from a step")
     fork.add_argument("run_id")

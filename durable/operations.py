@@ -11,11 +11,9 @@ from typing import TYPE_CHECKING, Any
 from durable.errors import (
     InvalidInput,
     InvalidState,
-    NonDeterminismError,
     RunNotFound,
 )
 from durable.ids import new_ulid
-from durable.interrupts import DryRunComplete
 from durable.model import (
     TERMINAL_RUN_STATUSES,
     RunError,
@@ -29,7 +27,7 @@ from durable.model import (
     parse_time,
     position_path,
 )
-from durable.ports import ConditionFailed, Invocation
+from durable.ports import ConditionFailed
 
 if TYPE_CHECKING:
     from durable.engine import Engine
@@ -129,24 +127,16 @@ def cancel(
 
 def _check_upgrade(engine: Engine, history: RunHistory, version: int) -> None:
     """Replay the recorded steps on ``version`` without writing; refuse on divergence."""
-    from durable.execution import Execution
+    from durable.deploy_check import dry_replay
 
     workflow = engine.app.get_workflow(history.run.workflow, version)
-    probe = Execution(engine, workflow, history, owner="dry-run", invocation=Invocation())
-    probe.dry_run = True
-    try:
-        probe.run_workflow()
-    except DryRunComplete:
-        return
-    except NonDeterminismError as e:
+    divergence = dry_replay(engine, workflow, history)
+    if divergence is not None:
         raise InvalidState(
-            f"version {version} cannot continue this run: at position {e.position} the ledger "
-            f"has {e.recorded} but version {version} calls {e.called}; fork the run instead"
-        ) from e
-    except Exception:
-        return  # the recorded failure raised into the workflow again: that is consistent
-    except BaseException:  # a wait or cancel signal: the replay got past all records
-        return
+            f"version {version} cannot continue this run: at position {divergence.position} "
+            f"the ledger has {divergence.recorded} but version {version} calls "
+            f"{divergence.called}; fork the run instead"
+        ) from divergence
 
 
 def retry(

@@ -30,6 +30,7 @@ from durable.model import (
     parse_time,
 )
 from durable.ports import Claim, Ledger, RunGuard
+from durable.render import human
 
 _WAITS = {
     StepKind.SLEEP: "sleep",
@@ -180,7 +181,7 @@ class ConsoleLedger:
     def _run_status(self, run: RunRecord) -> None:
         if run.status.terminal:
             took = parse_time(run.updated_at) - parse_time(run.created_at)
-            text = f"{run.status.value.lower()} after {duration(took.total_seconds())}"
+            text = f"{run.status.value.lower()} after {human(took.total_seconds())}"
             if run.error is not None and run.status != RunStatus.SUCCEEDED:
                 # Runs stored before the fix carry their type inside the message too.
                 message = run.error.message.removeprefix(f"{run.error.type}: ")
@@ -190,30 +191,12 @@ class ConsoleLedger:
             self._console.say(run.run_id, "↺", "compensating")
 
 
-def duration(seconds: float) -> str:
-    """``0.4 s``, ``12.5 s``, ``3 min 5 s``, ``2 h 12 min``, ``3 d 4 h``: run time as a
-    person reads it (under ``durable dev --time-scale`` it is the run's virtual time)."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    whole = round(seconds)
-    for unit, size, minor, minor_size in (
-        ("d", 86400, "h", 3600),
-        ("h", 3600, "min", 60),
-        ("min", 60, "s", 1),
-    ):
-        if whole >= size:
-            major, rest = divmod(whole, size)
-            small = rest // minor_size
-            return f"{major} {unit} {small} {minor}" if small else f"{major} {unit}"
-    return f"{whole} s"  # unreachable: whole >= 60 here
-
-
 def _took(step: StepRecord) -> str:
     last = step.attempts[-1] if step.attempts else None
     if last is None or last.finished_at is None:
         return ""
     seconds = (parse_time(last.finished_at) - parse_time(last.started_at)).total_seconds()
-    took = f"{seconds * 1000:.0f} ms" if seconds < 1 else duration(seconds)
+    took = human(seconds)  # virtual time under durable dev --time-scale
     tries = f", attempt {last.n}" if last.n > 1 else ""
     return f" ({took}{tries})"
 

@@ -281,7 +281,14 @@ class DevServer:
         ]
 
     def _write_endpoint_file(self) -> None:
-        info = {"endpoint": f"http://127.0.0.1:{self.o.port}", "pid": os.getpid()}
+        info = {
+            "endpoint": f"http://127.0.0.1:{self.o.port}",
+            "pid": os.getpid(),
+            # What `durable check-deploy` reads the ledger through (and opens sealed values).
+            "dynamodb": self.stack.storage_endpoint,
+            "ledger_table": LEDGER_TABLE,
+            "key_file": str(self._master_key_file().resolve()),
+        }
         (self.o.state_dir / "dev.json").write_text(json.dumps(info))
 
     # --- the HTTP front door -----------------------------------------------------------

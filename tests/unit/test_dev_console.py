@@ -6,10 +6,8 @@ import io
 from datetime import timedelta
 from typing import Any, cast
 
-import pytest
-
 from durable import App, Context, RetryPolicy
-from durable.local.console import Console, ConsoleLedger, duration, short
+from durable.local.console import Console, ConsoleLedger, short
 from durable.ports import Ledger
 from durable.testing import LocalRunner
 
@@ -145,19 +143,3 @@ def test_short_flattens_and_cuts_long_messages() -> None:
     assert short("bad\x1b[2Jthing\x07") == "bad [2Jthing"  # no escape reaches the terminal
     cut = short("x" * 300, limit=10)
     assert cut == "x" * 9 + "…" and len(cut) == 10
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        (0.44, "0.4 s"),
-        (59.9, "59.9 s"),
-        (60, "1 min"),
-        (185, "3 min 5 s"),
-        (7954.4, "2 h 12 min"),
-        (3 * 86400 + 4 * 3600 + 59, "3 d 4 h"),
-        (86400, "1 d"),
-    ],
-)
-def test_run_time_reads_as_a_person_would_say_it(seconds: float, text: str) -> None:
-    assert duration(seconds) == text

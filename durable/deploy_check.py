@@ -1,0 +1,195 @@
+"""Before a deploy: would the new code continue every run in flight? (``durable check-deploy``)
+
+A run replays its ledger on every invocation, so code that calls its steps in another
+order, under other names, or drops the version a run is pinned to breaks the runs that
+started on the old code. The engine parks such a run loudly when it meets it; this module
+finds them before the deploy: each unfinished run's recorded steps are replayed against the
+*new* app, with no step body run and nothing written (the dry replay ``retry
+--upgrade-to`` also uses), and the run gets a verdict with what to do about it.
+
+The ledger given is wrapped so that any write raises: a check that could change a run is a
+bug, not a risk to take.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from durable.errors import NonDeterminismError, WorkflowNotFound
+from durable.interrupts import DryRunComplete
+from durable.model import RunHistory, RunStatus
+from durable.ports import Invocation
+from durable.retention import visible_history
+
+if TYPE_CHECKING:
+    from durable.engine import Engine
+    from durable.registry import WorkflowDef
+
+Verdict = Literal["ok", "nondeterministic", "unregistered", "unchecked"]
+# Runs that will run code again; a failed run meets new code only through a retry, which
+# checks its upgrade itself.
+UNFINISHED = (
+    RunStatus.PENDING.value,
+    RunStatus.RUNNING.value,
+    RunStatus.WAITING.value,
+    RunStatus.COMPENSATING.value,
+)
+_WRITES = frozenset(
+    {
+        "create_run",
+        "purge_leftovers",
+        "claim",
+        "update_run",
+        "continue_run",
+        "operate",
+        "write_step",
+        "write_step_fenced",
+        "complete_waiting",
+        "add_signal",
+        "consume_signal",
+        "claim_trigger",
+    }
+)
+
+
+class CheckWrote(RuntimeError):
+    """The check tried to write to the ledger (a bug: it must only read)."""
+
+
+class ReadOnlyLedger:
+    """A ledger whose every write raises ``CheckWrote``; reads pass through."""
+
+    def __init__(self, ledger: Any) -> None:
+        self._ledger = ledger
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _WRITES:
+            raise CheckWrote(f"check-deploy must not write, but called ledger.{name}")
+        return getattr(self._ledger, name)
+
+
+def dry_replay(
+    engine: Engine, workflow: WorkflowDef, history: RunHistory
+) -> NonDeterminismError | None:
+    """Replay ``history``'s recorded steps on ``workflow`` without running a body or
+    writing: the divergence found, or None when the code agrees with every record."""
+    from durable.execution import Execution
+
+    probe = Execution(engine, workflow, history, owner="dry-run", invocation=Invocation())
+    probe.dry_run = True
+    try:
+        probe.run_workflow()
+    except DryRunComplete:
+        return None
+    except NonDeterminismError as e:
+        return e
+    except Exception:
+        return None  # the recorded failure raised into the workflow again: consistent
+    except BaseException:  # a wait or a cancel: the replay got past every record
+        return None
+    return None
+
+
+@dataclass
+class RunVerdict:
+    run_id: str
+    workflow: str
+    version: int
+    status: str
+    verdict: Verdict
+    position: str | None = None
+    recorded: str | None = None
+    called: str | None = None
+    advice: str = ""
+
+
+@dataclass
+class Report:
+    runs: list[RunVerdict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def broken(self) -> list[RunVerdict]:
+        return [r for r in self.runs if r.verdict in ("nondeterministic", "unregistered")]
+
+    def summary(self) -> dict[tuple[str, int], dict[str, int]]:
+        """Per (workflow, version): how many runs got each verdict."""
+        table: dict[tuple[str, int], dict[str, int]] = {}
+        for r in self.runs:
+            counts = table.setdefault((r.workflow, r.version), {})
+            counts[r.verdict] = counts.get(r.verdict, 0) + 1
+        return table
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checked": len(self.runs),
+            "broken": len(self.broken),
+            "seconds": round(self.seconds, 3),
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+
+def check_run(engine: Engine, history: RunHistory) -> RunVerdict:
+    run = history.run
+    verdict = RunVerdict(run.run_id, run.workflow, run.version, run.status.value, "ok")
+    try:
+        workflow = engine.app.get_workflow(run.workflow, run.version)
+    except WorkflowNotFound:
+        verdict.verdict = "unregistered"
+        verdict.advice = (
+            f"keep version {run.version} of {run.workflow!r} registered beside the new one "
+            "until its runs finish (runs stay pinned to the version they started on), or "
+            f"move this run with `durable retry {run.run_id} --upgrade-to N` once it fails, "
+            f"or `durable fork {run.run_id} --from-step P`"
+        )
+        return verdict
+    try:
+        divergence = dry_replay(engine, workflow, history)
+    except CheckWrote as e:  # defensive: reported, never hidden
+        verdict.verdict, verdict.advice = "unchecked", str(e)
+        return verdict
+    except Exception as e:  # e.g. a sealed value and no key service to open it
+        verdict.verdict = "unchecked"
+        verdict.advice = f"could not replay: {type(e).__name__}: {e}"
+        return verdict
+    if divergence is not None:
+        verdict.verdict = "nondeterministic"
+        verdict.position = divergence.position
+        verdict.recorded = divergence.recorded
+        verdict.called = divergence.called
+        verdict.advice = (
+            f"register the changed code as a new version of {run.workflow!r} (new runs "
+            f"take it; this run stays on version {run.version}), or keep the old call "
+            "order for runs that recorded it"
+        )
+    return verdict
+
+
+def check_deploy(engine: Engine, workflows: Iterable[str], *, page_size: int = 100) -> Report:
+    """Check every unfinished run of ``workflows`` against ``engine``'s (new) app.
+
+    ``engine`` must be built on a ``ReadOnlyLedger``. Listing goes through the listing
+    index one workflow at a time (never a scan), so a workflow the new code no longer
+    defines is checked only when named here.
+    """
+    began = time.perf_counter()
+    report = Report()
+    for name in dict.fromkeys(workflows):
+        for status in UNFINISHED:
+            cursor: str | None = None
+            while True:
+                page = engine.ledger.list_runs(
+                    workflow=name, status=status, limit=page_size, cursor=cursor
+                )
+                for listed in page.items:
+                    history = visible_history(engine.ledger.load(listed.run_id))
+                    if history is not None and history.run.status.value in UNFINISHED:
+                        report.runs.append(check_run(engine, history))
+                cursor = page.cursor
+                if cursor is None:
+                    break
+    report.seconds = time.perf_counter() - began
+    return report

@@ -1,0 +1,129 @@
+"""``durable check-deploy``: every unfinished run replayed against the new code, before
+the deploy, with nothing run and nothing written."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from durable import App, RunStatus
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
+from durable.deploy_check import CheckWrote, ReadOnlyLedger, check_deploy
+from durable.engine import Engine
+from durable.testing import LocalRunner
+from tests.unit import deploy_apps
+
+
+def _in_flight() -> tuple[LocalRunner, list[str]]:
+    """Three orders asleep after two steps, one finished, all on the old code."""
+    runner = LocalRunner(deploy_apps.old)
+    waiting = [runner.start("order", f"o{i}").run_id for i in range(3)]
+    runner.run_until_idle()
+    done = runner.start("order", "o9").run_id
+    runner.run_until_idle()
+    runner.advance(hours=1)  # every sleep ends: the four finish...
+    for i in range(3):  # ...then three new ones start and sleep
+        waiting[i] = runner.start("order", f"n{i}").run_id
+    runner.run_until_idle()
+    assert runner.get_run(done).status == RunStatus.SUCCEEDED
+    return runner, waiting
+
+
+def _check(runner: LocalRunner, new: App, *names: str) -> Any:
+    engine = Engine(new, ReadOnlyLedger(runner.memory_ledger), MemoryInvoker(), MemoryEffectStore())
+    return check_deploy(engine, names or [w.name for w in new.workflows()])
+
+
+def _snapshot(runner: LocalRunner) -> Any:
+    ledger = runner.memory_ledger
+    return {run_id: ledger.load(run_id) for run_id in ledger.all_run_ids()}
+
+
+def test_unchanged_code_replays_every_unfinished_run_cleanly() -> None:
+    runner, waiting = _in_flight()
+    report = _check(runner, deploy_apps.same)
+    assert sorted(r.run_id for r in report.runs) == sorted(waiting)  # finished ones skipped
+    assert {r.verdict for r in report.runs} == {"ok"} and report.broken == []
+
+
+def test_a_renamed_step_names_each_run_it_would_break_and_where() -> None:
+    runner, _ = _in_flight()
+    before = _snapshot(runner)
+    report = _check(runner, deploy_apps.renamed)
+    assert len(report.broken) == 3
+    first = report.broken[0]
+    assert (first.verdict, first.position) == ("nondeterministic", "0002")
+    assert "charge" in (first.recorded or "") and "bill" in (first.called or "")
+    assert "new version" in first.advice
+    assert report.summary() == {("order", 1): {"nondeterministic": 3}}
+    assert _snapshot(runner) == before  # nothing written, nothing run
+
+
+def test_a_dropped_version_is_reported_and_keeping_it_passes() -> None:
+    runner, _ = _in_flight()
+    dropped = _check(runner, deploy_apps.only_v2)
+    assert [r.verdict for r in dropped.runs] == ["unregistered"] * 3
+    assert "keep version 1" in dropped.runs[0].advice
+    kept = _check(runner, deploy_apps.both)
+    assert [r.verdict for r in kept.runs] == ["ok"] * 3
+
+
+def test_a_workflow_the_new_code_no_longer_defines_is_checked_when_named() -> None:
+    runner, _ = _in_flight()
+    empty = App()
+    assert _check(runner, empty, "order").broken != []
+    assert _check(runner, empty, "nothing-by-this-name").runs == []
+
+
+def test_the_ledger_given_to_a_check_cannot_be_written() -> None:
+    runner, waiting = _in_flight()
+    read_only = ReadOnlyLedger(runner.memory_ledger)
+    assert read_only.get_run(waiting[0]) is not None  # reads pass
+    for write in ("write_step", "update_run", "claim", "operate", "create_run"):
+        with pytest.raises(CheckWrote, match=write):
+            getattr(read_only, write)
+
+
+def test_the_report_as_json_for_ci() -> None:
+    runner, _ = _in_flight()
+    data = _check(runner, deploy_apps.renamed).to_json()
+    assert (data["checked"], data["broken"]) == (3, 3)
+    assert json.loads(json.dumps(data))["runs"][0]["position"] == "0002"
+
+
+def test_the_cli_checks_a_ledger_table_and_fails_the_deploy_that_would_break_runs(
+    mock_aws_session: None,
+    make_tables: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from durable import cli
+    from durable.adapters.dynamodb import DynamoLedger
+    from durable.clock import FakeClock
+    from tests.conftest import aws_client
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    client = aws_client("dynamodb", None)
+    table, _ = make_tables(client)
+    engine = Engine(
+        deploy_apps.old,
+        DynamoLedger(client, table),
+        MemoryInvoker(),
+        MemoryEffectStore(),
+        clock=FakeClock(),
+    )
+    for order in ("a", "b"):
+        assert engine.resume(engine.start("order", order).run_id).result == "suspended"
+    app = "tests.unit.deploy_apps:"
+    assert cli.main(["check-deploy", "--app", app + "same", "--table", table]) == 0
+    out = capsys.readouterr().out
+    assert "checked 2 unfinished runs" in out and "replays cleanly" in out
+    assert cli.main(["check-deploy", "--app", app + "renamed", "--table", table]) == 1
+    out = capsys.readouterr().out
+    assert "2 run(s) would break" in out and "at 0002" in out
+    assert cli.main(["check-deploy", "--app", app + "renamed", "--table", table, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["broken"] == 2
+    assert cli.main(["check-deploy", "--app", "tests.unit.deploy_apps:nothing"]) == 1
+    assert "cannot load --app" in capsys.readouterr().err
