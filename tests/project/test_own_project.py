@@ -114,6 +114,31 @@ def _group_gone(pgid: int) -> bool:
     return False
 
 
+def _check_deploy(
+    steps: Steps, project: Path, durable: str, dev: subprocess.Popen[str], lines: list[str]
+) -> None:
+    """With a run waiting for its approval: the same code passes the deploy check, a
+    renamed step fails it, naming the run and the position."""
+    start = [durable, "start", "greet", "--input", '{"name": "Bob"}', "-q"]
+    waiting = steps.run("durable start (2)", start, project).strip()
+    _read_until(dev, f"{waiting}  ⏸ waiting for callback approval", lines)
+    out = steps.run(
+        "durable check-deploy", [durable, "check-deploy", "--app", "shop.workflows:app"], project
+    )
+    assert "replays cleanly" in out, out
+    source = (project / "shop" / "workflows.py").read_text()
+    changed = source.replace("def compose(", "def compose_message(").replace(
+        "message = compose(", "message = compose_message("
+    )
+    (project / "shop" / "workflows_next.py").write_text(changed)
+    check = [durable, "check-deploy", "--app", "shop.workflows_next:app"]
+    done = subprocess.run(
+        check, cwd=project, env=steps.env, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert waiting in done.stdout and "nondeterministic at 0001" in done.stdout, done.stdout
+
+
 def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> None:
     """``make dev``; a run started and approved through the CLI finishes; Ctrl-C ends all."""
     began = time.perf_counter()
@@ -132,6 +157,7 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         shown = json.loads(steps.run("durable show", [durable, "show", run_id, "--json"], project))
         assert shown["status"] == "SUCCEEDED"
         assert shown["output"] == "sent: Hello, Ada!"
+        _check_deploy(steps, project, durable, dev, lines)
     finally:
         os.killpg(dev.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
         rest, _ = dev.communicate(timeout=60)
