@@ -197,6 +197,18 @@ class Context:
         )
         return value
 
+    def changed(self, patch_id: str) -> bool:
+        """Ship a small fix to runs already in flight, without a new version.
+
+        ``if ctx.changed("fix-tax-rounding"): <new code> else: <old code>``: False for a
+        run that ran the old code past this point (its ledger recorded something else
+        here), True for every other run, which records that it took the new code (a
+        marker position). Once no run can return False any more, delete the ``else``
+        branch but keep the call, or register a new version. ``durable check-deploy``
+        replays runs through it like any other call.
+        """
+        return self._exec.changed(patch_id)
+
     def now(self) -> datetime:
         """The current time, recorded on first execution and replayed after."""
         value: datetime = self._exec.record_value("now", "now")

@@ -9,6 +9,7 @@ the workflow and are turned into outcomes by ``Engine.resume``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from durable.context import (
     reset_context,
 )
 from durable.errors import (
+    InvalidInput,
     LeaseLost,
     NonDeterminismError,
     RunCanceled,
@@ -62,6 +64,20 @@ from durable.values import RECORDED_VALUES
 
 if TYPE_CHECKING:
     from durable.engine import Engine
+
+_PATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def check_patch_id(patch_id: str) -> str:
+    """A patch id: 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit."""
+    if not isinstance(patch_id, str) or not _PATCH_ID.match(patch_id):
+        raise InvalidInput(
+            f"ctx.changed({patch_id!r}): name the change with 1-100 letters, digits, '.', "
+            "'_' or '-', e.g. ctx.changed(\"fix-tax-rounding\")",
+            field="patch_id",
+        )
+    return patch_id
+
 
 # What a callback token becomes in anything stored: the ledger keeps only its hash.
 REDACTED_TOKEN = "<callback token redacted>"
@@ -212,6 +228,29 @@ class Execution(LeaseKeeping):
             self.new_record(position, name, StepKind.VALUE, StepStatus.DONE, output=encoded)
         )
         return self.decode(stored.output, annotation)
+
+    # --- patches (ctx.changed) -----------------------------------------------------
+
+    def changed(self, patch_id: str) -> bool:
+        """Whether this run takes the code after the change ``patch_id`` at this point.
+
+        A run that already recorded something else here ran the old code past this point:
+        False, and no position is used (its later records keep their positions). Any
+        other run records a marker here (or finds the one it recorded) and gets True, then
+        and on every replay: the new code is taken once and for good.
+        """
+        name = f"changed:{check_patch_id(patch_id)}"
+        upcoming = self.steps.get(position_path(self._counter + 1))
+        if upcoming is not None and (upcoming.kind, upcoming.name) != (StepKind.VALUE, name):
+            return False
+        position = self.next_position()
+        rec = self.recorded(position, name, StepKind.VALUE)
+        if rec is None:
+            self.ensure_lease(timedelta(0))
+            self.write_fenced(
+                self.new_record(position, name, StepKind.VALUE, StepStatus.DONE, output="true")
+            )
+        return True
 
     # --- steps ---------------------------------------------------------------------
 
