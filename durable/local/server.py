@@ -9,6 +9,8 @@ Lambda Invoke API is answered by this server, which queues the event for a worke
 from __future__ import annotations
 
 import contextlib
+import errno
+import faulthandler
 import json
 import logging
 import os
@@ -30,6 +32,7 @@ from durable.local.timers import SchedulerLoop
 log = logging.getLogger("durable.local")
 
 STAGE = "dev"
+STOP_DIAGNOSE_AFTER = 30.0  # seconds: a stop slower than this prints every thread's stack
 LEDGER_TABLE = f"durable-ledger-{STAGE}"
 IDEMPOTENCY_TABLE = f"durable-idempotency-{STAGE}"
 SCHEDULER_GROUP = f"durable-{STAGE}"
@@ -83,6 +86,7 @@ class DevServer:
         self.pool: WorkerPool | None = None
         self.timers: SchedulerLoop | None = None
         self.http: ThreadingHTTPServer | None = None
+        self._serving = False
         self.env: dict[str, str] = {}
         self._stop = threading.Event()
         self._sweeper: threading.Thread | None = None
@@ -99,6 +103,9 @@ class DevServer:
 
     def start(self) -> None:
         started = time.perf_counter()
+        # The port first: taken, it fails the start before anything else runs. Requests
+        # wait in the listen queue until the server serves, after every part is up.
+        self._start_http()
         self.o.state_dir.mkdir(parents=True, exist_ok=True)
         for key, value in DUMMY_CREDENTIALS.items():
             os.environ.setdefault(key, value)
@@ -124,7 +131,7 @@ class DevServer:
         scheduler = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
         self.timers = SchedulerLoop(scheduler, SCHEDULER_GROUP, self.clock, self.pool.submit)
         self.timers.start()
-        self._start_http()
+        self._serve_http()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="sweeper", daemon=True)
         self._sweeper.start()
         self.ready_seconds = time.perf_counter() - started
@@ -137,6 +144,15 @@ class DevServer:
         their runs resume on the next start), before anything they talk to goes away. Then
         the sweeper and an API request in flight finish, and the servers stop.
         """
+        # Every wait below is bounded; should the whole stop still take this long, every
+        # thread's stack goes to stderr, so a hang explains itself.
+        faulthandler.dump_traceback_later(STOP_DIAGNOSE_AFTER, exit=False)
+        try:
+            self._stop_parts()
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+
+    def _stop_parts(self) -> None:
         self._stop.set()  # the sweeper stops; API requests get 503 from now on
         if self.pool is not None:
             self.pool.stop()
@@ -148,7 +164,8 @@ class DevServer:
         if self.timers is not None:
             self.timers.stop()
         if self.http is not None:
-            self.http.shutdown()
+            if self._serving:  # shutdown() waits for serve_forever, forever if it never ran
+                self.http.shutdown()
             self.http.server_close()
         for close in reversed(self.stack.closers):
             try:
@@ -365,9 +382,21 @@ class DevServer:
 
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
-        self.http = ThreadingHTTPServer(("127.0.0.1", self.o.port), Handler)
+        try:
+            self.http = ThreadingHTTPServer(("127.0.0.1", self.o.port), Handler)
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE:
+                raise
+            raise RuntimeError(
+                f"port {self.o.port} is in use (another durable dev?): stop it, or pass "
+                "--port with a free one (the CLI finds it through .durable/dev.json)"
+            ) from None
         self.http.daemon_threads = True
+
+    def _serve_http(self) -> None:
+        assert self.http is not None
         threading.Thread(target=self.http.serve_forever, name="http", daemon=True).start()
+        self._serving = True
 
     # --- the sweeper ---------------------------------------------------------------------
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,8 +87,11 @@ def _clean_env(workspace: Path) -> dict[str, str]:
 
 def _start_dev(project: Path, venv: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     """``make dev`` in its own process group, as a terminal runs it."""
+    with socket.socket() as probe:  # a free port: 8787 may be taken on a shared machine
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     return subprocess.Popen(
-        ["make", "dev", f"VENV={venv}"],
+        ["make", "dev", f"VENV={venv}", f"DEV_ARGS=--port {port}"],
         cwd=project,
         env=env,
         stdout=subprocess.PIPE,
@@ -96,14 +101,38 @@ def _start_dev(project: Path, venv: Path, env: dict[str, str]) -> subprocess.Pop
     )
 
 
-def _read_until(process: subprocess.Popen[str], marker: str, lines: list[str]) -> None:
-    """Collect the process's output lines until one contains ``marker``."""
-    assert process.stdout is not None
-    for line in process.stdout:
-        lines.append(line.rstrip("\n"))
-        if marker in line:
-            return
-    raise AssertionError(f"`make dev` ended before printing {marker!r}:\n" + "\n".join(lines))
+class Output:
+    """Drains a process's output on a thread (its pipe never fills) into lines."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._drain, args=(process,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+
+    def wait_for(self, marker: str, timeout: float = 180) -> None:
+        """Until a line contains ``marker``; fails with the output when it never comes."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not any(marker in line for line in self.lines):
+                left = deadline - time.monotonic()
+                if left <= 0 or not self._thread.is_alive():
+                    raise AssertionError(f"`make dev` never printed {marker!r}:\n{self.text}")
+                self._changed.wait(min(left, 1.0))
+
+    def join(self, timeout: float) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
 
 
 def _group_gone(pgid: int) -> bool:
@@ -114,14 +143,12 @@ def _group_gone(pgid: int) -> bool:
     return False
 
 
-def _check_deploy(
-    steps: Steps, project: Path, durable: str, dev: subprocess.Popen[str], lines: list[str]
-) -> None:
+def _check_deploy(steps: Steps, project: Path, durable: str, output: Output) -> None:
     """With a run waiting for its approval: the same code passes the deploy check, a
     renamed step fails it, naming the run and the position."""
     start = [durable, "start", "greet", "--input", '{"name": "Bob"}', "-q"]
     waiting = steps.run("durable start (2)", start, project).strip()
-    _read_until(dev, f"{waiting}  ⏸ waiting for callback approval", lines)
+    output.wait_for(f"{waiting}  ⏸ waiting for callback approval")
     out = steps.run(
         "durable check-deploy", [durable, "check-deploy", "--app", "shop.workflows:app"], project
     )
@@ -143,27 +170,34 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
     """``make dev``; a run started and approved through the CLI finishes; Ctrl-C ends all."""
     began = time.perf_counter()
     dev = _start_dev(project, venv, steps.env)
-    lines: list[str] = []
+    output = Output(dev)
     try:
-        _read_until(dev, "Ctrl-C stops everything", lines)
-        banner = "\n".join(lines)
+        output.wait_for("Ctrl-C stops everything")
+        banner = output.text
         assert "durable dev ready" in banner and "durable-ledger-dev" in banner
         assert "shop.workflows:app" in banner
         start = [durable, "start", "greet", "--input", '{"name": "Ada"}', "-q"]
         run_id = steps.run("durable start", start, project).strip()
-        _read_until(dev, "waiting for callback approval", lines)
+        output.wait_for("waiting for callback approval")
         steps.run("durable approve", [durable, "approve", run_id, "approval"], project)
-        _read_until(dev, f"{run_id}  ✓ succeeded", lines)
+        output.wait_for(f"{run_id}  ✓ succeeded")
         shown = json.loads(steps.run("durable show", [durable, "show", run_id, "--json"], project))
         assert shown["status"] == "SUCCEEDED"
         assert shown["output"] == "sent: Hello, Ada!"
-        _check_deploy(steps, project, durable, dev, lines)
+        _check_deploy(steps, project, durable, output)
     finally:
         os.killpg(dev.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
-        rest, _ = dev.communicate(timeout=60)
-        lines += rest.splitlines()
+        try:
+            # Generous for a loaded CI machine; durable dev prints every thread's stack if
+            # its own stop takes more than 30 s, and that ends up in the failure below.
+            dev.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(dev.pid, signal.SIGKILL)
+            output.join(10)
+            raise AssertionError(f"`make dev` did not stop on Ctrl-C:\n{output.text}") from None
+        output.join(10)
     steps.times.append(("make dev, a run, Ctrl-C", time.perf_counter() - began))
-    console = "\n".join(lines)
+    console = output.text
     assert "• stopped" in console, console
     assert "Traceback" not in console, console
     assert f"{run_id}  ▶ started" in console and "✓ step" in console
