@@ -33,6 +33,20 @@ def free_port() -> int:
         return port
 
 
+_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
+def with_default_sigint(command: list[str]) -> list[str]:
+    """``command`` started with Ctrl-C's default action, as a terminal's foreground job
+    has it: a shell without job control starts background jobs with SIGINT ignored, and
+    an ignored signal stays ignored through exec (CI runners do this). A launcher resets
+    it and execs ``command`` (``preexec_fn`` is not safe in a process with threads)."""
+    return [sys.executable, "-c", _DEFAULT_SIGINT, *command]
+
+
 class DevProcess:
     def __init__(
         self,
@@ -62,6 +76,7 @@ class DevProcess:
         self.say = say or (lambda text: None)
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "durable-dev.log"
+        self.killed = False  # stop() had to SIGKILL: the Ctrl-C did not stop it
         # Connections the server accepted but dropped without an answer while starting
         # (it must not answer before it is ready, nor take a request it cannot serve).
         self.dropped_while_starting = 0
@@ -73,22 +88,24 @@ class DevProcess:
         started = time.perf_counter()
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child for its life
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "durable.cli",
-                "dev",
-                "--app",
-                self.app,
-                "--port",
-                str(self.port),
-                "--workers",
-                str(self.workers),
-                "--worker-timeout",
-                str(self.worker_timeout),
-                "--time-scale",
-                str(self.time_scale),
-            ],
+            with_default_sigint(
+                [
+                    sys.executable,
+                    "-m",
+                    "durable.cli",
+                    "dev",
+                    "--app",
+                    self.app,
+                    "--port",
+                    str(self.port),
+                    "--workers",
+                    str(self.workers),
+                    "--worker-timeout",
+                    str(self.worker_timeout),
+                    "--time-scale",
+                    str(self.time_scale),
+                ]
+            ),
             cwd=self.workdir,
             env=self.env,
             stdout=log,
@@ -114,13 +131,14 @@ class DevProcess:
 
     def stop(self) -> None:
         """Ctrl-C, as a developer's terminal sends it (to the whole process group); kill
-        the group if it does not stop."""
+        the group if it does not stop (``killed`` says so)."""
         if self.process is not None and self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGINT)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
+                self.killed = True
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()

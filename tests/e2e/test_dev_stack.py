@@ -176,6 +176,7 @@ def test_ctrl_c_with_invocations_in_flight_is_quiet(dev: DevProcess) -> None:
     # THEN everything it started is gone, and the stop logged nothing but its own line:
     # no slot-thread error, no traceback from a worker hit by the SIGINT, no worker
     # reported dead for being stopped
+    assert not dev.killed, "Ctrl-C did not stop durable dev: stop() had to SIGKILL it"
     assert group_gone(pid, within=10)
     after = dev.log_path.read_text(errors="replace")[len(logged) :]
     # The console's event lines (a step that finished before the stop reached it) are

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from durable.local.harness import with_default_sigint
+
 ROOT = Path(__file__).resolve().parents[2]
 PORT_ENV = "DURABLE_PROJECT_TEST_PORT"
 
@@ -91,7 +93,8 @@ def _start_dev(project: Path, venv: Path, env: dict[str, str]) -> subprocess.Pop
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     return subprocess.Popen(
-        ["make", "dev", f"VENV={venv}", f"DEV_ARGS=--port {port}"],
+        # A terminal's foreground job: Ctrl-C interrupts it (not so under a CI runner).
+        with_default_sigint(["make", "dev", f"VENV={venv}", f"DEV_ARGS=--port {port}"]),
         cwd=project,
         env=env,
         stdout=subprocess.PIPE,
