@@ -379,6 +379,21 @@ def test_a_refused_checkpoint_reports_the_run_from_the_refusal(tables: Tables) -
     assert info.value.current == taken.run
 
 
+def test_a_refused_guarded_step_write_reports_the_run_from_the_refusal(tables: Tables) -> None:
+    """GIVEN a run taken over by w2 WHEN w1's guarded step write (the run item checked in
+    the same transaction) is refused, and the run item is gone by the time anything could
+    read it THEN ConditionFailed carries w2's run, from the check's own ALL_OLD.
+
+    Kills dynamodb_table-f4e9a1da (the ConditionCheck's "ALL_OLD" -> "")."""
+    held(tables)
+    taken = tables.ledger.claim("RUN1", "w2", now=t(100), lease_until=t(160), stale_before=t(95))
+    assert taken is not None
+    ledger = tables.with_client(get_item=reads_nothing)
+    with pytest.raises(ConditionFailed) as info:
+        ledger.write_step(make_step(), RunGuard(1, "w1"))
+    assert info.value.current == taken.run
+
+
 def test_a_checkpoint_cancelled_for_another_reason_is_a_storage_error(tables: Tables) -> None:
     """GIVEN a checkpoint whose transaction DynamoDB cancels for a conflict (not a failed
     condition) WHEN it is reported THEN a retryable StorageError: neither "the step is
