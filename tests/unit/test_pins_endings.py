@@ -1,0 +1,215 @@
+"""Pins on how an invocation ends (durable/endings.py).
+
+Through ``LocalRunner``; where the ledger must answer otherwise (a final write refused
+as invalid, a successor id taken), the engine's ledger is wrapped (``Ledger``). Each test
+names the mutants it kills (ids of ``python -m tests.mutation --module durable/endings.py
+--list``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from durable import App, Context, RetryPolicy, RunStatus
+from durable.adapters.memory import MemoryLedger
+from durable.errors import StorageError
+from durable.model import RunRecord
+from durable.ports import RunExists, RunGuard
+from durable.testing import LocalRunner
+
+LEASE = timedelta(seconds=60)
+
+
+class Ledger:
+    """The runner's memory ledger, with ``refuse_final`` final writes (a status among
+    SUCCEEDED/FAILED/CANCELED) answered by a non-retryable StorageError (a request the
+    store calls invalid), and ``continue_run`` answered by ``RunExists`` when ``taken``."""
+
+    def __init__(self, inner: MemoryLedger, refuse_final: int = 0, taken: bool = False) -> None:
+        self.inner = inner
+        self.refuse_final = refuse_final
+        self.taken = taken
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
+        if self.refuse_final and changes.get("status") in ("SUCCEEDED", "FAILED", "CANCELED"):
+            self.refuse_final -= 1
+            raise StorageError("invalid request", retryable=False)
+        return self.inner.update_run(run_id, guard, changes)
+
+    def continue_run(
+        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
+    ) -> None:
+        if self.taken:
+            raise RunExists(successor)
+        self.inner.continue_run(run_id, guard, changes, successor)
+
+
+def wrapped(runner: LocalRunner, ledger: Ledger) -> None:
+    runner.engine.ledger = ledger
+    runner.engine.endings.ledger = ledger
+
+
+def test_a_final_write_refused_as_invalid_fails_the_run_with_attention() -> None:
+    """GIVEN a workflow that succeeds, and a store that refuses its final write as an
+    invalid request (a non-retryable StorageError) WHEN the worker concludes THEN the run
+    ends FAILED with that StorageError and needs_attention; nothing escapes resume.
+
+    Kills endings-ebf0616f (that ``return`` -> ``return None``) and endings-d69024bd
+    (attention -> False)."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return "done"
+
+    runner = LocalRunner(app)
+    wrapped(runner, Ledger(runner.memory_ledger, refuse_final=1))
+    run = runner.start("flow")
+    outcomes = runner.run_until_idle()
+
+    stored = runner.get_run(run.run_id)
+    assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
+    assert stored.error is not None and stored.error.type == "StorageError"
+    assert [o.result for o in outcomes if o.run_id == run.run_id] == ["failed"]
+
+
+def test_a_non_retryable_storage_error_in_the_workflow_fails_the_run() -> None:
+    """GIVEN workflow code that raises a non-retryable StorageError itself WHEN the worker
+    concludes THEN the run ends FAILED with it (a failure of the workflow, not of the
+    ledger), without attention.
+
+    Kills endings-4ca3e1b6 (``return self._after_failure(...)`` -> ``return None``)."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        raise StorageError("the workflow's own store said no", retryable=False)
+
+    runner = LocalRunner(app)
+    run = runner.start("flow")
+    outcomes = runner.run_until_idle()
+
+    stored = runner.get_run(run.run_id)
+    assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, False)
+    assert stored.error is not None and stored.error.type == "StorageError"
+    assert [o.result for o in outcomes if o.run_id == run.run_id] == ["failed"]
+
+
+def test_a_result_that_cannot_be_encoded_fails_the_run() -> None:
+    """GIVEN a workflow returning a value JSON cannot hold WHEN the worker concludes THEN
+    the run ends FAILED with the encoding error (nothing was written as its output).
+
+    Kills endings-f4d3a74a (``return self._after_failure(...)`` -> ``return None``)."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> Any:
+        return object()
+
+    runner = LocalRunner(app)
+    run = runner.start("flow")
+    outcomes = runner.run_until_idle()
+
+    stored = runner.get_run(run.run_id)
+    assert stored.status == RunStatus.FAILED
+    assert stored.output is None
+    assert stored.error is not None and stored.error.type in ("TypeError", "ValueError")
+    assert [o.result for o in outcomes if o.run_id == run.run_id] == ["failed"]
+
+
+def test_a_cancel_whose_compensation_fails_ends_failed_naming_both() -> None:
+    """GIVEN a run that booked something (with an undo that always fails) and then waits
+    WHEN it is canceled with compensation THEN the undo runs, fails for good, and the run
+    ends FAILED: type Canceled, "<the cancel reason> | then: <the compensation's failure>",
+    not retryable, with needs_attention and compensated.
+
+    Kills endings-bc9748d8 / a88fbfc2 / 0dc9ed03 / 21ed9d99 (the Canceled cause), endings-
+    82e9e2ef (its ``return`` -> ``return None``), endings-19f0550c (attention -> False),
+    endings-f7e6b782 (cancel_ok -> False: the cancel request refuses the write),
+    endings-2633fcdb (compensated -> False), endings-23e9921f (the "then:" message
+    deleted), endings-c658c9c7 (its retryable -> True)."""
+    app = App()
+
+    @app.step
+    def book() -> str:
+        return "ref-1"
+
+    @app.step(retry=RetryPolicy(max_attempts=1))
+    def unbook(ref: str) -> None:
+        raise RuntimeError(f"cannot cancel {ref}")
+
+    @app.workflow
+    def trip(ctx: Context) -> None:
+        ctx.step(book, compensate=unbook)
+        ctx.sleep(timedelta(hours=1))
+
+    runner = LocalRunner(app)
+    run = runner.start("trip")
+    runner.run_until_idle()
+    runner.cancel(run.run_id, "customer changed plans", compensate=True)
+    outcomes = runner.run_until_idle()
+
+    stored = runner.get_run(run.run_id)
+    assert stored.status == RunStatus.FAILED
+    assert (stored.needs_attention, stored.compensated) == (True, True)
+    assert stored.error is not None and stored.error.type == "Canceled"
+    assert stored.error.message.startswith("customer changed plans | then: StepFailed: ")
+    assert stored.error.message.endswith("RuntimeError: cannot cancel ref-1")
+    assert (stored.error.retryable, stored.error.position) == (False, None)
+    assert [o.result for o in outcomes if o.run_id == run.run_id] == ["failed"]
+
+
+def test_a_deferral_by_a_worker_that_lost_the_run_writes_nothing() -> None:
+    """GIVEN a run held by another worker WHEN a worker without the lease defers it (no
+    code for its version) THEN the outcome is lease_lost and the run is untouched.
+
+    Kills endings-27765ff0 (``return Outcome(..., "lease_lost")`` -> ``return None``) and
+    endings-c29d1501 ("lease_lost" -> "")."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> None:
+        ctx.sleep(timedelta(hours=1))
+
+    runner = LocalRunner(app)
+    run = runner.start("flow")
+    history = runner.memory_ledger.load(run.run_id)
+    assert history is not None
+    before = runner.get_run(run.run_id)
+
+    outcome = runner.engine.endings.defer(history, "not-the-owner", LookupError("v2"))
+
+    assert (outcome.run_id, outcome.result, outcome.status) == (run.run_id, "lease_lost", None)
+    assert runner.get_run(run.run_id) == before
+
+
+def test_a_successor_id_already_taken_is_a_retryable_storage_error() -> None:
+    """GIVEN a workflow that continues as new, and a successor id the ledger reports taken
+    (a ULID collision) WHEN the worker concludes THEN a retryable StorageError escapes
+    resume (try again with a fresh id): the existing run is never adopted.
+
+    Kills endings-4042fac8 (that ``raise`` deleted) and endings-35670800 (retryable ->
+    False: the run would fail for good)."""
+    app = App()
+
+    @app.workflow
+    def loop(ctx: Context, n: int) -> None:
+        ctx.continue_as_new(n + 1)
+
+    runner = LocalRunner(app)
+    wrapped(runner, Ledger(runner.memory_ledger, taken=True))
+    run = runner.start("loop", 0)
+
+    with pytest.raises(StorageError) as info:
+        runner.run_until_idle()
+    assert info.value.retryable is True
+    stored = runner.get_run(run.run_id)
+    assert stored.status not in (RunStatus.SUCCEEDED, RunStatus.FAILED)
+    assert runner.memory_ledger.all_run_ids() == [run.run_id]
