@@ -16,8 +16,9 @@ import pytest
 
 from durable import App, Context, RetryPolicy, RunStatus
 from durable.adapters.memory import MemoryLedger
+from durable.engine import Engine
 from durable.errors import StorageError
-from durable.model import RunRecord
+from durable.model import RunRecord, parse_time
 from durable.ports import RunExists, RunGuard
 from durable.testing import LocalRunner
 
@@ -213,3 +214,76 @@ def test_a_successor_id_already_taken_is_a_retryable_storage_error() -> None:
     stored = runner.get_run(run.run_id)
     assert stored.status not in (RunStatus.SUCCEEDED, RunStatus.FAILED)
     assert runner.memory_ledger.all_run_ids() == [run.run_id]
+
+
+def test_a_run_that_slept_and_then_failed_or_was_canceled_cancels_its_timers() -> None:
+    """GIVEN runs that armed a timer WHEN one then fails and the other is canceled while
+    asleep THEN each finished invocation asks the timer service to cancel the run's timers
+    (a failed or canceled ending is finished, as a success is).
+
+    Kills endings-fa7af6b1 ("failed" -> "" in FINISHED) and endings-77de3f3e ("canceled"
+    -> "")."""
+    app = App()
+
+    @app.workflow
+    def fails(ctx: Context) -> None:
+        ctx.sleep(timedelta(minutes=1))
+        raise ValueError("woke up cross")
+
+    @app.workflow
+    def sleeps(ctx: Context) -> None:
+        ctx.sleep(timedelta(hours=1))
+
+    runner = LocalRunner(app)
+    failing = runner.start("fails").run_id
+    runner.run_until_idle()
+    runner.advance(minutes=1)
+    assert runner.get_run(failing).status == RunStatus.FAILED
+    assert runner.call_count("timers.cancel_run") == 1
+
+    sleeping = runner.start("sleeps").run_id
+    runner.run_until_idle()
+    runner.cancel(sleeping, "not needed")
+    runner.run_until_idle()
+    assert runner.get_run(sleeping).status == RunStatus.CANCELED
+    assert runner.call_count("timers.cancel_run") == 2
+
+
+def test_a_deferred_run_backs_off_from_15_seconds_doubling_to_15_minutes() -> None:
+    """GIVEN a run of a version no worker here knows WHEN it is deferred again and again
+    THEN it is due 15 s later, then 30 s, 60 s, ... doubling, and never more than 15
+    minutes later.
+
+    Kills endings-d207dba8 (DEFER_FIRST 15 s -> 16 s) and endings-379dce0d (DEFER_MAX 15 min
+    -> 16 min)."""
+    new = App()
+
+    @new.workflow(name="flow", version=2)
+    def flow_v2(ctx: Context) -> None:
+        return None
+
+    old = App()
+
+    @old.workflow(name="flow", version=1)
+    def flow_v1(ctx: Context) -> None:
+        return None
+
+    runner = LocalRunner(new)
+    run_id = runner.start("flow").run_id
+    runner.invoker.queue.clear()
+    worker = Engine(
+        old,
+        runner.memory_ledger,
+        runner.invoker,
+        runner.effect_store,
+        clock=runner.clock,
+        config=runner.config,
+    )
+    delays = []
+    for _ in range(8):
+        assert worker.resume(run_id).result == "deferred"
+        due = runner.get_run(run_id).due_at
+        assert due is not None
+        delays.append((parse_time(due) - runner.clock.now()).total_seconds())
+        runner.clock.set(parse_time(due))
+    assert delays == [15, 30, 60, 120, 240, 480, 900, 900]
