@@ -18,7 +18,7 @@ from durable import App, Context, RetryPolicy, RunStatus
 from durable.adapters.memory import MemoryLedger
 from durable.engine import Engine
 from durable.errors import StorageError
-from durable.model import RunRecord, parse_time
+from durable.model import RunRecord, format_time, parse_time
 from durable.ports import RunExists, RunGuard
 from durable.testing import LocalRunner
 
@@ -27,13 +27,21 @@ LEASE = timedelta(seconds=60)
 
 class Ledger:
     """The runner's memory ledger, with ``refuse_final`` final writes (a status among
-    SUCCEEDED/FAILED/CANCELED) answered by a non-retryable StorageError (a request the
-    store calls invalid), and ``continue_run`` answered by ``RunExists`` when ``taken``."""
+    SUCCEEDED/FAILED/CANCELED) answered by ``error`` (by default a non-retryable
+    StorageError: a request the store calls invalid), and ``continue_run`` answered by
+    ``RunExists`` when ``taken``."""
 
-    def __init__(self, inner: MemoryLedger, refuse_final: int = 0, taken: bool = False) -> None:
+    def __init__(
+        self,
+        inner: MemoryLedger,
+        refuse_final: int = 0,
+        taken: bool = False,
+        error: Exception | None = None,
+    ) -> None:
         self.inner = inner
         self.refuse_final = refuse_final
         self.taken = taken
+        self.error = error or StorageError("invalid request", retryable=False)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -41,7 +49,7 @@ class Ledger:
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         if self.refuse_final and changes.get("status") in ("SUCCEEDED", "FAILED", "CANCELED"):
             self.refuse_final -= 1
-            raise StorageError("invalid request", retryable=False)
+            raise self.error
         return self.inner.update_run(run_id, guard, changes)
 
     def continue_run(
@@ -287,3 +295,67 @@ def test_a_deferred_run_backs_off_from_15_seconds_doubling_to_15_minutes() -> No
         delays.append((parse_time(due) - runner.clock.now()).total_seconds())
         runner.clock.set(parse_time(due))
     assert delays == [15, 30, 60, 120, 240, 480, 900, 900]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [StorageError("invalid request", retryable=False), RuntimeError("a bug while concluding")],
+    ids=["invalid-request", "bug"],
+)
+def test_a_conclusion_that_breaks_while_a_cancel_is_pending_still_fails(error: Exception) -> None:
+    """GIVEN a cancel requested while the run's last step ran WHEN the final write breaks
+    (an invalid request, or any other error) THEN the run ends FAILED with that error and
+    needs_attention: the failure is written over the pending cancel, not turned into it.
+
+    Kills endings-8eee1e50 and endings-f0582d49 (cancel_ok -> False in either branch of
+    drive: the cancel request would refuse the failure)."""
+    app = App()
+    runner: LocalRunner
+    started: list[str] = []
+
+    def work() -> str:
+        runner.cancel(started[0], "stop")
+        return "done"
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return ctx.step(work)
+
+    runner = LocalRunner(app, determinism_guard=False)
+    wrapped(runner, Ledger(runner.memory_ledger, refuse_final=1, error=error))
+    started.append(runner.start("flow").run_id)
+    runner.run_until_idle()
+
+    stored = runner.get_run(started[0])
+    assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
+    assert stored.error is not None and stored.error.type == type(error).__name__
+
+
+def test_a_retryable_storage_error_while_concluding_gives_the_lease_back() -> None:
+    """GIVEN a store that throttles the final write WHEN the worker concludes THEN the
+    retryable StorageError escapes resume (crash-only), and the lease was given back first
+    with the run due after the hand-off grace, so the next worker need not wait for it.
+
+    Kills endings-90d76bd9 (``self._release(x)`` deleted)."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return "done"
+
+    runner = LocalRunner(app)
+    wrapped(
+        runner,
+        Ledger(
+            runner.memory_ledger, refuse_final=1, error=StorageError("slow down", retryable=True)
+        ),
+    )
+    run_id = runner.start("flow").run_id
+
+    with pytest.raises(StorageError):
+        runner.run_until_idle()
+
+    stored = runner.get_run(run_id)
+    assert stored.status == RunStatus.RUNNING
+    assert (stored.lease_owner, stored.lease_until) == (None, None)
+    assert stored.due_at == format_time(runner.clock.now() + runner.config.handoff_grace)
