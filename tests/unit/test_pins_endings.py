@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from durable import App, Context, RetryPolicy, RunStatus
+from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, StepFailed
 from durable.adapters.memory import MemoryLedger
 from durable.engine import Engine
 from durable.errors import StorageError
 from durable.model import RunRecord, format_time, parse_time
 from durable.ports import RunExists, RunGuard
-from durable.testing import LocalRunner
+from durable.testing import LocalRunner, SimulatedCrash
 
 LEASE = timedelta(seconds=60)
 
@@ -359,3 +359,38 @@ def test_a_retryable_storage_error_while_concluding_gives_the_lease_back() -> No
     assert stored.status == RunStatus.RUNNING
     assert (stored.lease_owner, stored.lease_until) == (None, None)
     assert stored.due_at == format_time(runner.clock.now() + runner.config.handoff_grace)
+
+
+def test_a_poison_step_the_workflow_catches_lets_the_run_succeed_with_attention() -> None:
+    """GIVEN a step that kills every worker running it, in a workflow that catches its
+    failure WHEN the third takeover fails it for good THEN the workflow goes on and the
+    run ends SUCCEEDED with needs_attention (workers died on it): the ending is not
+    blamed for the step's deaths.
+
+    Kills endings-3fab327c (``not x.poison_failed`` -> ``x.poison_failed``: FAILED as a
+    worker-killing ending)."""
+    app = App()
+
+    @app.step
+    def oom() -> None:
+        raise SimulatedCrash("the worker died (out of memory)")
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        try:
+            oom()
+        except StepFailed:
+            return "carried on"
+        return "unreachable"
+
+    runner = LocalRunner(app, config=EngineConfig(max_takeovers=3, lease=LEASE))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    for _ in range(10):
+        if runner.get_run(run_id).terminal:
+            break
+        runner.advance(LEASE + timedelta(seconds=10))
+
+    stored = runner.get_run(run_id)
+    assert (stored.status, stored.needs_attention) == (RunStatus.SUCCEEDED, True)
+    assert stored.output == '"carried on"'
