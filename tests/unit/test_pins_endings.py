@@ -29,7 +29,8 @@ class Ledger:
     """The runner's memory ledger, with ``refuse_final`` final writes (a status among
     SUCCEEDED/FAILED/CANCELED) answered by ``error`` (by default a non-retryable
     StorageError: a request the store calls invalid), and ``continue_run`` answered by
-    ``RunExists`` when ``taken``."""
+    ``RunExists`` when ``taken``; with ``crash_on_success`` a success write kills the
+    worker."""
 
     def __init__(
         self,
@@ -37,8 +38,10 @@ class Ledger:
         refuse_final: int = 0,
         taken: bool = False,
         error: Exception | None = None,
+        crash_on_success: bool = False,
     ) -> None:
         self.inner = inner
+        self.crash_on_success = crash_on_success
         self.refuse_final = refuse_final
         self.taken = taken
         self.error = error or StorageError("invalid request", retryable=False)
@@ -47,6 +50,8 @@ class Ledger:
         return getattr(self.inner, name)
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
+        if self.crash_on_success and changes.get("status") == "SUCCEEDED":
+            raise SimulatedCrash("the worker died writing the result")
         if self.refuse_final and changes.get("status") in ("SUCCEEDED", "FAILED", "CANCELED"):
             self.refuse_final -= 1
             raise self.error
@@ -394,3 +399,67 @@ def test_a_poison_step_the_workflow_catches_lets_the_run_succeed_with_attention(
     stored = runner.get_run(run_id)
     assert (stored.status, stored.needs_attention) == (RunStatus.SUCCEEDED, True)
     assert stored.output == '"carried on"'
+
+
+def test_a_cancel_without_compensation_runs_no_undo() -> None:
+    """GIVEN a run that booked something (with an undo) and then waits WHEN it is canceled
+    without asking for compensation THEN it ends CANCELED and the undo never runs.
+
+    Kills endings-63f046d8 (``cancel_compensate and compensations`` -> ``or``)."""
+    app = App()
+    undone: list[str] = []
+
+    @app.step
+    def book() -> str:
+        return "ref-1"
+
+    @app.step
+    def unbook(ref: str) -> None:
+        undone.append(ref)
+
+    @app.workflow
+    def trip(ctx: Context) -> None:
+        ctx.step(book, compensate=unbook)
+        ctx.sleep(timedelta(hours=1))
+
+    runner = LocalRunner(app)
+    run = runner.start("trip")
+    runner.run_until_idle()
+    runner.cancel(run.run_id, "customer changed plans")
+    runner.run_until_idle()
+
+    stored = runner.get_run(run.run_id)
+    assert (stored.status, stored.compensated) == (RunStatus.CANCELED, False)
+    assert undone == []
+
+
+def test_an_ending_that_kills_every_worker_fails_the_run_naming_the_ending() -> None:
+    """GIVEN a workflow whose every step is recorded but whose success write kills the
+    worker, every time (a result too big to serialize in memory) WHEN the third takeover
+    replays it THEN the run ends FAILED with needs_attention and an error saying workers
+    died 3 times in the run's ending.
+
+    Kills endings-6b617626 ("ending" -> "") and endings-fe1f5fb6 (attention -> False)."""
+    app = App()
+
+    @app.step
+    def work() -> str:
+        return "ok"
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return work()
+
+    runner = LocalRunner(app, config=EngineConfig(max_takeovers=3, lease=LEASE))
+    wrapped(runner, Ledger(runner.memory_ledger, crash_on_success=True))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    for _ in range(10):
+        if runner.get_run(run_id).terminal:
+            break
+        runner.advance(LEASE + timedelta(seconds=10))
+
+    stored = runner.get_run(run_id)
+    assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
+    assert stored.error is not None and stored.error.type == "WorkerInterrupted"
+    assert "died 3 times in this run's ending" in stored.error.message
