@@ -463,3 +463,42 @@ def test_an_ending_that_kills_every_worker_fails_the_run_naming_the_ending() -> 
     assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
     assert stored.error is not None and stored.error.type == "WorkerInterrupted"
     assert "died 3 times in this run's ending" in stored.error.message
+
+
+def test_a_cancel_with_compensation_landing_during_the_last_step_runs_the_undo() -> None:
+    """GIVEN a run that booked something (with an undo), whose last step is running WHEN a
+    cancel asking for compensation lands during that step THEN the success write is
+    refused, the run re-enters cancellation, the undo runs, and it ends CANCELED.
+
+    Kills endings-b8389332 (``execution is not None`` negated: canceled without the undo)
+    and endings-ea4d65b2 (``execution.run = current`` deleted: the stale item has no
+    compensation request)."""
+    app = App()
+    runner: LocalRunner
+    started: list[str] = []
+    undone: list[str] = []
+
+    @app.step
+    def book() -> str:
+        return "ref-1"
+
+    @app.step
+    def unbook(ref: str) -> None:
+        undone.append(ref)
+
+    def last() -> str:
+        runner.cancel(started[0], "stop", compensate=True)
+        return "done"
+
+    @app.workflow
+    def trip(ctx: Context) -> str:
+        ctx.step(book, compensate=unbook)
+        return ctx.step(last)
+
+    runner = LocalRunner(app, determinism_guard=False)
+    started.append(runner.start("trip").run_id)
+    runner.run_until_idle()
+
+    stored = runner.get_run(started[0])
+    assert stored.status == RunStatus.CANCELED
+    assert undone == ["ref-1"]
