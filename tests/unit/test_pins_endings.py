@@ -471,8 +471,8 @@ def test_a_cancel_with_compensation_landing_during_the_last_step_runs_the_undo()
     refused, the run re-enters cancellation, the undo runs, and it ends CANCELED.
 
     Kills endings-b8389332 (``execution is not None`` negated: canceled without the undo)
-    and endings-ea4d65b2 (``execution.run = current`` deleted: the stale item has no
-    compensation request)."""
+    and endings-ea4d65b2 (that ``raise RunCanceled`` deleted: canceled at once, without
+    the undo)."""
     app = App()
     runner: LocalRunner
     started: list[str] = []
