@@ -502,3 +502,50 @@ def test_a_cancel_with_compensation_landing_during_the_last_step_runs_the_undo()
     stored = runner.get_run(started[0])
     assert stored.status == RunStatus.CANCELED
     assert undone == ["ref-1"]
+
+
+class TakenOver(Ledger):
+    """A ledger where another worker ("w2") takes the run over just before the success
+    write lands: the stalled worker's final write is refused under the new fence."""
+
+    def __init__(self, inner: MemoryLedger, runner: LocalRunner) -> None:
+        super().__init__(inner)
+        self.runner = runner
+
+    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
+        if changes.get("status") == "SUCCEEDED":
+            now = self.runner.clock.now()
+            claim = self.inner.claim(
+                run_id,
+                "w2",
+                now=format_time(now),
+                lease_until=format_time(now + LEASE),
+                stale_before=format_time(now + timedelta(days=1)),
+            )
+            assert claim is not None
+        return self.inner.update_run(run_id, guard, changes)
+
+
+def test_a_final_write_after_a_takeover_is_lease_lost() -> None:
+    """GIVEN a worker whose run was taken over by another just before its success write
+    WHEN it concludes THEN its write is refused and the outcome is lease_lost: the run is
+    the new owner's, still RUNNING, with no output.
+
+    Kills endings-24cfcb43 ("lease_lost" -> "") and endings-0d1d1fad (its ``return`` ->
+    ``return None``)."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return "done"
+
+    runner = LocalRunner(app)
+    wrapped(runner, TakenOver(runner.memory_ledger, runner))
+    run_id = runner.start("flow").run_id
+    runner.invoker.queue.clear()
+
+    outcome = runner.engine.resume(run_id)
+
+    assert (outcome.run_id, outcome.result, outcome.status) == (run_id, "lease_lost", None)
+    stored = runner.get_run(run_id)
+    assert (stored.status, stored.lease_owner, stored.output) == (RunStatus.RUNNING, "w2", None)
