@@ -549,3 +549,37 @@ def test_a_final_write_after_a_takeover_is_lease_lost() -> None:
     assert (outcome.run_id, outcome.result, outcome.status) == (run_id, "lease_lost", None)
     stored = runner.get_run(run_id)
     assert (stored.status, stored.lease_owner, stored.output) == (RunStatus.RUNNING, "w2", None)
+
+
+def test_a_cancel_requested_while_workers_die_in_the_ending_wins() -> None:
+    """GIVEN a run whose success write kills every worker, and a cancel requested after the
+    first death WHEN the third takeover gives up on the ending THEN its FAILED write is
+    refused by the cancel request and the run ends CANCELED with the cancel's reason.
+
+    Kills endings-a59a5dd0 (``return self.write_canceled(current, owner)`` -> ``return
+    None``: the run would stay RUNNING)."""
+    app = App()
+
+    @app.step
+    def work() -> str:
+        return "ok"
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return work()
+
+    runner = LocalRunner(app, config=EngineConfig(max_takeovers=3, lease=LEASE))
+    wrapped(runner, Ledger(runner.memory_ledger, crash_on_success=True))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    runner.cancel(run_id, "stop")
+    outcomes = []
+    for _ in range(10):
+        if runner.get_run(run_id).terminal:
+            break
+        outcomes += runner.advance(LEASE + timedelta(seconds=10))
+
+    stored = runner.get_run(run_id)
+    assert stored.status == RunStatus.CANCELED
+    assert stored.error is not None and stored.error.message == "stop"
+    assert [o.result for o in outcomes if o.run_id == run_id] == ["canceled"]
