@@ -75,8 +75,9 @@ def test_a_final_write_refused_as_invalid_fails_the_run_with_attention() -> None
     invalid request (a non-retryable StorageError) WHEN the worker concludes THEN the run
     ends FAILED with that StorageError and needs_attention; nothing escapes resume.
 
-    Kills endings-ebf0616f (that ``return`` -> ``return None``) and endings-d69024bd
-    (attention -> False)."""
+    Kills endings-ebf0616f (that ``return`` -> ``return None``), endings-d69024bd
+    (attention -> False) and endings-eb16ee94 (_finish_failed's ``compensated`` default ->
+    True: nothing was compensated)."""
     app = App()
 
     @app.workflow
@@ -91,6 +92,7 @@ def test_a_final_write_refused_as_invalid_fails_the_run_with_attention() -> None
     stored = runner.get_run(run.run_id)
     assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
     assert stored.error is not None and stored.error.type == "StorageError"
+    assert stored.compensated is False
     assert [o.result for o in outcomes if o.run_id == run.run_id] == ["failed"]
 
 
@@ -557,7 +559,8 @@ def test_a_cancel_requested_while_workers_die_in_the_ending_wins() -> None:
     refused by the cancel request and the run ends CANCELED with the cancel's reason.
 
     Kills endings-a59a5dd0 (``return self.write_canceled(current, owner)`` -> ``return
-    None``: the run would stay RUNNING)."""
+    None``: the run would stay RUNNING) and endings-9b04ff41 (_finish_failed's
+    ``cancel_ok`` default -> True: FAILED over the cancel)."""
     app = App()
 
     @app.step
