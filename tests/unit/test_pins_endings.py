@@ -586,3 +586,45 @@ def test_a_cancel_requested_while_workers_die_in_the_ending_wins() -> None:
     assert stored.status == RunStatus.CANCELED
     assert stored.error is not None and stored.error.message == "stop"
     assert [o.result for o in outcomes if o.run_id == run_id] == ["canceled"]
+
+
+def test_a_deferred_run_that_has_steps_waits_rather_than_pends() -> None:
+    """GIVEN a run of version 2 that recorded a step and sleeps WHEN a worker that only
+    knows version 1 wakes it THEN the run is deferred as WAITING (it has history), its
+    lease released and a deferral counted."""
+    new = App()
+
+    @new.step
+    def work() -> str:
+        return "ok"
+
+    @new.workflow(name="flow", version=2)
+    def flow_v2(ctx: Context) -> None:
+        work()
+        ctx.sleep(timedelta(minutes=1))
+
+    old = App()
+
+    @old.workflow(name="flow", version=1)
+    def flow_v1(ctx: Context) -> None:
+        return None
+
+    runner = LocalRunner(new)
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    assert runner.get_run(run_id).status == RunStatus.WAITING
+    runner.clock.advance(timedelta(minutes=1))
+    worker = Engine(
+        old,
+        runner.memory_ledger,
+        runner.invoker,
+        runner.effect_store,
+        clock=runner.clock,
+        config=runner.config,
+    )
+
+    outcome = worker.resume(run_id)
+
+    stored = runner.get_run(run_id)
+    assert (outcome.result, outcome.status) == ("deferred", "WAITING")
+    assert (stored.status, stored.lease_owner, stored.deferrals) == (RunStatus.WAITING, None, 1)
