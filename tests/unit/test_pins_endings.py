@@ -628,3 +628,99 @@ def test_a_deferred_run_that_has_steps_waits_rather_than_pends() -> None:
     stored = runner.get_run(run_id)
     assert (outcome.result, outcome.status) == ("deferred", "WAITING")
     assert (stored.status, stored.lease_owner, stored.deferrals) == (RunStatus.WAITING, None, 1)
+
+
+def test_a_failure_whose_compensation_fails_is_not_retryable() -> None:
+    """GIVEN a workflow that fails after a step whose undo fails too WHEN it ends THEN the
+    run is FAILED with the original error, then the compensation's, not retryable.
+
+    Kills endings-a33fa400 (retryable -> True in the joined error)."""
+    app = App()
+
+    @app.step
+    def book() -> str:
+        return "ref-1"
+
+    @app.step(retry=RetryPolicy(max_attempts=1))
+    def unbook(ref: str) -> None:
+        raise RuntimeError(f"cannot cancel {ref}")
+
+    @app.workflow
+    def trip(ctx: Context) -> None:
+        ctx.step(book, compensate=unbook)
+        raise ValueError("card declined")
+
+    runner = LocalRunner(app)
+    run_id = runner.start("trip").run_id
+    runner.run_until_idle()
+
+    stored = runner.get_run(run_id)
+    assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
+    assert stored.error is not None
+    assert (stored.error.type, stored.error.retryable) == ("ValueError", False)
+    assert stored.error.message.startswith(
+        "ValueError: card declined | then compensation failed: StepFailed: "
+    )
+
+
+def test_a_plain_failure_is_recorded_not_retryable() -> None:
+    """GIVEN a workflow that raises WHEN it ends THEN its error is recorded not retryable
+    (a retry is an operator's decision).
+
+    Kills endings-5d1174b5 (retryable -> True)."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> None:
+        raise ValueError("no")
+
+    runner = LocalRunner(app)
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+
+    stored = runner.get_run(run_id)
+    assert stored.error is not None
+    assert (stored.error.type, stored.error.message, stored.error.retryable) == (
+        "ValueError",
+        "ValueError: no",
+        False,
+    )
+
+
+def test_a_run_past_its_lifetime_fails_even_with_a_cancel_pending() -> None:
+    """GIVEN a run asleep past its max_run_lifetime, with a cancel asking for compensation
+    pending WHEN a worker claims it THEN it ends FAILED with LifetimeExceeded (its effect
+    records may be gone: nothing of it runs again, not even compensations), over the
+    cancel request.
+
+    Kills endings-6cb14b0c (fail_for_good's cancel_ok -> False: CANCELED instead)."""
+    app = App()
+
+    @app.step
+    def book() -> str:
+        return "ref-1"
+
+    @app.step
+    def unbook(ref: str) -> None:
+        return None
+
+    @app.workflow
+    def trip(ctx: Context) -> None:
+        ctx.step(book, compensate=unbook)
+        ctx.sleep(timedelta(hours=23))
+
+    runner = LocalRunner(
+        app,
+        config=EngineConfig(
+            inprocess_wait_threshold=timedelta(0), max_run_lifetime=timedelta(days=1)
+        ),
+    )
+    run_id = runner.start("trip").run_id
+    runner.run_until_idle()
+    runner.clock.advance(timedelta(days=1, hours=1))
+    runner.cancel(run_id, "stop", compensate=True)
+    runner.run_until_idle()
+
+    stored = runner.get_run(run_id)
+    assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
+    assert stored.error is not None and stored.error.type == "LifetimeExceeded"
