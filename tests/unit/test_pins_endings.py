@@ -407,7 +407,8 @@ def test_a_cancel_without_compensation_runs_no_undo() -> None:
     """GIVEN a run that booked something (with an undo) and then waits WHEN it is canceled
     without asking for compensation THEN it ends CANCELED and the undo never runs.
 
-    Kills endings-63f046d8 (``cancel_compensate and compensations`` -> ``or``)."""
+    Kills endings-63f046d8 (``cancel_compensate and compensations`` -> ``or``) and
+    endings-b577d3e5 (the error type "Canceled" -> "")."""
     app = App()
     undone: list[str] = []
 
@@ -432,6 +433,8 @@ def test_a_cancel_without_compensation_runs_no_undo() -> None:
 
     stored = runner.get_run(run.run_id)
     assert (stored.status, stored.compensated) == (RunStatus.CANCELED, False)
+    assert stored.error is not None
+    assert (stored.error.type, stored.error.message) == ("Canceled", "customer changed plans")
     assert undone == []
 
 
