@@ -17,7 +17,7 @@ import pytest
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, StepFailed
 from durable.adapters.memory import MemoryLedger
 from durable.engine import Engine
-from durable.errors import StorageError
+from durable.errors import RunCanceled, StorageError
 from durable.model import RunRecord, format_time, parse_time
 from durable.ports import RunExists, RunGuard
 from durable.testing import LocalRunner, SimulatedCrash
@@ -727,3 +727,25 @@ def test_a_run_past_its_lifetime_fails_even_with_a_cancel_pending() -> None:
     stored = runner.get_run(run_id)
     assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
     assert stored.error is not None and stored.error.type == "LifetimeExceeded"
+
+
+def test_workflow_code_raising_the_internal_cancel_signal_ends_canceled() -> None:
+    """GIVEN workflow code that raises the engine's RunCanceled itself, with no cancel
+    requested WHEN the run ends THEN it is CANCELED with the generic reason "canceled"
+    (there is no requested one to record).
+
+    Kills endings-bee93751 (write_canceled's fallback "canceled" -> "")."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> None:
+        raise RunCanceled("from workflow code")
+
+    runner = LocalRunner(app)
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+
+    stored = runner.get_run(run_id)
+    assert stored.status == RunStatus.CANCELED
+    assert stored.error is not None
+    assert (stored.error.type, stored.error.message) == ("Canceled", "canceled")
