@@ -563,7 +563,8 @@ def test_a_cancel_requested_while_workers_die_in_the_ending_wins() -> None:
 
     Kills endings-a59a5dd0 (``return self.write_canceled(current, owner)`` -> ``return
     None``: the run would stay RUNNING) and endings-9b04ff41 (_finish_failed's
-    ``cancel_ok`` default -> True: FAILED over the cancel)."""
+    ``cancel_ok`` default -> True: FAILED over the cancel) and endings-8668f1a0 (the
+    "canceled" outcome -> "")."""
     app = App()
 
     @app.step
@@ -749,3 +750,24 @@ def test_workflow_code_raising_the_internal_cancel_signal_ends_canceled() -> Non
     assert stored.status == RunStatus.CANCELED
     assert stored.error is not None
     assert (stored.error.type, stored.error.message) == ("Canceled", "canceled")
+
+
+def test_a_cancel_write_by_a_worker_that_lost_the_run_writes_nothing() -> None:
+    """GIVEN a run held by another worker WHEN a worker without the lease writes it
+    CANCELED THEN the outcome is lease_lost and the run is untouched.
+
+    Kills endings-8540bf23 ("lease_lost" -> "")."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> None:
+        ctx.sleep(timedelta(hours=1))
+
+    runner = LocalRunner(app)
+    run = runner.start("flow")
+    before = runner.get_run(run.run_id)
+
+    outcome = runner.engine.endings.write_canceled(before, "not-the-owner")
+
+    assert (outcome.run_id, outcome.result, outcome.status) == (run.run_id, "lease_lost", None)
+    assert runner.get_run(run.run_id) == before
