@@ -20,6 +20,7 @@ from durable.engine import Engine
 from durable.errors import RunCanceled, StorageError
 from durable.model import RunRecord, format_time, parse_time
 from durable.ports import RunExists, RunGuard
+from durable.serde import identity_hash
 from durable.testing import LocalRunner, SimulatedCrash
 
 LEASE = timedelta(seconds=60)
@@ -771,3 +772,37 @@ def test_a_cancel_write_by_a_worker_that_lost_the_run_writes_nothing() -> None:
 
     assert (outcome.run_id, outcome.result, outcome.status) == (run.run_id, "lease_lost", None)
     assert runner.get_run(run.run_id) == before
+
+
+def test_a_successor_starts_pending_and_due_with_its_predecessors_identity() -> None:
+    """GIVEN a run started by "alice" that continues as new WHEN it concludes THEN the
+    outcome is succeeded, and the successor is a PENDING run of the same workflow and
+    version, requested by alice, continued from it, created, updated and due at the same
+    instant, its input hashed as a start would, and a worker is invoked to start it."""
+    app = App()
+
+    @app.workflow(version=3)
+    def loop(ctx: Context, n: int) -> int:
+        if n == 1:
+            ctx.continue_as_new(2)
+        return n
+
+    runner = LocalRunner(app)
+    run = runner.start("loop", 1, requested_by="alice")
+    runner.invoker.queue.clear()
+
+    outcome = runner.engine.resume(run.run_id)
+
+    assert (outcome.result, outcome.status) == ("succeeded", "SUCCEEDED")
+    (successor_id,) = [r for r in runner.memory_ledger.all_run_ids() if r != run.run_id]
+    successor = runner.get_run(successor_id)
+    assert (successor.workflow, successor.version, successor.status) == (
+        "loop",
+        3,
+        RunStatus.PENDING,
+    )
+    assert (successor.requested_by, successor.continued_from) == ("alice", run.run_id)
+    assert successor.created_at == successor.updated_at == successor.due_at
+    assert successor.input_hash == identity_hash(successor.input)
+    queued = runner.invoker.pop()
+    assert queued is not None and (queued.run_id, queued.reason) == (successor_id, "start")
