@@ -806,3 +806,35 @@ def test_a_successor_starts_pending_and_due_with_its_predecessors_identity() -> 
     assert successor.input_hash == identity_hash(successor.input)
     queued = runner.invoker.pop()
     assert queued is not None and (queued.run_id, queued.reason) == (successor_id, "start")
+
+
+def test_a_cancel_that_beats_continue_as_new_is_written_by_the_same_worker() -> None:
+    """GIVEN a loop that continues as new after a step WHEN a cancel lands while that step
+    runs THEN the worker whose continue-as-new was refused cancels the run itself, in the
+    same invocation: the outcome is canceled (not lease_lost, leaving it to a later
+    worker), and no successor exists.
+
+    Kills endings-0aa04337 (that cancel test negated)."""
+    app = App()
+    runner: LocalRunner
+    started: list[str] = []
+
+    def work(n: int) -> int:
+        runner.cancel(started[0], "stop the loop")
+        return n + 1
+
+    @app.workflow
+    def loop(ctx: Context, n: int) -> int:
+        n = ctx.step(work, n)
+        ctx.continue_as_new(n)
+        return n
+
+    runner = LocalRunner(app, determinism_guard=False)
+    started.append(runner.start("loop", 0).run_id)
+    runner.invoker.queue.clear()
+
+    outcome = runner.engine.resume(started[0])
+
+    assert (outcome.result, outcome.status) == ("canceled", "CANCELED")
+    assert runner.get_run(started[0]).status == RunStatus.CANCELED
+    assert runner.memory_ledger.all_run_ids() == [started[0]]
