@@ -518,18 +518,27 @@ class TakenOver(Ledger):
         super().__init__(inner)
         self.runner = runner
 
+    def _take_over(self, run_id: str) -> None:
+        now = self.runner.clock.now()
+        claim = self.inner.claim(
+            run_id,
+            "w2",
+            now=format_time(now),
+            lease_until=format_time(now + LEASE),
+            stale_before=format_time(now + timedelta(days=1)),
+        )
+        assert claim is not None
+
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         if changes.get("status") == "SUCCEEDED":
-            now = self.runner.clock.now()
-            claim = self.inner.claim(
-                run_id,
-                "w2",
-                now=format_time(now),
-                lease_until=format_time(now + LEASE),
-                stale_before=format_time(now + timedelta(days=1)),
-            )
-            assert claim is not None
+            self._take_over(run_id)
         return self.inner.update_run(run_id, guard, changes)
+
+    def continue_run(
+        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
+    ) -> None:
+        self._take_over(run_id)
+        self.inner.continue_run(run_id, guard, changes, successor)
 
 
 def test_a_final_write_after_a_takeover_is_lease_lost() -> None:
@@ -838,3 +847,26 @@ def test_a_cancel_that_beats_continue_as_new_is_written_by_the_same_worker() -> 
     assert (outcome.result, outcome.status) == ("canceled", "CANCELED")
     assert runner.get_run(started[0]).status == RunStatus.CANCELED
     assert runner.memory_ledger.all_run_ids() == [started[0]]
+
+
+def test_a_continue_as_new_after_a_takeover_is_lease_lost() -> None:
+    """GIVEN a worker whose run was taken over just before its continue-as-new write WHEN
+    it concludes THEN the write is refused, the outcome is lease_lost, and no successor
+    exists.
+
+    Kills endings-bce4976c ("lease_lost" -> "")."""
+    app = App()
+
+    @app.workflow
+    def loop(ctx: Context, n: int) -> None:
+        ctx.continue_as_new(n + 1)
+
+    runner = LocalRunner(app)
+    wrapped(runner, TakenOver(runner.memory_ledger, runner))
+    run_id = runner.start("loop", 0).run_id
+    runner.invoker.queue.clear()
+
+    outcome = runner.engine.resume(run_id)
+
+    assert (outcome.run_id, outcome.result, outcome.status) == (run_id, "lease_lost", None)
+    assert runner.memory_ledger.all_run_ids() == [run_id]
