@@ -259,8 +259,11 @@ def test_a_run_that_slept_and_then_failed_or_was_canceled_cancels_its_timers() -
 
     sleeping = runner.start("sleeps").run_id
     runner.run_until_idle()
-    runner.cancel(sleeping, "not needed")
-    runner.run_until_idle()
+    # With compensation asked for, a worker ends it (not the cancel request's own write,
+    # which cancels the timers itself).
+    runner.cancel(sleeping, "not needed", compensate=True)
+    outcomes = runner.run_until_idle()
+    assert [o.result for o in outcomes if o.run_id == sleeping] == ["canceled"]
     assert runner.get_run(sleeping).status == RunStatus.CANCELED
     assert runner.call_count("timers.cancel_run") == 2
 
