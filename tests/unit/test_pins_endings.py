@@ -408,12 +408,15 @@ def test_a_poison_step_the_workflow_catches_lets_the_run_succeed_with_attention(
 
 
 def test_a_cancel_without_compensation_runs_no_undo() -> None:
-    """GIVEN a run that booked something (with an undo) and then waits WHEN it is canceled
-    without asking for compensation THEN it ends CANCELED and the undo never runs.
+    """GIVEN a run that booked something (with an undo), whose last step is running WHEN a
+    cancel not asking for compensation lands during that step THEN the worker ends it
+    CANCELED (error type Canceled, with the reason) and the undo never runs.
 
     Kills endings-63f046d8 (``cancel_compensate and compensations`` -> ``or``) and
     endings-b577d3e5 (the error type "Canceled" -> "")."""
     app = App()
+    runner: LocalRunner
+    started: list[str] = []
     undone: list[str] = []
 
     @app.step
@@ -424,21 +427,24 @@ def test_a_cancel_without_compensation_runs_no_undo() -> None:
     def unbook(ref: str) -> None:
         undone.append(ref)
 
+    def last() -> str:
+        runner.cancel(started[0], "customer changed plans")
+        return "done"
+
     @app.workflow
-    def trip(ctx: Context) -> None:
+    def trip(ctx: Context) -> str:
         ctx.step(book, compensate=unbook)
-        ctx.sleep(timedelta(hours=1))
+        return ctx.step(last)
 
-    runner = LocalRunner(app)
-    run = runner.start("trip")
-    runner.run_until_idle()
-    runner.cancel(run.run_id, "customer changed plans")
-    runner.run_until_idle()
+    runner = LocalRunner(app, determinism_guard=False)
+    started.append(runner.start("trip").run_id)
+    outcomes = runner.run_until_idle()
 
-    stored = runner.get_run(run.run_id)
+    stored = runner.get_run(started[0])
     assert (stored.status, stored.compensated) == (RunStatus.CANCELED, False)
     assert stored.error is not None
     assert (stored.error.type, stored.error.message) == ("Canceled", "customer changed plans")
+    assert next(o.result for o in outcomes if o.run_id == started[0]) == "canceled"
     assert undone == []
 
 
