@@ -16,6 +16,7 @@ import pytest
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, StepFailed
 from durable.adapters.memory import MemoryLedger
+from durable.endings import failed_position
 from durable.engine import Engine
 from durable.errors import RunCanceled, StorageError
 from durable.model import RunRecord, format_time, parse_time
@@ -879,3 +880,15 @@ def test_a_continue_as_new_after_a_takeover_is_lease_lost() -> None:
 
     assert (outcome.run_id, outcome.result, outcome.status) == (run_id, "lease_lost", None)
     assert runner.memory_ledger.all_run_ids() == [run_id]
+
+
+def test_the_failed_position_of_a_cyclic_error_chain_is_none() -> None:
+    """GIVEN two errors each the cause of the other (code can build such a chain) and no
+    step failure among them WHEN the run's failed position is looked for THEN it is None:
+    each error is looked at once.
+
+    Catches endings-049f519f (``seen.add`` deleted: the walk never ends; a time-out)."""
+    first, second = ValueError("a"), RuntimeError("b")
+    first.__cause__, second.__cause__ = second, first
+
+    assert failed_position(first) is None
