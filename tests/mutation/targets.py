@@ -36,7 +36,9 @@ _MEMORY_WRITES = tuple(
         "expire",
         "claim",
         "update_run",
+        "continue_run",
         "operate",
+        "_guarded",
         "write_step",
         "write_step_fenced",
         "_bump_inbox",
@@ -55,32 +57,45 @@ _DYNAMODB_WRITES = tuple(
         "purge_leftovers",
         "claim",
         "_claim_sets",
-        "_guard_condition",
-        "_change_expression",
         "operate",
         "_operate_reopening",
         "update_run",
+        "_check_projected_size",
+        "continue_run",
         "_update",
-        "_step_condition",
-        "write_step",
-        "write_step_fenced",
     )
+)
+
+# The writes every DynamoDB mixin shares: transactions, the run item's conditional update
+# and guard check, and the update expression a change becomes.
+_DYNAMODB_TABLE_WRITES = tuple(
+    f"TableBase.{name}" for name in ("_transact", "_run_update", "_run_check", "_change_expression")
 )
 
 TARGETS: tuple[Target, ...] = (
     Target("durable/leases.py"),
+    Target("durable/lease_keeping.py"),
     Target("durable/tokens.py"),
+    Target("durable/secrets.py"),
     Target("durable/retry.py"),
     Target("durable/steps.py"),
     Target("durable/waits.py"),
     Target("durable/effects.py"),
     Target("durable/execution.py"),
+    Target("durable/endings.py"),
+    Target("durable/interrupts.py"),
+    Target("durable/hooks.py"),
     # The memory ledger: its writes (and the due index's paging), and the copies that keep
     # callers from sharing its records. The test helpers and the other memory ports are out.
     Target("durable/adapters/memory.py", ("copy_run", "copy_step", *_MEMORY_WRITES)),
-    # The DynamoDB ledger's writes, through the contract suite on moto in-process; reads
+    # The DynamoDB ledger's writes, through the contract suite on moto in-process: the run
+    # writes (dynamodb.py), the step writes (the StepsMixin), the shared transaction and
+    # expression helpers (TableBase) and the conditions (dynamodb_support.py). Reads
     # (get_run, load, list_runs) and the events mixin (dynamodb_events.py) are out.
     Target("durable/adapters/dynamodb.py", _DYNAMODB_WRITES),
+    Target("durable/adapters/dynamodb_steps.py", ("StepsMixin",)),
+    Target("durable/adapters/dynamodb_table.py", _DYNAMODB_TABLE_WRITES),
+    Target("durable/adapters/dynamodb_support.py", ("guard_condition", "step_condition")),
 )
 
 

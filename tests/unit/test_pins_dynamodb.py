@@ -20,7 +20,7 @@ from durable.adapters.dynamodb_items import run_pk
 from durable.errors import PayloadTooLarge, StorageError
 from durable.ids import due_shard
 from durable.model import RunError, RunStatus, StepStatus
-from durable.ports import ConditionFailed, RunExists, RunGuard
+from durable.ports import ConditionFailed, RunExists, RunGuard, WaitNotPending
 from tests.conftest import MakeTables, aws_client
 from tests.support.faults import Throttle
 from tests.support.records import make_run, make_step, t
@@ -377,6 +377,61 @@ def test_a_refused_checkpoint_reports_the_run_from_the_refusal(tables: Tables) -
     with pytest.raises(ConditionFailed) as info:
         ledger.write_step_fenced(step, RunGuard(1, "w1"), {"lease_until": t(500)})
     assert info.value.current == taken.run
+
+
+def test_a_refused_guarded_step_write_reports_the_run_from_the_refusal(tables: Tables) -> None:
+    """GIVEN a run taken over by w2 WHEN w1's guarded step write (the run item checked in
+    the same transaction) is refused, and the run item is gone by the time anything could
+    read it THEN ConditionFailed carries w2's run, from the check's own ALL_OLD.
+
+    Kills dynamodb_table-f4e9a1da (the ConditionCheck's "ALL_OLD" -> "")."""
+    held(tables)
+    taken = tables.ledger.claim("RUN1", "w2", now=t(100), lease_until=t(160), stale_before=t(95))
+    assert taken is not None
+    ledger = tables.with_client(get_item=reads_nothing)
+    with pytest.raises(ConditionFailed) as info:
+        ledger.write_step(make_step(), RunGuard(1, "w1"))
+    assert info.value.current == taken.run
+
+
+def test_a_guarded_step_write_over_a_final_record_returns_the_stored_one(tables: Tables) -> None:
+    """GIVEN a step already recorded DONE, and the run held by w1 WHEN w1 writes the step
+    again under its guard, and the step item is gone by the time anything could read it
+    THEN the write is refused and returns the stored record, from the refusal's own
+    ALL_OLD (the first writer wins; the caller adopts its result).
+
+    Kills dynamodb_steps-96dbeba8 (the step Put's "ALL_OLD" -> ""), dynamodb_steps-55028a3c
+    / b38b7aa0 / 7d445c29 / 07b838f9 (the step's refusal not recognised), dynamodb_steps-4e6e29c1
+    / 62ec8f1d / ef2d1a43 (its old item not taken), dynamodb_steps-bcab48b0 (``return stored``
+    -> ``return None``)."""
+    held(tables)
+    first = make_step(output='"first"')
+    assert tables.ledger.write_step(first, RunGuard(1, "w1")) == first
+    ledger = tables.with_client(get_item=reads_nothing)
+
+    stored = ledger.write_step(make_step(output='"second"'), RunGuard(1, "w1"))
+
+    assert stored == first
+
+
+def test_a_guarded_step_write_refused_for_a_vanished_step_is_not_pending(
+    tables: Tables,
+) -> None:
+    """GIVEN a step recorded DONE WHEN a guarded write of it is refused without the stored
+    record and the step cannot be read back either THEN WaitNotPending: there is nothing
+    to adopt."""
+    held(tables)
+    tables.ledger.write_step(make_step(output='"first"'), RunGuard(1, "w1"))
+
+    def without_old(**kwargs: Any) -> Any:
+        for item in kwargs["TransactItems"]:
+            for body in item.values():
+                body.pop("ReturnValuesOnConditionCheckFailure", None)
+        return tables.client.transact_write_items(**kwargs)
+
+    ledger = tables.with_client(transact_write_items=without_old, get_item=reads_nothing)
+    with pytest.raises(WaitNotPending):
+        ledger.write_step(make_step(output='"second"'), RunGuard(1, "w1"))
 
 
 def test_a_checkpoint_cancelled_for_another_reason_is_a_storage_error(tables: Tables) -> None:
