@@ -682,9 +682,8 @@ def test_a_failure_whose_compensation_fails_is_not_retryable() -> None:
     assert (stored.status, stored.needs_attention) == (RunStatus.FAILED, True)
     assert stored.error is not None
     assert (stored.error.type, stored.error.retryable) == ("ValueError", False)
-    assert stored.error.message.startswith(
-        "ValueError: card declined | then compensation failed: StepFailed: "
-    )
+    # The type is the type field; the message is the error's own text (not repeated).
+    assert stored.error.message.startswith("card declined | then compensation failed: StepFailed: ")
 
 
 def test_a_plain_failure_is_recorded_not_retryable() -> None:
@@ -706,7 +705,7 @@ def test_a_plain_failure_is_recorded_not_retryable() -> None:
     assert stored.error is not None
     assert (stored.error.type, stored.error.message, stored.error.retryable) == (
         "ValueError",
-        "ValueError: no",
+        "no",  # the type is the type field, not repeated in the message
         False,
     )
 
