@@ -20,12 +20,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
 from typing import Any
 
-from benchmarks.common import benchmark_step, dynamo_client, dynamodb_endpoint, say
+from benchmarks.common import dynamo_client, dynamodb_endpoint, say
 from benchmarks.write_units import UnitCounter
-from durable import App, Context, RunStatus
+from benchmarks.write_units import build_app as build_ten_and_sleep
+from durable import App, RunStatus
 from durable.adapters.memory import MemoryInvoker, MemoryTimers
 from durable.clock import FakeClock
 from durable.config import EngineConfig
@@ -88,20 +88,7 @@ def build_app() -> App:
     """The seed workflows and the ten-step shape, on the effect store of the benchmark."""
     from examples.app import app as examples_app
 
-    app = App().include(examples_app)
-    step = app.step(benchmark_step)
-
-    @app.workflow(name="ten_and_sleep")
-    def ten_and_sleep(ctx: Context, payload: Any) -> int:
-        total = 0
-        for i in range(5):
-            total += step(i)
-        ctx.sleep(timedelta(hours=1))
-        for i in range(5, 10):
-            total += step(i)
-        return total
-
-    return app
+    return App().include(examples_app).include(build_ten_and_sleep())
 
 
 def _approve(engine: Engine, run_id: str) -> None:

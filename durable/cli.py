@@ -159,11 +159,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
     # The user's package is imported from the current folder, as `python -m` would; the
     # worker processes inherit this path.
     sys.path.insert(0, os.getcwd())
-    try:
-        module = __import__(app.partition(":")[0], fromlist=["_"])
-        getattr(module, app.partition(":")[2])
-    except (ImportError, AttributeError, ValueError) as e:
-        fail(f"cannot load --app {app!r} ({e}); pass module:attribute of a durable.App")
+    _load_app(app)  # fails here, in one line, rather than in every worker
     server = DevServer(
         DevOptions(
             app=app,
