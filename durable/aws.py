@@ -171,9 +171,16 @@ def crash_injected(services: Services, spec: str) -> Services:
 def _worker(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
     from pydantic import ValidationError
 
+    from durable import deploy_gate
     from durable.ports import Invocation
     from durable.triggers import WorkerEvent, first_error
 
+    if deploy_gate.is_control(event):  # synchronous: the API's or the deploy hook's question
+        telemetry.logger.info(f"control event: {event.get('control')}")
+        reply = deploy_gate.answer(
+            runtime.engine, event, lambda: context.get_remaining_time_in_millis() / 1000.0
+        )
+        return {**reply, "function_version": getattr(context, "function_version", None)}
     try:
         work = WorkerEvent.model_validate(event)
     except ValidationError as e:
@@ -446,3 +453,62 @@ def purge_handler(
     item, delete the step and signal items it left (TTL deletes only the item carrying
     ``purge_at``). Reports the records that failed (``ReportBatchItemFailures``)."""
     return LambdaHandler("purge", _purge, app, settings, services)
+
+
+# --- deploy hook ------------------------------------------------------------------------
+
+
+def deploy_hook_handler(
+    settings: SettingsSource, *, clients: Callable[[], tuple[Any, Any]] | None = None
+) -> Callable[[Any, Any], dict[str, Any]]:
+    """CodeDeploy's PreTraffic hook: may the new worker version take traffic?
+
+    Puts ``describe`` and ``check-deploy`` to the new version (``DURABLE_WORKER_VERSION``)
+    and ``describe`` to the alias as it still is (``DURABLE_WORKER_FUNCTION``), then
+    reports Succeeded or Failed to CodeDeploy (``durable.deploy_gate.pre_traffic``). A
+    Failed hook rolls the deploy back: the alias stays on the old version.
+    ``clients`` makes (lambda, codedeploy) clients; boto3's default ones otherwise.
+    """
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        import json
+        from dataclasses import asdict
+
+        from durable.adapters.lambda_invoker import LambdaCaller, split_qualifier
+        from durable.deploy_gate import pre_traffic
+
+        given = event if isinstance(event, dict) else {}
+        deployment = given.get("DeploymentId")
+        execution = given.get("LifecycleEventHookExecutionId")
+        if not isinstance(deployment, str) or not isinstance(execution, str):
+            raise InvalidInput(
+                "not a CodeDeploy lifecycle hook event: DeploymentId and "
+                "LifecycleEventHookExecutionId are required",
+                field="DeploymentId",
+            )
+        config: Settings = _resolve(settings)
+        function, alias = split_qualifier(config.require("worker_function", "the deploy hook"))
+        # A version number, or the version's ARN (the template's ``!Ref Worker.Version``).
+        version = config.require("worker_version", "the deploy hook")
+        version = split_qualifier(version)[1] or version
+        if clients is not None:
+            lambda_client, codedeploy = clients()
+        else:
+            from durable.adapters.aws_services import deploy_hook_clients
+
+            lambda_client, codedeploy = deploy_hook_clients()
+        result = pre_traffic(
+            LambdaCaller(lambda_client, function, version),
+            LambdaCaller(lambda_client, function, alias) if alias else None,
+            log=print,
+        )
+        summary = {k: v for k, v in asdict(result).items() if k != "broken"}
+        print(json.dumps({"deploy_gate": summary, "broken": result.broken[:10]}, default=str))
+        codedeploy.put_lifecycle_event_hook_execution_status(
+            deploymentId=deployment,
+            lifecycleEventHookExecutionId=execution,
+            status=result.status,
+        )
+        return asdict(result)
+
+    return handler

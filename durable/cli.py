@@ -160,6 +160,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
     # worker processes inherit this path.
     sys.path.insert(0, os.getcwd())
     _load_app(app)  # fails here, in one line, rather than in every worker
+    if args.worker_app:
+        _load_app(args.worker_app)
     server = DevServer(
         DevOptions(
             app=app,
@@ -169,6 +171,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             time_scale=args.time_scale,
             storage=args.storage,
             verbose=args.verbose,
+            worker_app=args.worker_app,
         )
     )
     stop = threading.Event()
@@ -467,6 +470,12 @@ def parser() -> argparse.ArgumentParser:
     dev.add_argument(
         "--app",
         help="module:attribute of your durable.App (default: [tool.durable] app in pyproject.toml)",
+    )
+    dev.add_argument(
+        "--worker-app",
+        metavar="MODULE:ATTR",
+        help="run the workers on another app than the API (rehearse a deploy caught halfway: "
+        "the API refuses to start versions the workers do not serve)",
     )
     dev.add_argument(
         "--verbose",

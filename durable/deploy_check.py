@@ -14,7 +14,7 @@ bug, not a risk to take.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -71,6 +71,33 @@ class ReadOnlyLedger:
         return getattr(self._ledger, name)
 
 
+class _Refusing:
+    """A port the check must never use (it runs no step body, so it has no effect to
+    record and no run to invoke): any call raises ``CheckWrote``."""
+
+    def __init__(self, port: str) -> None:
+        self._port = port
+
+    def __getattr__(self, name: str) -> Any:
+        raise CheckWrote(f"check-deploy must not act, but called {self._port}.{name}")
+
+
+def read_only_engine(engine: Engine) -> Engine:
+    """``engine``'s app, clock, configuration and keys on its ledger made read-only, with
+    no invoker, effect store or timers: what a check inside a worker replays with."""
+    from durable.engine import Engine
+
+    return Engine(
+        engine.app,
+        ReadOnlyLedger(engine.ledger),
+        _Refusing("invoker"),
+        _Refusing("effects"),
+        clock=engine.clock,
+        config=engine.config,
+        keys=engine.keys,
+    )
+
+
 def dry_replay(
     engine: Engine, workflow: WorkflowDef, history: RunHistory
 ) -> NonDeterminismError | None:
@@ -106,10 +133,28 @@ class RunVerdict:
     advice: str = ""
 
 
+@dataclass(frozen=True)
+class Resume:
+    """Where a check stopped for time goes on: a workflow, a status, a listing cursor."""
+
+    workflow: str
+    status: str
+    cursor: str | None = None
+
+    @classmethod
+    def of(cls, data: Any) -> Resume | None:
+        if data is None:
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("workflow"), str):
+            raise ValueError("resume: pass the 'resume' object a previous check returned")
+        return cls(str(data["workflow"]), str(data.get("status")), data.get("cursor"))
+
+
 @dataclass
 class Report:
     runs: list[RunVerdict] = field(default_factory=list)
     seconds: float = 0.0
+    resume: Resume | None = None
 
     @property
     def broken(self) -> list[RunVerdict]:
@@ -129,6 +174,7 @@ class Report:
             "broken": len(self.broken),
             "seconds": round(self.seconds, 3),
             "runs": [asdict(r) for r in self.runs],
+            "resume": asdict(self.resume) if self.resume else None,
         }
 
 
@@ -168,28 +214,51 @@ def check_run(engine: Engine, history: RunHistory) -> RunVerdict:
     return verdict
 
 
-def check_deploy(engine: Engine, workflows: Iterable[str], *, page_size: int = 100) -> Report:
+def check_deploy(
+    engine: Engine,
+    workflows: Iterable[str],
+    *,
+    page_size: int = 100,
+    resume: Resume | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> Report:
     """Check every unfinished run of ``workflows`` against ``engine``'s (new) app.
 
     ``engine`` must be built on a ``ReadOnlyLedger``. Listing goes through the listing
     index one workflow at a time (never a scan), so a workflow the new code no longer
     defines is checked only when named here.
+
+    A check bounded in time (a Lambda invocation: the deploy hook's) passes ``stop``,
+    asked between pages; when it says stop, the report's ``resume`` is where a next call
+    (with the same ``workflows``) goes on. A finished check has ``resume`` None.
     """
     began = time.perf_counter()
     report = Report()
-    for name in dict.fromkeys(workflows):
-        for status in UNFINISHED:
-            cursor: str | None = None
-            while True:
-                page = engine.ledger.list_runs(
-                    workflow=name, status=status, limit=page_size, cursor=cursor
-                )
-                for listed in page.items:
-                    history = visible_history(engine.ledger.load(listed.run_id))
-                    if history is not None and history.run.status.value in UNFINISHED:
-                        report.runs.append(check_run(engine, history))
-                cursor = page.cursor
-                if cursor is None:
-                    break
+    positions = [(name, status) for name in dict.fromkeys(workflows) for status in UNFINISHED]
+    start, cursor = 0, None
+    if resume is not None:
+        where = (resume.workflow, resume.status)
+        if where not in positions:
+            raise ValueError(
+                f"resume names workflow {resume.workflow!r} and status {resume.status!r}, "
+                "which this check does not list: pass the same workflows as the first call"
+            )
+        start, cursor = positions.index(where), resume.cursor
+    for name, status in positions[start:]:
+        while True:
+            if stop is not None and stop():
+                report.resume = Resume(name, status, cursor)
+                report.seconds = time.perf_counter() - began
+                return report
+            page = engine.ledger.list_runs(
+                workflow=name, status=status, limit=page_size, cursor=cursor
+            )
+            for listed in page.items:
+                history = visible_history(engine.ledger.load(listed.run_id))
+                if history is not None and history.run.status.value in UNFINISHED:
+                    report.runs.append(check_run(engine, history))
+            cursor = page.cursor
+            if cursor is None:
+                break
     report.seconds = time.perf_counter() - began
     return report

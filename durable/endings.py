@@ -181,7 +181,7 @@ class Endings:
                 cancel_ok=True,
                 compensated=True,
             )
-        return self.write_canceled(x.run, x.owner)
+        return self.write_canceled(x.run, x.owner, compensated=x.compensated)
 
     # --- run-item transitions --------------------------------------------------------
 
@@ -267,11 +267,14 @@ class Endings:
         over)."""
         return self._finish_failed(run, owner, error, attention=True, cancel_ok=True)
 
-    def write_canceled(self, run: RunRecord, owner: str) -> Outcome:
+    def write_canceled(self, run: RunRecord, owner: str, *, compensated: bool = False) -> Outcome:
+        """CANCELED; ``compensated`` when its compensations ran (and all succeeded), so the
+        run shows that its earlier steps were undone."""
         changes = self.final_changes(
             {
                 "status": RunStatus.CANCELED.value,
                 "error": RunError("Canceled", run.cancel_reason or "canceled"),
+                **({"compensated": True} if compensated else {}),
             }
         )
         try:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     )
 
     from durable.api.hooks import NonceStore
+    from durable.api.served import ServedVersions
     from durable.api.service import ApiService
 
 SecretSource = Callable[[str], str]
@@ -56,6 +57,9 @@ class Services:
     idempotency: Callable[[], BasePersistenceLayer] | None = None
     # Seals secret-typed values (``durable.secrets``); None: they are refused.
     keys: KeyService | None = None
+    # Asks the workers which workflow versions they serve (``durable.api.served``); None:
+    # the API starts whatever its own code registers.
+    served: Callable[[], dict[str, list[int]]] | None = None
 
 
 def load_app(reference: str) -> App:
@@ -156,7 +160,16 @@ class Runtime:
             webhook_tolerance_seconds=self.settings.webhook_tolerance_seconds,
             webhook_shared_secret=self.settings.webhook_shared_secret,
             metric=self.metric,
+            served=self._served(),
         )
+
+    def _served(self) -> ServedVersions | None:
+        from durable.api.served import ServedVersions
+
+        seconds = self.settings.served_check_seconds
+        if self.services.served is None or seconds == 0:
+            return None
+        return ServedVersions(self.services.served, ttl=seconds, metric=self.metric)
 
     @cached_property
     def resolver(self) -> Any:

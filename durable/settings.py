@@ -49,8 +49,15 @@ class Settings(BaseModel):
     app: str
     ledger_table: str = Field(min_length=3, max_length=255)
     idempotency_table: str = Field(min_length=3, max_length=255)
-    # The worker function's ARN: the target of self-invocations and timers.
+    # The worker function's ARN: the target of self-invocations and timers. On AWS the
+    # ``live`` alias's (the template's AutoPublishAlias): a deploy moves it after its gate.
     worker_function: str | None = None
+    # The worker version a deploy hook checks before the alias moves to it
+    # (``durable.deploy_gate``): the template sets it on the hook function only.
+    worker_version: str | None = None
+    # The API asks the workers which workflow versions they serve and refuses (503) to
+    # start one they do not, trusting an answer this long (``durable.api.served``). 0: off.
+    served_check_seconds: Seconds = 30
     scheduler_group: str | None = None
     # The role EventBridge Scheduler assumes to invoke the worker.
     scheduler_role_arn: str | None = None

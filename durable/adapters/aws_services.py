@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.kms import KmsKeys
-from durable.adapters.lambda_invoker import LambdaInvoker
+from durable.adapters.lambda_invoker import LambdaCaller, LambdaInvoker
 from durable.adapters.nonces import DynamoNonceStore
 from durable.adapters.scheduler import SchedulerTimers
 from durable.clock import Clock, SystemClock
@@ -92,7 +92,26 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         secrets=secrets_manager(lambda: own.client("secretsmanager")),
         idempotency=lambda: _persistence(settings, own),
         keys=_keys(settings, client),
+        # Asked while an API request waits: a short timeout, no retries (unknown = start).
+        served=_served(
+            settings,
+            client("lambda", read_timeout=10, connect_timeout=3, retries={"max_attempts": 1}),
+            worker,
+        ),
     )
+
+
+def _served(settings: Settings, lambda_client: Any, worker: str) -> Any:
+    """The API's question to the worker alias: which workflow versions it serves."""
+    if settings.served_check_seconds == 0:
+        return None
+    describe = LambdaCaller(lambda_client, worker)
+
+    def served() -> dict[str, list[int]]:
+        table: dict[str, list[int]] = describe({"control": "describe"})["workflows"]
+        return table
+
+    return served
 
 
 def _keys(settings: Settings, client: Callable[[str], Any]) -> KeyService | None:
@@ -131,3 +150,10 @@ def _persistence(settings: Settings, session: boto3.session.Session) -> Any:
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
     return DynamoDBPersistenceLayer(table_name=settings.idempotency_table, boto3_session=session)
+
+
+def deploy_hook_clients() -> tuple[Any, Any]:
+    """The deploy hook's clients: Lambda (the worker versions) and CodeDeploy (the verdict)."""
+    import boto3
+
+    return boto3.client("lambda"), boto3.client("codedeploy")

@@ -32,11 +32,21 @@ log = logging.getLogger("durable.api")
 class HttpError(DurableError):
     """An answer decided by the API layer itself (bad signature, malformed JSON, ...)."""
 
-    def __init__(self, status: int, kind: str, message: str, *, field: str | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        kind: str,
+        message: str,
+        *,
+        field: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.kind = kind
         self.field = field
+        # Seconds a client should wait before it asks again (a Retry-After header).
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +76,9 @@ _STATUS: list[tuple[type[Exception], int]] = [
 def answer(error: Exception) -> Answer:
     """The HTTP answer for ``error`` (logged here when it is the server's fault)."""
     if isinstance(error, HttpError):
-        return _answer(error.status, error.kind, str(error), error.field)
+        return _answer(
+            error.status, error.kind, str(error), error.field, retry_after=error.retry_after
+        )
     for cls, status in _STATUS:
         if isinstance(error, cls):
             field = error.field if isinstance(error, InvalidInput) else None
@@ -74,7 +86,7 @@ def answer(error: Exception) -> Answer:
     if isinstance(error, StorageError) and error.retryable:
         log.warning("storage is unavailable: %s", error)
         return _answer(
-            503, "ServiceUnavailable", "storage is busy; try again shortly", None, retry=True
+            503, "ServiceUnavailable", "storage is busy; try again shortly", None, retry_after=5
         )
     if isinstance(error, DurableError) and not isinstance(error, StorageError):
         return _answer(400, type(error).__name__, str(error), None)
@@ -83,9 +95,9 @@ def answer(error: Exception) -> Answer:
 
 
 def _answer(
-    status: int, kind: str, message: str, field: str | None, *, retry: bool = False
+    status: int, kind: str, message: str, field: str | None, *, retry_after: int | None = None
 ) -> Answer:
-    headers = {"Retry-After": "5"} if retry else {}
+    headers = {"Retry-After": str(retry_after)} if retry_after is not None else {}
     detail = ErrorDetail(type=kind, message=message, field=field)
     return Answer(status, ErrorResponse(error=detail), headers)
 

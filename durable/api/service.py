@@ -34,6 +34,7 @@ from durable.api.models import (
     WorkflowView,
     json_value,
 )
+from durable.api.served import ServedVersions
 from durable.clock import Clock
 from durable.engine import Engine
 from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound, WorkflowNotFound
@@ -117,6 +118,7 @@ class ApiService:
         webhook_shared_secret: bool = False,
         metric: Callable[[str], None] = lambda name: None,
         wall_clock: Callable[[], float] = time.time,
+        served: ServedVersions | None = None,
     ) -> None:
         self.engine = engine
         self.clock = clock
@@ -129,11 +131,19 @@ class ApiService:
         # Signatures carry the sender's real Unix time; the engine's clock may be a
         # virtual one (``durable dev --time-scale``), so freshness uses the wall clock.
         self.wall_clock = wall_clock
+        # What the workers run (``durable.api.served``); None: start whatever this code has.
+        self.served = served
 
     # --- starting runs ---------------------------------------------------------------
 
     def start(self, request: StartRequest) -> RunSummary:
-        """Start a run; a keyed start is deduplicated by the guard, then by the run id."""
+        """Start a run; a keyed start is deduplicated by the guard, then by the run id.
+
+        Refused (503, nothing written) while the workers do not serve the version this
+        code would start: a deploy in progress (``durable.api.served``)."""
+        if self.served is not None:
+            wf = self.engine.app.get_workflow(request.workflow)
+            self.served.refuse_unserved(wf.name, wf.version)
 
         def run() -> dict[str, Any]:
             before = format_time(self.clock.now())

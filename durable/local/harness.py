@@ -58,9 +58,11 @@ class DevProcess:
         worker_timeout: float = 60.0,  # durable dev's default
         env: Mapping[str, str] | None = None,
         say: Callable[[str], None] | None = None,
+        worker_app: str | None = None,
     ) -> None:
         self.workdir = workdir
         self.app = app
+        self.worker_app = worker_app
         self.time_scale = time_scale
         self.workers = workers
         self.worker_timeout = worker_timeout
@@ -104,6 +106,7 @@ class DevProcess:
                     str(self.worker_timeout),
                     "--time-scale",
                     str(self.time_scale),
+                    *(["--worker-app", self.worker_app] if self.worker_app else []),
                 ]
             ),
             cwd=self.workdir,

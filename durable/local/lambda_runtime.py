@@ -175,6 +175,11 @@ class WorkerPool:
         # run id -> its queued item, while it waits for a slot (see submit).
         self._queued: dict[str, dict[str, Any]] = {}
         self._queue_lock = threading.Lock()
+        # request id -> where a synchronous invocation's caller waits for its reply (call).
+        self._replies: dict[str, queue.Queue[dict[str, Any]]] = {}
+        # Synchronous invocations go before queued runs: a caller waits on each (the API's
+        # question to the workers while it answers a request), a run's invocation does not.
+        self._urgent: queue.Queue[dict[str, Any]] = queue.Queue()
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -284,8 +289,37 @@ class WorkerPool:
             self.queue.put(item)
         return str(item["request_id"])
 
+    def call(self, event: dict[str, Any]) -> dict[str, Any]:
+        """A synchronous invocation (InvocationType=RequestResponse): queued like any
+        other, and its caller waits for the handler's reply. ``{"ok": True, "result": ...}``
+        or ``{"ok": False, "error": ...}`` (a function error, a timeout, a dead worker)."""
+        request_id = str(uuid.uuid4())
+        box: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=1)
+        with self._queue_lock:
+            self._replies[request_id] = box
+            self._urgent.put({"request_id": request_id, "event": event})
+        try:
+            # Queued behind others, then the invocation's own deadline and the kill grace.
+            return box.get(timeout=self.timeout * 4 + READY_TIMEOUT)
+        except queue.Empty:
+            return {"ok": False, "error": "no worker answered"}
+        finally:
+            with self._queue_lock:
+                self._replies.pop(request_id, None)
+
+    def _answer(self, item: dict[str, Any], reply: dict[str, Any]) -> None:
+        with self._queue_lock:
+            box = self._replies.get(item["request_id"])
+        if box is not None:
+            with contextlib.suppress(queue.Full):
+                box.put_nowait(reply)
+
     def _take(self, timeout: float) -> dict[str, Any] | None:
         """The next queued item, no longer counted as waiting (see submit)."""
+        try:
+            return self._urgent.get_nowait()
+        except queue.Empty:
+            pass
         try:
             item = self.queue.get(timeout=timeout)
         except queue.Empty:
@@ -313,6 +347,7 @@ class WorkerPool:
             if process is None or not process.is_alive():
                 self._close(slot)
                 if not (self._spawn(slot) and self._await_ready(slot, READY_TIMEOUT)):
+                    self._answer(item, {"ok": False, "error": "no worker process started"})
                     if not self._stopped.is_set():
                         self.stats.died += 1
                         slot.deaths += 1
@@ -333,6 +368,7 @@ class WorkerPool:
         slot.invocations += 1
         self.stats.invoked += 1
         outcome = "died"
+        reply: dict[str, Any] = {}
         try:
             conn.send({**item, "deadline": deadline})
             # The worker's own timer kills it at the deadline; KILL_GRACE more for a reply
@@ -347,13 +383,14 @@ class WorkerPool:
             outcome = "died"
         finally:
             slot.busy_with = None
+            self._answer(item, reply or {"ok": False, "error": f"the invocation {outcome}"})
         if self._stopped.is_set():
             return  # stop() killed it: not a worker that died
         if outcome == "died":
             process.join(timeout=2)
             if process.exitcode == -signal.SIGALRM:
                 outcome = "timeout"  # its own deadline timer
-        run = item["event"].get("run_id", "?")
+        run = item["event"].get("run_id") or f"({item['event'].get('control', '?')})"
         if outcome == "timeout":
             self.stats.killed_at_deadline += 1
             self.on_event(
@@ -394,4 +431,8 @@ class WorkerPool:
         return out
 
     def idle(self) -> bool:
-        return self.queue.empty() and all(s.busy_with is None for s in self.slots)
+        return (
+            self.queue.empty()
+            and self._urgent.empty()
+            and all(s.busy_with is None for s in self.slots)
+        )

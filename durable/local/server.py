@@ -69,6 +69,9 @@ class DevOptions:
     # The handlers' own logs (JSON for CloudWatch) and metrics instead of the console's
     # one line per run event.
     verbose: bool = False
+    # The workers' app when it is not ``app`` (the API's): a deploy caught halfway, the
+    # API on one version of the code and the workers on another (docs/changing-workflows.md).
+    worker_app: str | None = None
 
 
 @dataclass
@@ -116,14 +119,15 @@ class DevServer:
         # The workers first (they have loaded the handler when start returns), then the
         # timers and the HTTP server, the sweeper last (it invokes workers through the HTTP
         # server): no request or trigger ever finds a part missing.
+        worker_app = self.o.worker_app or self.o.app
         self.pool = WorkerPool(
             "durable.handlers.worker:handler",
             size=self.o.workers,
             timeout_seconds=self.o.worker_timeout,
-            env=self.env,
+            env={**self.env, "DURABLE_APP": worker_app},
             function_name=WORKER_FUNCTION,
             on_event=lambda text: self.o.say(f"  ! {text}"),
-            preload=self.o.app.partition(":")[0],
+            preload=worker_app.partition(":")[0],
         )
         self.pool.start()
         import boto3
@@ -294,6 +298,11 @@ class DevServer:
             f"  tables       {LEDGER_TABLE}, {IDEMPOTENCY_TABLE}",
             f"  state        {self.o.state_dir.resolve()}  (delete it to start from nothing)",
             f"  app          {self.o.app}  ({self.o.workers} workers, time x{self.o.time_scale:g})",
+            *(
+                [f"  workers run  {self.o.worker_app}  (not the API's app: a deploy halfway)"]
+                if self.o.worker_app and self.o.worker_app != self.o.app
+                else []
+            ),
             "  Ctrl-C stops everything it started; runs resume on the next start.",
         ]
 
@@ -355,11 +364,27 @@ class DevServer:
                 self._reply(status, headers, data)
 
             def _invoke(self, path: str, body: bytes) -> None:
-                """The Lambda Invoke API, for the worker's asynchronous self-invocations."""
+                """The Lambda Invoke API: runs asynchronously (the worker's hand-offs, the
+                sweeper, timers), control events synchronously (the API's and the deploy
+                hook's questions), answered as Lambda answers them."""
                 assert server.pool is not None  # started before this server
                 event = json.loads(body or b"{}")
-                server.pool.submit(event)
-                self._reply(202, {"Content-Type": "application/json"}, b"")
+                kind = self.headers.get("X-Amz-Invocation-Type") or "RequestResponse"
+                if kind == "Event":
+                    server.pool.submit(event)
+                    return self._reply(202, {"Content-Type": "application/json"}, b"")
+                if kind == "DryRun":
+                    return self._reply(204, {}, b"")
+                reply = server.pool.call(event)
+                if reply.get("ok"):
+                    return self._json(200, reply.get("result"))
+                error = str(reply.get("error"))
+                said = {"errorMessage": error, "errorType": error.partition(":")[0]}
+                self._reply(
+                    200,
+                    {"Content-Type": "application/json", "X-Amz-Function-Error": "Unhandled"},
+                    json.dumps(said).encode(),
+                )
 
             def _local(self, path: str) -> None:
                 assert server.pool is not None and server.timers is not None  # started before

@@ -112,6 +112,7 @@ def build_stack(
     timers: Timers | None = None,
     tables: tuple[str, str] | None = None,
     app: App | None = None,
+    served: Any = None,
     **overrides: Any,
 ) -> Stack:
     """Tables (made, or the given ones), settings (``overrides`` change fields) and the
@@ -152,6 +153,7 @@ def build_stack(
         clock=clock,
         idempotency=lambda: DynamoDBPersistenceLayer(table_name=idem_table, boto3_client=client),
         keys=LocalKeys(),
+        served=served,
     )
     tables = (ledger_table, idem_table)
     stack = Stack(client, tables, settings, clock, invoker, memory_timers, secrets)

@@ -27,6 +27,8 @@ FUNCTIONS = {
 WORKER_ARN = (
     "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}:function:durable-worker-${Stage}"
 )
+# What everything invokes: the alias a deploy moves once the gate passed.
+LIVE_WORKER = f"{WORKER_ARN}:live"
 
 
 def env_vars() -> set[str]:
@@ -137,6 +139,13 @@ def test_no_dependency_cycle_after_the_sam_transform() -> None:
         name: references(res.get("Properties", {})) & set(RESOURCES)
         for name, res in RESOURCES.items()
     }
+    # A DeploymentPreference becomes an alias and a CodeDeploy deployment group, both
+    # depending on the function: its hook and alarms are their edges, not the function's.
+    for name, props in FUNCTIONS.items():
+        if "DeploymentPreference" in props:
+            graph[name] = references(
+                {k: v for k, v in props.items() if k != "DeploymentPreference"}
+            ) & set(RESOURCES)
     for name, props in FUNCTIONS.items():
         for event in props.get("Events", {}).values():
             api = event["Properties"].get("RestApiId", {}).get("Ref")
@@ -157,7 +166,50 @@ def test_the_scheduler_role_can_only_invoke_the_worker() -> None:
     role = RESOURCES["SchedulerRole"]["Properties"]
     (statement,) = role["Policies"][0]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "lambda:InvokeFunction"
-    assert statement["Resource"] == {"Sub": WORKER_ARN}
+    assert statement["Resource"] == {"Sub": LIVE_WORKER}
+
+
+def test_everything_invokes_the_live_alias_and_only_the_hook_a_version() -> None:
+    """A deploy moves the alias once the gate passed; an invoke of the bare function (its
+    $LATEST) would reach code that no gate checked."""
+    assert TEMPLATE["Globals"]["Function"]["Environment"]["Variables"][
+        "DURABLE_WORKER_FUNCTION"
+    ] == {"Sub": LIVE_WORKER}
+    grants: dict[str, list[Any]] = {}
+    for name, props in FUNCTIONS.items():
+        for statement in statements(props):
+            if statement["Action"] == "lambda:InvokeFunction":
+                grants.setdefault(name, []).append(statement["Resource"])
+    hook = grants.pop("DeployHookFunction")
+    assert hook == [{"Sub": f"{WORKER_ARN}:*"}]  # the new version, and the alias
+    assert set(grants) == {"WorkerFunction", "ApiFunction", "SweeperFunction", "EventsFunction"}
+    assert all(resources == [{"Sub": LIVE_WORKER}] for resources in grants.values()), grants
+
+
+def test_a_deploy_publishes_a_version_that_takes_traffic_only_after_the_gate() -> None:
+    worker = FUNCTIONS["WorkerFunction"]
+    assert worker["AutoPublishAlias"] == "live"
+    preference = worker["DeploymentPreference"]
+    assert preference["Type"] == {"Ref": "DeploymentType"}
+    assert TEMPLATE["Parameters"]["DeploymentType"]["Default"] == "AllAtOnce"
+    assert preference["Hooks"] == {"PreTraffic": {"Ref": "DeployHookFunction"}}
+    assert preference["Alarms"] == [{"Ref": "WorkerErrorsAlarm"}]
+    hook = FUNCTIONS["DeployHookFunction"]
+    # SAM's CodeDeploy role may invoke only functions named CodeDeployHook_*.
+    assert hook["FunctionName"] == {"Sub": "CodeDeployHook_durable-${Stage}"}
+    assert hook["Handler"] == "handlers.deploy_hook.handler"
+    assert hook["DeploymentPreference"] == {"Enabled": False}
+    assert hook["Environment"]["Variables"] == {
+        "DURABLE_WORKER_VERSION": {"Ref": "WorkerFunction.Version"}
+    }
+    # It reads nothing itself (the check runs inside the worker version): it invokes and
+    # reports the verdict, nothing else.
+    assert actions(hook) == {
+        "lambda:InvokeFunction",
+        "codedeploy:PutLifecycleEventHookExecutionStatus",
+    }
+    (report,) = [s for s in statements(hook) if s["Action"].startswith("codedeploy:")]
+    assert "deploymentgroup:${ServerlessDeploymentApplication}/*" in report["Resource"]["Sub"]
 
 
 def test_api_events_match_the_routes_and_their_authorization() -> None:

@@ -88,6 +88,8 @@ def test_cancel_with_compensation_while_waiting_for_a_submitted_callback() -> No
     stored = runner.get_run(run.run_id)
     assert (stored.status, stored.needs_attention) == (RunStatus.CANCELED, False)
     assert undone == ["r1"]
+    # The run shows it was undone (a retry is then refused): once lost on this path.
+    assert stored.compensated is True
 
 
 def callback_app(sent: list[Callback]) -> App:
