@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-localstack test-project lint typecheck unit integration soak mutation bench docs clean
+.PHONY: demo demo-deploy test test-localstack test-project lint typecheck unit integration soak mutation bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m examples.demo
+
+# Changing a workflow with runs in flight: check-deploy, a deploy caught halfway, the gate.
+demo-deploy: $(STAMP)
+	$(BIN)/python -m examples.deploy_demo
 
 # Lint, types, then the unit and integration tiers (= pytest -m "unit or integration", run as
 # two sessions so each tier reports its own time). The integration tier starts DynamoDB Local

@@ -458,6 +458,13 @@ def purge_handler(
 # --- deploy hook ------------------------------------------------------------------------
 
 
+def _time_left(context: Any) -> Callable[[], float] | None:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if remaining is None:
+        return None
+    return lambda: float(remaining()) / 1000.0
+
+
 def deploy_hook_handler(
     settings: SettingsSource, *, clients: Callable[[], tuple[Any, Any]] | None = None
 ) -> Callable[[Any, Any], dict[str, Any]]:
@@ -500,6 +507,7 @@ def deploy_hook_handler(
         result = pre_traffic(
             LambdaCaller(lambda_client, function, version),
             LambdaCaller(lambda_client, function, alias) if alias else None,
+            time_left=_time_left(context),
             log=print,
         )
         summary = {k: v for k, v in asdict(result).items() if k != "broken"}

@@ -45,6 +45,10 @@ LISTED_BROKEN = 50
 # The hook gives up after this many check calls (each one a worker invocation): a check
 # that never completes is a failed gate, not a hook that runs until CodeDeploy times out.
 MAX_CHECK_CALLS = 500
+# The hook keeps this much of its own time to report its verdict, and does not start a
+# check call with less than MIN_CHECK_SECONDS of budget (one page, and the way back).
+HOOK_RESERVE_SECONDS = 30.0
+MIN_CHECK_SECONDS = 10.0
 
 Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -82,12 +86,17 @@ def answer(engine: Engine, event: dict[str, Any], time_left: Callable[[], float]
         resume = Resume.of(event.get("resume"))
     except ValueError as e:
         raise InvalidInput(str(e), field="resume") from e
-    report = check_deploy(
-        read_only_engine(engine),
-        names,
-        resume=resume,
-        stop=lambda: time_left() < CHECK_RESERVE_SECONDS,
-    )
+    budget = event.get("budget_seconds")
+    if budget is not None and not isinstance(budget, int | float):
+        raise InvalidInput("budget_seconds: pass a number of seconds", field="budget_seconds")
+    began = time.monotonic()
+
+    def stop() -> bool:
+        # Out of this invocation's time, or of the caller's (the hook's own deadline).
+        spent = time.monotonic() - began
+        return time_left() < CHECK_RESERVE_SECONDS or (budget is not None and spent >= budget)
+
+    report = check_deploy(read_only_engine(engine), names, resume=resume, stop=stop)
     return {
         CONTROL: kind,
         "checked": len(report.runs),
@@ -120,6 +129,7 @@ def pre_traffic(
     invoke_current: Invoke | None = None,
     *,
     max_calls: int = MAX_CHECK_CALLS,
+    time_left: Callable[[], float] | None = None,
     log: Callable[[str], None] = lambda text: None,
 ) -> GateResult:
     """May the new worker version take traffic? Succeeded only when every unfinished run
@@ -128,7 +138,9 @@ def pre_traffic(
     ``invoke_new`` invokes the new version, ``invoke_current`` the alias as it still is
     (None: a first deploy). An error from the new version fails the gate (a version
     that cannot answer must not serve); the current version's failing only narrows the
-    check to the new code's workflows, and the result says so.
+    check to the new code's workflows, and the result says so. ``time_left`` (the
+    hook's own invocation) bounds each check call, so the hook reports a verdict before
+    Lambda stops it: a check it cannot finish in time fails the gate.
     """
     began = time.perf_counter()
     result = GateResult("Failed", "")
@@ -151,9 +163,19 @@ def pre_traffic(
         if result.calls >= max_calls:
             result.reason = f"the check did not complete in {max_calls} invocations"
             return _done(result, began)
+        event: dict[str, Any] = {CONTROL: "check-deploy", "workflows": names, "resume": resume}
+        if time_left is not None:
+            budget = time_left() - HOOK_RESERVE_SECONDS
+            if budget < MIN_CHECK_SECONDS:
+                result.reason = (
+                    f"out of time after checking {result.checked} runs: too many unfinished "
+                    "runs for one deploy hook; run `durable check-deploy` before deploying"
+                )
+                return _done(result, began)
+            event["budget_seconds"] = round(budget, 1)
         result.calls += 1
         try:
-            reply = invoke_new({CONTROL: "check-deploy", "workflows": names, "resume": resume})
+            reply = invoke_new(event)
             checked = int(reply["checked"])
             broken_count = int(reply["broken_count"])
             unchecked = int(reply.get("unchecked", 0))

@@ -298,11 +298,13 @@ class WorkerPool:
         with self._queue_lock:
             self._replies[request_id] = box
             self._urgent.put({"request_id": request_id, "event": event})
+        # Behind other invocations, then its own deadline (a new process first, at worst).
+        deadline = time.monotonic() + self.timeout * 4 + READY_TIMEOUT
         try:
-            # Queued behind others, then the invocation's own deadline and the kill grace.
-            return box.get(timeout=self.timeout * 4 + READY_TIMEOUT)
-        except queue.Empty:
-            return {"ok": False, "error": "no worker answered"}
+            while not self._stopped.is_set() and time.monotonic() < deadline:
+                with contextlib.suppress(queue.Empty):
+                    return box.get(timeout=0.25)
+            return {"ok": False, "error": "no worker answered (durable dev is stopping?)"}
         finally:
             with self._queue_lock:
                 self._replies.pop(request_id, None)

@@ -30,7 +30,7 @@ pytestmark = [
 ]
 
 ROOT = Path(__file__).resolve().parents[2]
-APPS = "tests.e2e.skew_apps"
+APPS = "examples.order_versions"
 
 
 class Verdicts:

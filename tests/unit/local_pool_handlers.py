@@ -11,6 +11,8 @@ from typing import Any
 def sleeper(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Sleeps ``seconds``; with ``sigint`` first sends itself a SIGINT (a terminal's Ctrl-C
     reaches every process of the foreground group, the workers included)."""
+    if event.get("fail"):
+        raise ValueError(event["fail"])
     if event.get("sigint"):
         os.kill(os.getpid(), signal.SIGINT)
     time.sleep(float(event.get("seconds", 0)))

@@ -221,3 +221,34 @@ def test_a_current_version_that_cannot_answer_narrows_the_check_and_says_so() ->
     result = pre_traffic(_worker(runner, deploy_apps.same), gone, log=said.append)
     assert (result.status, result.checked) == ("Succeeded", 3)
     assert "its workflows unchecked" in result.reason and "alias live" in said[0]
+
+
+def test_the_hook_gives_each_check_its_own_remaining_time_and_fails_when_out_of_it() -> None:
+    """The hook reports a verdict before Lambda stops it: each check call gets the hook's
+    remaining time less a reserve, and with too little left the gate fails, saying why."""
+    runner = _in_flight()
+    worker = _worker(runner, deploy_apps.same)
+    budgets: list[float] = []
+
+    def recording(event: dict[str, Any]) -> dict[str, Any]:
+        if "budget_seconds" in event:
+            budgets.append(event["budget_seconds"])
+        return worker(event)
+
+    clock = iter([900.0, 600.0])  # the hook's remaining seconds, asked before each call
+    result = pre_traffic(recording, time_left=clock.__next__)
+    assert result.status == "Succeeded" and budgets == [870.0]
+
+    late = pre_traffic(recording, time_left=lambda: 39.0)  # 30 kept, 9 < the 10 a call needs
+    assert late.status == "Failed" and "out of time after checking 0 runs" in late.reason
+
+
+def test_a_check_call_stops_at_its_budget_even_with_invocation_time_left() -> None:
+    runner = _in_flight()
+    checker = Engine(deploy_apps.same, runner.memory_ledger, MemoryInvoker(), MemoryEffectStore())
+    event = {"control": "check-deploy", "workflows": ["order"], "budget_seconds": 0}
+    reply = answer(checker, event, lambda: 600.0)
+    assert reply["checked"] == 0
+    assert reply["resume"] == {"workflow": "order", "status": "PENDING", "cursor": None}
+    with pytest.raises(InvalidInput, match="budget_seconds"):
+        answer(checker, {**event, "budget_seconds": "soon"}, lambda: 600.0)

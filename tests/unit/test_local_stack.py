@@ -112,6 +112,30 @@ def test_a_worker_is_killed_by_its_own_timer_at_its_deadline(events: list[str]) 
         pool.stop()
 
 
+def test_a_synchronous_invocation_goes_before_queued_runs_and_gets_its_reply(
+    events: list[str],
+) -> None:
+    """durable dev's RequestResponse invokes (the API's question to the workers): the
+    caller waits for the handler's answer, ahead of the runs already queued."""
+    pool = started_pool(events, size=1, timeout=30)
+    try:
+        pool.submit({"run_id": R1, "seconds": 0.5})  # busy with this one
+        until(lambda: pool.slots[0].busy_with is not None)
+        for run in range(3):
+            pool.submit({"run_id": f"{R1[:-1]}{run}", "seconds": 0.5})
+        reply = pool.call({"seconds": 0})
+        # answered after the run in flight, before the three queued runs (one slot: at
+        # most one of them has started since)
+        assert pool.queue.qsize() >= 2
+        assert reply["ok"] is True and reply["result"]["remaining_ms"] > 20_000
+        failed = pool.call({"fail": "no such workflow"})
+        assert failed == {"ok": False, "error": "ValueError: no such workflow"}
+    finally:
+        pool.stop()
+    stopped = pool.call({"seconds": 0})  # a stopped pool answers, rather than waiting
+    assert stopped["ok"] is False and "stopping" in stopped["error"]
+
+
 def test_a_worker_ignores_the_ctrl_c_meant_for_durable_dev(events: list[str]) -> None:
     # A terminal's Ctrl-C signals the whole process group: the worker finishes (or is
     # killed by the pool's stop) instead of dying mid-invocation with a traceback.
