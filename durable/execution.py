@@ -274,14 +274,14 @@ class Execution(LeaseKeeping):
         if clash:  # only reachable through **kwargs dicts, which bypass the signature
             raise TypeError(f"reserved option(s) {sorted(clash)}: use functools.partial")
         check_step_options(retry, timeout, semantics or "at_least_once")
-        opts = self.resolve_options(fn, retry, timeout, semantics)
         position = self.next_position()
         annotation = return_annotation(fn)
         rec = self.recorded(position, step_name, kind)
         if rec is not None and rec.status.final:
-            result = self.replay_result(rec, annotation)
+            result = self.replay_result(rec, annotation)  # the hot path: no options needed
         else:
             body = fn.fn if isinstance(fn, StepFunction) else fn
+            opts = self.resolve_options(fn, retry, timeout, semantics)
             result = StepRun(self, position, step_name, rec, opts, kind).execute(
                 lambda: body(*args, **kwargs), annotation
             )

@@ -97,6 +97,8 @@ def parse_time(text: str) -> datetime:
 def position_path(*indexes: int) -> str:
     """``0003`` or ``0003.0001``: zero-padded so the sort key orders like the code up to
     9999; past it (``10000``) text order is wrong, so code compares ``position_key``."""
+    if len(indexes) == 1:  # a top-level position: once per step of every replay
+        return f"{indexes[0]:04d}"
     return ".".join(f"{i:04d}" for i in indexes)
 
 
