@@ -91,7 +91,15 @@ class LambdaHandler:
                 console = ConsoleLedger(services.ledger, Console())
                 services = replace(services, ledger=cast("Ledger", console))
             telemetry = Telemetry(settings, self.function)
-            metered = replace(services, ledger=MeteredLedger(services.ledger, telemetry))
+            ledger: Any = MeteredLedger(services.ledger, telemetry)
+            if self.function == "worker":
+                # A warm container continues its runs without reloading what it wrote
+                # (``durable.history_cache``); outside the metering, so a load it saves
+                # is not counted as one.
+                from durable.history_cache import CachingLedger
+
+                ledger = CachingLedger(ledger)
+            metered = replace(services, ledger=ledger)
             runtime = Runtime.build(settings, app, metered, telemetry.count)
             body = self._body
 

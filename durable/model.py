@@ -8,9 +8,11 @@ which the due and listing indexes rely on), payloads are JSON text.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+from operator import attrgetter
+from typing import Any, TypeVar
 
 
 class RunStatus(enum.StrEnum):
@@ -297,3 +299,39 @@ class RunHistory:
     run: RunRecord
     steps: dict[str, StepRecord]
     signals: list[SignalRecord]
+
+
+# --- copies ------------------------------------------------------------------------------
+
+_T = TypeVar("_T")
+
+
+def _copier(cls: type[_T]) -> Callable[[_T], _T]:
+    """A shallow copy of a record by its constructor, fields in order. ``replace`` costs
+    ~5x as much (it rebuilds the keyword arguments by name): these copies are on the hot
+    path of every record a memory ledger or a warm worker's view hands out or takes in."""
+    get = attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
+    return lambda record: cls(*get(record))
+
+
+_copy_run, _copy_step, _copy_attempt = _copier(RunRecord), _copier(StepRecord), _copier(Attempt)
+
+
+def copy_run(run: RunRecord) -> RunRecord:
+    """A copy that shares nothing mutable with ``run`` (records are mutable)."""
+    from dataclasses import replace
+
+    new = _copy_run(run)
+    new.error = replace(run.error) if run.error else None
+    new.operations = [dict(o) for o in run.operations]
+    return new
+
+
+def copy_step(step: StepRecord) -> StepRecord:
+    """A copy that shares nothing mutable with ``step`` (records are mutable)."""
+    new = _copy_step(step)
+    new.attempts = [_copy_attempt(a) for a in step.attempts]
+    new.refs = [dict(r) for r in step.refs]
+    new.checkpoint = dict(step.checkpoint) if step.checkpoint is not None else None
+    new.detail = dict(step.detail) if step.detail is not None else None
+    return new

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
-from operator import attrgetter
-from typing import Any, TypeVar
+from typing import Any
 
 from durable.errors import InvalidCursor
 from durable.ids import due_shard, timer_name
@@ -24,13 +23,14 @@ from durable.leases import (
 )
 from durable.limits import check_item_size
 from durable.model import (
-    Attempt,
     RunHistory,
     RunRecord,
     SignalRecord,
     StepRecord,
     StepStatus,
 )
+from durable.model import copy_run as model_copy_run
+from durable.model import copy_step as model_copy_step
 from durable.ports import (
     Claim,
     ConditionFailed,
@@ -43,35 +43,9 @@ from durable.ports import (
     WaitNotPending,
 )
 
-T = TypeVar("T")
-
-
-def _copier(cls: type[T]) -> Callable[[T], T]:
-    """A shallow copy of a record by its constructor, fields in order. ``replace`` costs
-    ~5x as much (it rebuilds the keyword arguments by name) and was half of a replay's
-    time on this ledger, which copies every record it hands out or takes in."""
-    get = attrgetter(*(f.name for f in fields(cls)))  # type: ignore[arg-type]
-    return lambda record: cls(*get(record))
-
-
-_run, _step, _attempt = _copier(RunRecord), _copier(StepRecord), _copier(Attempt)
-
-
 # Records are mutable: the ledger never shares one with its caller (DynamoDB would not).
-def copy_run(run: RunRecord) -> RunRecord:
-    new = _run(run)
-    new.error = replace(run.error) if run.error else None
-    new.operations = [dict(o) for o in run.operations]
-    return new
-
-
-def copy_step(step: StepRecord) -> StepRecord:
-    new = _step(step)
-    new.attempts = [_attempt(a) for a in step.attempts]
-    new.refs = [dict(r) for r in step.refs]
-    new.checkpoint = dict(step.checkpoint) if step.checkpoint is not None else None
-    new.detail = dict(step.detail) if step.detail is not None else None
-    return new
+copy_run = model_copy_run
+copy_step = model_copy_step
 
 
 class MemoryLedger:

@@ -85,9 +85,13 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/endings.py"),
     Target("durable/interrupts.py"),
     Target("durable/hooks.py"),
-    # The memory ledger: its writes (and the due index's paging), and the copies that keep
-    # callers from sharing its records. The test helpers and the other memory ports are out.
-    Target("durable/adapters/memory.py", ("copy_run", "copy_step", *_MEMORY_WRITES)),
+    # The memory ledger: its writes (and the due index's paging). The test helpers and the
+    # other memory ports are out. The copies that keep its callers (and a warm worker's
+    # view, durable.history_cache) from sharing records are in model.py.
+    Target("durable/adapters/memory.py", _MEMORY_WRITES),
+    Target("durable/model.py", ("copy_run", "copy_step")),
+    # A warm worker's view of its runs: the rule, and every write it must follow.
+    Target("durable/history_cache.py"),
     # The DynamoDB ledger's writes, through the contract suite on moto in-process: the run
     # writes (dynamodb.py), the step writes (the StepsMixin), the shared transaction and
     # expression helpers (TableBase) and the conditions (dynamodb_support.py). Reads

@@ -32,7 +32,8 @@ from durable.errors import (
     InvalidState,
     RunNotFound,
 )
-from durable.model import StepStatus, format_time
+from durable.history_cache import CachingLedger
+from durable.model import RunHistory, StepRecord, StepStatus, format_time
 from durable.ports import Invocation
 from durable.retention import incarnation
 from durable.sweeper import SweepReport
@@ -128,6 +129,23 @@ class World:
             config=self.config,
             timers=SimPort("timers", self.timers, self.sched),
         )
+        # Worker w1 is a warm container: it keeps the histories it loaded and wrote
+        # between its invocations (``durable.history_cache``), and every view it uses
+        # instead of a load is compared with a real one.
+        self.cache = CachingLedger(
+            SimPort("ledger", ledger, self.sched, self.observe), check=self.check_view
+        )
+        self.engines = {
+            "w1": Engine(
+                APP,
+                self.cache,
+                SimPort("invoker", self.invoker, self.sched),
+                SimPort("effects", self.engine.effects.store, self.sched),
+                clock=self.clock,
+                config=self.config,
+                timers=SimPort("timers", self.timers, self.sched),
+            )
+        }
         self.pool: list[tuple[str, str, int]] = []  # (run id, reason, hop) not yet taken
         self.runs: list[str] = []  # run ids the outside world knows, in order
         self.keys: dict[str, list[Op]] = {}  # start idempotency key -> its program
@@ -142,6 +160,40 @@ class World:
         """Every ledger call that returned, seen by the runtime checks."""
         self.monitor.observe(method, args, result)
         self.stuck.observe(method, args, result)
+
+    def check_view(self, run_id: str, view: RunHistory) -> None:
+        """A warm worker's view must hold what a load would: every record, except one a
+        zombie (an older fence) wrote at a position the view lacks, which the engine
+        settles when it writes there, as after any load."""
+        loaded = self.raw.load(run_id)
+        if loaded is None:
+            self.violate("cached_view_true", f"{run_id}: a view of a run that is gone")
+            return
+        if loaded.run.inbox != view.run.inbox:
+            # An outside event landed after the claim: a load now would hold it, one the
+            # engine made right after the claim might not; the suspension's inbox guard
+            # reloads either way. Not a difference the view is answerable for.
+            return
+        fence = view.run.fence
+        for position in sorted(set(loaded.steps) | set(view.steps)):
+            stored, held = loaded.steps.get(position), view.steps.get(position)
+            if stored == held:
+                continue
+            if (
+                stored is not None
+                and stored.fence < fence - 1
+                and (held is None or (not held.status.final and held.fence <= stored.fence))
+            ):
+                continue  # a zombie's record (step_replaceable let it in, as after a load)
+            self.violate(
+                "cached_view_true",
+                f"{run_id} at {position}: the view holds {_brief(held)}, the ledger "
+                f"{_brief(stored)} (claim fence {fence})",
+            )
+        mine = {(s.signal_id, s.name, s.consumed_by) for s in view.signals}
+        theirs = {(s.signal_id, s.name, s.consumed_by) for s in loaded.signals}
+        if mine != theirs:
+            self.violate("cached_view_true", f"{run_id}: signals {mine} vs {theirs}")
 
     def armed(self) -> set[str]:
         return {run_id for run_id, _ in self.timers.armed.values()}
@@ -176,15 +228,19 @@ class World:
         next port call never happens) once it is past its deadline and the overrun the
         engine allows for requests in flight. Without, it may stall and come back."""
         end = self.clock.now() + timedelta(minutes=15)
-        task = self.spawn(name, self.worker_job(run_id, reason, hop, end if deadline else None))
+        task = self.spawn(
+            name, self.worker_job(run_id, reason, hop, end if deadline else None, name)
+        )
         if deadline:
             stop = end + self.config.deadline_overrun
             task.alive = lambda: self.clock.now() <= stop
         return task
 
     def worker_job(
-        self, run_id: str, reason: str, hop: int, end: datetime | None
+        self, run_id: str, reason: str, hop: int, end: datetime | None, name: str = ""
     ) -> Callable[[], None]:
+        engine = self.engines.get(name, self.engine)
+
         def job() -> None:
             self.requests += 1
             remaining: Callable[[], float] | None = None
@@ -195,7 +251,7 @@ class World:
 
             invocation = Invocation(request_id=f"req-{self.requests}", remaining_seconds=remaining)
             try:
-                self.engine.resume(run_id, invocation, hop, reason)
+                engine.resume(run_id, invocation, hop, reason)
             except SimulatedCrash:
                 raise
             except BaseException as error:  # a control-flow signal escaping is a bug too
@@ -353,3 +409,9 @@ class World:
         self.monitor.forget(gone)
         self.expired.extend(gone)
         return gone
+
+
+def _brief(step: StepRecord | None) -> str:
+    if step is None:
+        return "nothing"
+    return f"{step.kind} {step.name!r} {step.status} (fence {step.fence}, attempt {step.attempt})"

@@ -1,0 +1,226 @@
+"""A warm worker continues its runs without reloading them (``durable.history_cache``).
+
+Two engines share one memory ledger: ``warm`` is a worker container whose ledger is a
+``CachingLedger``, ``cold`` any other worker. The simulation explorer runs a cached worker
+among its actors too, checking every view it uses against a real load.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from durable import App, Context, RetryPolicy, RunStatus
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
+from durable.clock import FakeClock
+from durable.config import EngineConfig
+from durable.engine import Engine
+from durable.events import send_signal
+from durable.history_cache import CachingLedger, View, view_still_true
+from durable.model import RunRecord, StepRecord
+from durable.operations import retry
+from durable.ports import Claim
+from durable.testing import SimulatedCrash
+
+pytestmark = pytest.mark.unit
+
+FIX = {"broken": True}
+
+
+def _app() -> App:
+    app = App()
+
+    @app.step
+    def add(i: int) -> int:
+        return i
+
+    @app.step(retry=RetryPolicy(max_attempts=1))
+    def fragile(i: int) -> int:
+        if FIX["broken"]:
+            raise RuntimeError("down")
+        return i
+
+    @app.workflow(name="count")
+    def count(ctx: Context, n: int) -> int:
+        return sum(add(i) for i in range(n))
+
+    @app.workflow(name="paid")
+    def paid(ctx: Context) -> Any:
+        first = add(1)
+        amount = ctx.wait_for_signal("paid")
+        return [first, amount, add(2)]
+
+    @app.workflow(name="flaky")
+    def flaky(ctx: Context) -> int:
+        return add(1) + fragile(2)
+
+    return app
+
+
+class World:
+    def __init__(self, steps_per_invocation: int = 2) -> None:
+        self.ledger = MemoryLedger()
+        self.clock = FakeClock()
+        config = EngineConfig(steps_per_invocation=steps_per_invocation)
+        app = _app()
+        self.cache = CachingLedger(self.ledger)
+        self.warm = Engine(
+            app, self.cache, MemoryInvoker(), MemoryEffectStore(), clock=self.clock, config=config
+        )
+        self.cold = Engine(
+            app, self.ledger, MemoryInvoker(), MemoryEffectStore(), clock=self.clock, config=config
+        )
+
+    def until_done(self, engine: Engine, run_id: str) -> str:
+        for _ in range(50):
+            outcome = engine.resume(run_id, reason="continue")
+            if outcome.result != "handed_off":
+                return outcome.result
+        raise AssertionError("still handing off")
+
+
+@pytest.fixture(autouse=True)
+def _broken() -> Any:
+    FIX["broken"] = True
+    yield
+
+
+def test_a_run_handed_off_to_the_same_container_is_never_reloaded() -> None:
+    w = World()
+    run = w.warm.start("count", 7)
+    assert w.until_done(w.warm, run.run_id) == "succeeded"
+    # four invocations of two steps: the first reads nothing (a first claim), the three
+    # after continue from the view
+    assert (w.cache.loads, w.cache.hits) == (0, 3)
+    assert w.ledger.get_run(run.run_id).output == "21"  # type: ignore[union-attr]
+
+
+def test_an_outside_event_between_invocations_is_loaded_not_missed() -> None:
+    w = World(steps_per_invocation=1000)
+    run = w.warm.start("paid")
+    assert w.warm.resume(run.run_id).result == "suspended"
+    send_signal(w.cold, run.run_id, "paid", 10)  # bumps the inbox: the view is not enough
+    assert w.warm.resume(run.run_id, reason="event").result == "succeeded"
+    assert (w.cache.loads, w.cache.hits) == (1, 0)
+    assert w.ledger.get_run(run.run_id).output == "[1,10,2]"  # type: ignore[union-attr]
+
+
+def test_another_workers_invocation_in_between_means_a_load() -> None:
+    w = World()
+    run = w.warm.start("count", 7)
+    assert w.warm.resume(run.run_id).result == "handed_off"
+    assert w.cold.resume(run.run_id).result == "handed_off"  # wrote steps the view lacks
+    assert w.until_done(w.warm, run.run_id) == "succeeded"
+    assert w.cache.loads == 1 and w.cache.hits == 1
+    assert w.ledger.get_run(run.run_id).output == "21"  # type: ignore[union-attr]
+
+
+def test_a_takeover_of_the_containers_own_expired_lease_loads() -> None:
+    w = World()
+    run = w.warm.start("count", 7)
+    assert w.warm.resume(run.run_id).result == "handed_off"
+    # the next invocation claims, then dies without a word (its lease never released)
+    owner_claim = w.ledger.claim(
+        run.run_id,
+        "dead",
+        now="2000-01-01T00:00:00Z",
+        lease_until="2000-01-01T00:00:01Z",
+        stale_before="2000-01-01T00:00:00Z",
+    )
+    assert owner_claim is not None
+    w.clock.advance(timedelta(hours=1))
+    assert w.until_done(w.warm, run.run_id) == "succeeded"
+    assert w.cache.loads == 1
+
+
+def test_a_finished_run_is_forgotten_and_a_retried_one_is_loaded_again() -> None:
+    """An operator's retry rewrites a final record without a claim between: the view of
+    a run that ended must not outlive it."""
+    w = World(steps_per_invocation=1000)
+    run = w.warm.start("flaky")
+    assert w.warm.resume(run.run_id).result == "failed"
+    assert run.run_id not in w.cache._views
+    FIX["broken"] = False
+    retry(w.cold, run.run_id, None, "operator")
+    assert w.warm.resume(run.run_id, reason="retry").result == "succeeded"
+    assert w.ledger.get_run(run.run_id).status == RunStatus.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_a_write_that_raised_drops_the_view() -> None:
+    w = World()
+    run = w.warm.start("count", 7)
+    assert w.warm.resume(run.run_id).result == "handed_off"
+    assert run.run_id in w.cache._views
+
+    original = w.ledger.write_step
+
+    def failing(step: StepRecord, guard: Any = None) -> StepRecord:
+        raise SimulatedCrash("the container died in the write")
+
+    w.ledger.write_step = failing  # type: ignore[method-assign]
+    with pytest.raises(SimulatedCrash):
+        w.warm.resume(run.run_id)
+    assert run.run_id not in w.cache._views
+    w.ledger.write_step = original  # type: ignore[method-assign]
+    w.clock.advance(timedelta(hours=1))  # the failed invocation's lease runs out
+    assert w.until_done(w.warm, run.run_id) == "succeeded"
+
+
+def test_views_are_kept_for_a_bounded_number_of_runs() -> None:
+    w = World()
+    w.cache = CachingLedger(w.ledger, max_runs=2)
+    w.warm = Engine(
+        _app(),
+        w.cache,
+        MemoryInvoker(),
+        MemoryEffectStore(),
+        clock=w.clock,
+        config=EngineConfig(steps_per_invocation=2),
+    )
+    runs = [w.warm.start("count", 7).run_id for _ in range(3)]
+    for run_id in runs:
+        assert w.warm.resume(run_id).result == "handed_off"
+    assert list(w.cache._views) == runs[1:]  # the oldest left
+    for run_id in [*runs[1:], runs[0]]:
+        assert w.until_done(w.warm, run_id) == "succeeded"
+    assert w.cache.loads == 1  # only the evicted one
+
+
+# --- the rule -------------------------------------------------------------------------
+
+
+def _claim(fence: int, inbox: int, created_at: str = "T0", took_over: bool = False) -> Claim:
+    run = RunRecord(
+        run_id="R",
+        workflow="w",
+        version=1,
+        status=RunStatus.RUNNING,
+        input="null",
+        input_hash="h",
+        created_at=created_at,
+        updated_at=created_at,
+        fence=fence,
+        inbox=inbox,
+    )
+    return Claim(run, took_over)
+
+
+@pytest.mark.parametrize(
+    ("claim", "true"),
+    [
+        (_claim(4, 2), True),  # the next claim, no event: the view is the run
+        (_claim(5, 2), False),  # someone claimed in between
+        (_claim(3, 2), False),  # a fence that went back: not this run's history
+        (_claim(4, 3), False),  # an outside event since the view was read
+        (_claim(4, 1), False),
+        (_claim(4, 2, created_at="T1"), False),  # an expired run's id reused
+        (_claim(4, 2, took_over=True), False),  # the last owner died holding it
+    ],
+)
+def test_a_view_stands_in_for_a_load_only_at_the_next_claim_with_no_event(
+    claim: Claim, true: bool
+) -> None:
+    view = View(fence=3, inbox=2, created_at="T0", steps={}, signals=[])
+    assert view_still_true(view, claim) is true
