@@ -32,6 +32,7 @@ from durable.errors import (
 from durable.model import RunRecord, RunStatus, StepRecord, StepStatus
 from durable.registry import App
 from durable.retry import RetryPolicy
+from durable.run_logging import RunKeys
 
 __all__ = [
     "App",
@@ -48,6 +49,7 @@ __all__ = [
     "PayloadTooLarge",
     "RetryPolicy",
     "RetryableError",
+    "RunKeys",
     "RunNotFound",
     "RunRecord",
     "RunStatus",

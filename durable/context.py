@@ -49,15 +49,16 @@ def current_step() -> StepContext:
 class Context:
     """The workflow's handle on durable operations. Passed as the first argument.
 
-    ``logger`` is a ``logging.LoggerAdapter`` that tags each record with the run id and
-    the workflow's name.
+    ``logger`` writes only while the workflow code runs for the first time, never on
+    replay, and tags each record with the run id, workflow, version and position
+    (``durable.run_logging``).
     """
 
     def __init__(self, execution: Execution) -> None:
+        from durable.run_logging import WorkflowLogger
+
         self._exec = execution
-        self.logger = logging.LoggerAdapter(
-            logger, {"run_id": execution.run.run_id, "workflow": execution.workflow.name}
-        )
+        self.logger: logging.LoggerAdapter[logging.Logger] = WorkflowLogger(execution)
 
     @property
     def run_id(self) -> str:
@@ -294,6 +295,14 @@ class StepContext:
     def record_ref(self, kind: str, value: str) -> None:
         """Remember an external id this step created; written with the step's result."""
         self._step.record_ref(kind, value)
+
+    @property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger whose records carry the run id, workflow, version, step, attempt and
+        position (``durable.run_logging``)."""
+        from durable.run_logging import StepLogger
+
+        return StepLogger(self._step)
 
     def effect(
         self,

@@ -126,6 +126,9 @@ class Execution(LeaseKeeping):
         self._lease_text: str | None = None
         self._lease_end: datetime | None = None
         self._counter = 0
+        # The last top-level position recorded before this view was loaded: the workflow
+        # code before it runs again on every replay (``replaying``, ``ctx.logger``).
+        self._frontier = max((top_index(p) for p in history.steps), default=0)
         self._executed = 0
         self.nondeterminism: NonDeterminismError | None = None
         self.poison_failed = False
@@ -156,6 +159,19 @@ class Execution(LeaseKeeping):
             raise self.nondeterminism  # code that caught it once may not go on diverging
         if self.run.cancel_requested and not self.compensating:
             raise RunCanceled(self.run.cancel_reason or "canceled")
+
+    def replaying(self) -> bool:
+        """Whether the workflow code is re-running what an earlier invocation already ran
+        (it has not passed the last position recorded before this one), or is a dry run.
+
+        Code between the last recorded call and the point where an invocation handed off
+        runs in both invocations; like the code itself, its log lines may repeat there."""
+        return self.dry_run or self._counter < self._frontier
+
+    @property
+    def position(self) -> str | None:
+        """The position of the last durable call the workflow code made (None before it)."""
+        return position_path(self._counter) if self._counter else None
 
     def next_position(self) -> str:
         if self.nondeterminism is not None:
