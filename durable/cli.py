@@ -363,6 +363,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     print()
     steps = run.get("steps", [])
     print(render.timeline(run, steps) if args.timeline else render.render_steps(steps))
+    audit = render.render_audit(run)
+    if audit:
+        print(f"\nwho acted on this run:\n{audit}")
     return 0
 
 

@@ -337,7 +337,13 @@ class Engine:
         return complete_wait(self, run_id, name, result, error, requested_by)
 
     def signal(
-        self, run_id: str, name: str, payload: Any = None, *, key: str | None = None
+        self,
+        run_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        key: str | None = None,
+        sent_by: str | None = None,
     ) -> SignalRecord:
         """Deliver a named signal; buffered until the run waits for it.
 
@@ -348,7 +354,7 @@ class Engine:
         """
         from durable.events import send_signal
 
-        return send_signal(self, run_id, name, payload, key).signal
+        return send_signal(self, run_id, name, payload, key, sent_by).signal
 
     def sweep(self, now: datetime | None = None) -> SweepReport:
         """Invoke a worker for every run due before ``now - sweep_grace`` (capped)."""

@@ -215,7 +215,12 @@ def _add_signal(engine: Engine, run: RunRecord, signal: SignalRecord, now: str) 
 
 
 def send_signal(
-    engine: Engine, run_id: str, name: str, payload: Any = None, key: str | None = None
+    engine: Engine,
+    run_id: str,
+    name: str,
+    payload: Any = None,
+    key: str | None = None,
+    sent_by: str | None = None,
 ) -> SignalDelivery:
     """Store a signal and wake the run; with ``key``, a repeat returns the stored one."""
     try:
@@ -243,6 +248,7 @@ def send_signal(
         format_time(now),
         key_hash=key_hash,
         payload_hash=payload_hash,
+        sent_by=sent_by,
     )
     try:
         _add_signal(engine, run, signal, format_time(now))

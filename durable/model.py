@@ -284,6 +284,8 @@ class SignalRecord:
     # The run's inbox count this signal's arrival made: arrival order as the ledger
     # committed it, which orders consumption (two sends in one millisecond included).
     seq: int = 0
+    # Who sent it through the management API (the IAM caller): the run's audit trail.
+    sent_by: str | None = None
 
 
 def signal_order(signal: SignalRecord) -> tuple[int, str]:

@@ -110,6 +110,40 @@ def render_run(run: Row) -> str:
     return "\n".join(lines)
 
 
+def audit_trail(run: Row) -> list[tuple[str, str, str, str]]:
+    """Every action someone outside the workflow took on the run, oldest first, with who
+    took it: (when, action, by, what). Operator decisions (the run's operations log),
+    callbacks answered by name, signals sent through the API."""
+    trail = [
+        (
+            str(op.get("at", "")),
+            str(op.get("action", "")),
+            str(op.get("by") or "?"),
+            ", ".join(x for x in (op.get("reason"), op.get("detail")) if x),
+        )
+        for op in run.get("operations") or []
+    ]
+    for step in run.get("steps") or []:
+        if step.get("completed_by"):
+            answer = "rejected" if step.get("status") == "TERMINAL_FAILED" else "approved"
+            what = f"{step.get('name')} at {step.get('position')}"
+            trail.append((str(step.get("updated_at", "")), answer, step["completed_by"], what))
+    for signal in run.get("signals") or []:
+        if signal.get("sent_by"):
+            trail.append(
+                (str(signal.get("received_at", "")), "signal", signal["sent_by"], signal["name"])
+            )
+    return sorted(trail)
+
+
+def render_audit(run: Row) -> str:
+    """The audit trail as a table, or nothing when no one acted on the run."""
+    trail = audit_trail(run)
+    if not trail:
+        return ""
+    return table(["when", "action", "by", "what"], [list(row) for row in trail])
+
+
 def error_line(error: Row, limit: int = 90) -> str:
     """``Type: message`` of a run's error, naming the type once: runs written before the
     message stopped carrying its type have ``Type: Type: ...`` otherwise."""

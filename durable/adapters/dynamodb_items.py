@@ -168,6 +168,7 @@ class SignalItem(_Base):
     key_hash = UnicodeAttribute(null=True)
     payload_hash = UnicodeAttribute(null=True)
     seq = NumberAttribute(default=0)
+    sent_by = UnicodeAttribute(null=True)
 
 
 # --- the codec ---------------------------------------------------------------------------
@@ -315,6 +316,7 @@ def signal_to_item(signal: SignalRecord) -> dict[str, Any]:
             "key_hash": signal.key_hash,
             "payload_hash": signal.payload_hash,
             "seq": signal.seq,
+            "sent_by": signal.sent_by,
         }
     )
 
@@ -406,6 +408,7 @@ def item_to_signal(raw: dict[str, Any]) -> SignalRecord:
         key_hash=d.get("key_hash"),
         payload_hash=d.get("payload_hash"),
         seq=int(d.get("seq", 0)),
+        sent_by=d.get("sent_by"),
     )
 
 

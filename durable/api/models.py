@@ -168,6 +168,8 @@ class SignalView(BaseModel):
     received_at: str
     payload: Any = None
     consumed_by: str | None = None
+    # Who sent it through the management API (the IAM caller), when the API knew.
+    sent_by: str | None = None
 
     @classmethod
     def of(cls, signal: SignalRecord) -> SignalView:
@@ -177,6 +179,7 @@ class SignalView(BaseModel):
             received_at=signal.received_at,
             payload=json_value(signal.payload),
             consumed_by=signal.consumed_by,
+            sent_by=signal.sent_by,
         )
 
 

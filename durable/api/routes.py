@@ -257,7 +257,9 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         run_id: str, name: str, idempotency_key: SignalIdempotencyKey = None
     ) -> Response[SignalAccepted]:
         payload = parse_json(app.current_event.body)
-        accepted = service().signal(unquote(run_id), unquote(name), payload, idempotency_key)
+        accepted = service().signal(
+            unquote(run_id), unquote(name), payload, idempotency_key, caller()
+        )
         return _json(202, accepted)
 
     @app.post(

@@ -311,7 +311,12 @@ class ApiService:
         return CallbackAccepted(run_id=run_id, outcome="error" if error else "result")
 
     def signal(
-        self, run_id: str, name: str, payload: Any, idempotency_key: str | None = None
+        self,
+        run_id: str,
+        name: str,
+        payload: Any,
+        idempotency_key: str | None = None,
+        sent_by: str | None = None,
     ) -> SignalAccepted:
         """Store a signal; a repeated ``Idempotency-Key`` returns the first one (202)."""
         if idempotency_key is not None:
@@ -319,7 +324,7 @@ class ApiService:
             check_idempotency_key(idempotency_key, "Idempotency-Key")
         try:
             delivery = send_signal(
-                self.engine, check_run_id(run_id), name, payload, idempotency_key
+                self.engine, check_run_id(run_id), name, payload, idempotency_key, sent_by
             )
         except IdempotencyConflict as e:
             raise HttpError(

@@ -87,6 +87,7 @@ def test_step_items_match_the_model(step: Any) -> None:
 SIGNALS = [
     SignalRecord("RUN1", "go", "01A", '{"a":1}', t(1), "0002"),
     SignalRecord("RUN1", "go", "01B", '{"a":1}', t(1), None, key_hash="ab" * 16, payload_hash="p"),
+    SignalRecord("RUN1", "go", "01C", "null", t(1), sent_by="arn:aws:iam::123456789012:user/op"),
 ]
 
 
@@ -100,7 +101,7 @@ def test_signal_items_match_the_model(signal: SignalRecord) -> None:
 def test_a_keyed_signal_sorts_by_its_key_hash_and_stores_no_key() -> None:
     # A retry of a keyed send must land on the same item, whatever its arrival id: the
     # sort key holds the key's hash, not the ULID; the key itself is stored nowhere.
-    plain, keyed = (signal_to_item(s) for s in SIGNALS)
+    plain, keyed = (signal_to_item(s) for s in SIGNALS[:2])
     assert plain["sk"] == {"S": "SIGNAL#go#01A"}
     assert keyed["sk"] == {"S": "SIGNAL#go#K#" + "ab" * 16}
     assert keyed["signal_id"] == {"S": "01B"}

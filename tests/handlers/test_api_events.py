@@ -388,3 +388,38 @@ def test_fork_starts_a_new_run_from_a_step(stack: Stack) -> None:
     assert forked.body["requested_by"] == OPERATOR_ARN
     stack.drain()
     assert show(stack, forked.body["run_id"])["status"] == "SUCCEEDED"
+
+
+def test_every_outside_action_on_a_run_names_who_took_it(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN runs waiting for a signal and for an approval
+    WHEN an IAM caller sends the signal, approves by name and cancels the other run
+    THEN the API shows each action with the caller's ARN, and `durable show` prints them
+    as the run's audit trail."""
+    signalled = run_to_wait(stack, "signalled")
+    sent = stack.call(api_event("POST", f"/runs/{signalled}/signals/go", {"n": 1}))
+    assert sent.status == 202
+    stack.drain()
+    (signal,) = show(stack, signalled)["signals"]
+    assert signal["sent_by"] == OPERATOR_ARN
+
+    approved = run_to_wait(stack, "approval", {"amount": 5})
+    stack.call(api_event("POST", f"/runs/{approved}/waits/manager", {"result": "ops"}))
+    stack.drain()
+    canceled = run_to_wait(stack, "approval", {"amount": 6})
+    stack.call(api_event("POST", f"/runs/{canceled}/cancel", {"reason": "duplicate"}))
+    stack.drain()
+
+    cli_through(stack, monkeypatch)
+    base = ["--endpoint", "http://127.0.0.1:1"]
+    audits = {}
+    for run_id in (signalled, approved, canceled):
+        assert cli.main([*base, "show", run_id]) == 0
+        out = capsys.readouterr().out
+        audits[run_id] = out[out.index("who acted on this run:") :]
+    assert "signal" in audits[signalled] and OPERATOR_ARN in audits[signalled]
+    assert "approved" in audits[approved] and "manager at" in audits[approved]
+    assert OPERATOR_ARN in audits[approved]
+    assert "cancel" in audits[canceled] and "duplicate" in audits[canceled]
+    assert OPERATOR_ARN in audits[canceled]
