@@ -49,12 +49,56 @@ def short(text: str | None, limit: int = 120) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-class Console:
-    """Formats and prints event lines: ``HH:MM:SS  workflow  run_id  mark what``."""
+# ANSI colours of a line's mark (and of its text for the ends of a run): what went well
+# green, what failed red, what needs someone yellow, waits and resumptions cyan.
+_GREEN, _RED, _YELLOW, _CYAN, _DIM, _RESET = (
+    "\033[32m",
+    "\033[31m",
+    "\033[33m",
+    "\033[36m",
+    "\033[2m",
+    "\033[0m",
+)
+_COLOURS = {
+    "✓": _GREEN,
+    "▶": _GREEN,
+    "✗": _RED,
+    "⚠": _YELLOW,
+    "↻": _YELLOW,
+    "⌛": _YELLOW,
+    "■": _YELLOW,
+    "⏸": _CYAN,
+    "▷": _CYAN,
+    "✉": _CYAN,
+}
 
-    def __init__(self, out: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
+
+def colour_wanted(out: TextIO, environ: Mapping[str, str]) -> bool:
+    """Colour for a terminal, unless the user opted out (``NO_COLOR``, no-color.org) or the
+    terminal cannot show it (``TERM=dumb``); ``FORCE_COLOR`` turns it on anywhere."""
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty()) and environ.get("TERM") != "dumb"
+
+
+class Console:
+    """Formats and prints event lines: ``HH:MM:SS  workflow  run_id  mark what``.
+
+    ``colour``: None decides by the output (``colour_wanted``, on the process's
+    environment: a terminal convention, read where the line is written)."""
+
+    def __init__(
+        self,
+        out: TextIO | None = None,
+        clock: Callable[[], float] = time.time,
+        colour: bool | None = None,
+    ) -> None:
         self._out = out
         self._clock = clock
+        self._colour = colour
         # Run id -> workflow name, learned from the run writes this process saw.
         self.workflows: dict[str, str] = {}
 
@@ -62,7 +106,21 @@ class Console:
         stamp = time.strftime("%H:%M:%S", time.localtime(self._clock()))
         workflow = self.workflows.get(run_id, "")
         out = self._out or sys.stdout
-        out.write(f"{stamp}  {workflow:<16} {run_id}  {mark} {short(text, 400)}\n")
+        text = short(text, 400)
+        line = f"{stamp}  {workflow:<16} {run_id}  {mark} {text}"
+        colour = self._colour
+        if colour is None:
+            import os
+
+            colour = self._colour = colour_wanted(out, os.environ)
+        tint = _COLOURS.get(mark) if colour else None
+        if tint is not None:
+            if mark in _FINISH_MARK.values():  # a run's end: the whole text in its colour
+                body = f"{tint}{mark} {text}{_RESET}"
+            else:
+                body = f"{tint}{mark}{_RESET} {text}"
+            line = f"{_DIM}{stamp}{_RESET}  {workflow:<16} {run_id}  {body}"
+        out.write(line + "\n")
         out.flush()
 
     def learn(self, run: RunRecord) -> None:

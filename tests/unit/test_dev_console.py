@@ -143,3 +143,28 @@ def test_short_flattens_and_cuts_long_messages() -> None:
     assert short("bad\x1b[2Jthing\x07") == "bad [2Jthing"  # no escape reaches the terminal
     cut = short("x" * 300, limit=10)
     assert cut == "x" * 9 + "…" and len(cut) == 10
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_coloured_marks_and_a_pipe_plain_text() -> None:
+    from durable.local.console import colour_wanted
+
+    tty = _Terminal()
+    Console(tty, clock=lambda: 0.0, colour=True).say("R1", "✗", "failed after 2s")
+    Console(tty, clock=lambda: 0.0, colour=True).say("R1", "▷", "resumed")
+    ended, resumed = tty.getvalue().splitlines()
+    assert "\033[31m✗ failed after 2s\033[0m" in ended  # a run's end: all of it in red
+    assert "\033[36m▷\033[0m resumed" in resumed  # otherwise the mark only
+    plain = io.StringIO()
+    Console(plain, clock=lambda: 0.0, colour=False).say("R1", "✗", "failed")
+    assert "\033" not in plain.getvalue()
+    # who decides: the output and the terminal conventions
+    assert colour_wanted(_Terminal(), {}) is True
+    assert colour_wanted(io.StringIO(), {}) is False  # a pipe, a file
+    assert colour_wanted(_Terminal(), {"NO_COLOR": "1"}) is False
+    assert colour_wanted(_Terminal(), {"TERM": "dumb"}) is False
+    assert colour_wanted(io.StringIO(), {"FORCE_COLOR": "1"}) is True
