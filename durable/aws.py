@@ -93,6 +93,7 @@ class LambdaHandler:
             telemetry = Telemetry(settings, self.function)
             ledger: Any = MeteredLedger(services.ledger, telemetry)
             if self.function == "worker":
+                ledger = _traced(ledger)
                 # A warm container continues its runs without reloading what it wrote
                 # (``durable.history_cache``); outside the metering, so a load it saves
                 # is not counted as one.
@@ -109,6 +110,17 @@ class LambdaHandler:
             self.runtime = runtime
             self._handle = telemetry.wrap(handle, self._correlation)
             return self._handle
+
+
+def _traced(ledger: Any) -> Any:
+    """The worker's ledger with OpenTelemetry spans (``durable.adapters.otel``) when the
+    ``otel`` extra is installed; spans go to whatever tracer provider the deployment set
+    (none: OpenTelemetry's no-op tracer, next to free)."""
+    try:
+        from durable.adapters.otel import TracingLedger
+    except ImportError:
+        return ledger
+    return TracingLedger(ledger)
 
 
 # --- local-only crash injection ---------------------------------------------------------

@@ -59,6 +59,19 @@ def _guard_active() -> bool:
     return bool(getattr(_STATE, "active", False))
 
 
+@contextmanager
+def observer_code() -> Iterator[None]:
+    """Code that watches the engine (a tracer, a console) rather than being workflow code:
+    the guard does not apply to it, even when a workflow's call led to it (an OpenTelemetry
+    SDK draws span ids from ``random``; the workflow's replay does not depend on them)."""
+    previous = getattr(_STATE, "active", False)
+    _STATE.active = False
+    try:
+        yield
+    finally:
+        _STATE.active = previous
+
+
 def _called_from_user_code(depth: int = 2) -> bool:
     """True when the frame calling the patched function is user code (not stdlib/engine)."""
     frame = sys._getframe(depth)
