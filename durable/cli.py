@@ -233,13 +233,13 @@ def cmd_check_deploy(args: argparse.Namespace) -> int:
     report = check_deploy(engine, workflows)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
-        return 1 if report.broken else 0
+        return 1 if report.broken or report.unchecked else 0
     rate = len(report.runs) / report.seconds if report.seconds else 0.0
     print(
         f"checked {len(report.runs)} unfinished runs of {len(set(workflows))} workflows "
         f"in {report.seconds:.1f} s ({rate:.0f} runs/s)"
     )
-    verdicts = ("ok", "nondeterministic", "unregistered", "unchecked")
+    verdicts = ("ok", "nondeterministic", "fails", "unregistered", "unchecked")
     rows = [
         [name, str(version), *(str(counts.get(v, 0)) for v in verdicts)]
         for (name, version), counts in sorted(report.summary().items())
@@ -249,10 +249,19 @@ def cmd_check_deploy(args: argparse.Namespace) -> int:
     for r in report.runs:
         if r.verdict == "ok":
             continue
-        where = f" at {r.position}: recorded {r.recorded}, now {r.called}" if r.position else ""
+        if r.position:
+            where = f" at {r.position}: recorded {r.recorded}, now {r.called}"
+        else:
+            where = f": {r.called}" if r.called else ""
         print(f"\n{r.run_id}  {r.workflow} v{r.version}  {r.verdict}{where}\n  -> {r.advice}")
     if report.broken:
         print(f"\n{len(report.broken)} run(s) would break on this code: do not deploy it as is.")
+        return 1
+    if report.unchecked:
+        print(
+            f"\n{len(report.unchecked)} run(s) could not be checked: run the check where it can "
+            "open their sealed values (the stack's KMS key: DURABLE_KMS_KEY_ID)."
+        )
         return 1
     print("\nevery unfinished run replays cleanly on this code.")
     return 0

@@ -18,17 +18,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from durable.errors import NonDeterminismError, WorkflowNotFound
+from durable.errors import NonDeterminismError, StorageError, WorkflowNotFound
 from durable.interrupts import DryRunComplete
 from durable.model import RunHistory, RunStatus
 from durable.ports import Invocation
 from durable.retention import visible_history
+from durable.secrets import SecretsNeedKeys
 
 if TYPE_CHECKING:
     from durable.engine import Engine
     from durable.registry import WorkflowDef
 
-Verdict = Literal["ok", "nondeterministic", "unregistered", "unchecked"]
+Verdict = Literal["ok", "nondeterministic", "fails", "unregistered", "unchecked"]
+# What would break a run: the gate and the CLI fail on these (and on unchecked runs).
+BREAKS = ("nondeterministic", "fails", "unregistered")
 # Runs that will run code again; a failed run meets new code only through a retry, which
 # checks its upgrade itself.
 UNFINISHED = (
@@ -98,11 +101,16 @@ def read_only_engine(engine: Engine) -> Engine:
     )
 
 
-def dry_replay(
-    engine: Engine, workflow: WorkflowDef, history: RunHistory
-) -> NonDeterminismError | None:
+def dry_replay(engine: Engine, workflow: WorkflowDef, history: RunHistory) -> Exception | None:
     """Replay ``history``'s recorded steps on ``workflow`` without running a body or
-    writing: the divergence found, or None when the code agrees with every record."""
+    writing: None when the code agrees with every record, else what stops it there.
+
+    A ``NonDeterminismError`` is a divergence (the code calls something else at a
+    position). Any other exception is a replay the new code cannot get through: a stored
+    input or result that no longer validates against the new annotations, the workflow
+    code raising, a sealed value with no key to open it (``SecretsNeedKeys``). A replay
+    raises no recorded failure on the way: it stops (``DryRunComplete``) at the first
+    record that is not a success, before the workflow could see it."""
     from durable.execution import Execution
 
     probe = Execution(engine, workflow, history, owner="dry-run", invocation=Invocation())
@@ -111,10 +119,8 @@ def dry_replay(
         probe.run_workflow()
     except DryRunComplete:
         return None
-    except NonDeterminismError as e:
+    except Exception as e:
         return e
-    except Exception:
-        return None  # the recorded failure raised into the workflow again: consistent
     except BaseException:  # a wait or a cancel: the replay got past every record
         return None
     return None
@@ -158,7 +164,11 @@ class Report:
 
     @property
     def broken(self) -> list[RunVerdict]:
-        return [r for r in self.runs if r.verdict in ("nondeterministic", "unregistered")]
+        return [r for r in self.runs if r.verdict in BREAKS]
+
+    @property
+    def unchecked(self) -> list[RunVerdict]:
+        return [r for r in self.runs if r.verdict == "unchecked"]
 
     def summary(self) -> dict[tuple[str, int], dict[str, int]]:
         """Per (workflow, version): how many runs got each verdict."""
@@ -193,23 +203,37 @@ def check_run(engine: Engine, history: RunHistory) -> RunVerdict:
         )
         return verdict
     try:
-        divergence = dry_replay(engine, workflow, history)
-    except CheckWrote as e:  # defensive: reported, never hidden
-        verdict.verdict, verdict.advice = "unchecked", str(e)
+        stopped = dry_replay(engine, workflow, history)
+    except Exception as e:  # the probe itself could not be set up: reported, never hidden
+        stopped = e
+    if stopped is None:
         return verdict
-    except Exception as e:  # e.g. a sealed value and no key service to open it
-        verdict.verdict = "unchecked"
-        verdict.advice = f"could not replay: {type(e).__name__}: {e}"
-        return verdict
-    if divergence is not None:
+    if isinstance(stopped, NonDeterminismError):
         verdict.verdict = "nondeterministic"
-        verdict.position = divergence.position
-        verdict.recorded = divergence.recorded
-        verdict.called = divergence.called
+        verdict.position = stopped.position
+        verdict.recorded = stopped.recorded
+        verdict.called = stopped.called
         verdict.advice = (
             f"register the changed code as a new version of {run.workflow!r} (new runs "
             f"take it; this run stays on version {run.version}), or keep the old call "
             "order for runs that recorded it"
+        )
+    elif isinstance(stopped, CheckWrote | SecretsNeedKeys | StorageError):
+        # Not the code's verdict: the check could not see this run through.
+        verdict.verdict = "unchecked"
+        verdict.called = f"{type(stopped).__name__}: {stopped}"
+        verdict.advice = (
+            "run the check where it can read the run and open its sealed values "
+            "(the worker's role, or DURABLE_KMS_KEY_ID)"
+        )
+    else:
+        verdict.verdict = "fails"
+        verdict.called = f"{type(stopped).__name__}: {str(stopped)[:300]}"
+        verdict.advice = (
+            "the new code raises while replaying what this run recorded (a stored input or "
+            "result that no longer validates, or code that now raises): the run would fail "
+            f"when it wakes; register the change as a new version of {run.workflow!r} and "
+            f"keep version {run.version} for the runs that started on it"
         )
     return verdict
 

@@ -30,8 +30,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from durable.errors import InvalidInput
-
 if TYPE_CHECKING:
     from durable.engine import Engine
     from durable.registry import App
@@ -73,22 +71,24 @@ def answer(engine: Engine, event: dict[str, Any], time_left: Callable[[], float]
     if kind == "describe":
         return {CONTROL: kind, "workflows": served(engine.app)}
     if kind != "check-deploy":
-        raise InvalidInput(
-            f"control: {kind!r} is not a control event; send 'describe' or 'check-deploy'",
-            field="control",
-        )
+        # An answer, not a raise: a function error would count against the version (the
+        # deployment's alarm), and anyone allowed to invoke the worker could send one.
+        return {
+            CONTROL: kind,
+            "error": f"control: {kind!r} is not a control event; send 'describe' or 'check-deploy'",
+        }
     names = event.get("workflows")
     if names is None:
         names = list(served(engine.app))
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise InvalidInput("workflows: pass a list of workflow names", field="workflows")
+        return {CONTROL: kind, "error": "workflows: pass a list of workflow names"}
     try:
         resume = Resume.of(event.get("resume"))
     except ValueError as e:
-        raise InvalidInput(str(e), field="resume") from e
+        return {CONTROL: kind, "error": str(e)}
     budget = event.get("budget_seconds")
     if budget is not None and not isinstance(budget, int | float):
-        raise InvalidInput("budget_seconds: pass a number of seconds", field="budget_seconds")
+        return {CONTROL: kind, "error": "budget_seconds: pass a number of seconds"}
     began = time.monotonic()
 
     def stop() -> bool:
@@ -102,7 +102,7 @@ def answer(engine: Engine, event: dict[str, Any], time_left: Callable[[], float]
         "checked": len(report.runs),
         "broken_count": len(report.broken),
         "broken": [asdict(r) for r in report.broken[:LISTED_BROKEN]],
-        "unchecked": sum(1 for r in report.runs if r.verdict == "unchecked"),
+        "unchecked": len(report.unchecked),
         "seconds": round(report.seconds, 3),
         "resume": asdict(report.resume) if report.resume else None,
     }
@@ -175,7 +175,7 @@ def pre_traffic(
             event["budget_seconds"] = round(budget, 1)
         result.calls += 1
         try:
-            reply = invoke_new(event)
+            reply = _answered(invoke_new(event))
             checked = int(reply["checked"])
             broken_count = int(reply["broken_count"])
             unchecked = int(reply.get("unchecked", 0))
@@ -199,13 +199,27 @@ def pre_traffic(
             f"{first.get('verdict')}). Run `durable check-deploy` for the list and what to do"
         )
         return _done(result, began)
+    if result.unchecked:
+        result.reason = (
+            f"{result.unchecked} unfinished run(s) could not be checked (a sealed value the "
+            "worker could not open, or a read that failed): the gate cannot vouch for them. "
+            "Run `durable check-deploy` with the stack's keys to see them"
+        )
+        return _done(result, began)
     result.status = "Succeeded"
     result.reason = f"every one of {result.checked} unfinished runs replays cleanly{note}"
     return _done(result, began)
 
 
+def _answered(reply: dict[str, Any]) -> dict[str, Any]:
+    """A control event's answer, or the error it answered with, raised."""
+    if "error" in reply:
+        raise ValueError(str(reply["error"]))
+    return reply
+
+
 def _workflows(reply: dict[str, Any]) -> dict[str, list[int]]:
-    workflows = reply.get("workflows")
+    workflows = _answered(reply).get("workflows")
     if not isinstance(workflows, dict):
         raise ValueError(f"unexpected describe reply {str(reply)[:200]}")
     return workflows

@@ -122,7 +122,7 @@ class CachingLedger:
             self._keep(run_id, View(run.fence, run.inbox, run.created_at, {}, [], run))
         else:
             self._views.pop(run_id, None)
-        self._basis[run_id] = (run.fence, run.inbox, run.created_at)
+        self._set_basis(run)
         self._forget_if_ended(run)
         return claim
 
@@ -136,7 +136,7 @@ class CachingLedger:
                 self._check(run_id, history)
             return history
         self._ready.discard(run_id)
-        basis = self._basis.get(run_id)
+        basis = self._basis.pop(run_id, None)  # used once: a later load needs a later read
         loaded = self._ledger.load(run_id)
         self.loads += 1
         if loaded is None or basis is None or basis[2] != loaded.run.created_at:
@@ -169,7 +169,13 @@ class CachingLedger:
     def _seen(self, run: RunRecord | None) -> None:
         """A run item read before a reload: its inbox becomes the next view's basis."""
         if run is not None:
-            self._basis[run.run_id] = (run.fence, run.inbox, run.created_at)
+            self._set_basis(run)
+
+    def _set_basis(self, run: RunRecord) -> None:
+        self._basis.pop(run.run_id, None)
+        self._basis[run.run_id] = (run.fence, run.inbox, run.created_at)
+        while len(self._basis) > self._max_runs:  # claims never followed by a load
+            del self._basis[next(iter(self._basis))]
 
     # --- writes the view follows -----------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from durable.errors import (
     InvalidInput,
     InvalidState,
+    NonDeterminismError,
     RunNotFound,
 )
 from durable.ids import new_ulid
@@ -130,13 +131,19 @@ def _check_upgrade(engine: Engine, history: RunHistory, version: int) -> None:
     from durable.deploy_check import dry_replay
 
     workflow = engine.app.get_workflow(history.run.workflow, version)
-    divergence = dry_replay(engine, workflow, history)
-    if divergence is not None:
+    stopped = dry_replay(engine, workflow, history)
+    if isinstance(stopped, NonDeterminismError):
         raise InvalidState(
-            f"version {version} cannot continue this run: at position {divergence.position} "
-            f"the ledger has {divergence.recorded} but version {version} calls "
-            f"{divergence.called}; fork the run instead"
-        ) from divergence
+            f"version {version} cannot continue this run: at position {stopped.position} "
+            f"the ledger has {stopped.recorded} but version {version} calls "
+            f"{stopped.called}; fork the run instead"
+        ) from stopped
+    if stopped is not None:
+        raise InvalidState(
+            f"version {version} cannot continue this run: replaying its recorded steps "
+            f"raises {type(stopped).__name__}: {str(stopped)[:300]}; fix that version, or "
+            "fork the run instead"
+        ) from stopped
 
 
 def retry(

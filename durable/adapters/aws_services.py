@@ -152,8 +152,18 @@ def _persistence(settings: Settings, session: boto3.session.Session) -> Any:
     return DynamoDBPersistenceLayer(table_name=settings.idempotency_table, boto3_session=session)
 
 
+# A check call runs as long as the worker's timeout allows (up to 900 s): the hook waits for
+# it, and never retries one (a retried call would run the same check twice, in parallel).
+HOOK_LAMBDA_OPTIONS: dict[str, Any] = {
+    "read_timeout": 905,
+    "connect_timeout": 10,
+    "retries": {"total_max_attempts": 1, "mode": "standard"},
+}
+
+
 def deploy_hook_clients() -> tuple[Any, Any]:
     """The deploy hook's clients: Lambda (the worker versions) and CodeDeploy (the verdict)."""
     import boto3
+    from botocore.config import Config
 
-    return boto3.client("lambda"), boto3.client("codedeploy")
+    return boto3.client("lambda", config=Config(**HOOK_LAMBDA_OPTIONS)), boto3.client("codedeploy")

@@ -52,6 +52,22 @@ DUMMY_CREDENTIALS = {
 }
 
 
+class _HttpServer(ThreadingHTTPServer):
+    """The dev stack's HTTP server. A client that goes away mid-connection (a worker
+    process killed at its deadline or by Ctrl-C, with a keep-alive connection open) is
+    not an error worth a traceback on the developer's terminal; anything else is."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):  # reset, aborted, broken pipe
+            log.debug("a client of the dev server went away: %s", client_address)
+            return
+        super().handle_error(request, client_address)
+
+
 @dataclass
 class DevOptions:
     app: str
@@ -408,7 +424,7 @@ class DevServer:
             do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
         try:
-            self.http = ThreadingHTTPServer(("127.0.0.1", self.o.port), Handler)
+            self.http = _HttpServer(("127.0.0.1", self.o.port), Handler)
         except OSError as e:
             if e.errno != errno.EADDRINUSE:
                 raise

@@ -95,3 +95,18 @@ def test_the_ledgers_client_skips_client_side_parameter_checks(settings: Setting
     assert type(ledger_client._serializer).__name__ == "JSONSerializer"
     invoker_client = services.invoker.client  # type: ignore[attr-defined]
     assert type(invoker_client._serializer).__name__ == "ParamValidationDecorator"
+
+
+def test_the_deploy_hook_waits_for_a_whole_check_call_and_never_repeats_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A check call runs up to the worker's timeout (900 s at most): botocore's default
+    60 s read timeout, with its retries, would start the same check again in parallel,
+    then fail the gate."""
+    from durable.adapters.aws_services import deploy_hook_clients
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    lambda_client, _ = deploy_hook_clients()
+    config = lambda_client.meta.config
+    assert config.read_timeout >= 900
+    assert config.retries["total_max_attempts"] == 1  # the first attempt only

@@ -166,7 +166,8 @@ def test_the_scheduler_role_can_only_invoke_the_worker() -> None:
     role = RESOURCES["SchedulerRole"]["Properties"]
     (statement,) = role["Policies"][0]["PolicyDocument"]["Statement"]
     assert statement["Action"] == "lambda:InvokeFunction"
-    assert statement["Resource"] == {"Sub": LIVE_WORKER}
+    # the alias, and the bare function for timers armed before the alias existed
+    assert statement["Resource"] == [{"Sub": LIVE_WORKER}, {"Sub": WORKER_ARN}]
 
 
 def test_everything_invokes_the_live_alias_and_only_the_hook_a_version() -> None:
@@ -193,7 +194,12 @@ def test_a_deploy_publishes_a_version_that_takes_traffic_only_after_the_gate() -
     assert preference["Type"] == {"Ref": "DeploymentType"}
     assert TEMPLATE["Parameters"]["DeploymentType"]["Default"] == "AllAtOnce"
     assert preference["Hooks"] == {"PreTraffic": {"Ref": "DeployHookFunction"}}
-    assert preference["Alarms"] == [{"Ref": "WorkerErrorsAlarm"}]
+    assert preference["Alarms"] == [{"Ref": "NewWorkerVersionErrorsAlarm"}]
+    # the version being deployed alone: an old version's error does not undo a good deploy
+    alarm = RESOURCES["NewWorkerVersionErrorsAlarm"]["Properties"]
+    dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+    assert dimensions["ExecutedVersion"] == {"GetAtt": "WorkerFunction.Version.Version"}
+    assert alarm["Threshold"] >= 2 and alarm["DatapointsToAlarm"] >= 2
     hook = FUNCTIONS["DeployHookFunction"]
     # SAM's CodeDeploy role may invoke only functions named CodeDeployHook_*.
     assert hook["FunctionName"] == {"Sub": "CodeDeployHook_durable-${Stage}"}
@@ -275,13 +281,12 @@ def test_tables_keep_their_schema_and_protection() -> None:
 
 
 def test_alarms_notify_the_topic_parameter() -> None:
-    alarms = {
-        res["Properties"]["MetricName"]: res["Properties"]
-        for res in RESOURCES.values()
-        if res["Type"] == "AWS::CloudWatch::Alarm"
-    }
-    assert {"RunsFailed", "RunsNeedingAttention", "RunsDeferred", "Errors"} <= set(alarms)
-    for alarm in alarms.values():
+    alarms = [
+        res["Properties"] for res in RESOURCES.values() if res["Type"] == "AWS::CloudWatch::Alarm"
+    ]
+    metrics = {alarm["MetricName"] for alarm in alarms}
+    assert {"RunsFailed", "RunsNeedingAttention", "RunsDeferred", "Errors"} <= metrics
+    for alarm in alarms:
         assert alarm["AlarmActions"]["If"][0] == "HasAlarmTopic"
     assert {"Stage", "RetentionDays", "WebhookSecretName", "AlarmTopicArn"} <= set(
         TEMPLATE["Parameters"]

@@ -127,3 +127,30 @@ def test_the_cli_checks_a_ledger_table_and_fails_the_deploy_that_would_break_run
     assert json.loads(capsys.readouterr().out)["broken"] == 2
     assert cli.main(["check-deploy", "--app", "tests.unit.deploy_apps:nothing"]) == 1
     assert "cannot load --app" in capsys.readouterr().err
+
+
+def test_a_run_with_sealed_values_checked_without_keys_is_unchecked_not_ok() -> None:
+    """The check cannot open a sealed input without the stack's key service: it must not
+    vouch for the run (the gate and the CLI fail on unchecked runs)."""
+    from tests.unit.test_secrets import payment_app
+
+    runner = LocalRunner(payment_app([]))
+    runner.start("pay", {"customer": "c1", "card": "tok_4242"})
+    runner.run_until_idle()  # asleep after its first step, the card sealed in the input
+    engine = Engine(
+        payment_app([]), ReadOnlyLedger(runner.memory_ledger), MemoryInvoker(), MemoryEffectStore()
+    )
+    report = check_deploy(engine, ["pay"])
+    assert [r.verdict for r in report.runs] == ["unchecked"]
+    assert report.unchecked and not report.broken
+    assert "SecretsNeedKeys" in (report.runs[0].called or "")
+    assert "tok_4242" not in json.dumps(report.to_json())
+
+
+def test_a_retyped_input_fails_the_runs_that_stored_the_old_one() -> None:
+    runner, waiting = _in_flight()
+    report = _check(runner, deploy_apps.retyped)
+    assert sorted(r.run_id for r in report.broken) == sorted(waiting)
+    assert {r.verdict for r in report.runs} == {"fails"}
+    assert "ValidationError" in (report.runs[0].called or "")
+    assert "new version" in report.runs[0].advice

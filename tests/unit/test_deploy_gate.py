@@ -20,7 +20,6 @@ from durable.aws import worker_handler
 from durable.deploy_check import ReadOnlyLedger, Resume, check_deploy
 from durable.deploy_gate import answer, pre_traffic
 from durable.engine import Engine
-from durable.errors import InvalidInput
 from durable.local.lambda_runtime import LocalContext
 from durable.runtime import Services
 from durable.settings import Settings
@@ -89,13 +88,17 @@ def test_check_deploy_inside_the_worker_names_the_broken_runs_and_writes_nothing
     assert _snapshot(runner) == before
 
 
-def test_an_unknown_control_event_is_refused_by_name() -> None:
+def test_an_unknown_control_event_is_answered_with_what_to_send() -> None:
+    """An answer, not a function error: errors count against the version under deploy
+    (its alarm rolls the deploy back), and anyone who may invoke the worker can send one."""
     runner = _in_flight()
-    with pytest.raises(InvalidInput, match="'reload' is not a control event") as caught:
-        _worker(runner, deploy_apps.old)({"control": "reload"})
-    assert caught.value.field == "control"
-    with pytest.raises(InvalidInput, match="list of workflow names"):
-        _worker(runner, deploy_apps.old)({"control": "check-deploy", "workflows": "order"})
+    reply = _worker(runner, deploy_apps.old)({"control": "reload"})
+    assert "'reload' is not a control event" in reply["error"]
+    bad = _worker(runner, deploy_apps.old)({"control": "check-deploy", "workflows": "order"})
+    assert "list of workflow names" in bad["error"]
+    # and the gate treats such an answer as a version that cannot answer
+    result = pre_traffic(lambda event: {"control": "x", "error": "no such thing"})
+    assert result.status == "Failed" and "no such thing" in result.reason
 
 
 def test_a_check_stopped_for_time_goes_on_where_it_stopped_and_sees_each_run_once() -> None:
@@ -250,5 +253,30 @@ def test_a_check_call_stops_at_its_budget_even_with_invocation_time_left() -> No
     reply = answer(checker, event, lambda: 600.0)
     assert reply["checked"] == 0
     assert reply["resume"] == {"workflow": "order", "status": "PENDING", "cursor": None}
-    with pytest.raises(InvalidInput, match="budget_seconds"):
-        answer(checker, {**event, "budget_seconds": "soon"}, lambda: 600.0)
+    refused = answer(checker, {**event, "budget_seconds": "soon"}, lambda: 600.0)
+    assert "budget_seconds" in refused["error"]
+
+
+def test_code_that_cannot_replay_a_run_fails_the_gate_and_names_why() -> None:
+    """A change that keeps every call but retypes the input: a replay raises before any
+    new work (the stored input no longer validates), so every run would FAIL on wake.
+    The check must say so, not call the run ok."""
+    runner = _in_flight()
+    result = pre_traffic(_worker(runner, deploy_apps.retyped), _worker(runner, deploy_apps.old))
+    assert (result.status, result.broken_count) == ("Failed", 3)
+    assert {b["verdict"] for b in result.broken} == {"fails"}
+    assert "ValidationError" in result.broken[0]["called"]
+
+
+def test_runs_the_check_could_not_replay_fail_the_gate() -> None:
+    runner = _in_flight()
+    worker = _worker(runner, deploy_apps.same)
+
+    def unchecked(event: dict[str, Any]) -> dict[str, Any]:
+        reply = worker(event)
+        if event["control"] == "check-deploy":
+            reply = {**reply, "unchecked": 2}
+        return reply
+
+    result = pre_traffic(unchecked)
+    assert result.status == "Failed" and "2 unfinished run(s) could not be checked" in result.reason

@@ -224,3 +224,20 @@ def test_a_view_stands_in_for_a_load_only_at_the_next_claim_with_no_event(
 ) -> None:
     view = View(fence=3, inbox=2, created_at="T0", steps={}, signals=[])
     assert view_still_true(view, claim) is true
+
+
+def test_claims_never_followed_by_a_load_leave_a_bounded_trace() -> None:
+    """A container claims many runs it never loads (busy elsewhere, finished by others):
+    what it keeps for them stays bounded, like the views."""
+    w = World()
+    cache = CachingLedger(w.ledger, max_runs=4)
+    runs = [w.cold.start("count", 1, idempotency_key=f"k{i}").run_id for i in range(12)]
+    for i, run_id in enumerate(runs):
+        assert cache.claim(
+            run_id,
+            f"o{i}",
+            now="2030-01-01T00:00:00.000Z",
+            lease_until="2030-01-01T00:05:00.000Z",
+            stale_before="2030-01-01T00:00:00.000Z",
+        )
+    assert len(cache._basis) == 4 and list(cache._basis) == runs[-4:]

@@ -262,3 +262,29 @@ def test_dev_prints_event_lines_unless_verbose_and_never_sets_them_on_aws(tmp_pa
     assert not set(QUIET) & set(verbose)
     assert Settings.from_env(quiet).console_events
     assert "console_events" in LOCAL_ONLY
+
+
+def test_a_client_that_went_away_is_not_a_traceback_on_the_dev_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A worker killed with a keep-alive connection to the dev server resets it; the
+    server says nothing. Any other error in a request still prints its traceback."""
+    from http.server import BaseHTTPRequestHandler
+
+    from durable.local.server import _HttpServer
+
+    server = _HttpServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    try:
+        for error in (ConnectionResetError(104, "reset"), BrokenPipeError(32, "pipe")):
+            try:
+                raise error
+            except ConnectionError:
+                server.handle_error(None, ("127.0.0.1", 1))
+        assert capsys.readouterr().err == ""
+        try:
+            raise ValueError("a real bug")
+        except ValueError:
+            server.handle_error(None, ("127.0.0.1", 1))
+        assert "ValueError: a real bug" in capsys.readouterr().err
+    finally:
+        server.server_close()
