@@ -53,15 +53,7 @@ def check(dev: DevProcess, app: str) -> int:
 
 def gate(dev: DevProcess) -> dict[str, Any]:
     """CodeDeploy's PreTraffic hook, run here against durable dev's workers."""
-    import boto3
-
-    client = boto3.client(
-        "lambda",
-        endpoint_url=dev.base,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    client = dev.lambda_client()
 
     class CodeDeploy:  # there is no local CodeDeploy: print what the hook reports
         def put_lifecycle_event_hook_execution_status(self, **call: str) -> None:

@@ -29,6 +29,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from durable.determinism import observer_code
+from durable.ledger_watch import WatchedLedger
 from durable.model import RunRecord, StepKind, StepRecord, StepStatus, parse_time
 from durable.ports import Claim, Ledger, RunGuard
 
@@ -51,18 +52,15 @@ def _ns(stamp: str) -> int:
     return int(parse_time(stamp).timestamp() * 1_000_000_000)
 
 
-class TracingLedger:
+class TracingLedger(WatchedLedger):
     """A ledger that records spans of what its worker does; otherwise the same."""
 
     def __init__(self, ledger: Ledger, tracer: trace.Tracer | None = None) -> None:
-        self._ledger = ledger
+        super().__init__(ledger)
         self._tracer = tracer or trace.get_tracer("durable")
         self._span: Any = None  # the invocation's, between its claim and its release
         self._run_id: str | None = None
         self._done: set[tuple[str, int]] = set()  # (position, attempt) spans made
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ledger, name)
 
     # --- the invocation ------------------------------------------------------------------
 
@@ -118,21 +116,7 @@ class TracingLedger:
 
     # --- steps and waits -----------------------------------------------------------------
 
-    def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
-        stored = self._ledger.write_step(step, guard)
-        if stored is step:
-            self._step(step)
-        return stored
-
-    def write_step_fenced(
-        self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
-    ) -> bool:
-        written = self._ledger.write_step_fenced(step, guard, run_changes)
-        if written:
-            self._step(step)
-        return written
-
-    def _step(self, step: StepRecord) -> None:
+    def on_step(self, step: StepRecord) -> None:
         with observer_code():
             self._spans_of(step)
 

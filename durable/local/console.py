@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from durable.ledger_watch import WatchedLedger
 from durable.model import (
     RunRecord,
     RunStatus,
@@ -127,15 +128,12 @@ class Console:
         self.workflows[run.run_id] = f"{run.workflow} v{run.version}"
 
 
-class ConsoleLedger:
+class ConsoleLedger(WatchedLedger):
     """A ledger that prints a line for each run event it writes; otherwise the same."""
 
     def __init__(self, ledger: Ledger, console: Console) -> None:
-        self._ledger = ledger
+        super().__init__(ledger)
         self._console = console
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ledger, name)
 
     def create_run(self, run: RunRecord) -> RunRecord:
         stored = self._ledger.create_run(run)
@@ -156,20 +154,6 @@ class ConsoleLedger:
             elif claim.run.fence > 1:  # claimed before: a wait ended or a hand-off
                 self._console.say(run_id, "▷", "resumed")
         return claim
-
-    def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
-        stored = self._ledger.write_step(step, guard)
-        if stored is step:  # ours won; a loser's adoption is not news
-            self._step(step)
-        return stored
-
-    def write_step_fenced(
-        self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
-    ) -> bool:
-        written = self._ledger.write_step_fenced(step, guard, run_changes)
-        if written:
-            self._step(step)
-        return written
 
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         self._ledger.complete_waiting(step, token_hash=token_hash, now=now)
@@ -213,7 +197,7 @@ class ConsoleLedger:
 
     # --- what a write means ----------------------------------------------------------
 
-    def _step(self, step: StepRecord) -> None:
+    def on_step(self, step: StepRecord) -> None:
         say = self._console.say
         if step.kind in (StepKind.STEP, StepKind.COMPENSATION):
             label = "compensation" if step.kind == StepKind.COMPENSATION else "step"

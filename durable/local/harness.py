@@ -186,6 +186,19 @@ class DevProcess:
             raw = response.read()
         return json.loads(raw) if raw else None
 
+    def lambda_client(self) -> Any:
+        """A boto3 Lambda client on this stack's Invoke API (the worker processes answer
+        it): what a deploy hook or another function would invoke the worker with."""
+        import boto3
+
+        return boto3.client(
+            "lambda",
+            endpoint_url=self.base,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+
     def status(self) -> dict[str, Any]:
         data: dict[str, Any] = self.http("GET", "/_local/status")
         return data

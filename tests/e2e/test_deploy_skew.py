@@ -70,15 +70,7 @@ def _runs(dev: DevProcess) -> list[str]:
 
 def _gate(dev: DevProcess) -> tuple[dict[str, Any], Verdicts]:
     """The deploy hook handler, asking durable dev's workers as it asks a new version."""
-    import boto3
-
-    lambda_client = boto3.client(
-        "lambda",
-        endpoint_url=dev.base,
-        region_name="us-east-1",
-        aws_access_key_id="local",
-        aws_secret_access_key="local",
-    )
+    lambda_client = dev.lambda_client()
     verdicts = Verdicts()
     settings = Settings(
         app=dev.app,
