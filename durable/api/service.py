@@ -140,12 +140,13 @@ class ApiService:
         """Start a run; a keyed start is deduplicated by the guard, then by the run id.
 
         Refused (503, nothing written) while the workers do not serve the version this
-        code would start: a deploy in progress (``durable.api.served``)."""
-        if self.served is not None:
-            wf = self.engine.app.get_workflow(request.workflow)
-            self.served.refuse_unserved(wf.name, wf.version)
+        code would start: a deploy in progress (``durable.api.served``). Checked only for a
+        start that would create a run: a retried keyed start gets its run back."""
 
         def run() -> dict[str, Any]:
+            if self.served is not None:
+                wf = self.engine.app.get_workflow(request.workflow)
+                self.served.refuse_unserved(wf.name, wf.version)
             before = format_time(self.clock.now())
             record = self.engine.start(
                 request.workflow,

@@ -169,3 +169,21 @@ def test_a_workflow_the_workers_lack_entirely_is_named() -> None:
     served = ServedVersions(Asked({"other": [1]}), now=lambda: 0.0)
     with pytest.raises(Exception, match="they serve no version of it"):
         served.refuse_unserved("greet", 1)
+
+
+def test_a_retried_keyed_start_gets_its_run_back_during_a_deploy(
+    moto_client: Any, make_tables: Any
+) -> None:
+    """The start went through; the client retries it (a lost answer) while a deploy has
+    the workers on other code: the retry is answered with the run, not refused."""
+    serving = {"greet": [1]}
+    stack = build_stack(moto_client, make_tables, served=lambda: dict(serving))
+    headers = {"Idempotency-Key": "signup-u1"}
+    first = stack.call(api_event("POST", "/workflows/greet/runs", SIGNUP, headers=headers))
+    assert first.status == 202
+    serving.clear()  # the workers now serve nothing this code starts
+    stack.handlers["api"].runtime.api.served._asked_at = None  # type: ignore[union-attr]
+    again = stack.call(api_event("POST", "/workflows/greet/runs", SIGNUP, headers=headers))
+    assert (again.status, again.body["run_id"]) == (202, first.body["run_id"])
+    other = stack.call(api_event("POST", "/workflows/greet/runs", SIGNUP))
+    assert other.status == 503  # a new run is still refused
