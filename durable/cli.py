@@ -363,8 +363,23 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+SCOPED_HELP = (
+    "through the routes scoped to this workflow (what a per-workflow IAM policy allows, "
+    "e.g. the template's approver policy)"
+)
+
+
+def _run_path(args: argparse.Namespace, run_id: str) -> str:
+    """``/runs/RUN``, or with ``--workflow`` the route scoped to that workflow."""
+    quoted = urllib.parse.quote(run_id, safe="")
+    workflow = getattr(args, "workflow", None)
+    if workflow:
+        return f"/workflows/{urllib.parse.quote(workflow, safe='')}/runs/{quoted}"
+    return f"/runs/{quoted}"
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    run = call(args, "GET", f"/runs/{urllib.parse.quote(args.run_id)}")
+    run = call(args, "GET", _run_path(args, args.run_id))
     if args.json:
         print(json.dumps(run, indent=2))
         return 0
@@ -388,9 +403,9 @@ def cmd_answer(args: argparse.Namespace, approve: bool) -> int:
             (f"/callbacks/{token}", result) if approve else (f"/callbacks/{token}/fail", error)
         )
     else:  # an operator: the run and the wait's name, authorized by IAM
-        run, name = (urllib.parse.quote(x, safe="") for x in (args.run, args.name))
+        name = urllib.parse.quote(args.name, safe="")
         path, body = (
-            f"/runs/{run}/waits/{name}",
+            f"{_run_path(args, args.run)}/waits/{name}",
             ({"result": result} if approve else {"error": error}),
         )
     answer = call(args, "POST", path, body)
@@ -529,6 +544,10 @@ def parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="a run and its ledger")
     show.add_argument("run_id")
+    show.add_argument(
+        "--workflow",
+        help=SCOPED_HELP,
+    )
     show.add_argument("--timeline", action="store_true")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
@@ -539,6 +558,10 @@ def parser() -> argparse.ArgumentParser:
     approve.add_argument("run", metavar="RUN_ID", help="the run (or a callback token alone)")
     approve.add_argument("name", metavar="WAIT_NAME", nargs="?", help="the callback's name")
     approve.add_argument("--result", help="JSON result (default: true)")
+    approve.add_argument(
+        "--workflow",
+        help=SCOPED_HELP,
+    )
     approve.set_defaults(func=lambda a: cmd_answer(a, True))
 
     reject = sub.add_parser(
@@ -546,6 +569,10 @@ def parser() -> argparse.ArgumentParser:
     )
     reject.add_argument("run", metavar="RUN_ID", help="the run (or a callback token alone)")
     reject.add_argument("name", metavar="WAIT_NAME", nargs="?", help="the callback's name")
+    reject.add_argument(
+        "--workflow",
+        help=SCOPED_HELP,
+    )
     reject.add_argument("--reason")
     reject.set_defaults(func=lambda a: cmd_answer(a, False))
 

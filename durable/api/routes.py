@@ -289,6 +289,99 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     def fork(run_id: str, body: ForkRequest) -> Response[RunSummary]:
         return _json(201, service().fork(unquote(run_id), body, caller()))
 
+    # --- the same routes scoped to one workflow --------------------------------------
+    # execute-api resource ARNs name the path, so an IAM policy can allow these for one
+    # workflow alone (.../POST/workflows/expense_approval/runs/*/waits/*: an approver of
+    # expenses); each acts only on runs of the workflow in its path (else 404).
+
+    def _scoped(name: str, run_id: str) -> str:
+        return service().of_workflow(unquote(name), unquote(run_id))
+
+    @app.get(
+        "/workflows/<name>/runs",
+        summary="List runs of this workflow (newest first)",
+        tags=["scoped"],
+        responses={**_ok(200, "A page of runs", RunPage), **_errors(400, 422)},
+    )
+    def list_workflow_runs(
+        name: str,
+        status: Annotated[RunStatusName | None, Query()] = None,
+        needs_attention: Annotated[bool | None, Query()] = None,
+        version: Annotated[int | None, Query(ge=1)] = None,
+        limit: Annotated[int, Query(ge=1, le=100)] = 50,
+        cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    ) -> RunPage:
+        return service().list_runs(
+            workflow=unquote(name),
+            status=status,
+            needs_attention=needs_attention,
+            version=version,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    @app.get(
+        "/workflows/<name>/runs/<run_id>",
+        summary="A run of this workflow",
+        tags=["scoped"],
+        responses={**_ok(200, "The run", RunDetail), **_errors(404)},
+    )
+    def get_workflow_run(name: str, run_id: str) -> RunDetail:
+        return service().get_run(_scoped(name, run_id))
+
+    @app.post(
+        "/workflows/<name>/runs/<run_id>/waits/<wait>",
+        summary="Answer a pending callback of a run of this workflow, by its name",
+        tags=["scoped"],
+        responses={**_ok(202, "Answer recorded"), **_errors(*BODY, 404, 409, 410)},
+    )
+    def complete_workflow_wait(
+        name: str, run_id: str, wait: str, body: CallbackRequest
+    ) -> Response[CallbackAccepted]:
+        scoped = _scoped(name, run_id)
+        return _json(202, service().complete_wait(scoped, unquote(wait), body, caller()))
+
+    @app.post(
+        "/workflows/<name>/runs/<run_id>/signals/<signal>",
+        summary="Send a named signal to a run of this workflow",
+        tags=["scoped"],
+        responses={**_ok(202, "Signal stored"), **_errors(*BODY, 404, 409)},
+    )
+    def workflow_signal(
+        name: str, run_id: str, signal: str, idempotency_key: SignalIdempotencyKey = None
+    ) -> Response[SignalAccepted]:
+        scoped = _scoped(name, run_id)
+        payload = parse_json(app.current_event.body)
+        accepted = service().signal(scoped, unquote(signal), payload, idempotency_key, caller())
+        return _json(202, accepted)
+
+    @app.post(
+        "/workflows/<name>/runs/<run_id>/cancel",
+        summary="Cancel a run of this workflow",
+        tags=["scoped"],
+        responses={**_ok(202, "Cancel accepted"), **_errors(*BODY, 404, 409)},
+    )
+    def workflow_cancel(name: str, run_id: str, body: CancelRequest) -> Response[RunSummary]:
+        return _json(202, service().cancel(_scoped(name, run_id), body, caller()))
+
+    @app.post(
+        "/workflows/<name>/runs/<run_id>/retry",
+        summary="Retry a failed run of this workflow",
+        tags=["scoped"],
+        responses={**_ok(202, "Retry accepted"), **_errors(*BODY, 404, 409)},
+    )
+    def workflow_retry(name: str, run_id: str, body: RetryRequest) -> Response[RunSummary]:
+        return _json(202, service().retry(_scoped(name, run_id), body, caller()))
+
+    @app.post(
+        "/workflows/<name>/runs/<run_id>/fork",
+        summary="Fork a run of this workflow",
+        tags=["scoped"],
+        responses={**_ok(201, "Forked run created"), **_errors(*BODY, 404, 409)},
+    )
+    def workflow_fork(name: str, run_id: str, body: ForkRequest) -> Response[RunSummary]:
+        return _json(201, service().fork(_scoped(name, run_id), body, caller()))
+
     @app.get("/workflows", summary="Registered workflows and their input schemas", tags=["runs"])
     def workflows() -> WorkflowList:
         return service().workflows()

@@ -226,6 +226,15 @@ class ApiService:
 
     # --- reading ----------------------------------------------------------------------
 
+    def of_workflow(self, workflow: str, run_id: str) -> str:
+        """``run_id``, if it is a run of ``workflow``: a route scoped to a workflow (which
+        an IAM policy can allow for that workflow alone) acts on that workflow's runs only.
+        Any other run is answered as a missing one (404): the path says nothing about it."""
+        run = self.engine.ledger.get_run(check_run_id(run_id))
+        if run is None or run.workflow != workflow:
+            raise RunNotFound(f"no run {run_id[:64]!r} of workflow {workflow[:100]!r}")
+        return run_id
+
     def get_run(self, run_id: str) -> RunDetail:
         history = self.engine.load(check_run_id(run_id))
         run = history.run
