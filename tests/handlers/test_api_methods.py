@@ -17,7 +17,7 @@ RUN = "01JDURABLE0000000000000000"
     [
         ("DELETE", f"/runs/{RUN}", "GET"),
         ("PUT", "/workflows", "GET"),
-        ("GET", "/workflows/greet/runs", "POST"),
+        ("DELETE", "/workflows/greet/runs", "GET, POST"),
         ("GET", f"/runs/{RUN}/cancel", "POST"),
         ("PATCH", "/callbacks/some-token", "POST"),
         ("POST", "/runs", "GET"),
