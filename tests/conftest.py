@@ -352,3 +352,19 @@ def scheduler_client_on(server: str, request: pytest.FixtureRequest) -> Any:
         # LocalStack has no reset API in the community edition; a fresh account is just as empty.
         account = f"{uuid.uuid4().int % 10**12:012d}"
     return aws_client("scheduler", endpoint, account=account, retries={"total_max_attempts": 1})
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """Telemetry configures the ``durable`` logger as Powertools' (JSON handler bound to
+    the stdout of the moment, no propagation, as on Lambda) whenever a test composes a
+    handler; restore it whole after every test, wherever it lives, so the next handler
+    composes afresh and later tests' ``caplog``/``capsys`` see the library's records
+    (whatever order a run or the mutation driver's selection puts the tests in)."""
+    import logging
+
+    lib = logging.getLogger("durable")
+    saved = {k: list(v) if isinstance(v, list) else v for k, v in vars(lib).items()}
+    yield
+    lib.__dict__.clear()
+    lib.__dict__.update(saved)

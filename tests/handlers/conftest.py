@@ -10,7 +10,6 @@ Powertools idempotency records compare against the real clock).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -165,18 +164,6 @@ def build_stack(
     ]:
         stack.handlers[name] = factory(app or workflows.app, settings, services=services)
     return stack
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """Telemetry configures the ``durable`` logger as Powertools' (JSON handler, no
-    propagation, as on Lambda); restore it whole so the next handler composes afresh and
-    other tests' ``caplog`` still sees the library's records."""
-    lib = logging.getLogger("durable")
-    saved = {k: list(v) if isinstance(v, list) else v for k, v in vars(lib).items()}
-    yield
-    lib.__dict__.clear()
-    lib.__dict__.update(saved)
 
 
 @pytest.fixture(autouse=True)
