@@ -436,4 +436,6 @@ def test_a_workflow_that_catches_every_error_cannot_go_on_after_losing_the_lease
     assert "lease_lost" in [o.result for o in outcomes]
     assert handled == []
     assert [s.name for s in runner.history(run_id)] == ["first"]
-    assert [s.consumed_by for s in runner.memory_ledger.load(run_id).signals] == [None]
+    loaded = runner.memory_ledger.load(run_id)
+    assert loaded is not None
+    assert [s.consumed_by for s in loaded.signals] == [None]
