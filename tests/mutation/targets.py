@@ -85,6 +85,9 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/endings.py"),
     Target("durable/interrupts.py"),
     Target("durable/hooks.py"),
+    # The pre-deploy check: the dry replay (shared with retry --upgrade-to), the read-only
+    # ledger wrapper and the verdicts.
+    Target("durable/deploy_check.py"),
     # The memory ledger: its writes (and the due index's paging), and the copies that keep
     # callers from sharing its records. The test helpers and the other memory ports are out.
     Target("durable/adapters/memory.py", ("copy_run", "copy_step", *_MEMORY_WRITES)),
