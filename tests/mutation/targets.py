@@ -85,6 +85,9 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/endings.py"),
     Target("durable/interrupts.py"),
     Target("durable/hooks.py"),
+    # The pre-deploy check: the dry replay (shared with retry --upgrade-to), the read-only
+    # ledger wrapper and the verdicts.
+    Target("durable/deploy_check.py"),
     # The memory ledger: its writes (and the due index's paging). The test helpers and the
     # other memory ports are out. The copies that keep its callers (and a warm worker's
     # view, durable.history_cache) from sharing records are in model.py.

@@ -9,7 +9,16 @@ from typing import Any
 
 import pytest
 
-from durable import App, CallbackTimeout, Context, EngineConfig, RunStatus, StepFailed, StepStatus
+from durable import (
+    App,
+    CallbackTimeout,
+    Context,
+    EngineConfig,
+    RetryPolicy,
+    RunStatus,
+    StepFailed,
+    StepStatus,
+)
 from durable.errors import TerminalError
 from durable.model import format_time
 from durable.testing import LocalRunner
@@ -301,3 +310,23 @@ def test_a_decorated_step_after_a_condition_is_still_durable() -> None:
     runner.run_until_idle()
     assert runner.get_run(run_id).output == '"after"'
     assert [s.name for s in runner.history(run_id)] == ["ready", after.name]
+
+
+def test_a_check_that_said_not_yet_has_no_failed_checks_against_it() -> None:
+    """GIVEN a condition (polled every minute, each poll its own invocation) under a retry
+    policy of 2 attempts, whose check says "not yet" once, then raises once, then holds
+    WHEN it runs THEN the error is the first failed check in a row, so the policy's budget
+    of 2 allows another poll, which holds: the wait returns its value.
+
+    Kills waits-f8eec02a (a record without an error count read as 1 error instead of 0: the
+    one error would be the second and fail the wait) and waits-4a4eb34e ("not yet" sets
+    the count to 1 instead of 0, alike)."""
+    config = EngineConfig(
+        default_retry=RetryPolicy(max_attempts=2, initial_delay=MINUTE, jitter="none")
+    )
+    poller = Poller(
+        [None, ConnectionError("down"), "ok"], config=config, interval=MINUTE, backoff=1.0
+    )
+    poller.advance(3)
+    assert len(poller.polls) == 3
+    assert poller.output() == '"ok"'

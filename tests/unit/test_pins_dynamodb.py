@@ -19,6 +19,7 @@ from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.dynamodb_items import run_pk
 from durable.errors import PayloadTooLarge, StorageError
 from durable.ids import due_shard
+from durable.limits import value_size
 from durable.model import RunError, RunStatus, StepStatus
 from durable.ports import ConditionFailed, RunExists, RunGuard, WaitNotPending
 from tests.conftest import MakeTables, aws_client
@@ -292,6 +293,138 @@ def test_a_reopened_step_too_large_for_the_ledger_is_refused(tables: Tables) -> 
 # --- _update --------------------------------------------------------------------------------
 
 
+def test_only_a_large_change_pays_a_read_to_project_the_run_item(tables: Tables) -> None:
+    """GIVEN a held run WHEN its owner writes a small change (a lease renewal), then one
+    over 1 KB (an error with a long message) THEN the small one is sent as one update with
+    no read before it; the large one first reads the run item (consistently) to project
+    its size.
+
+    Kills dynamodb-3720ace5 (the size test negated: every small update would pay a read
+    and the large ones none)."""
+    run = held(tables)
+    reads: list[dict[str, Any]] = []
+
+    def counted_get_item(**request: Any) -> Any:
+        reads.append(request)
+        return tables.client.get_item(**request)
+
+    ledger = tables.with_client(get_item=counted_get_item)
+    guard = RunGuard(run.fence, "w1")
+    ledger.update_run("RUN1", guard, {"lease_until": t(90), "due_at": t(95)})
+    assert reads == []
+    ledger.update_run("RUN1", guard, {"error": RunError("Boom", "x" * 2000)})
+    assert len(reads) == 1 and reads[0].get("ConsistentRead") is True
+
+
+def test_a_change_of_exactly_one_kilobyte_pays_no_read(tables: Tables) -> None:
+    """GIVEN a held run WHEN its owner writes a change of exactly 1024 bytes (by the
+    ledger's count) THEN no read is made first: only changes over 1 KB are projected.
+
+    Kills dynamodb-998a6f1a (``<= _SMALL_CHANGE`` -> ``<``)."""
+    run = held(tables)
+    changes = {"cancel_reason": "r" * 1007}
+    assert value_size(changes) == 1024
+    reads: list[dict[str, Any]] = []
+
+    def counted_get_item(**request: Any) -> Any:
+        reads.append(request)
+        return tables.client.get_item(**request)
+
+    tables.with_client(get_item=counted_get_item).update_run(
+        "RUN1", RunGuard(run.fence, "w1"), changes
+    )
+    assert reads == []
+
+
+class Sent:
+    """Counts the writes a ledger sends (update_item and transact_write_items)."""
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        self.calls: list[str] = []
+
+    def ledger(self) -> DynamoLedger:
+        def update_item(**request: Any) -> Any:
+            self.calls.append("update_item")
+            return self.tables.client.update_item(**request)
+
+        def transact_write_items(**request: Any) -> Any:
+            self.calls.append("transact_write_items")
+            return self.tables.client.transact_write_items(**request)
+
+        return self.tables.with_client(
+            update_item=update_item, transact_write_items=transact_write_items
+        )
+
+
+@pytest.mark.parametrize("how", ["update_run", "continue_run", "continue_run_successor"])
+def test_an_oversized_write_is_refused_before_it_is_sent(tables: Tables, how: str) -> None:
+    """GIVEN a held run WHEN its owner writes a change that would take the run item over
+    the limit (an output of 420 KB), or continues it as new with such a change, or with a
+    successor whose input is that large THEN PayloadTooLarge, and no write request is sent
+    at all (DynamoDB, whose own limit is higher than the ledger's, never decides).
+
+    Kills dynamodb-4304a430 / 3d47a73f (``_check_projected_size`` not called by update_run
+    / continue_run), dynamodb-f35ef1f2 (``current is not None`` negated) and
+    dynamodb-04b62c16 (the projected item not checked), dynamodb-20fd7d59 (the successor's
+    size not checked)."""
+    run = held(tables)
+    guard = RunGuard(run.fence, "w1")
+    sent = Sent(tables)
+    ledger = sent.ledger()
+    huge = {"output": f'"{HUGE}"'}
+    with pytest.raises(PayloadTooLarge):
+        if how == "update_run":
+            ledger.update_run("RUN1", guard, huge)
+        elif how == "continue_run":
+            ledger.continue_run("RUN1", guard, huge, make_run("RUN2"))
+        else:
+            successor = make_run("RUN2", input=f'"{HUGE}"')
+            ledger.continue_run("RUN1", guard, {"status": "SUCCEEDED"}, successor)
+    assert sent.calls == []
+    assert tables.ledger.get_run("RUN2") is None
+
+
+def padded(item: dict[str, Any]) -> dict[str, Any]:
+    """A run item as DynamoDB might return it: grown past the ledger's own limit (398 KB)
+    though still under DynamoDB's 400 KB."""
+    return {**item, "cancel_reason": {"S": "b" * (398 * 1024 + 512)}}
+
+
+@pytest.mark.parametrize("how", ["operate", "reopen"])
+def test_an_operator_change_whose_item_comes_back_over_the_limit_is_refused(
+    tables: Tables, how: str
+) -> None:
+    """GIVEN an operator's change (a cancel request, or a retry's reopening) that DynamoDB
+    accepts, but whose run item comes back over the ledger's own limit (which keeps 2 KB
+    of head room under DynamoDB's) THEN PayloadTooLarge, as the memory ledger refuses it.
+
+    Kills dynamodb-57838e26 (operate's check of the item it got back deleted) and
+    dynamodb-740f0ac5 (the same after a reopening's read-back)."""
+    if how == "operate":
+        held(tables)
+
+        def update_item(**request: Any) -> Any:
+            response = tables.client.update_item(**request)
+            return {**response, "Attributes": padded(response["Attributes"])}
+
+        with pytest.raises(PayloadTooLarge):
+            tables.with_client(update_item=update_item).operate(
+                "RUN1",
+                statuses=("RUNNING",),
+                changes={"cancel_requested": True, "cancel_reason": "stop"},
+            )
+        return
+    step = failed_with_step(tables)
+
+    def get_item(**request: Any) -> Any:
+        response = tables.client.get_item(**request)
+        return {**response, "Item": padded(response["Item"])}
+
+    with pytest.raises(PayloadTooLarge):
+        reopen(tables.with_client(get_item=get_item), step)
+
+
 def test_an_update_over_the_item_limit_says_so_with_the_limit(tables: Tables) -> None:
     """GIVEN a held run WHEN its owner writes a small change that DynamoDB still refuses as
     too large (an item grown to the limit by earlier small changes) THEN PayloadTooLarge
@@ -456,4 +589,69 @@ def test_a_checkpoint_cancelled_for_another_reason_is_a_storage_error(tables: Ta
     step = make_step(status=StepStatus.RUNNING, output=None)
     with pytest.raises(StorageError) as info:
         ledger.write_step_fenced(step, RunGuard(run.fence, "w1"), {"lease_until": t(90)})
+    assert info.value.retryable is True
+
+
+# --- continue_run's refusals -------------------------------------------------------------
+
+
+def test_a_refused_continue_as_new_reports_the_run_from_the_refusal(tables: Tables) -> None:
+    """GIVEN a run held by another owner now WHEN the old owner continues it as new, and
+    the run item is gone by the time anything could read it THEN ConditionFailed carries
+    the run from the refusal itself (the transaction's ALL_OLD for the run's update).
+
+    Kills dynamodb-3feb0d32 (``if old`` negated: the run read again, and found gone),
+    dynamodb-1bc68a0c ("Item" -> "") and dynamodb-dfae9454 (the successor's reason read
+    instead of the run's)."""
+    run = held(tables)
+    tables.ledger.operate("RUN1", statuses=("RUNNING",), changes={"lease_owner": "w2"})
+    stored = tables.ledger.get_run("RUN1")
+    ledger = tables.with_client(get_item=reads_nothing)
+    with pytest.raises(ConditionFailed) as info:
+        ledger.continue_run(
+            "RUN1", RunGuard(run.fence, "w1"), {"status": "SUCCEEDED"}, make_run("RUN2")
+        )
+    assert info.value.current == stored
+
+
+def test_a_continue_as_new_onto_a_taken_id_reports_the_run_found_there(tables: Tables) -> None:
+    """GIVEN a successor id already taken by a stored run WHEN a run is continued as new
+    under it, and that item is gone by the time anything could read it THEN RunExists
+    carries the stored run from the refusal itself (the successor put's ALL_OLD).
+
+    Kills dynamodb-05b40c42 ("Item" -> ""), dynamodb-b796f078 (the run's reason read
+    instead of the successor's), dynamodb-e0b127f3 (``if old`` negated), dynamodb-15da8093
+    (the successor put's "ALL_OLD" -> "")."""
+    run = held(tables)
+    taken = make_run("RUN2", input='{"b":2}')
+    tables.ledger.create_run(taken)
+    ledger = tables.with_client(get_item=reads_nothing)
+    with pytest.raises(RunExists) as info:
+        ledger.continue_run("RUN1", RunGuard(run.fence, "w1"), {"status": "SUCCEEDED"}, taken)
+    assert info.value.existing == taken
+
+
+def test_a_successor_conflict_without_the_item_is_a_transient_conflict(tables: Tables) -> None:
+    """GIVEN a continue-as-new refused for its successor id without the old item, and that
+    item gone when read back WHEN it is reported THEN a retryable StorageError (try
+    again), not RunExists.
+
+    Kills dynamodb-6cdc4b10 (that raise deleted) and dynamodb-f6b5a61b (retryable ->
+    False)."""
+    run = held(tables)
+
+    def successor_taken(**_: Any) -> Any:
+        raise tables.client.exceptions.TransactionCanceledException(
+            {
+                "Error": {"Code": "TransactionCanceledException", "Message": "taken"},
+                "CancellationReasons": [{"Code": "None"}, {"Code": "ConditionalCheckFailed"}],
+            },
+            "TransactWriteItems",
+        )
+
+    ledger = tables.with_client(transact_write_items=successor_taken, get_item=reads_nothing)
+    with pytest.raises(StorageError) as info:
+        ledger.continue_run(
+            "RUN1", RunGuard(run.fence, "w1"), {"status": "SUCCEEDED"}, make_run("RUN2")
+        )
     assert info.value.retryable is True

@@ -13,7 +13,15 @@ import pytest
 
 from durable.adapters.memory import MemoryLedger
 from durable.errors import PayloadTooLarge
-from durable.model import Attempt, RunStatus, SignalRecord, StepStatus, parse_time
+from durable.model import (
+    Attempt,
+    RunError,
+    RunStatus,
+    SignalRecord,
+    StepKind,
+    StepStatus,
+    parse_time,
+)
 from durable.ports import RunGuard
 from tests.support.records import make_run, make_step, t
 
@@ -78,6 +86,26 @@ def test_a_loaded_step_is_the_callers_to_change(ledger: Any) -> None:
     scribble(ledger.load("RUN1").steps["0001"])
     scribble(ledger.get_step("RUN1", "0001"))
     assert ledger.load("RUN1").steps["0001"] == rich_step()
+
+
+def test_the_ledger_keeps_its_own_copy_of_a_runs_error_and_operations(ledger: Any) -> None:
+    """GIVEN a run created with an error and an operations log
+    WHEN the caller then changes those in place, and changes a run it read back
+    THEN the ledger still holds what was written: it never shares a run's error or
+    operations with a caller.
+
+    Kills memory-5f4c3df2 / ef762cac (``copy_run`` keeps the error, or the operations, by
+    reference)."""
+    error = RunError("Boom", "first", position="0001")
+    ledger.create_run(make_run(error=error, operations=[{"op": "retry", "by": "ops"}]))
+    error.message = "scribbled"
+    read = ledger.get_run("RUN1")
+    assert read.error == RunError("Boom", "first", position="0001")
+    read.error.message = "scribbled"
+    read.operations[0]["op"] = "scribbled"
+    again = ledger.get_run("RUN1")
+    assert again.error == RunError("Boom", "first", position="0001")
+    assert again.operations == [{"op": "retry", "by": "ops"}]
 
 
 # --- the due index ------------------------------------------------------------------------
@@ -208,6 +236,128 @@ def test_an_operator_change_that_would_overflow_the_run_item_is_refused(ledger: 
     assert ledger.get_run("RUN1") == before
 
 
+def test_a_continue_as_new_that_would_overflow_the_run_item_is_refused(ledger: Any) -> None:
+    """GIVEN a running run WHEN its owner continues it as new with a change that would push
+    its item over the limit (an output of 420 KB) THEN PayloadTooLarge: the run is
+    unchanged and no successor exists.
+
+    Kills memory-07e153fb (continue_run's size check of the changed run deleted)."""
+    ledger.create_run(make_run())
+    run = ledger.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0)).run
+    before = ledger.get_run("RUN1")
+    successor = make_run("RUN2")
+    with pytest.raises(PayloadTooLarge):
+        ledger.continue_run(
+            "RUN1",
+            RunGuard(run.fence, "w1"),
+            {"status": "SUCCEEDED", "output": f'"{HUGE}"', "updated_at": t(5)},
+            successor,
+        )
+    assert ledger.get_run("RUN1") == before
+    assert ledger.get_run("RUN2") is None
+
+
+def test_a_successor_can_be_loaded_and_written_to_at_once(ledger: Any) -> None:
+    """GIVEN a running run WHEN its owner continues it as new THEN the successor loads at
+    once, as an empty partition (no steps, no signals), and takes its first step record.
+
+    Kills memory-99ee87f5 (``continue_run`` does not set up the successor's steps: its
+    load fails with a KeyError). (The simulation tests catch it too, but their session
+    summary then divides by zero and the driver reports an error, not a kill.)"""
+    ledger.create_run(make_run())
+    run = ledger.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0)).run
+    ledger.continue_run(
+        "RUN1",
+        RunGuard(run.fence, "w1"),
+        {"status": "SUCCEEDED", "updated_at": t(5)},
+        make_run("RUN2", created_at=t(5)),
+    )
+    history = ledger.load("RUN2")
+    assert (history.steps, history.signals) == ({}, [])
+    ledger.write_step(make_step("RUN2"))
+    assert list(ledger.load("RUN2").steps) == ["0001"]
+
+
+def test_an_operator_change_leaves_the_inbox_alone_unless_asked(ledger: Any) -> None:
+    """GIVEN a failed run whose inbox counts 2 events
+    WHEN an operator's change is applied without ``bump_inbox`` (a retry's reopening),
+    then one with it (a cancel request) THEN only the second counts as an event.
+
+    Kills memory-1cdaa936 (``bump_inbox: bool = False`` -> True: every operator change
+    would count as an event)."""
+    ledger.create_run(make_run(status=RunStatus.FAILED, due_at=None, inbox=2))
+    changed = ledger.operate(
+        "RUN1", statuses=("FAILED",), changes={"status": "PENDING", "updated_at": t(5)}
+    )
+    assert changed.inbox == 2 and ledger.get_run("RUN1").inbox == 2
+    bumped = ledger.operate(
+        "RUN1",
+        statuses=("PENDING",),
+        changes={"cancel_requested": True, "updated_at": t(6)},
+        bump_inbox=True,
+    )
+    assert bumped.inbox == 3 and ledger.get_run("RUN1").inbox == 3
+
+
+def test_a_signal_taken_elsewhere_leaves_a_pending_wait_as_stored(ledger: Any) -> None:
+    """GIVEN a signal already consumed at 0001, and a signal wait pending (WAITING) at 0002
+    WHEN a stale view consumes that signal at 0002 THEN the ledger answers with the
+    stored WAITING record and writes nothing: the wait stays pending, the signal stays
+    0001's.
+
+    Kills memory-49b89c45 (that answer -> None)."""
+    ledger.create_run(make_run())
+    signal = SignalRecord("RUN1", "go", "01A", '"p"', t(5))
+    ledger.add_signal(signal, now=t(5))
+    claim = ledger.claim("RUN1", "w", now=t(6), lease_until=t(60), stale_before=t(1))
+    assert claim is not None
+    guard = RunGuard(claim.run.fence, "w")
+    first = make_step(kind=StepKind.SIGNAL, name="go", output='"p"', fence=guard.fence)
+    assert ledger.consume_signal(first, signal, guard) == first
+    waiting = make_step(
+        position="0002",
+        kind=StepKind.SIGNAL,
+        name="go",
+        status=StepStatus.WAITING,
+        output=None,
+        fence=guard.fence,
+    )
+    ledger.write_step(waiting, guard)
+    stale = replace(first, position="0002")
+    assert ledger.consume_signal(stale, signal, guard) == waiting
+    history = ledger.load("RUN1")
+    assert history is not None
+    assert history.steps["0002"] == waiting
+    assert history.signals[0].consumed_by == "0001"
+
+
+def test_a_checkpoint_whose_run_change_would_overflow_the_run_item_is_refused() -> None:
+    """GIVEN a claimed run on the memory ledger WHEN a step's fenced write carries a run
+    change that would push the run item over the limit THEN PayloadTooLarge: neither the
+    step nor the run change is written (the memory ledger checks the size of every run
+    item it writes).
+
+    Memory only: the engine's checkpoints change two timestamps, never enough to overflow;
+    DynamoDB refuses such a transaction itself, which reaches the caller as a StorageError.
+
+    Kills memory-19d44714 (write_step_fenced's size check of the changed run deleted)."""
+    ledger = MemoryLedger()
+    ledger.create_run(make_run())
+    claim = ledger.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0))
+    assert claim is not None
+    run = claim.run
+    before = ledger.get_run("RUN1")
+    with pytest.raises(PayloadTooLarge):
+        ledger.write_step_fenced(
+            make_step(status=StepStatus.RUNNING, output=None),
+            RunGuard(run.fence, "w1"),
+            {"lease_until": t(90), "cancel_reason": HUGE},
+        )
+    assert ledger.get_run("RUN1") == before
+    history = ledger.load("RUN1")
+    assert history is not None and history.steps == {}
+
+
 # 398.5 KB: over the ledger's own limit (400 KB less 2 KB of head room for the keys and index
 # attributes it adds) but under DynamoDB's, which accepts the write.
 BETWEEN_THE_LIMITS = "b" * (398 * 1024 + 512)
@@ -225,7 +375,8 @@ def test_a_run_item_over_the_ledgers_own_limit_is_refused_on_every_ledger(
     Against DynamoDB Local (the integration tier) this kills the deletion of that check in
     DynamoLedger.update_run and .operate (dynamodb-89b6701e / 57838e26). The unit tier's
     mutation run cannot: moto counts item sizes higher than DynamoDB and refuses these
-    updates itself (from about 392 KB), before the check is reached."""
+    updates itself (from about 392 KB), before the check is reached; test_pins_dynamodb.py
+    kills operate's (dynamodb-57838e26) with a client that returns the item grown."""
     changes = {"cancel_reason": BETWEEN_THE_LIMITS, "updated_at": t(5)}
     if how == "update_run":
         ledger.create_run(make_run())

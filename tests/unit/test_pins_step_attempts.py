@@ -350,8 +350,9 @@ def test_a_checkpoint_that_finds_the_step_taken_ends_the_invocation(lose: str) -
     worker already recorded WHEN it checkpoints THEN the lease is lost: the invocation ends
     (no further write), and what the other worker wrote stands.
 
-    Kills steps-3ae712e2 (``raise LeaseLost() from e`` deleted), steps-c5bcdde2 (the
-    ``raise LeaseLost()`` after a refused write deleted), steps-9ae0d898 (``not written``)."""
+    Kills steps-c5bcdde2 (the ``raise LeaseLost()`` after a refused write deleted),
+    steps-9ae0d898 (``not written``). (steps-3ae712e2 survives this test: see
+    test_pins_steps.py, test_a_body_that_catches_every_error_cannot_swallow_a_lost_lease.)"""
     app, box = lease_losing_app(lose)
     runner = LocalRunner(app)
     box.append(runner)

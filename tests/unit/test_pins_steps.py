@@ -267,3 +267,112 @@ def test_a_fresh_retry_budget_survives_a_checkpoint_and_a_crash() -> None:
     runner.advance(minutes=21)
     assert attempts == [1, 2, 3, 4, 5, 6]
     assert runner.get_run(run_id).status == RunStatus.SUCCEEDED
+
+
+def test_a_step_error_that_quotes_a_callback_url_is_stored_redacted() -> None:
+    """GIVEN a workflow that made a callback and then calls a step whose error quotes the
+    callback's URL (retried once after its backoff, then failed for good)
+    WHEN the step fails THEN its record's error summary holds the redaction marker, never
+    the token: the summary a failed step stores goes through ``redact`` like its attempts.
+
+    Kills steps-65cf89e1 (``fields.get("error_summary")`` -> ``fields.get("")``: nothing
+    is redacted) and steps-5e5c1d4e (the redaction in ``record()`` deleted)."""
+    app = App()
+    tokens: list[str] = []
+
+    @app.step(retry=RetryPolicy(max_attempts=2, initial_delay=timedelta(seconds=1), jitter="none"))
+    def notify(url: str) -> str:
+        raise ConnectionError(f"could not post {url}")
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        callback = ctx.create_callback("approval")
+        tokens.append(callback.token)
+        return notify(callback.url)
+
+    runner = LocalRunner(app)
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    runner.advance(minutes=1)  # the retry's backoff
+    assert runner.get_run(run_id).status == RunStatus.FAILED
+    step = runner.history(run_id)[-1]
+    assert step.status == StepStatus.TERMINAL_FAILED
+    assert step.error_summary is not None and tokens
+    assert "<callback token redacted>" in step.error_summary
+    assert tokens[0] not in step.error_summary
+
+
+def test_an_in_process_retry_may_perform_the_same_effect_action_again() -> None:
+    """GIVEN a step that performs its "charge" effect and then fails retryably, and whose
+    retry is served in the same invocation (no backoff)
+    WHEN attempt 2 performs "charge" again THEN it gets attempt 1's reference back (the
+    effect is not called twice) and the step succeeds: the one-effect-per-action rule holds
+    within an attempt, not across the attempts of one invocation.
+
+    Kills steps-5e3135c4 (``self.effect_actions.clear()`` deleted: attempt 2's "charge" is
+    refused as a second effect of the same attempt, and the step fails for good)."""
+    app = App()
+    calls: list[str] = []
+    seen: list[tuple[int, str]] = []
+
+    @app.step(retry=RetryPolicy(max_attempts=2, initial_delay=timedelta(seconds=0)))
+    def pay() -> str:
+        step = current_step()
+
+        def charge(key: str) -> str:
+            calls.append(key)
+            return "ch_1"
+
+        seen.append((step.attempt, step.effect("charge", charge)))
+        if step.attempt == 1:
+            raise ConnectionError("the response was lost")
+        return "paid"
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return pay()
+
+    runner = LocalRunner(app, config=EngineConfig(inprocess_wait_threshold=timedelta(seconds=1)))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    stored = runner.get_run(run_id)
+    assert stored.status == RunStatus.SUCCEEDED, stored.error
+    assert seen == [(1, "ch_1"), (2, "ch_1")]
+    assert len(calls) == 1
+
+
+def test_a_body_that_catches_every_error_cannot_swallow_a_lost_lease() -> None:
+    """GIVEN a step whose run another worker took over (fence and owner changed) while its
+    body ran, and a body that wraps its checkpoint in ``except Exception``
+    WHEN the checkpoint's fenced write is refused THEN LeaseLost (a control-flow signal,
+    not an Exception) goes through the body's handler: the invocation ends, the body does
+    not go on, and nothing is recorded.
+
+    Kills steps-3ae712e2 (``raise LeaseLost() from e`` deleted: ``written`` is then
+    unbound, the UnboundLocalError is an Exception the body swallows, and the body's
+    result is recorded although the lease is gone)."""
+    app = App()
+    box: list[LocalRunner] = []
+    swallowed: list[str] = []
+
+    @app.step(name="work")
+    def work() -> str:
+        runner, step = box[0], current_step()
+        runner.memory_ledger.patch_run(step.run_id, {"fence": 99, "lease_owner": "w2"})
+        try:
+            step.checkpoint({"page": 1})
+        except Exception as e:  # what careless step code does
+            swallowed.append(type(e).__name__)
+        return "ours"
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        return work()
+
+    runner = LocalRunner(app)
+    box.append(runner)
+    run_id = runner.start("flow").run_id
+    outcomes = runner.run_until_idle()
+    assert [o.result for o in outcomes] == ["lease_lost"]
+    assert swallowed == []
+    assert runner.history(run_id) == []

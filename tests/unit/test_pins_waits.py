@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from durable import App, CallbackFailed, CallbackTimeout, Context, EngineConfig, RunStatus
+from durable import (
+    App,
+    CallbackFailed,
+    CallbackTimeout,
+    Context,
+    EngineConfig,
+    RunStatus,
+    current_step,
+)
 from durable.errors import NonDeterminismError
 from durable.model import StepRecord, StepStatus
 from durable.testing import LocalRunner
@@ -102,6 +110,36 @@ def test_a_timed_out_wait_says_what_timed_out(kind: str) -> None:
     assert output.startswith(f"\"{kind} 'approval' at 0001 timed out at ")
 
 
+@pytest.mark.parametrize("kind", ["callback", "signal wait", "condition"])
+def test_a_wait_past_the_run_lifetime_is_refused_naming_the_kind_of_wait(kind: str) -> None:
+    """GIVEN a run whose lifetime is one day WHEN it waits on a callback, a signal or a
+    condition with a two-day timeout THEN the run fails with ValueError at the call,
+    saying which wait's timeout would end after the lifetime.
+
+    Kills waits-337eee8d / 31fa7cae / ad75fc0b (the kind handed to ``_expiry`` -> ""),
+    and waits-8f902067 (the signal wait's ``_expiry`` not called: no lifetime check)."""
+    app = App()
+
+    @app.workflow
+    def flow(ctx: Context) -> Any:
+        timeout = timedelta(days=2)
+        if kind == "callback":
+            return ctx.create_callback("approval", timeout=timeout).result()
+        if kind == "signal wait":
+            return ctx.wait_for_signal("approval", timeout=timeout)
+        return ctx.wait_for_condition(
+            lambda: False, interval=timedelta(hours=1), timeout=timeout, name="ready"
+        )
+
+    runner = LocalRunner(app, config=EngineConfig(max_run_lifetime=timedelta(days=1)))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    run = runner.get_run(run_id)
+    assert run.status == RunStatus.FAILED and run.error is not None
+    assert run.error.type == "ValueError"
+    assert run.error.message.startswith(f"this {kind}'s timeout would end at ")
+
+
 # --- callbacks ---------------------------------------------------------------------------
 
 
@@ -145,6 +183,26 @@ def test_the_callback_url_has_one_slash_before_callbacks() -> None:
     runner.start("flow")
     runner.run_until_idle()
     assert seen[0].url == f"https://api.example.com/v1/callbacks/{seen[0].token}"
+
+
+def test_a_callbacks_repr_names_only_the_wait() -> None:
+    """GIVEN a callback with a result type WHEN it is printed (a log line, a debugger)
+    THEN its repr is its name and position only: not the token or URL (credentials), nor
+    the engine's execution it holds, nor its result type.
+
+    Kills waits-085c9b39 (``_execution`` shown in the repr) and waits-97b2c67f
+    (``result_type`` shown)."""
+    app = App()
+    seen: list[str] = []
+
+    @app.workflow
+    def flow(ctx: Context) -> None:
+        seen.append(repr(ctx.create_callback("approval", result_type=dict)))
+
+    runner = LocalRunner(app)
+    runner.start("flow")
+    runner.run_until_idle()
+    assert seen == ["Callback(name='approval', position='0001')"]
 
 
 def test_a_callback_answered_by_another_worker_first_carries_that_workers_token(
@@ -341,3 +399,43 @@ def test_a_signal_whose_wait_timed_out_meanwhile_raises_the_timeout(
     runner.signal(run_id, "approval", "yes")
     runner.run_until_idle()
     assert (runner.get_run(run_id).output or "").startswith("\"signal 'approval' at 0001")
+
+
+def test_a_workflow_that_catches_every_error_cannot_go_on_after_losing_the_lease() -> None:
+    """GIVEN a signal sent before the run's first invocation, and a run taken over by
+    another worker (fence and owner changed) while its first step ran
+    WHEN the workflow, which wraps its signal wait in ``except Exception``, consumes the
+    signal THEN the fenced consumption is refused and LeaseLost (not an Exception) ends
+    the invocation: the workflow's handler never runs and the signal stays unconsumed.
+
+    Kills waits-6716b26a (``raise LeaseLost() from e`` deleted: an UnboundLocalError
+    reaches the workflow's handler, which goes on as if the wait had failed)."""
+    app = App()
+    box: list[LocalRunner] = []
+    handled: list[str] = []
+
+    @app.step(name="first")
+    def first() -> str:
+        box[0].memory_ledger.patch_run(current_step().run_id, {"fence": 99, "lease_owner": "w2"})
+        return "a"
+
+    @app.workflow
+    def flow(ctx: Context) -> Any:
+        first()
+        try:
+            return ctx.wait_for_signal("go")
+        except Exception as e:  # what careless workflow code does
+            handled.append(type(e).__name__)
+            return "gave up"
+
+    runner = LocalRunner(app)
+    box.append(runner)
+    run_id = runner.start("flow").run_id
+    runner.signal(run_id, "go", 1)
+    outcomes = runner.run_until_idle()
+    assert "lease_lost" in [o.result for o in outcomes]
+    assert handled == []
+    assert [s.name for s in runner.history(run_id)] == ["first"]
+    loaded = runner.memory_ledger.load(run_id)
+    assert loaded is not None
+    assert [s.consumed_by for s in loaded.signals] == [None]
