@@ -204,8 +204,10 @@ def check_run(engine: Engine, history: RunHistory) -> RunVerdict:
         return verdict
     try:
         stopped = dry_replay(engine, workflow, history)
-    except Exception as e:  # the probe itself could not be set up: reported, never hidden
-        stopped = e
+    except Exception as e:  # the probe itself could not be set up (a damaged item)
+        verdict.verdict = "unchecked"
+        verdict.advice = f"could not replay: {type(e).__name__}: {e}"
+        return verdict
     if stopped is None:
         return verdict
     if isinstance(stopped, NonDeterminismError):

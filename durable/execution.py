@@ -199,7 +199,8 @@ class Execution(LeaseKeeping):
                     position, f"{rec.kind} {rec.name!r}", f"{kind} {name!r}"
                 )
                 raise self.nondeterminism
-            raise DryRunComplete()
+            if rec is None or not self._goes_on_past(rec):
+                raise DryRunComplete()
         if rec is None:
             self.check_cancel()
             return None
@@ -211,6 +212,15 @@ class Execution(LeaseKeeping):
         if not rec.status.final:
             self.check_cancel()
         return rec
+
+    def _goes_on_past(self, rec: StepRecord) -> bool:
+        """Whether the code that recorded ``rec`` went on past it (a dry replay must too,
+        to check what follows): a callback created without waiting on it yet, or a step
+        failure the workflow caught; either way later positions hold records."""
+        if rec.kind != StepKind.CALLBACK and rec.status != StepStatus.TERMINAL_FAILED:
+            return False  # a step still running or retrying: nothing can follow it yet
+        mine = top_index(rec.position)
+        return any(top_index(p) > mine for p in self.steps)
 
     def now_text(self) -> str:
         return format_time(self.clock.now())
@@ -405,6 +415,7 @@ class Execution(LeaseKeeping):
         records it: first writer wins and a loser adopts the winner's record. Only a
         newer owner's pending record stops it (``durable.leases.step_replaceable``).
         """
+        self._new_work()
         rec.fence = self.run.fence
         return self.kept(rec, self.ledger.write_step(rec))
 
@@ -417,6 +428,7 @@ class Execution(LeaseKeeping):
         requires no cancel request and a lease that has not ended by this worker's clock:
         a worker that stalled after its lease check must not start the body a day later,
         or after a cancel was acknowledged."""
+        self._new_work()
         rec.fence = self.run.fence
         guard = self.guard()
         if starts_body:
@@ -435,6 +447,12 @@ class Execution(LeaseKeeping):
                 raise RunCanceled(current.cancel_reason or "canceled") from e
             raise LeaseLost() from e
         return self.kept(rec, stored)
+
+    def _new_work(self) -> None:
+        """A dry replay (a deploy check) stops where the run would write: everything
+        before was replayed from records, what comes next is the new code's to do."""
+        if self.dry_run:
+            raise DryRunComplete()
 
     def kept(self, rec: StepRecord, stored: StepRecord) -> StepRecord:
         """What the ledger holds at ``rec``'s position after writing it: ``rec``, or a
@@ -455,6 +473,7 @@ class Execution(LeaseKeeping):
         (harmless), never a lost one. A timer wake-up that finds its wait not yet due was
         early, so the wait is re-armed under a fresh schedule name.
         """
+        self._new_work()
         if due_at is not None and position is not None:
             self.armed = True
             early = replayed and self.reason == "timer"

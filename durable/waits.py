@@ -88,6 +88,10 @@ def create_callback(
 ) -> Callback:
     check_wait_name(name, "callback")
     _check_timeout(timeout)
+    if x.dry_run:  # a deploy check: it sends nothing, so needs no token (nor its key)
+        position = x.next_position()
+        x.recorded(position, name, StepKind.CALLBACK)  # the frontier ends the check here
+        return Callback("", "", name, position, x, result_type)
     secret = tokens.check_secret(x.config.callback_secret)
     position = x.next_position()
     rec = x.recorded(position, name, StepKind.CALLBACK)

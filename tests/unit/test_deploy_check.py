@@ -3,12 +3,14 @@ the deploy, with nothing run and nothing written."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from durable import App, RunStatus
+from durable import App, Context, RunStatus
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
 from durable.deploy_check import CheckWrote, ReadOnlyLedger, check_deploy
 from durable.engine import Engine
@@ -154,3 +156,70 @@ def test_a_retyped_input_fails_the_runs_that_stored_the_old_one() -> None:
     assert {r.verdict for r in report.runs} == {"fails"}
     assert "ValidationError" in (report.runs[0].called or "")
     assert "new version" in report.runs[0].advice
+
+
+def _callback_then_step(step_name: str) -> App:
+    app = App()
+
+    @app.workflow(name="flow")
+    def flow(ctx: Context) -> str:
+        approval = ctx.create_callback("approval")  # does not wait: the code goes on
+        ctx.step(lambda: "sent", name=step_name)
+        result: str = approval.result()
+        return result
+
+    return app
+
+
+def test_a_pending_callback_does_not_end_the_check_before_the_records_after_it() -> None:
+    """GIVEN a run that created a callback (still pending at 0001) and then recorded a
+    step (0002) WHEN the step is renamed THEN the check replays past the pending callback
+    and names the divergence at 0002; the same code passes."""
+    runner = LocalRunner(_callback_then_step("notify"))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+
+    def check(app: App) -> Any:
+        engine = Engine(
+            app, ReadOnlyLedger(runner.memory_ledger), MemoryInvoker(), MemoryEffectStore()
+        )
+        return check_deploy(engine, ["flow"])
+
+    (renamed,) = check(_callback_then_step("notify-v2")).runs
+    assert (renamed.run_id, renamed.verdict, renamed.position) == (
+        run_id,
+        "nondeterministic",
+        "0002",
+    )
+    assert [r.verdict for r in check(_callback_then_step("notify")).runs] == ["ok"]
+
+
+def test_a_caught_failure_does_not_end_the_check_before_the_records_after_it() -> None:
+    """A step failed for good, the workflow caught it and went on: the check replays the
+    failure into the code (which catches it again) and checks what follows."""
+    from durable import RetryPolicy, StepFailed
+
+    def make(second: str) -> App:
+        app = App()
+
+        def broken() -> None:
+            raise ValueError("no")
+
+        @app.workflow(name="flow")
+        def flow(ctx: Context) -> str:
+            with contextlib.suppress(StepFailed):
+                ctx.step(broken, retry=RetryPolicy(max_attempts=1))
+            ctx.step(lambda: "ok", name=second)
+            ctx.sleep(timedelta(hours=1))
+            return "done"
+
+        return app
+
+    runner = LocalRunner(make("after"))
+    runner.start("flow")
+    runner.run_until_idle()
+    engine = Engine(
+        make("later"), ReadOnlyLedger(runner.memory_ledger), MemoryInvoker(), MemoryEffectStore()
+    )
+    (verdict,) = check_deploy(engine, ["flow"]).runs
+    assert (verdict.verdict, verdict.position) == ("nondeterministic", "0002")
