@@ -95,11 +95,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if stats is None or not stats.schedules:
         return
     rate = stats.schedules / stats.seconds if stats.seconds else 0.0
+    calls = stats.calls / stats.seconds if stats.seconds else 0.0
     first, last = min(stats.seeds), max(stats.seeds)
     terminalreporter.write_sep("-", "simulation")
     terminalreporter.write_line(
         f"{stats.schedules} schedules (seeds {first}..{last}) in {stats.seconds:.1f} s: "
-        f"{rate:.1f} schedules/s, {stats.calls / stats.seconds:.0f} port calls/s"
+        f"{rate:.1f} schedules/s, {calls:.0f} port calls/s"
     )
     for name, seed in sorted(stats.failing.items()):
         terminalreporter.write_line(f"  {name}: first seed {seed}")
