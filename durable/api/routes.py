@@ -327,7 +327,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         responses={**_ok(200, "The run", RunDetail), **_errors(404)},
     )
     def get_workflow_run(name: str, run_id: str) -> RunDetail:
-        return service().get_run(_scoped(name, run_id))
+        return service().get_run(unquote(run_id), workflow=unquote(name))  # one read
 
     @app.post(
         "/workflows/<name>/runs/<run_id>/waits/<wait>",

@@ -235,9 +235,12 @@ class ApiService:
             raise RunNotFound(f"no run {run_id[:64]!r} of workflow {workflow[:100]!r}")
         return run_id
 
-    def get_run(self, run_id: str) -> RunDetail:
+    def get_run(self, run_id: str, workflow: str | None = None) -> RunDetail:
+        """The run and its ledger; with ``workflow`` (a scoped route), only a run of it."""
         history = self.engine.load(check_run_id(run_id))
         run = history.run
+        if workflow is not None and run.workflow != workflow:
+            raise RunNotFound(f"no run {run_id[:64]!r} of workflow {workflow[:100]!r}")
         return RunDetail(
             **RunSummary.of(run).model_dump(),
             input=json_value(run.input),
