@@ -117,6 +117,9 @@ class TracingLedger(WatchedLedger):
     # --- steps and waits -----------------------------------------------------------------
 
     def on_step(self, step: StepRecord) -> None:
+        span = self._span
+        if span is None or not span.is_recording():
+            return  # no provider records spans (OpenTelemetry's no-op): nothing per step
         with observer_code():
             self._spans_of(step)
 
