@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-deploy test test-localstack test-project lint typecheck unit integration soak mutation bench docs clean
+.PHONY: demo demo-deploy test test-localstack test-project test-browser lint typecheck unit integration soak mutation bench docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ test-localstack: $(STAMP)
 # minutes: installs from the registries), so a tier of its own; prints each step's time.
 test-project: $(STAMP)
 	$(BIN)/pytest -m project -s
+
+# The web console in a real browser: headless Chromium (Debian's package, installed on first
+# use) driven by Playwright against durable dev. Screenshots go to artifacts/console/.
+test-browser: $(STAMP)
+	infra/local/chromium.sh install >/dev/null
+	DURABLE_CHROMIUM=$$(command -v chromium) $(BIN)/pytest -m browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -22,6 +22,7 @@ import json
 import os
 import shlex
 import sys
+import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from durable import render
+from durable.adapters.sigv4 import NoCredentials, is_aws_api, signed_headers
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
 STATE_DIR = Path(".durable")
@@ -66,24 +68,6 @@ def endpoint(args: argparse.Namespace) -> str:
     return DEFAULT_ENDPOINT
 
 
-def _signed_headers(url: str, method: str, body: bytes | None) -> dict[str, str]:
-    """SigV4 for a deployed API's IAM-authorized routes (credentials from the usual chain)."""
-    import boto3
-    from botocore.auth import SigV4Auth
-    from botocore.awsrequest import AWSRequest
-
-    session = boto3.Session()
-    credentials = session.get_credentials()
-    if credentials is None:
-        fail("no AWS credentials found to sign the request; configure a profile or use --no-sign")
-    region = urllib.parse.urlsplit(url).hostname.split(".")[2]  # type: ignore[union-attr]
-    request = AWSRequest(
-        method=method, url=url, data=body, headers={"Content-Type": "application/json"}
-    )
-    SigV4Auth(credentials, "execute-api", region).add_auth(request)
-    return dict(request.headers.items())
-
-
 def call(
     args: argparse.Namespace,
     method: str,
@@ -95,8 +79,11 @@ def call(
     url = base + path
     body = None if payload is None else json.dumps(payload).encode()
     all_headers = {"Content-Type": "application/json", **(headers or {})}
-    if ".execute-api." in base and not getattr(args, "no_sign", False):
-        all_headers.update(_signed_headers(url, method, body))
+    if is_aws_api(base) and not getattr(args, "no_sign", False):
+        try:
+            all_headers = signed_headers(url, method, body, all_headers)
+        except NoCredentials as e:
+            fail(f"{e}, or pass --no-sign")
     request = urllib.request.Request(url, data=body, method=method, headers=all_headers)
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
@@ -464,6 +451,47 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_console(args: argparse.Namespace) -> int:
+    """The web console: durable dev's own, or a signing proxy to a deployed API."""
+    base = args.endpoint or os.environ.get("DURABLE_ENDPOINT")
+    if not base:
+        info = STATE_DIR / "dev.json"
+        if not info.exists():
+            fail(
+                "no durable dev is running here and no --endpoint was given: start the local "
+                "stack with `durable dev`, or pass --endpoint https://<id>.execute-api."
+                "<region>.amazonaws.com/<stage> for a deployed one"
+            )
+        url = str(json.loads(info.read_text())["endpoint"]) + "/console/"
+        print(f"durable dev serves the console at {url}")
+        _open(url, args.open)
+        return 0
+    from durable.console.proxy import ConsoleProxy
+
+    proxy = ConsoleProxy(base, port=args.port, sign=not args.no_sign, region=args.region)
+    try:
+        proxy.start()
+    except OSError as e:
+        fail(f"cannot listen on 127.0.0.1:{args.port} ({e.strerror}); pass --port with a free one")
+    signing = "each call signed with your AWS credentials" if proxy.sign else "unsigned"
+    print(f"console for {proxy.endpoint} at {proxy.url}  ({signing}); Ctrl-C stops it")
+    _open(proxy.url, args.open)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        proxy.stop()
+    return 0
+
+
+def _open(url: str, wanted: bool) -> None:
+    if wanted:
+        import webbrowser
+
+        webbrowser.open(url)
+
+
 # --- parser ---------------------------------------------------------------------------
 
 
@@ -526,6 +554,18 @@ def parser() -> argparse.ArgumentParser:
     )
     dev.add_argument("--storage", choices=["auto", "dynamodb-local", "moto"], default="auto")
     dev.set_defaults(func=cmd_dev)
+
+    console = sub.add_parser(
+        "console",
+        help="the web console: runs, timelines and approvals in the browser (durable dev's, "
+        "or with --endpoint a deployed stack's, through a local proxy that signs each call)",
+    )
+    console.add_argument("--port", type=int, default=8788, help="the proxy's port (127.0.0.1)")
+    console.add_argument("--open", action="store_true", help="open it in the default browser")
+    console.add_argument(
+        "--region", help="sign for this region (an API behind a custom domain name)"
+    )
+    console.set_defaults(func=cmd_console)
 
     start = sub.add_parser("start", help="start a run")
     start.add_argument("workflow")

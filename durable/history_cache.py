@@ -122,8 +122,7 @@ class CachingLedger:
             self._keep(run_id, View(run.fence, run.inbox, run.created_at, {}, [], run))
         else:
             self._views.pop(run_id, None)
-        self._set_basis(run)
-        self._forget_if_ended(run)
+        self._set_basis(run)  # (a claim never returns an ended run: claim_kind refuses it)
         return claim
 
     def load(self, run_id: str) -> RunHistory | None:

@@ -183,6 +183,15 @@ class SignalView(BaseModel):
         )
 
 
+class AuditEntry(BaseModel):
+    """One action someone outside the workflow took on the run, and who took it."""
+
+    at: str
+    action: str  # cancel, retry, fork, approved, rejected, signal
+    by: str
+    what: str = ""
+
+
 class RunDetail(RunSummary):
     input: Any = None
     output: Any = None
@@ -192,6 +201,9 @@ class RunDetail(RunSummary):
     operations: list[dict[str, Any]] = Field(default_factory=list)
     steps: list[StepView] = Field(default_factory=list)
     signals: list[SignalView] = Field(default_factory=list)
+    # Who acted on this run, oldest first: the operations above, callbacks answered by
+    # name and signals sent through the API (what `durable show` prints as its audit).
+    audit: list[AuditEntry] = Field(default_factory=list)
 
 
 class RunPage(BaseModel):

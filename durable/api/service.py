@@ -17,6 +17,7 @@ from durable import serde
 from durable.api import hooks
 from durable.api.errors import HttpError
 from durable.api.models import (
+    AuditEntry,
     CallbackAccepted,
     CallbackError,
     CallbackRequest,
@@ -45,6 +46,7 @@ from durable.ids import check_idempotency_key
 from durable.model import format_time, position_key
 from durable.operations import available_decisions
 from durable.registry import WorkflowDef
+from durable.render import audit_trail
 from durable.serde import NO_ANNOTATION
 
 _RUN_ID = re.compile(r"^[0-9A-Z]{26}$")
@@ -241,7 +243,7 @@ class ApiService:
         run = history.run
         if workflow is not None and run.workflow != workflow:
             raise RunNotFound(f"no run {run_id[:64]!r} of workflow {workflow[:100]!r}")
-        return RunDetail(
+        detail = RunDetail(
             **RunSummary.of(run).model_dump(),
             input=json_value(run.input),
             output=json_value(run.output),
@@ -250,6 +252,9 @@ class ApiService:
             steps=[StepView.of(history.steps[p]) for p in sorted(history.steps, key=position_key)],
             signals=[SignalView.of(s) for s in history.signals],
         )
+        trail = audit_trail(detail.model_dump())
+        detail.audit = [AuditEntry(at=a, action=b, by=c, what=d) for a, b, c, d in trail]
+        return detail
 
     def list_runs(
         self,

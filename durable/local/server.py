@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from durable.console import HEADERS, PREFIX, asset, is_console_path
 from durable.local import clock as vclock
 from durable.local.apigw import from_proxy_result, to_rest_event
 from durable.local.lambda_runtime import DEADLINE_OVERRUN, LocalContext, WorkerPool, load_handler
@@ -310,6 +311,7 @@ class DevServer:
         return [
             f"  API          http://127.0.0.1:{self.o.port}  (durable start|runs|show|approve "
             "talk to it)",
+            f"  console      http://127.0.0.1:{self.o.port}{PREFIX}  (runs, timelines, approvals)",
             f"  DynamoDB     {self.stack.storage_endpoint}  ({storage})",
             f"  tables       {LEDGER_TABLE}, {IDEMPOTENCY_TABLE}",
             f"  state        {self.o.state_dir.resolve()}  (delete it to start from nothing)",
@@ -365,6 +367,8 @@ class DevServer:
                     return self._invoke(path, body)
                 if path.startswith("/_local/"):
                     return self._local(path)
+                if is_console_path(path) or (path == "/" and self.command == "GET"):
+                    return self._console(path)
                 if server._stop.is_set():  # stopping: no new API work
                     self.close_connection = True
                     return self._json(503, {"message": "durable dev is stopping"})
@@ -401,6 +405,16 @@ class DevServer:
                     {"Content-Type": "application/json", "X-Amz-Function-Error": "Unhandled"},
                     json.dumps(said).encode(),
                 )
+
+            def _console(self, path: str) -> None:
+                """The web console's files (the page calls this server's API routes)."""
+                if path == "/":
+                    return self._reply(302, {"Location": PREFIX}, b"")
+                found = asset(path, where=f"durable dev · {server.o.app}")
+                if found is None:
+                    return self._json(404, {"message": f"no console file {path}"})
+                content_type, data = found
+                self._reply(200, {"Content-Type": content_type, **HEADERS}, data)
 
             def _local(self, path: str) -> None:
                 assert server.pool is not None and server.timers is not None  # started before

@@ -32,6 +32,10 @@ def test_a_scoped_route_answers_for_its_own_workflows_runs(stack: Stack) -> None
     assert shown["output"] == {"approved": "ok"}
     (wait,) = [s for s in shown["steps"] if s["name"] == "manager"]
     assert wait["completed_by"] == OPERATOR_ARN
+    # the run's audit, as the console shows it: who approved what
+    assert [(a["action"], a["by"], a["what"]) for a in shown["audit"]] == [
+        ("approved", OPERATOR_ARN, f"manager at {wait['position']}")
+    ]
 
 
 @pytest.mark.parametrize(

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -169,6 +171,16 @@ def _check_deploy(steps: Steps, project: Path, durable: str, output: Output) -> 
     assert waiting in done.stdout and "nondeterministic at 0001" in done.stdout, done.stdout
 
 
+def _console_is_served(banner: str) -> None:
+    """The web console's files come from the installed wheel, not from this checkout."""
+    found = re.search(r"console +(http://127\.0\.0\.1:\d+/console/)", banner)
+    assert found, banner
+    for name, kind in (("", "text/html"), ("console.js", "text/javascript")):
+        with urllib.request.urlopen(found.group(1) + name, timeout=10) as response:
+            assert response.headers["Content-Type"].startswith(kind)
+            assert len(response.read()) > 1000
+
+
 def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> None:
     """``make dev``; a run started and approved through the CLI finishes; Ctrl-C ends all."""
     began = time.perf_counter()
@@ -187,6 +199,7 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         shown = json.loads(steps.run("durable show", [durable, "show", run_id, "--json"], project))
         assert shown["status"] == "SUCCEEDED"
         assert shown["output"] == "sent: Hello, Ada!"
+        _console_is_served(banner)
         _check_deploy(steps, project, durable, output)
     finally:
         os.killpg(dev.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group

@@ -1,0 +1,41 @@
+"""The demo's workflows plus a checkout that retries and can fail, for the console's
+browser test (and the README's screenshot of a run)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from durable import App, Context, RetryPolicy, current_step
+from examples.app import app as demo
+
+app = App().include(demo)
+
+
+class CardDeclined(Exception):
+    """The payment provider said no: retrying will not change its mind."""
+
+
+@app.step
+def reserve_stock(sku: str) -> str:
+    return f"reserved {sku}"
+
+
+@app.step(retry=RetryPolicy(max_attempts=4, initial_delay=timedelta(seconds=0.3), jitter="none"))
+def fraud_check(amount: int) -> str:
+    if current_step().attempt < 3:  # the scoring service times out twice, then answers
+        raise TimeoutError("fraud scoring timed out")
+    return "low risk"
+
+
+@app.step(retry=RetryPolicy(max_attempts=3, never_retry=(CardDeclined,)))
+def charge_card(amount: int) -> str:
+    if amount > 1000:
+        raise CardDeclined(f"card declined for {amount}: over the limit")
+    return f"charged {amount}"
+
+
+@app.workflow(name="checkout")
+def checkout(ctx: Context, amount: int) -> str:
+    reserve_stock("sku-1")
+    fraud_check(amount)
+    return charge_card(amount)

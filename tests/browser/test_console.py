@@ -1,0 +1,213 @@
+"""The web console in a real browser: Chromium (headless) against ``durable dev``.
+
+GIVEN the demo's workflows on the whole local stack, and the console it serves
+WHEN a person opens the runs list, opens an expense run, approves it from the page,
+     cancels another, and opens a checkout whose card was declined
+THEN the page shows each run's timeline, the approval finishes the run (recorded as the
+     developer's), the cancel is in the audit log, and the decline's cause is on top.
+Screenshots of each page go to ``DURABLE_ARTIFACTS`` (default ``artifacts/console``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable.local.harness import DevProcess
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("DURABLE_ARTIFACTS", ROOT / "artifacts" / "console"))
+CHROMIUM = os.environ.get("DURABLE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+WAIT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevProcess]:
+    workdir = tmp_path_factory.mktemp("console")
+    process = DevProcess(
+        workdir,
+        app="tests.browser.console_app:app",
+        time_scale=1,  # real time: the timelines show what a person would see
+        env={"PYTHONPATH": str(ROOT), "DURABLE_EXAMPLE_EFFECTS": str(workdir / "effects.json")},
+    )
+    process.start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def page(dev: DevProcess) -> Iterator[Any]:
+    sync_api = pytest.importorskip("playwright.sync_api", reason="make test-browser installs it")
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: run infra/local/chromium.sh install")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1200, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.set_default_timeout(WAIT_MS)
+        yield page
+        browser.close()
+        assert errors == [], f"the console's script raised: {errors}"
+
+
+def start(dev: DevProcess, workflow: str, payload: Any) -> str:
+    return str(dev.http("POST", f"/workflows/{workflow}/runs", payload)["run_id"])
+
+
+def open_run(dev: DevProcess, page: Any, run_id: str) -> None:
+    page.goto(f"{dev.base}/console/#/runs/{run_id}")
+    page.wait_for_selector("h1 .badge")
+
+
+def status_shown(page: Any, status: str) -> None:
+    page.wait_for_selector(f"h1 .badge.{status.lower()}")
+
+
+def test_a_person_approves_an_expense_from_the_page(dev: DevProcess, page: Any) -> None:
+    run_id = start(dev, "expense-approval", {"employee": "ann", "amount": 120, "manager": "bob"})
+    dev.wait_for(run_id, {"WAITING"})
+
+    page.goto(f"{dev.base}/console/")
+    row = page.wait_for_selector(f'tr[data-run="{run_id}"]')
+    assert "expense-approval" in row.inner_text() and "WAITING" in row.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "runs.png"), full_page=True)
+
+    row.query_selector("a").click()
+    page.wait_for_selector('svg.timeline g.lane[data-status="WAITING"]')
+    lanes = page.eval_on_selector_all("svg.timeline g.lane", "gs => gs.map(g => g.dataset.status)")
+    assert lanes == ["WAITING", "DONE"]  # the wait, and the step that mailed the link
+
+    page.click('button[data-action="approve"]')
+    assert page.is_visible("dialog#confirm")
+    page.fill('dialog#confirm input[name="result"]', '"bob"')
+    page.click("#confirm-yes")
+    status_shown(page, "SUCCEEDED")  # the page follows the run until it ends
+
+    run = dev.http("GET", f"/runs/{run_id}")
+    assert run["status"] == "SUCCEEDED"
+    assert run["output"]["approved_by"] == "bob"
+    assert run["steps"][0]["completed_by"].endswith("local-developer")
+    steps_text = page.inner_text("table.steps")
+    assert "by user/local-developer" in steps_text and "pay" in steps_text
+    audit = page.inner_text("ul.audit")
+    assert "approved by user/local-developer — manager-approval at 0001" in audit
+    page.screenshot(path=str(ARTIFACTS / "run-approved.png"), full_page=True)
+
+
+def test_a_cancel_from_the_page_asks_first_and_lands_in_the_audit_log(
+    dev: DevProcess, page: Any
+) -> None:
+    run_id = start(dev, "expense-approval", {"employee": "cy", "amount": 80, "manager": "bob"})
+    dev.wait_for(run_id, {"WAITING"})
+    open_run(dev, page, run_id)
+    page.wait_for_selector('button[data-action="danger"]')
+
+    page.click('button[data-action="danger"] >> nth=0')  # "Cancel"
+    page.click("#confirm-no")  # changed their mind: nothing is sent
+    assert dev.http("GET", f"/runs/{run_id}")["status"] == "WAITING"
+
+    page.click('button[data-action="danger"] >> nth=0')
+    page.fill('dialog#confirm input[name="reason"]', "")
+    page.click("#confirm-yes")  # a cancel needs a reason: the API's error is shown
+    page.wait_for_selector("#confirm-error:not(:empty)")
+    assert "reason" in page.inner_text("#confirm-error")
+    page.fill('dialog#confirm input[name="reason"]', "duplicate claim")
+    page.click("#confirm-yes")
+    status_shown(page, "CANCELED")
+    audit = page.inner_text("ul.audit")
+    assert "cancel" in audit and "user/local-developer" in audit and "duplicate claim" in audit
+
+
+def test_a_failed_run_shows_its_cause_and_the_retries_before_it(dev: DevProcess, page: Any) -> None:
+    run_id = start(dev, "checkout", 5000)
+    dev.wait_for(run_id, {"FAILED"})
+    open_run(dev, page, run_id)
+    fault = page.inner_text("section.fault")
+    assert "CardDeclined" in fault and "over the limit" in fault and "charge_card" in fault
+    at_fault = page.get_attribute("svg.timeline g.lane.at-fault", "data-position")
+    assert at_fault == "0003"
+    # fraud_check: two timed-out attempts, the backoff between them, then the answer
+    bars = page.eval_on_selector_all(
+        'svg.timeline g.lane[data-position="0002"] rect',
+        "rs => rs.map(r => r.getAttribute('class'))",
+    )
+    assert bars == ["bar retried", "bar backoff", "bar retried", "bar backoff", "bar ok"]
+    declined = page.eval_on_selector_all(
+        'svg.timeline g.lane[data-position="0003"] rect',
+        "rs => rs.map(r => r.getAttribute('class'))",
+    )
+    assert declined == ["bar failed"]
+    assert page.is_visible('button[data-action="retry"]')
+    page.screenshot(path=str(ARTIFACTS / "run-failed.png"), full_page=True)
+
+
+def test_the_runs_list_filters_by_workflow_and_status(dev: DevProcess, page: Any) -> None:
+    done = start(dev, "checkout", 10)
+    declined = start(dev, "checkout", 2000)
+    dev.wait_for(done, {"SUCCEEDED"})
+    dev.wait_for(declined, {"FAILED"})
+    page.goto(f"{dev.base}/console/#/?workflow=checkout&status=FAILED")
+    page.wait_for_selector("table.runs tbody tr")
+    shown = page.eval_on_selector_all("table.runs tbody tr", "rs => rs.map(r => r.dataset.run)")
+    assert declined in shown and done not in shown
+    statuses = page.eval_on_selector_all(
+        "table.runs tbody .badge", "bs => bs.map(b => b.textContent)"
+    )
+    assert set(statuses) == {"FAILED"}
+
+
+# What the template's ApproverAccessPolicy allows (ApproverWorkflow=expense-approval), as
+# API Gateway would enforce it; everything else of the API answers 403 as IAM would.
+APPROVER = [
+    r"GET /workflows/expense-approval/runs",
+    r"GET /workflows/expense-approval/runs/[^/]+",
+    r"POST /workflows/expense-approval/runs/[^/]+/waits/[^/]+",
+]
+
+
+def test_an_approver_scoped_to_one_workflow_can_use_the_page(dev: DevProcess, page: Any) -> None:
+    """The page calls the per-workflow routes, so a person whose IAM policy allows one
+    workflow's reads and approvals only can find, read and approve its runs."""
+    run_id = start(dev, "expense-approval", {"employee": "di", "amount": 40, "manager": "bob"})
+    dev.wait_for(run_id, {"WAITING"})
+    refused: list[str] = []
+
+    def iam(route: Any) -> None:
+        url = urllib.parse.urlsplit(route.request.url)
+        call = f"{route.request.method} {url.path}"
+        if url.path.startswith("/console") or any(re.fullmatch(p, call) for p in APPROVER):
+            route.continue_()
+            return
+        refused.append(call)
+        body = {"message": "User is not authorized to access this resource with an explicit deny"}
+        route.fulfill(status=403, content_type="application/json", body=json.dumps(body))
+
+    page.route("**/*", iam)
+    try:
+        page.goto(f"{dev.base}/console/")
+        page.fill('input[name="workflow"]', "expense-approval")  # it may not list workflows
+        page.click('button[type="submit"]')
+        page.click(f'tr[data-run="{run_id}"] a')
+        page.wait_for_selector('button[data-action="approve"]')
+        page.click('button[data-action="approve"]')
+        page.fill('dialog#confirm input[name="result"]', '"bob"')
+        page.click("#confirm-yes")
+        status_shown(page, "SUCCEEDED")
+    finally:
+        page.unroute("**/*")
+    assert "GET /workflows" in refused  # asked, refused, and the page asked the person
+    assert all("/workflows/expense-approval/" not in call for call in refused), refused
