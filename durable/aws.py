@@ -91,7 +91,13 @@ class LambdaHandler:
                 console = ConsoleLedger(services.ledger, Console())
                 services = replace(services, ledger=cast("Ledger", console))
             telemetry = Telemetry(settings, self.function)
-            ledger: Any = MeteredLedger(services.ledger, telemetry)
+            ledger: Any = services.ledger
+            if services.meter is not None:
+                # Each invocation's last write (and a start) records what the run used.
+                from durable.usage import UsageLedger
+
+                ledger = UsageLedger(ledger, services.meter)
+            ledger = MeteredLedger(ledger, telemetry)
             if self.function == "worker":
                 ledger = _traced(ledger)
                 # A warm container continues its runs without reloading what it wrote
@@ -226,7 +232,13 @@ def _worker(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[
         log_stream=getattr(context, "log_stream_name", None),
         remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000.0 * scale,
     )
-    outcome = runtime.engine.resume(work.run_id, invocation, work.hop, work.reason)
+    meter = runtime.services.meter
+    if meter is None:
+        outcome = runtime.engine.resume(work.run_id, invocation, work.hop, work.reason)
+    else:
+        memory = float(getattr(context, "memory_limit_in_mb", 0) or 0)
+        with meter.invocation(memory_mb=memory, timer=work.reason == "timer"):
+            outcome = runtime.engine.resume(work.run_id, invocation, work.hop, work.reason)
     metric = {
         "succeeded": "RunsSucceeded",
         "failed": "RunsFailed",

@@ -26,6 +26,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -350,6 +351,110 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def since_cutoff(text: str, now: datetime) -> datetime:
+    """``7d``, ``24h``, ``30m`` before ``now``, or an ISO date/time (UTC if no zone)."""
+    units = {"d": 86400, "h": 3600, "m": 60}
+    if text[-1:] in units and text[:-1].isdigit():
+        return now - timedelta(seconds=int(text[:-1]) * units[text[-1]])
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        fail(f"--since {text!r}: give 7d, 24h, 30m or an ISO date like 2026-11-01")
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    """What the runs started since a time cost, by workflow and status, at list prices."""
+    cutoff = since_cutoff(args.since, datetime.now(UTC))
+    stamp = cutoff.strftime("%Y-%m-%dT%H:%M:%S")
+    if args.workflow:
+        names = [args.workflow]
+    else:
+        names = [w["name"] for w in call(args, "GET", "/workflows")["workflows"]]
+    ids: list[tuple[str, str]] = []
+    for name in names:
+        cursor: str | None = None
+        while True:  # newest change first: stop at the first run untouched since the cutoff
+            query = {"limit": "100", **({"cursor": cursor} if cursor else {})}
+            path = f"/workflows/{urllib.parse.quote(name, safe='')}/runs?"
+            page = call(args, "GET", path + urllib.parse.urlencode(query))
+            fresh = [r for r in page["runs"] if str(r["updated_at"]) >= stamp]
+            ids += [(name, str(r["run_id"])) for r in fresh if str(r["created_at"]) >= stamp]
+            cursor = page.get("next_cursor")
+            if not cursor or len(fresh) < len(page["runs"]):
+                break
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+    prices_of = ""
+    for i, (name, run_id) in enumerate(ids, 1):
+        if sys.stderr.isatty() or i % 50 == 0 or i == len(ids):
+            print(f"\rreading runs {i}/{len(ids)}", end="", file=sys.stderr, flush=True)
+        run = call(
+            args,
+            "GET",
+            f"/workflows/{urllib.parse.quote(name, safe='')}/runs/"
+            + urllib.parse.quote(run_id, safe=""),
+        )
+        row = rows.setdefault((name, str(run["status"])), {"runs": 0.0, "usd": 0.0})
+        row["runs"] += 1
+        row["usd"] += float((run.get("cost") or {}).get("usd") or 0)
+        prices_of = prices_of or str((run.get("cost") or {}).get("prices_of") or "")
+        for key, value in (run.get("usage") or {}).items():
+            row[key] = row.get(key, 0.0) + float(value)
+    if ids:
+        print(file=sys.stderr)
+    if not rows:
+        print(f"no runs started since {stamp}Z" + (f" of {args.workflow}" if args.workflow else ""))
+        return 0
+    total = {"runs": 0.0, "usd": 0.0}
+    lines = []
+    for (name, status), row in sorted(rows.items()):
+        for key, value in row.items():
+            total[key] = total.get(key, 0.0) + value
+        lines.append(_cost_row(name, status, row))
+    lines.append(_cost_row("all", "", total))
+    print(
+        render.table(
+            [
+                "workflow",
+                "status",
+                "runs",
+                "WCU",
+                "RCU",
+                "invocations",
+                "Lambda s",
+                "timers",
+                "cost",
+                "per run",
+                "per 1M runs",
+            ],
+            lines,
+        )
+    )
+    print(
+        f"runs started since {stamp}Z, at {prices_of or 'us-east-1'} list prices "
+        "(DynamoDB on-demand, Lambda arm64, Scheduler, API Gateway REST); an estimate, "
+        "not an invoice: docs/operations.md#what-a-run-costs"
+    )
+    return 0
+
+
+def _cost_row(name: str, status: str, row: dict[str, float]) -> list[str]:
+    runs = row["runs"] or 1.0
+    return [
+        name,
+        status,
+        f"{row['runs']:g}",
+        f"{row.get('wcu', 0):g}",
+        f"{row.get('rcu', 0):g}",
+        f"{row.get('inv', 0):g}",
+        f"{row.get('ms', 0) / 1000:.1f}",
+        f"{row.get('timers', 0):g}",
+        render.usd(row["usd"]),
+        render.usd(row["usd"] / runs),
+        render.usd(row["usd"] / runs * 1e6),
+    ]
+
+
 SCOPED_HELP = (
     "through the routes scoped to this workflow (what a per-workflow IAM policy allows, "
     "e.g. the template's approver policy)"
@@ -566,6 +671,17 @@ def parser() -> argparse.ArgumentParser:
         "--region", help="sign for this region (an API behind a custom domain name)"
     )
     console.set_defaults(func=cmd_console)
+
+    cost = sub.add_parser(
+        "cost",
+        help="what runs cost: DynamoDB units, invocations, Lambda time, timers and dollars at "
+        "list prices, by workflow and status",
+    )
+    cost.add_argument("--workflow", help="one workflow (default: every one)")
+    cost.add_argument(
+        "--since", default="7d", help="runs started since: 7d, 24h, 30m or an ISO date"
+    )
+    cost.set_defaults(func=cmd_cost)
 
     start = sub.add_parser("start", help="start a run")
     start.add_argument("workflow")

@@ -190,6 +190,9 @@ class RunRecord:
     data_key: str | None = None
     # Operator decisions on this run (cancel, retry, fork): who, when, what, why.
     operations: list[dict[str, str]] = field(default_factory=list)
+    # What the run has used so far (``durable.usage``): request units, invocations, Lambda
+    # time; added to by the last write of each invocation, priced when shown.
+    usage: dict[str, float] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -326,6 +329,7 @@ def copy_run(run: RunRecord) -> RunRecord:
     new = _copy_run(run)
     new.error = replace(run.error) if run.error else None
     new.operations = [dict(o) for o in run.operations]
+    new.usage = dict(run.usage) if run.usage is not None else None
     return new
 
 

@@ -105,9 +105,44 @@ def render_run(run: Row) -> str:
     error = run.get("error")
     if error:
         lines.append(f"  error  {error_line(error, 90)}")
+    if run.get("cost"):
+        lines.append(f"  cost   {cost_line(run)}")
     if run.get("decisions"):
         lines.append(f"  next   {' | '.join(run['decisions'])}")
     return "\n".join(lines)
+
+
+def usd(amount: float) -> str:
+    """Dollars readable at any size: a run costs millionths, a month's runs dollars."""
+    if amount >= 1:
+        return f"${amount:,.2f}"
+    if amount >= 0.01:
+        return f"${amount:.4f}"
+    return f"${amount:.7f}"
+
+
+def usage_line(usage: Row) -> str:
+    def n(key: str) -> float:
+        return float(usage.get(key) or 0)
+
+    parts = [
+        f"{n('wcu'):g} WCU",
+        f"{n('rcu'):g} RCU",
+        f"{n('ddb'):g} requests",
+        f"{n('inv'):g} invocations ({n('ms'):,.0f} ms)",
+    ]
+    if n("timers"):
+        parts.append(f"{n('timers'):g} timers")
+    return ", ".join(parts)
+
+
+def cost_line(run: Row) -> str:
+    """``$0.0000312 (34 WCU, 2 RCU, ...)`` of a run shown by the API."""
+    cost = run.get("cost") or {}
+    return (
+        f"{usd(float(cost.get('usd') or 0))} at {cost.get('prices_of')} list prices "
+        f"({usage_line(run.get('usage') or {})})"
+    )
 
 
 def audit_trail(run: Row) -> list[tuple[str, str, str, str]]:

@@ -20,6 +20,7 @@ from durable.registry import App
 from durable.secrets import KeyService
 from durable.settings import Settings
 from durable.tokens import parse_secret
+from durable.usage import Meter
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import (
@@ -60,6 +61,9 @@ class Services:
     # Asks the workers which workflow versions they serve (``durable.api.served``); None:
     # the API starts whatever its own code registers.
     served: Callable[[], dict[str, list[int]]] | None = None
+    # Counts what each invocation uses (request units, time) for the run's bill
+    # (``durable.usage``); None: runs record no usage.
+    meter: Meter | None = None
 
 
 def load_app(reference: str) -> App:
@@ -161,6 +165,7 @@ class Runtime:
             webhook_shared_secret=self.settings.webhook_shared_secret,
             metric=self.metric,
             served=self._served(),
+            prices=self.settings.price_table(),
         )
 
     def _served(self) -> ServedVersions | None:

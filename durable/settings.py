@@ -8,16 +8,20 @@ environment: it passes ``os.environ`` to ``Settings.from_env``. Everything downs
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from durable.config import EngineConfig
 from durable.errors import InvalidInput
 from durable.ports import check_crash_target
+
+if TYPE_CHECKING:
+    from durable.usage import Prices
 
 PREFIX = "DURABLE_"
 # Set by ``durable dev`` (and tests through it) only; a deployed template never sets them.
@@ -84,6 +88,12 @@ class Settings(BaseModel):
     # DynamoDB's 400 KB item limit, which the run item must also fit in.
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=350 * 1024)
     retention_days: int = Field(default=30, ge=1, le=3650)
+    # A run's usage is priced at this region's list prices (``durable.usage.PRICES``; the
+    # template passes the stack's region; one not in the table is priced as us-east-1),
+    # with any price overridden by ``prices``: a JSON object of USD per unit, e.g.
+    # {"wcu": 7.05e-7} (negotiated rates, another region).
+    price_region: str = ""
+    prices: str = ""
     due_shards: int = Field(default=4, ge=1, le=64)
     steps_per_invocation: int = Field(default=1000, ge=1)
     # Waits (sleeps, retry backoffs, condition polls) this short are served inside the
@@ -164,6 +174,29 @@ class Settings(BaseModel):
     @classmethod
     def env_names(cls) -> list[str]:
         return [cls.env_name(name) for name in cls.model_fields]
+
+    @field_validator("prices")
+    @classmethod
+    def _prices_are_known(cls, value: str) -> str:
+        if value:
+            from durable.usage import Prices
+
+            try:
+                overrides = json.loads(value)
+            except ValueError as e:
+                raise ValueError(f'not JSON ({e}); e.g. {{"wcu": 7.05e-7}}') from e
+            if not isinstance(overrides, dict) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+                for v in overrides.values()
+            ):
+                raise ValueError("a JSON object of USD per unit (numbers >= 0)")
+            Prices.of(None, overrides)  # unknown keys are refused by name
+        return value
+
+    def price_table(self) -> Prices:
+        from durable.usage import Prices
+
+        return Prices.of(self.price_region or None, json.loads(self.prices or "{}"))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> Settings:

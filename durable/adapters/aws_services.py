@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from durable.adapters import dynamodb_units
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.kms import KmsKeys
@@ -25,6 +26,7 @@ from durable.ports import NoTimers, Timers
 from durable.runtime import Services
 from durable.secrets import KeyService
 from durable.settings import Settings
+from durable.usage import Meter
 
 if TYPE_CHECKING:
     import boto3
@@ -67,7 +69,19 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         config = Config(**options) if options else None
         return LazyClient(lambda: own.client(service, config=config))  # type: ignore[call-overload]
 
-    dynamodb = client("dynamodb", **DYNAMODB_CLIENT_OPTIONS)
+    # Every DynamoDB request reports the units it consumed to the meter: each
+    # invocation's run records what it used (``durable.usage``).
+    meter = Meter()
+
+    def watched_dynamodb() -> Any:
+        made = own.client("dynamodb", config=Config(**DYNAMODB_CLIENT_OPTIONS))
+        dynamodb_units.watch(made, meter)
+        return made
+
+    dynamodb: Any = LazyClient(watched_dynamodb)
+    ledger = DynamoLedger(dynamodb, settings.ledger_table, due_shards=settings.due_shards)
+    units = dynamodb_units.RunWriteUnits(ledger)
+    meter.units_of_create, meter.units_of_update = units.create, units.update
     worker = settings.require("worker_function", "invoking the worker")
     timers: Timers = NoTimers()
     if settings.scheduler_group:
@@ -84,7 +98,8 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         clock = ScaledClock(read(Path(settings.clock_file)))
     return Services(
         clock=clock,
-        ledger=DynamoLedger(dynamodb, settings.ledger_table, due_shards=settings.due_shards),
+        ledger=ledger,
+        meter=meter,
         effects=DynamoEffectStore(dynamodb, settings.idempotency_table),
         invoker=LambdaInvoker(cast(Any, client("lambda")), worker),
         nonces=DynamoNonceStore(dynamodb, settings.idempotency_table),

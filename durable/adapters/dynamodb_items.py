@@ -124,6 +124,7 @@ class RunItem(_Base):
     compensated = BooleanAttribute(null=True)
     data_key = UnicodeAttribute(null=True)
     operations = ListAttribute(of=OperationMap, null=True)
+    usage = MapAttribute(null=True)  # type: ignore[var-annotated]  # name -> number
     # Index keys, derived from the fields above by this adapter.
     due_shard = UnicodeAttribute(null=True)
     list_pk = UnicodeAttribute(null=True)
@@ -249,6 +250,7 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "compensated": run.compensated or None,
             "data_key": run.data_key,
             "operations": run.operations or None,
+            "usage": run.usage or None,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
             "list_sk": list_sk(run.status.value, run.updated_at),
@@ -360,6 +362,7 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         compensated=bool(d.get("compensated", False)),
         data_key=d.get("data_key"),
         operations=[dict(o) for o in d.get("operations") or []],
+        usage={k: float(v) for k, v in d["usage"].items()} if d.get("usage") else None,
     )
 
 

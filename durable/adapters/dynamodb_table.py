@@ -27,6 +27,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
+# Placeholder hints of the derived keys, as they were named before (cosmetic).
+_HINTS = {"due_shard": "sh", "attention_pk": "att", "list_sk": "lsk"}
+
+
 class TableBase:
     client: DynamoDBClient
     table: str
@@ -99,6 +103,29 @@ class TableBase:
             }
         }
 
+    def run_assignments(
+        self, run_id: str, changes: Mapping[str, Any]
+    ) -> dict[str, dict[str, Any] | None]:
+        """What an update of the run item by ``changes`` sets (attribute -> value) or
+        removes (-> None), derived index keys included: the update expression, and the
+        units such an update costs (``durable.adapters.dynamodb_units``)."""
+        normalized = normalize_changes(dict(changes))
+        out: dict[str, dict[str, Any] | None] = {
+            field: None if value is None else run_attribute_value(field, value)
+            for field, value in normalized.items()
+        }
+        # Derived index keys (DESIGN section 4): keep the sparse indexes exact.
+        if "due_at" in normalized:
+            out["due_shard"] = (
+                None if normalized["due_at"] is None else s(due_shard(run_id, self.shards))
+            )
+        if "needs_attention" in normalized:
+            out["attention_pk"] = s(ATTENTION_PK) if normalized["needs_attention"] else None
+        if "status" in normalized and "updated_at" in normalized:
+            status = normalized["status"].value
+            out["list_sk"] = s(list_sk(status, normalized["updated_at"]))
+        return out
+
     def _change_expression(
         self,
         e: Expr,
@@ -106,32 +133,13 @@ class TableBase:
         changes: Mapping[str, Any],
         extra_sets: list[str] | None = None,
     ) -> str:
-        normalized = normalize_changes(dict(changes))
         sets: list[str] = list(extra_sets or [])
         removes: list[str] = []
-        for field, value in normalized.items():
+        for field, value in self.run_assignments(run_id, changes).items():
             if value is None:
                 removes.append(e.name(field))
             else:
-                sets.append(
-                    f"{e.name(field)} = {e.value(run_attribute_value(field, value), field)}"
-                )
-        # Derived index keys (DESIGN section 4): keep the sparse indexes exact.
-        if "due_at" in normalized:
-            if normalized["due_at"] is None:
-                removes.append(e.name("due_shard"))
-            else:
-                shard = e.value(s(due_shard(run_id, self.shards)), "sh")
-                sets.append(f"{e.name('due_shard')} = {shard}")
-        if "needs_attention" in normalized:
-            if normalized["needs_attention"]:
-                sets.append(f"{e.name('attention_pk')} = {e.value(s(ATTENTION_PK), 'att')}")
-            else:
-                removes.append(e.name("attention_pk"))
-        if "status" in normalized and "updated_at" in normalized:
-            status = normalized["status"].value
-            key = e.value(s(list_sk(status, normalized["updated_at"])), "lsk")
-            sets.append(f"{e.name('list_sk')} = {key}")
+                sets.append(f"{e.name(field)} = {e.value(value, _HINTS.get(field, field))}")
         expression = ""
         if sets:
             expression += "SET " + ", ".join(sets)

@@ -192,6 +192,13 @@ class AuditEntry(BaseModel):
     what: str = ""
 
 
+class RunCost(BaseModel):
+    """The run's usage at list prices (USD): an estimate, not an invoice."""
+
+    usd: float
+    prices_of: str  # the region whose list prices were used
+
+
 class RunDetail(RunSummary):
     input: Any = None
     output: Any = None
@@ -204,6 +211,10 @@ class RunDetail(RunSummary):
     # Who acted on this run, oldest first: the operations above, callbacks answered by
     # name and signals sent through the API (what `durable show` prints as its audit).
     audit: list[AuditEntry] = Field(default_factory=list)
+    # What the run has used so far (DynamoDB request units, worker invocations and their
+    # Lambda time, timers fired, the start request), and that at list prices.
+    usage: dict[str, float] | None = None
+    cost: RunCost | None = None
 
 
 class RunPage(BaseModel):

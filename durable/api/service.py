@@ -25,6 +25,7 @@ from durable.api.models import (
     ForkRequest,
     HookAccepted,
     RetryRequest,
+    RunCost,
     RunDetail,
     RunPage,
     RunSummary,
@@ -48,6 +49,7 @@ from durable.operations import available_decisions
 from durable.registry import WorkflowDef
 from durable.render import audit_trail
 from durable.serde import NO_ANNOTATION
+from durable.usage import Prices
 
 _RUN_ID = re.compile(r"^[0-9A-Z]{26}$")
 
@@ -121,6 +123,7 @@ class ApiService:
         metric: Callable[[str], None] = lambda name: None,
         wall_clock: Callable[[], float] = time.time,
         served: ServedVersions | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.engine = engine
         self.clock = clock
@@ -135,6 +138,8 @@ class ApiService:
         self.wall_clock = wall_clock
         # What the workers run (``durable.api.served``); None: start whatever this code has.
         self.served = served
+        # A run's usage priced (``durable.usage``); the deployment's region by default.
+        self.prices = prices or Prices.of(None)
 
     # --- starting runs ---------------------------------------------------------------
 
@@ -252,6 +257,11 @@ class ApiService:
             steps=[StepView.of(history.steps[p]) for p in sorted(history.steps, key=position_key)],
             signals=[SignalView.of(s) for s in history.signals],
         )
+        if run.usage:
+            detail.usage = dict(run.usage)
+            detail.cost = RunCost(
+                usd=round(self.prices.dollars(run.usage), 9), prices_of=self.prices.region
+            )
         trail = audit_trail(detail.model_dump())
         detail.audit = [AuditEntry(at=a, action=b, by=c, what=d) for a, b, c, d in trail]
         return detail

@@ -105,6 +105,9 @@ def test_a_person_approves_an_expense_from_the_page(dev: DevProcess, page: Any) 
     assert "by user/local-developer" in steps_text and "pay" in steps_text
     audit = page.inner_text("ul.audit")
     assert "approved by user/local-developer — manager-approval at 0001" in audit
+    cost = page.inner_text("div.cost")  # what the run used, priced
+    assert "$0.0000" in cost and "at us-east-1 list prices" in cost
+    assert "2 invocations" in cost and "1 requests" in cost  # the start's API request
     page.screenshot(path=str(ARTIFACTS / "run-approved.png"), full_page=True)
 
 

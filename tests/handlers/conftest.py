@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 
+from durable.adapters import dynamodb_units
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker, MemoryTimers
@@ -29,6 +30,7 @@ from durable.registry import App
 from durable.runtime import Services
 from durable.secrets import LocalKeys
 from durable.settings import Settings
+from durable.usage import Meter
 from tests.conftest import MakeTables
 from tests.handlers import workflows
 from tests.handlers.events import ACCOUNT, LambdaContext
@@ -142,8 +144,15 @@ def build_stack(
         "durable/callback": CALLBACK_SECRET,
         "durable/webhook": json.dumps({"greet": WEBHOOK_SECRET}),  # a key per hook
     }
+    # As aws_services composes it: every request reports its units to the meter.
+    meter = Meter()
+    dynamodb_units.watch(client, meter)
+    ledger = DynamoLedger(client, ledger_table, due_shards=settings.due_shards)
+    units = dynamodb_units.RunWriteUnits(ledger)
+    meter.units_of_create, meter.units_of_update = units.create, units.update
     services = Services(
-        ledger=DynamoLedger(client, ledger_table, due_shards=settings.due_shards),
+        ledger=ledger,
+        meter=meter,
         effects=DynamoEffectStore(client, idem_table),
         invoker=invoker,
         nonces=DynamoNonceStore(client, idem_table),

@@ -321,6 +321,8 @@ function runView(run, refresh) {
       h("div", {}, h("h2", {}, "Output"), run.output === null ? h("p", { class: "muted" }, TERMINAL.has(run.status) ? "none" : "none yet") : json(run.output)),
     ),
     run.signals.length ? [h("h2", {}, "Signals"), signalsTable(run)] : null,
+    h("h2", {}, "What it cost"),
+    costView(run),
     h("h2", {}, "Who acted on this run"),
     run.audit.length
       ? h("ul", { class: "audit" }, run.audit.map((entry) =>
@@ -328,6 +330,31 @@ function runView(run, refresh) {
             entry.what ? ` — ${entry.what}` : "")))
       : h("p", { class: "muted" }, "No one has acted on this run."),
   ];
+}
+
+function usd(amount) {
+  if (amount >= 1) return `$${amount.toFixed(2)}`;
+  if (amount >= 0.01) return `$${amount.toFixed(4)}`;
+  return `$${amount.toFixed(7)}`;
+}
+
+function costView(run) {
+  if (!run.cost) return h("p", { class: "muted" }, "No usage recorded (a run started before usage was kept).");
+  const u = run.usage || {};
+  const n = (key) => Number(u[key] || 0);
+  const items = [
+    ["DynamoDB", `${n("wcu")} write units, ${n("rcu")} read units, ${n("ddb")} requests`],
+    ["Lambda", `${n("inv")} invocations, ${n("ms").toLocaleString()} ms (${n("gbs")} GB-s)`],
+    ["Scheduler", `${n("timers")} timers fired`],
+    ["API", `${n("api")} requests`],
+  ];
+  return h(
+    "div",
+    { class: "cost" },
+    h("p", {}, h("strong", { class: "usd" }, usd(run.cost.usd)),
+      h("span", { class: "muted" }, ` at ${run.cost.prices_of} list prices; so far, an estimate`)),
+    h("table", { class: "usage" }, h("tbody", {}, items.map(([what, text]) => h("tr", {}, h("th", {}, what), h("td", {}, text))))),
+  );
 }
 
 function stepName(run, position) {

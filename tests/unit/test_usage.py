@@ -1,0 +1,312 @@
+"""A run's bill (``durable.usage``): what each invocation records, and its price."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from durable import App, Context
+from durable.adapters.dynamodb_units import Index, item_size, write_units
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
+from durable.cli import since_cutoff
+from durable.clock import FakeClock
+from durable.config import EngineConfig
+from durable.engine import Engine
+from durable.errors import InvalidInput
+from durable.model import RunRecord
+from durable.ports import ConditionFailed, RunGuard
+from durable.render import cost_line, usd
+from durable.settings import Settings
+from durable.usage import Meter, Prices, UsageLedger, added
+
+pytestmark = pytest.mark.unit
+
+
+class Ticks:
+    """A monotonic clock the test moves: each invocation lasts what the test says."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _app() -> App:
+    app = App()
+
+    @app.step
+    def add(i: int) -> int:
+        return i
+
+    @app.workflow(name="nap")
+    def nap(ctx: Context) -> int:
+        first = add(1)
+        ctx.sleep(timedelta(hours=1))
+        return first + add(2)
+
+    return app
+
+
+class World:
+    """A worker container: a metered ledger whose every request costs what ``costs`` says."""
+
+    def __init__(self) -> None:
+        self.ticks = Ticks()
+        self.meter = Meter(
+            units_of_create=lambda run: 3.0,
+            units_of_update=lambda before, changes: 4.0 if changes.get("status") else 5.0,
+            clock=self.ticks,
+        )
+        self.memory = MemoryLedger()
+        self.clock = FakeClock()
+        self.ledger = UsageLedger(self.memory, self.meter)
+        self.timers = MemoryTimers()
+        self.engine = Engine(
+            _app(),
+            self.ledger,
+            MemoryInvoker(),
+            MemoryEffectStore(),
+            clock=self.clock,
+            config=EngineConfig(inprocess_wait_threshold=timedelta(0)),
+            timers=self.timers,
+        )
+
+    def invoke(self, run_id: str, *, timer: bool, ms: float, units: float) -> str:
+        """One worker invocation that lasts ``ms`` and whose requests consume ``units``
+        write units (as the adapter's hook would add them)."""
+        with self.meter.invocation(memory_mb=512, timer=timer):
+            self.meter.add("wcu", units)
+            self.meter.add("ddb", 2)
+            self.meter.add("rcu", 0.5)
+            self.ticks.now += ms / 1000.0
+            return self.engine.resume(run_id, reason="timer" if timer else "start").result
+
+    def usage(self, run_id: str) -> Mapping[str, float]:
+        run = self.memory.get_run(run_id)
+        assert run is not None and run.usage is not None
+        return run.usage
+
+
+def test_a_run_records_each_invocation_on_its_last_write() -> None:
+    w = World()
+    run = w.engine.start("nap")
+    assert w.usage(run.run_id) == {"api": 1, "ddb": 1, "wcu": 3}
+    assert w.invoke(run.run_id, timer=False, ms=120, units=7) == "suspended"
+    w.clock.advance(timedelta(hours=1, seconds=1))
+    assert w.invoke(run.run_id, timer=True, ms=80, units=6) == "succeeded"
+    # by hand: the start (3 units, 1 request, 1 API request); the first invocation's
+    # metered 7 units and 2 requests, plus its suspension (a status, WAITING: 4 units, 1
+    # request); the timer's invocation: 6 units, 2 requests, plus the final write
+    # (a status: 4 units, 1 request); 0.5 read units each; 200 ms at 0.5 GB
+    assert w.usage(run.run_id) == {
+        "api": 1,
+        "ddb": 1 + 3 + 3,
+        "wcu": 3 + 7 + 4 + 6 + 4,
+        "rcu": 1.0,
+        "inv": 2,
+        "ms": 200,
+        "gbs": 0.1,
+        "timers": 1,
+    }
+    prices = Prices.of("us-east-1")
+    assert prices.dollars(w.usage(run.run_id)) == pytest.approx(
+        24 * 0.625e-6 + 1 * 0.125e-6 + 2 * 0.20e-6 + 0.1 * 0.0000133334 + 1e-6 + 3.5e-6
+    )
+
+
+def test_a_refused_last_write_records_nothing_and_the_next_counts_once() -> None:
+    w = World()
+    run = w.engine.start("nap")
+    claim = w.ledger.claim(
+        run.run_id,
+        "me",
+        now="2030-01-01T00:00:00.000Z",
+        lease_until="2030-01-01T00:05:00.000Z",
+        stale_before="2030-01-01T00:00:00.000Z",
+    )
+    assert claim is not None
+    guard = RunGuard(fence=claim.run.fence, owner="me")
+    release = {"lease_owner": None, "lease_until": None}
+    with w.meter.invocation(memory_mb=1024, timer=False):
+        w.meter.add("wcu", 2)
+        w.ticks.now += 0.05
+        with pytest.raises(ConditionFailed):
+            w.ledger.update_run(run.run_id, RunGuard(fence=99, owner="me"), release)
+        assert w.usage(run.run_id)["wcu"] == 3  # the start's, nothing more
+        w.meter.add("wcu", 1)  # the refused write was billed too
+        w.ledger.update_run(run.run_id, guard, release)
+    assert w.usage(run.run_id)["wcu"] == 3 + 2 + 1 + 5
+    assert w.usage(run.run_id)["inv"] == 1
+
+
+def test_writes_that_do_not_end_an_invocation_carry_nothing() -> None:
+    w = World()
+    run = w.engine.start("nap")
+    claim = w.ledger.claim(
+        run.run_id,
+        "me",
+        now="2030-01-01T00:00:00.000Z",
+        lease_until="2030-01-01T00:05:00.000Z",
+        stale_before="2030-01-01T00:00:00.000Z",
+    )
+    assert claim is not None
+    guard = RunGuard(fence=claim.run.fence, owner="me")
+    with w.meter.invocation(memory_mb=512, timer=False):
+        w.meter.add("wcu", 9)
+        w.ledger.update_run(run.run_id, guard, {"lease_until": "2030-01-01T00:09:00.000Z"})
+    assert w.usage(run.run_id)["wcu"] == 3  # a lease renewal
+    w.ledger.update_run(run.run_id, guard, {"lease_owner": None})  # no invocation open
+    assert w.usage(run.run_id)["wcu"] == 3
+
+
+def test_a_write_that_records_its_units_counts_the_units_its_size_makes() -> None:
+    """The figure is part of the item: a bigger figure may cross a unit boundary."""
+    seen: list[float] = []
+
+    def by_size(before: RunRecord, changes: Mapping[str, Any]) -> float:
+        own = float(changes["usage"].get("wcu", 0))
+        seen.append(own)
+        return 1.0 if own < 1 else 2.0  # recording 1 unit makes it a 2-unit write
+
+    meter = Meter(units_of_update=by_size)
+    memory = MemoryLedger()
+    ledger = UsageLedger(memory, meter)
+    run = Engine(_app(), memory, MemoryInvoker(), MemoryEffectStore()).start("nap")
+    claim = ledger.claim(
+        run.run_id,
+        "me",
+        now="2030-01-01T00:00:00.000Z",
+        lease_until="2030-01-01T00:05:00.000Z",
+        stale_before="2030-01-01T00:00:00.000Z",
+    )
+    assert claim is not None
+    with meter.invocation(memory_mb=128, timer=False):
+        ledger.update_run(run.run_id, RunGuard(claim.run.fence, "me"), {"lease_owner": None})
+    stored = memory.get_run(run.run_id)
+    assert stored is not None and stored.usage is not None
+    assert stored.usage["wcu"] == 2 and seen == [0.0, 1.0, 2.0]
+
+
+def test_a_meter_counts_only_inside_an_invocation() -> None:
+    meter = Meter(clock=Ticks())
+    meter.add("wcu", 5)
+    assert meter.so_far() == {}
+    with meter.invocation(memory_mb=2048, timer=True):
+        meter.add("wcu", 1)
+        assert meter.so_far() == {
+            "wcu": 1,
+            "inv": 1,
+            "ms": 1,  # at least a millisecond, as Lambda bills
+            "gbs": 0.002,
+            "timers": 1,
+        }
+    assert meter.so_far() == {}
+
+
+# --- prices ----------------------------------------------------------------------------
+
+
+def test_prices_by_region_with_overrides() -> None:
+    assert Prices.of("us-west-2").region == "us-west-2"
+    unknown = Prices.of("eu-west-1")
+    assert unknown.region == "us-east-1"  # priced as us-east-1, and says so
+    own = Prices.of("us-east-1", {"wcu": 1e-6})
+    assert own.dollars({"wcu": 10, "rcu": 8}) == pytest.approx(10e-6 + 8 * 0.125e-6)
+    with pytest.raises(ValueError, match="unknown keys \\['WCU'\\]"):
+        Prices.of(None, {"WCU": 1.0})
+    assert added({"a": 1.0}, {"a": 0.1, "b": 0}) == {"a": 1.1}
+
+
+def _settings(**env: str) -> Settings:
+    return Settings.from_env(
+        {"DURABLE_APP": "a:app", "DURABLE_LEDGER_TABLE": "led", "DURABLE_IDEMPOTENCY_TABLE": "idm"}
+        | env
+    )
+
+
+def test_price_settings_name_the_variable_and_the_fix() -> None:
+    prices = _settings(
+        DURABLE_PRICE_REGION="us-east-2", DURABLE_PRICES='{"api": 1e-6}'
+    ).price_table()
+    assert prices.region == "us-east-2" and prices.per_unit["api"] == 1e-6
+    for bad, said in [
+        ("{oops", "not JSON"),
+        ('{"write_units": 1}', "unknown keys"),
+        ('{"wcu": -1}', "numbers >= 0"),
+        ("[1]", "a JSON object"),
+    ]:
+        with pytest.raises(InvalidInput, match=said) as caught:
+            _settings(DURABLE_PRICES=bad)
+        assert "DURABLE_PRICES" in str(caught.value)
+
+
+# --- showing it ------------------------------------------------------------------------
+
+
+def test_cost_reads_at_every_size() -> None:
+    assert [usd(x) for x in (0.0000312, 0.0425, 12345.678)] == [
+        "$0.0000312",
+        "$0.0425",
+        "$12,345.68",
+    ]
+    line = cost_line(
+        {
+            "cost": {"usd": 0.0000312, "prices_of": "us-east-1"},
+            "usage": {
+                "wcu": 34,
+                "rcu": 2,
+                "ddb": 19,
+                "inv": 2,
+                "ms": 1234,
+                "timers": 1,
+            },
+        }
+    )
+    assert line == (
+        "$0.0000312 at us-east-1 list prices (34 WCU, 2 RCU, 19 requests, "
+        "2 invocations (1,234 ms), 1 timers)"
+    )
+
+
+def test_since_takes_durations_and_dates() -> None:
+    now = datetime(2026, 12, 1, 12, tzinfo=UTC)
+    assert since_cutoff("7d", now) == now - timedelta(days=7)
+    assert since_cutoff("24h", now) == now - timedelta(hours=24)
+    assert since_cutoff("30m", now) == now - timedelta(minutes=30)
+    assert since_cutoff("2026-11-01", now) == datetime(2026, 11, 1, tzinfo=UTC)
+
+
+# --- DynamoDB's rule for write units ------------------------------------------------------
+
+
+LIST = Index("list-index", ("list_pk", "list_sk"), frozenset({"status", "updated_at"}))
+DUE = Index("due-index", ("due_shard", "due_at"), frozenset())
+
+
+def _item(**attrs: str) -> dict[str, dict[str, Any]]:
+    return {"pk": {"S": "RUN#r"}, "sk": {"S": "RUN"}, **{k: {"S": v} for k, v in attrs.items()}}
+
+
+def test_write_units_follow_dynamodbs_rule() -> None:
+    base = _item(list_pk="WF#w", list_sk="RUNNING#1", status="RUNNING", updated_at="1", x="a")
+    # a new item: the table and every index it enters
+    assert write_units(None, base, (LIST, DUE)) == 1 + 1
+    # nothing an index holds changed: the table alone
+    assert write_units(base, {**base, "x": {"S": "b"}}, (LIST, DUE)) == 1
+    # a projected attribute changed, the key did not: one index write
+    moved = {**base, "updated_at": {"S": "2"}}
+    assert write_units(base, moved, (LIST,)) == 2
+    # the key changed: a delete and a put
+    rekeyed = {**moved, "list_sk": {"S": "WAITING#2"}}
+    assert write_units(base, rekeyed, (LIST,)) == 3
+    # entering and leaving a sparse index: one write each
+    due = {**base, "due_shard": {"S": "1"}, "due_at": {"S": "t"}}
+    assert write_units(base, due, (DUE,)) == 2 and write_units(due, base, (DUE,)) == 2
+    # sizes: a started KB is a unit, for the larger of before and after
+    big = {**base, "x": {"S": "a" * 3000}}
+    assert item_size(big) > 2048 and write_units(base, big, ()) == 3
+    assert write_units(big, base, ()) == 3
