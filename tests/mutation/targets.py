@@ -69,7 +69,8 @@ _DYNAMODB_WRITES = tuple(
 # The writes every DynamoDB mixin shares: transactions, the run item's conditional update
 # and guard check, and the update expression a change becomes.
 _DYNAMODB_TABLE_WRITES = tuple(
-    f"TableBase.{name}" for name in ("_transact", "_run_update", "_run_check", "_change_expression")
+    f"TableBase.{name}"
+    for name in ("_transact", "_run_update", "_run_check", "_change_expression", "run_assignments")
 )
 
 TARGETS: tuple[Target, ...] = (
@@ -103,6 +104,12 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/adapters/dynamodb_steps.py", ("StepsMixin",)),
     Target("durable/adapters/dynamodb_table.py", _DYNAMODB_TABLE_WRITES),
     Target("durable/adapters/dynamodb_support.py", ("guard_condition", "step_condition")),
+    # A run's bill: what each invocation records, and DynamoDB's rule for a write's units.
+    Target("durable/usage.py"),
+    Target(
+        "durable/adapters/dynamodb_units.py",
+        ("item_size", "_value_size", "_units", "Index", "write_units"),
+    ),
 )
 
 
