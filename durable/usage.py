@@ -206,9 +206,21 @@ class UsageLedger:
     def continue_run(
         self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
     ) -> None:
-        self._ledger.continue_run(run_id, guard, self._billed(run_id, changes), successor)
+        # One transaction: the run's update and the successor's put, each billed twice
+        # (DynamoDB's price of a transactional write, index writes included).
+        def units(before: RunRecord, billed: Mapping[str, Any]) -> float:
+            own = self._meter.units_of_update(before, billed)
+            return 2.0 * (own + self._meter.units_of_create(successor))
 
-    def _billed(self, run_id: str, changes: Mapping[str, Any]) -> Mapping[str, Any]:
+        billed = self._billed(run_id, changes, units)
+        self._ledger.continue_run(run_id, guard, billed, successor)
+
+    def _billed(
+        self,
+        run_id: str,
+        changes: Mapping[str, Any],
+        units: Callable[[RunRecord, Mapping[str, Any]], float] | None = None,
+    ) -> Mapping[str, Any]:
         claimed = self._claimed.get(run_id)
         ends = "lease_owner" in changes and changes["lease_owner"] is None
         if not ends or claimed is None:
@@ -218,11 +230,8 @@ class UsageLedger:
             return changes
         used[REQUESTS] = used.get(REQUESTS, 0.0) + 1.0  # this write
         total = added(claimed.usage, used)
-        own = _fixed_point(
-            lambda units: self._meter.units_of_update(
-                claimed, {**changes, "usage": _plus(total, units)}
-            )
-        )
+        cost = units or self._meter.units_of_update
+        own = _fixed_point(lambda n: cost(claimed, {**changes, "usage": _plus(total, n)}))
         return {**changes, "usage": _plus(total, own)}
 
 

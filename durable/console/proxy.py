@@ -124,6 +124,8 @@ class ConsoleProxy:
                         return self._reply(*_error(404, "NotFound", f"no console file {self.path}"))
                     content_type, data = found
                     return self._reply(200, {"Content-Type": content_type, **HEADERS}, data)
+                if not self.path.startswith("/"):  # an absolute-form target: not a page call
+                    return self._reply(*_error(400, "BadPath", "a path is expected"))
                 given = self.headers.get(TOKEN_HEADER) or ""
                 if not hmac.compare_digest(given.encode(), proxy.token.encode()):
                     return self._reply(

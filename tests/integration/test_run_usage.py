@@ -70,6 +70,13 @@ def _app() -> App:
             raise ConnectionError("down")
         return i
 
+    @app.workflow(name="again")
+    def again(ctx: Context, n: int) -> int:
+        total = add(n) + add(n + 1)
+        if n > 0:
+            ctx.continue_as_new(n - 1)
+        return total
+
     @app.workflow(name="ten_and_sleep")
     def ten_and_sleep(ctx: Context, payload: Any) -> int:
         total = sum(add(i) for i in range(5))
@@ -119,3 +126,26 @@ def test_the_recorded_units_are_the_units_dynamodb_reports(
     assert usage["ddb"] == requests
     assert usage["inv"] == invocations and usage["timers"] == invocations - 1
     assert usage["api"] == 1
+
+
+def test_a_run_continued_as_new_records_the_transaction_it_ends_with(ddb_local_client: Any) -> None:
+    """continue-as-new ends the invocation with a transaction (the run's update and its
+    successor's put), which DynamoDB bills at twice the units of plain writes."""
+    table, _ = _fresh_tables(ddb_local_client)
+    meter = Meter()
+    dynamodb_units.watch(ddb_local_client, meter)
+    ledger = DynamoLedger(ddb_local_client, table)
+    units = dynamodb_units.RunWriteUnits(ledger)
+    meter.units_of_create, meter.units_of_update = units.create, units.update
+    engine = Engine(_app(), UsageLedger(ledger, meter), MemoryInvoker(), MemoryEffectStore())
+    run = engine.start("again", 1)
+    started = ledger.get_run(run.run_id)
+    assert started is not None and started.usage is not None
+    hand = HandCount(ddb_local_client)  # from the first invocation on
+    with meter.invocation(memory_mb=512, timer=False):
+        engine.resume(run.run_id)
+    writes = hand.writes
+    stored = ledger.get_run(run.run_id)
+    assert stored is not None and stored.usage is not None
+    assert stored.status.value == "SUCCEEDED"
+    assert stored.usage["wcu"] - started.usage["wcu"] == writes

@@ -310,3 +310,30 @@ def test_write_units_follow_dynamodbs_rule() -> None:
     big = {**base, "x": {"S": "a" * 3000}}
     assert item_size(big) > 2048 and write_units(base, big, ()) == 3
     assert write_units(big, base, ()) == 3
+
+
+def test_continuing_as_new_bills_its_transaction_twice() -> None:
+    """The run's update (4 units here) and the successor's put (3) in one transaction:
+    DynamoDB bills a transactional write twice."""
+    w = World()
+    app = App()
+
+    @app.step
+    def one() -> int:
+        return 1
+
+    @app.workflow(name="again")
+    def again(ctx: Context, n: int) -> int:
+        one()
+        if n:
+            ctx.continue_as_new(n - 1)
+        return n
+
+    engine = Engine(app, w.ledger, MemoryInvoker(), MemoryEffectStore(), clock=w.clock)
+    run = engine.start("again", 1)
+    with w.meter.invocation(memory_mb=512, timer=False):
+        w.meter.add("wcu", 2)
+        engine.resume(run.run_id)
+    assert w.usage(run.run_id)["wcu"] == 3 + 2 + 2 * (4 + 3)
+    (successor,) = [r for r in w.memory._runs.values() if r.run_id != run.run_id]
+    assert successor.usage is None  # its start is the transaction above
