@@ -201,6 +201,10 @@ def _worker(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[
     from durable.ports import Invocation
     from durable.triggers import WorkerEvent, first_error
 
+    if isinstance(event, dict) and "schedule" in event and "run_id" not in event:
+        return _fire(runtime, telemetry, event)
+    if deploy_gate.is_control(event) and event.get("control") == "reconcile-schedules":
+        return _reconcile(runtime, telemetry)
     if deploy_gate.is_control(event):  # synchronous: the API's or the deploy hook's question
         telemetry.logger.info(f"control event: {event.get('control')}")
         reply = deploy_gate.answer(
@@ -251,6 +255,42 @@ def _worker(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[
         telemetry.count(metric[outcome.result])
     telemetry.logger.info(f"invocation ended: {outcome.result}", extra={"status": outcome.status})
     return {"run_id": work.run_id, "result": outcome.result, "status": outcome.status}
+
+
+def _fire(runtime: Runtime, telemetry: Any, event: dict[str, Any]) -> dict[str, Any]:
+    """A schedule's fire (Scheduler's delivery, or "run now"): start its run, once."""
+    from durable import schedules
+
+    name = str(event.get("schedule"))
+    declared = runtime.app.schedules().get(name)
+    if declared is None:
+        # Removed from the code, not yet from Scheduler (the next reconcile deletes it):
+        # dropped, not raised; a raise would only be retried.
+        telemetry.logger.warning(f"a fire of schedule {name[:64]!r}, which the code lacks")
+        return {"schedule": name, "result": "dropped"}
+    fired = schedules.fire(
+        runtime.engine,
+        declared,
+        str(event.get("scheduled_time") or ""),
+        manual=str(event.get("manual") or ""),
+    )
+    telemetry.logger.info(f"schedule {name} fired: {fired.result}", extra={"run_id": fired.run_id})
+    telemetry.count("ScheduleRunsStarted" if fired.result == "started" else "ScheduleFiresSkipped")
+    return {"schedule": name, "result": fired.result, "run_id": fired.run_id}
+
+
+def _reconcile(runtime: Runtime, telemetry: Any) -> dict[str, Any]:
+    """Make the stack's recurring schedules match this version's code."""
+    from dataclasses import asdict
+
+    from durable import schedules
+
+    port = runtime.services.schedules
+    if port is None:
+        return {"control": "reconcile-schedules", "error": "no Scheduler group is configured"}
+    done = schedules.reconcile(port, runtime.app.schedules().values())
+    telemetry.logger.info("schedules reconciled", extra=asdict(done))
+    return {"control": "reconcile-schedules", **asdict(done)}
 
 
 def worker_handler(

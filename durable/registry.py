@@ -12,6 +12,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_type_hints, ov
 from durable.errors import RegistrationError, WorkflowNotFound
 from durable.hooks import HookSpec
 from durable.retry import RetryPolicy
+from durable.schedules import Missed, Overlap, Schedule
 from durable.serde import NO_ANNOTATION
 
 P = ParamSpec("P")
@@ -167,13 +168,20 @@ class App:
     def __init__(self, *, default_retry: RetryPolicy | None = None) -> None:
         self.default_retry = default_retry
         self._workflows: dict[str, dict[int, WorkflowDef]] = {}
+        self._schedules: dict[str, Schedule] = {}
 
     @overload
     def workflow(self, fn: F, /) -> F: ...
 
     @overload
     def workflow(
-        self, *, name: str | None = None, version: int = 1, hook: HookSpec | None = None
+        self,
+        *,
+        name: str | None = None,
+        version: int = 1,
+        hook: HookSpec | None = None,
+        schedule: str | None = None,
+        timezone: str = "UTC",
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -183,6 +191,8 @@ class App:
         name: str | None = None,
         version: int = 1,
         hook: HookSpec | None = None,
+        schedule: str | None = None,
+        timezone: str = "UTC",
     ) -> Any:
         """Register a workflow function ``(ctx[, input]) -> result``.
 
@@ -190,6 +200,10 @@ class App:
         the version it started on. ``hook`` names the sender whose signed deliveries to
         ``POST /hooks/<name>`` may start it (``durable.hooks``: ``github()``, ``stripe()``,
         ``slack()``, ``shopify()``; default our own ``durable()`` scheme).
+
+        ``schedule`` starts it on a clock, with no input: ``"cron(0 9 ? * MON-FRI *)"``
+        or ``"rate(1 hour)"``, read in ``timezone`` (``durable.schedules``; ``schedule()``
+        takes an input and the overlap and lateness rules).
         """
 
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -213,6 +227,8 @@ class App:
             versions[version] = WorkflowDef(
                 wf_name, version, f, takes_input, annotation, return_annotation(f), hook
             )
+            if schedule is not None:
+                self.schedule(wf_name, schedule, timezone=timezone)
             return f
 
         return register(fn) if fn is not None else register
@@ -274,8 +290,48 @@ class App:
             )
         return versions[version]
 
+    def schedule(
+        self,
+        workflow: str,
+        expression: str,
+        *,
+        name: str | None = None,
+        timezone: str = "UTC",
+        input: Any = None,
+        overlap: Overlap = "allow",
+        missed: Missed = "skip",
+        grace: timedelta = timedelta(minutes=15),
+    ) -> Schedule:
+        """Start ``workflow`` with ``input`` on a clock (``durable.schedules``): ``expression``
+        is Scheduler's ``cron(...)`` or ``rate(...)``; ``overlap="skip"`` drops a fire
+        while the schedule's last run is still going; ``missed="catch_up"`` starts a fire
+        delivered more than ``grace`` late instead of dropping it."""
+        declared = Schedule(
+            name or workflow, workflow, expression, timezone, input, overlap, missed, grace
+        )
+        if declared.name in self._schedules:
+            raise RegistrationError(
+                f"schedule {declared.name!r} is already declared; give this one name=..."
+            )
+        self._schedules[declared.name] = declared
+        return declared
+
+    def schedules(self) -> dict[str, Schedule]:
+        """Every declared schedule by name, each checked against its workflow."""
+        for declared in self._schedules.values():
+            wf = self.get_workflow(declared.workflow)  # WorkflowNotFound names the fix
+            if declared.input is not None and not wf.takes_input:
+                raise RegistrationError(
+                    f"schedule {declared.name!r}: workflow {wf.name!r} takes no input"
+                )
+        return dict(self._schedules)
+
     def include(self, other: App) -> App:
         """Register every workflow of ``other`` here too (compose an app from modules)."""
+        for declared in other._schedules.values():
+            mine = self._schedules.setdefault(declared.name, declared)
+            if mine is not declared:
+                raise RegistrationError(f"schedule {declared.name!r} is declared in both apps")
         for wf in other.workflows():
             versions = self._workflows.setdefault(wf.name, {})
             if wf.version in versions and versions[wf.version] is not wf:

@@ -17,6 +17,7 @@ from durable.engine import Engine
 from durable.errors import InvalidInput
 from durable.ports import EffectStore, Invoker, Ledger, NoTimers, Timers
 from durable.registry import App
+from durable.schedules import RecurringSchedules
 from durable.secrets import KeyService
 from durable.settings import Settings
 from durable.tokens import parse_secret
@@ -64,6 +65,9 @@ class Services:
     # Counts what each invocation uses (request units, time) for the run's bill
     # (``durable.usage``); None: runs record no usage.
     meter: Meter | None = None
+    # The stack's recurring schedules (``durable.schedules``); None: schedules are
+    # declared in code but nothing here can create or change them.
+    schedules: RecurringSchedules | None = None
 
 
 def load_app(reference: str) -> App:

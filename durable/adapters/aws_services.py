@@ -19,7 +19,7 @@ from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.kms import KmsKeys
 from durable.adapters.lambda_invoker import LambdaCaller, LambdaInvoker
 from durable.adapters.nonces import DynamoNonceStore
-from durable.adapters.scheduler import SchedulerTimers
+from durable.adapters.scheduler import SchedulerRecurring, SchedulerTimers
 from durable.clock import Clock, SystemClock
 from durable.errors import StorageError
 from durable.ports import NoTimers, Timers
@@ -84,12 +84,15 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
     meter.units_of_create, meter.units_of_update = units.create, units.update
     worker = settings.require("worker_function", "invoking the worker")
     timers: Timers = NoTimers()
+    recurring: SchedulerRecurring | None = None
     if settings.scheduler_group:
+        scheduler = cast(Any, client("scheduler"))
+        role = settings.require("scheduler_role_arn", "arming timers")
         timers = SchedulerTimers(
-            cast(Any, client("scheduler")),
-            group=settings.scheduler_group,
-            target_arn=worker,
-            role_arn=settings.require("scheduler_role_arn", "arming timers"),
+            scheduler, group=settings.scheduler_group, target_arn=worker, role_arn=role
+        )
+        recurring = SchedulerRecurring(
+            scheduler, group=settings.scheduler_group, target_arn=worker, role_arn=role
         )
     clock: Clock = SystemClock()
     if settings.clock_file:  # durable dev: every process shares one scaled virtual clock
@@ -100,6 +103,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         clock=clock,
         ledger=ledger,
         meter=meter,
+        schedules=recurring,
         effects=DynamoEffectStore(dynamodb, settings.idempotency_table),
         invoker=LambdaInvoker(cast(Any, client("lambda")), worker),
         nonces=DynamoNonceStore(dynamodb, settings.idempotency_table),

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from durable.errors import InvalidCursor
+from durable.errors import InvalidCursor, InvalidInput
 from durable.ids import due_shard, timer_name
 from durable.leases import (
     apply_changes,
@@ -42,6 +42,7 @@ from durable.ports import (
     SignalExists,
     WaitNotPending,
 )
+from durable.schedules import Remote, Schedule
 
 # Records are mutable: the ledger never shares one with its caller (DynamoDB would not).
 copy_run = model_copy_run
@@ -432,3 +433,29 @@ class MemoryEffectStore:
     def complete(self, key: str, reference: str, expiration: int) -> None:
         with self._lock:
             self.records[key] = EffectRecord(key, "COMPLETED", reference, expiration)
+
+
+class MemoryRecurring:
+    """Recurring schedules in memory (``durable.schedules.RecurringSchedules``)."""
+
+    def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
+        self.held: dict[str, Remote] = {}
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def list(self) -> dict[str, Remote]:
+        return dict(self.held)
+
+    def put(self, schedule: Schedule, *, enabled: bool) -> None:
+        old = self.held.get(schedule.name)
+        created = old.created if old is not None else self._clock()
+        self.held[schedule.name] = Remote(
+            schedule.name, schedule.expression, schedule.timezone, enabled, created
+        )
+
+    def delete(self, name: str) -> None:
+        self.held.pop(name, None)
+
+    def set_enabled(self, name: str, enabled: bool) -> None:
+        if name not in self.held:
+            raise InvalidInput(f"no schedule {name!r} in this stack", field="schedule")
+        self.held[name] = replace(self.held[name], enabled=enabled)

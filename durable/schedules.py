@@ -1,0 +1,215 @@
+"""Schedules: runs started on a clock (``@app.workflow(schedule="cron(0 9 * * ? *)")``).
+
+Each schedule declared in code becomes an EventBridge Scheduler recurring schedule whose
+target is the worker with ``{"schedule": name, "scheduled_time": <fire time>}``. The
+stack creates, updates and deletes them to match the code (``reconcile``): the deploy's
+gate does it once the new version passed its check, ``durable dev`` at start. Nobody
+makes one by hand, and a schedule paused by an operator stays paused across deploys.
+
+A fire starts the run with an idempotency key made of the schedule's name and its fire
+time (``fire_key``), so a fire delivered twice (Scheduler delivers at least once) starts
+one run. Per schedule:
+
+* ``overlap``: ``"allow"`` (default) starts every fire; ``"skip"`` drops a fire while a
+  run the schedule started earlier is still going;
+* ``missed``: a fire delivered more than ``grace`` late (an outage, Scheduler's retries)
+  is dropped with ``"skip"`` (default), started anyway with ``"catch_up"``.
+
+"Run now" (the CLI, the API) starts one with a key of its own, outside the clock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from durable.errors import InvalidInput, RegistrationError
+from durable.ids import derived_run_id
+from durable.model import RunStatus, format_time
+from durable.recurrence import Cron, InvalidExpression, Rate, parse
+
+if TYPE_CHECKING:
+    from durable.engine import Engine
+
+Overlap = Literal["allow", "skip"]
+Missed = Literal["skip", "catch_up"]
+_NAME = re.compile(r"^[0-9A-Za-z_.-]{1,48}$")  # fits Scheduler's 64 with our prefix
+ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING)
+KEY_PREFIX = "schedule/"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A recurring start of ``workflow`` with ``input``."""
+
+    name: str
+    workflow: str
+    expression: str
+    timezone: str = "UTC"
+    input: Any = None
+    overlap: Overlap = "allow"
+    missed: Missed = "skip"
+    grace: timedelta = timedelta(minutes=15)
+    recurrence: Rate | Cron = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        where = f"schedule {self.name!r}"
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise RegistrationError(
+                f"{where}: a schedule name is 1-48 letters, digits, '.', '_' or '-'"
+            )
+        try:
+            object.__setattr__(self, "recurrence", parse(self.expression, self.timezone))
+        except InvalidExpression as e:
+            raise RegistrationError(f"{where}: {e}") from None
+        if self.overlap not in ("allow", "skip"):
+            raise RegistrationError(f"{where}: overlap is 'allow' or 'skip', not {self.overlap!r}")
+        if self.missed not in ("skip", "catch_up"):
+            raise RegistrationError(f"{where}: missed is 'skip' or 'catch_up', not {self.missed!r}")
+        try:
+            json.dumps(self.input)
+        except (TypeError, ValueError):
+            raise RegistrationError(f"{where}: input must be JSON (a dict, list, ...)") from None
+
+    def next_fire(self, after: datetime, created: datetime | None = None) -> datetime:
+        """When it fires next after ``after`` (a rate counts from ``created``)."""
+        if isinstance(self.recurrence, Rate):
+            return self.recurrence.next_after(after, created or after)
+        return self.recurrence.next_after(after)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """What Scheduler holds for it (compared by ``reconcile``)."""
+        return {"expression": self.expression, "timezone": self.timezone}
+
+
+def fire_key(schedule: str, scheduled_time: str) -> str:
+    return f"{KEY_PREFIX}{schedule}/{scheduled_time}"
+
+
+@dataclass(frozen=True)
+class Fired:
+    schedule: str
+    result: Literal["started", "duplicate", "skipped_overlap", "skipped_missed"]
+    run_id: str | None = None
+    detail: str = ""
+
+
+def fire(engine: Engine, schedule: Schedule, scheduled_time: str, *, manual: str = "") -> Fired:
+    """Start the run of one fire of ``schedule`` (at most once per fire time).
+
+    ``manual``: a "run now" request's id (not a clock fire: no overlap or lateness rule).
+    """
+    try:
+        when = datetime.fromisoformat(scheduled_time)  # Scheduler's: 2026-12-04T09:00:00Z
+        when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    except ValueError:
+        raise InvalidInput(
+            f"scheduled_time {scheduled_time[:40]!r} is not an ISO time", field="scheduled_time"
+        ) from None
+    stamp = format_time(when)
+    if not manual:
+        late = engine.clock.now() - when
+        if late > schedule.grace and schedule.missed == "skip":
+            return Fired(schedule.name, "skipped_missed", detail=f"{late} late")
+        if schedule.overlap == "skip":
+            going = _running(engine, schedule)
+            if going is not None:
+                return Fired(schedule.name, "skipped_overlap", going, "an earlier run is going")
+    key = fire_key(schedule.name, manual or stamp)
+    # Only to say which it was: the keyed start below is what makes a repeat start nothing.
+    known = engine.ledger.get_run(derived_run_id(schedule.workflow, key, None)) is not None
+    run = engine.start(schedule.workflow, schedule.input, idempotency_key=key)
+    return Fired(schedule.name, "duplicate" if known else "started", run.run_id)
+
+
+def _running(engine: Engine, schedule: Schedule) -> str | None:
+    """A run this schedule started that has not ended, if any (the listing index)."""
+    prefix = f"{KEY_PREFIX}{schedule.name}/"
+    for status in ACTIVE:
+        cursor: str | None = None
+        while True:
+            page = engine.list_runs(
+                workflow=schedule.workflow, status=status.value, limit=100, cursor=cursor
+            )
+            for run in page.items:
+                if (run.idempotency_key or "").startswith(prefix):
+                    return run.run_id
+            cursor = page.cursor
+            if cursor is None:
+                break
+    return None
+
+
+# --- making Scheduler match the code ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Remote:
+    """A recurring schedule as Scheduler holds it."""
+
+    name: str
+    expression: str
+    timezone: str
+    enabled: bool
+    created: datetime | None = None
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return {"expression": self.expression, "timezone": self.timezone}
+
+
+class RecurringSchedules(Protocol):
+    """The schedules of one stack (one Scheduler group): the adapter's port."""
+
+    def list(self) -> dict[str, Remote]: ...
+
+    def put(self, schedule: Schedule, *, enabled: bool) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+    def set_enabled(self, name: str, enabled: bool) -> None: ...
+
+
+@dataclass
+class Reconciled:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+
+
+def reconcile(port: RecurringSchedules, declared: Iterable[Schedule]) -> Reconciled:
+    """Create, update and delete schedules until Scheduler holds what the code declares.
+    A paused schedule stays paused (its state is the operator's, not the code's)."""
+    wanted = {s.name: s for s in declared}
+    have = port.list()
+    done = Reconciled()
+    for name, schedule in sorted(wanted.items()):
+        remote = have.get(name)
+        if remote is None:
+            port.put(schedule, enabled=True)
+            done.created.append(name)
+        elif remote.spec != schedule.spec:
+            port.put(schedule, enabled=remote.enabled)
+            done.updated.append(name)
+        else:
+            done.unchanged.append(name)
+    for name in sorted(set(have) - set(wanted)):
+        port.delete(name)
+        done.deleted.append(name)
+    return done
+
+
+def find(declared: Mapping[str, Schedule], name: str) -> Schedule:
+    try:
+        return declared[name]
+    except KeyError:
+        known = ", ".join(sorted(declared)) or "none"
+        raise InvalidInput(
+            f"no schedule named {name[:64]!r} in this app (known: {known})", field="schedule"
+        ) from None

@@ -1,0 +1,294 @@
+"""Schedules (``durable.schedules``, ``durable.recurrence``): expressions, fires, reconcile."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from durable import App, Context
+from durable.adapters.memory import (
+    MemoryEffectStore,
+    MemoryInvoker,
+    MemoryLedger,
+    MemoryRecurring,
+)
+from durable.clock import FakeClock
+from durable.engine import Engine
+from durable.errors import RegistrationError, WorkflowNotFound
+from durable.recurrence import Cron, InvalidExpression, parse
+from durable.schedules import Schedule, fire, fire_key, reconcile
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)  # a Friday
+
+
+def cron(expression: str, tz: str = "UTC") -> Cron:
+    rule = parse(expression, tz)
+    assert isinstance(rule, Cron)
+    return rule
+
+
+def nexts(expression: str, after: datetime, n: int = 3, tz: str = "UTC") -> list[str]:
+    rule = cron(expression, tz)
+    out = []
+    for _ in range(n):
+        after = rule.next_after(after)
+        out.append(after.strftime("%Y-%m-%d %H:%M"))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("expression", "tz", "after", "expected"),
+    [
+        # weekdays at 9 in Berlin (CET, UTC+1 in December): Friday's has passed
+        (
+            "cron(0 9 ? * MON-FRI *)",
+            "Europe/Berlin",
+            T0,
+            ["2026-12-07 08:00", "2026-12-08 08:00", "2026-12-09 08:00"],
+        ),
+        (
+            "cron(*/20 * * * ? *)",
+            "UTC",
+            T0,
+            ["2026-12-04 12:20", "2026-12-04 12:40", "2026-12-04 13:00"],
+        ),
+        (
+            "cron(0 12 L * ? *)",
+            "UTC",
+            datetime(2026, 2, 3, tzinfo=UTC),
+            ["2026-02-28 12:00", "2026-03-31 12:00", "2026-04-30 12:00"],
+        ),
+        (
+            "cron(0 12 ? * 6#3 *)",
+            "UTC",
+            T0,
+            ["2026-12-18 12:00", "2027-01-15 12:00", "2027-02-19 12:00"],
+        ),
+        (
+            "cron(0 12 ? * 2L *)",
+            "UTC",
+            T0,
+            ["2026-12-28 12:00", "2027-01-25 12:00", "2027-02-22 12:00"],
+        ),
+        # the weekday nearest the 1st: Aug 1 2026 is a Saturday, so Monday the 3rd
+        (
+            "cron(0 6 1W * ? *)",
+            "UTC",
+            datetime(2026, 7, 15, tzinfo=UTC),
+            ["2026-08-03 06:00", "2026-09-01 06:00", "2026-10-01 06:00"],
+        ),
+        (
+            "cron(15 10 ? JAN,JUL SUN 2027)",
+            "UTC",
+            T0,
+            ["2027-01-03 10:15", "2027-01-10 10:15", "2027-01-17 10:15"],
+        ),
+        # 02:30 does not exist in Berlin on 2026-03-29 (clocks go 02:00 -> 03:00)
+        (
+            "cron(30 2 * * ? *)",
+            "Europe/Berlin",
+            datetime(2026, 3, 28, 12, tzinfo=UTC),
+            ["2026-03-30 00:30", "2026-03-31 00:30", "2026-04-01 00:30"],
+        ),
+        # 02:30 happens twice on 2026-10-25: it fires once, at the first
+        (
+            "cron(30 2 * * ? *)",
+            "Europe/Berlin",
+            datetime(2026, 10, 24, 12, tzinfo=UTC),
+            ["2026-10-25 00:30", "2026-10-26 01:30", "2026-10-27 01:30"],
+        ),
+    ],
+)
+def test_cron_fires_when_scheduler_would(
+    expression: str, tz: str, after: datetime, expected: list[str]
+) -> None:
+    assert nexts(expression, after, tz=tz) == expected
+
+
+def test_a_fire_is_strictly_after_the_given_moment() -> None:
+    rule = cron("cron(0 9 * * ? *)")
+    at_nine = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
+    assert rule.next_after(at_nine - timedelta(seconds=1)) == at_nine
+    assert rule.next_after(at_nine) == at_nine + timedelta(days=1)
+
+
+def test_a_rate_counts_from_its_creation() -> None:
+    created = datetime(2026, 12, 4, 12, 7, 30, tzinfo=UTC)
+    s = Schedule("tick", "w", "rate(5 minutes)")
+    assert s.next_fire(created - timedelta(hours=1), created) == created
+    assert s.next_fire(created, created) == created + timedelta(minutes=5)
+    assert s.next_fire(created + timedelta(minutes=12), created) == created + timedelta(minutes=15)
+
+
+@pytest.mark.parametrize(
+    ("expression", "said"),
+    [
+        ("rate(1 minutes)", "write 'rate(1 minute)'"),
+        ("rate(5 minute)", "write 'rate(5 minutes)'"),
+        ("rate(0 hours)", "at least 1"),
+        ("rate(2 weeks)", "'cron(0 9 * * ? *)' or 'rate(1 hour)'"),
+        ("at(2026-12-24T18:00:00)", "a sleep in a workflow"),
+        ("cron(0 9 * * *)", "6 fields"),
+        ("cron(0 9 * * MON *)", "exactly one of day-of-month and day-of-week must be '?'"),
+        ("cron(0 9 ? * ? *)", "exactly one"),
+        ("cron(60 9 * * ? *)", "minutes 60 is outside 0-59"),
+        ("cron(0 25 * * ? *)", "hours 25 is outside 0-23"),
+        ("cron(0 9 * FOO ? *)", "'FOO' is not a valid month value"),
+        ("cron(0 9 ? * 8 *)", "day-of-week 8 is outside 1-7"),
+        ("cron(0 9-5 * * ? *)", "runs backwards"),
+        ("cron(0 9 30 2 ? *)", "never fires"),
+    ],
+)
+def test_a_bad_expression_says_what_to_write(expression: str, said: str) -> None:
+    with pytest.raises(InvalidExpression) as caught:
+        cron(expression).next_after(T0)
+    assert said in str(caught.value)
+
+
+# --- declaring ---------------------------------------------------------------------------
+
+
+def _app() -> App:
+    app = App()
+
+    @app.step
+    def note(text: str) -> str:
+        return text
+
+    @app.workflow(name="report", schedule="cron(0 9 ? * MON-FRI *)", timezone="Europe/Berlin")
+    def report(ctx: Context) -> str:
+        return note("sent")
+
+    @app.workflow(name="sync")
+    def sync(ctx: Context, source: str) -> str:
+        ctx.wait_for_signal("done")
+        return note(source)
+
+    app.schedule("sync", "rate(1 hour)", name="sync-crm", input="crm", overlap="skip")
+    app.schedule("sync", "rate(1 day)", name="sync-erp", input="erp", missed="catch_up")
+    return app
+
+
+def test_schedules_are_declared_in_code_and_checked_there() -> None:
+    app = _app()
+    declared = app.schedules()
+    assert sorted(declared) == ["report", "sync-crm", "sync-erp"]
+    assert declared["report"].timezone == "Europe/Berlin" and declared["report"].input is None
+    assert declared["sync-crm"].overlap == "skip" and declared["sync-erp"].missed == "catch_up"
+    with pytest.raises(RegistrationError, match="already declared; give this one name="):
+        app.schedule("sync", "rate(2 hours)", name="sync-crm", input="x")
+    with pytest.raises(RegistrationError, match="schedule 'bad': 'rate\\(1 hours\\)'"):
+        app.schedule("sync", "rate(1 hours)", name="bad")
+    with pytest.raises(RegistrationError, match="unknown time zone 'Mars/Olympus'"):
+        app.schedule("sync", "rate(1 hour)", name="tz", timezone="Mars/Olympus")
+    with pytest.raises(RegistrationError, match="overlap is 'allow' or 'skip'"):
+        app.schedule("sync", "rate(1 hour)", name="ov", overlap="queue")  # type: ignore[arg-type]
+    with pytest.raises(RegistrationError, match="a schedule name is 1-48"):
+        app.schedule("sync", "rate(1 hour)", name="no spaces")
+    with pytest.raises(RegistrationError, match="input must be JSON"):
+        app.schedule("sync", "rate(1 hour)", name="obj", input=object())
+    app.schedule("report", "rate(1 hour)", name="report-with-input", input={"x": 1})
+    with pytest.raises(RegistrationError, match="workflow 'report' takes no input"):
+        app.schedules()
+
+
+def test_a_schedule_of_an_unknown_workflow_is_refused_when_listed() -> None:
+    app = App()
+    app.schedule("missing", "rate(1 hour)")
+    with pytest.raises(WorkflowNotFound, match="no workflow named 'missing'"):
+        app.schedules()
+
+
+def test_apps_compose_with_their_schedules() -> None:
+    combined = App().include(_app())
+    assert sorted(combined.schedules()) == ["report", "sync-crm", "sync-erp"]
+    with pytest.raises(RegistrationError, match="declared in both apps"):
+        combined.include(_app())
+
+
+# --- firing ------------------------------------------------------------------------------
+
+
+class World:
+    def __init__(self) -> None:
+        self.clock = FakeClock(T0)
+        self.ledger = MemoryLedger()
+        self.app = _app()
+        self.engine = Engine(
+            self.app, self.ledger, MemoryInvoker(), MemoryEffectStore(), clock=self.clock
+        )
+        self.declared = self.app.schedules()
+
+    def fire(self, name: str, at: datetime, **kw: str) -> tuple[str, str | None]:
+        stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")  # as Scheduler fills it in
+        fired = fire(self.engine, self.declared[name], stamp, **kw)
+        return fired.result, fired.run_id
+
+
+def test_a_fire_delivered_twice_starts_one_run() -> None:
+    w = World()
+    first = w.fire("report", T0)
+    again = w.fire("report", T0)
+    assert first[0] == "started" and again == ("duplicate", first[1])
+    run = w.ledger.get_run(first[1] or "")
+    assert run is not None and run.idempotency_key == fire_key("report", "2026-12-04T12:00:00.000Z")
+
+
+def test_a_late_fire_is_skipped_or_caught_up_by_policy() -> None:
+    w = World()
+    w.clock.advance(timedelta(hours=3))
+    assert w.fire("sync-crm", T0)[0] == "skipped_missed"  # 3 h late: dropped
+    assert w.fire("sync-erp", T0)[0] == "started"  # catch_up
+    assert w.fire("sync-crm", T0 + timedelta(hours=2, minutes=50))[0] == "started"  # in grace
+
+
+def test_overlap_skip_waits_for_the_schedules_own_run_to_end() -> None:
+    w = World()
+    result, run_id = w.fire("sync-crm", T0)
+    assert result == "started" and run_id is not None
+    w.engine.resume(run_id)  # waits for its signal: still going
+    w.clock.advance(timedelta(hours=1))
+    assert w.fire("sync-crm", T0 + timedelta(hours=1)) == ("skipped_overlap", run_id)
+    # another schedule's runs of the same workflow do not count
+    assert w.fire("sync-erp", T0 + timedelta(hours=1))[0] == "started"
+    from durable.events import send_signal
+
+    send_signal(w.engine, run_id, "done")
+    assert w.engine.resume(run_id, reason="event").result == "succeeded"
+    w.clock.advance(timedelta(hours=1))
+    assert w.fire("sync-crm", T0 + timedelta(hours=2))[0] == "started"
+
+
+def test_run_now_is_keyed_by_its_request_not_the_clock() -> None:
+    w = World()
+    w.clock.advance(timedelta(days=3))
+    first = w.fire("sync-crm", T0, manual="req-1")  # late and overlapping rules do not apply
+    assert first[0] == "started"
+    assert w.fire("sync-crm", T0, manual="req-1") == ("duplicate", first[1])
+    assert w.fire("sync-crm", T0, manual="req-2")[0] == "started"
+
+
+# --- reconciling --------------------------------------------------------------------------
+
+
+def test_reconcile_makes_scheduler_match_the_code_and_keeps_pauses() -> None:
+    port = MemoryRecurring(lambda: T0)
+    app = _app()
+    done = reconcile(port, app.schedules().values())
+    assert done.created == ["report", "sync-crm", "sync-erp"] and not done.deleted
+    port.set_enabled("sync-crm", False)  # an operator paused it
+    port.held["stale"] = port.held["report"].__class__("stale", "rate(1 day)", "UTC", True)
+    changed = App().include(app)
+    changed._schedules["report"] = Schedule(
+        "report", "report", "cron(0 10 ? * MON-FRI *)", "Europe/Berlin"
+    )
+    done = reconcile(port, changed.schedules().values())
+    assert done.updated == ["report"] and done.deleted == ["stale"]
+    assert done.unchanged == ["sync-crm", "sync-erp"] and not done.created
+    assert port.held["report"].expression == "cron(0 10 ? * MON-FRI *)"
+    assert port.held["sync-crm"].enabled is False  # still paused
+    again = reconcile(port, changed.schedules().values())
+    assert again.unchanged == ["report", "sync-crm", "sync-erp"]
