@@ -286,10 +286,23 @@ def _reconcile(runtime: Runtime, telemetry: Any) -> dict[str, Any]:
     from durable import schedules
 
     port = runtime.services.schedules
+    declared = runtime.app.schedules()
     if port is None:
-        return {"control": "reconcile-schedules", "error": "no Scheduler group is configured"}
-    done = schedules.reconcile(port, runtime.app.schedules().values())
-    telemetry.logger.info("schedules reconciled", extra=asdict(done))
+        if not declared:
+            return {
+                "control": "reconcile-schedules",
+                "created": [],
+                "updated": [],
+                "deleted": [],
+                "unchanged": [],
+            }
+        return {
+            "control": "reconcile-schedules",
+            "error": "the app declares schedules but no Scheduler group is configured "
+            "(DURABLE_SCHEDULER_GROUP)",
+        }
+    done = schedules.reconcile(port, declared.values())
+    telemetry.logger.info("schedules reconciled", extra={"schedules": asdict(done)})
     return {"control": "reconcile-schedules", **asdict(done)}
 
 

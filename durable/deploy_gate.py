@@ -122,6 +122,7 @@ class GateResult:
     broken: list[dict[str, Any]] = field(default_factory=list)
     calls: int = 0
     seconds: float = 0.0
+    schedules: dict[str, list[str]] = field(default_factory=dict)
 
 
 def pre_traffic(
@@ -191,6 +192,20 @@ def pre_traffic(
         resume = reply.get("resume")
         if resume is None:
             break
+    if not _clean(result):
+        return _done(result, began)
+    changed = _reconcile_schedules(invoke_new, result)
+    if changed is None:
+        return _done(result, began)
+    result.status = "Succeeded"
+    result.reason = f"every one of {result.checked} unfinished runs replays cleanly{note}" + (
+        f"; {changed}" if changed else ""
+    )
+    return _done(result, began)
+
+
+def _clean(result: GateResult) -> bool:
+    """Whether the check vouches for every run; if not, ``result.reason`` says why."""
     if result.broken_count:
         first = result.broken[0] if result.broken else {}
         result.reason = (
@@ -198,17 +213,28 @@ def pre_traffic(
             f"{first.get('run_id')} ({first.get('workflow')} v{first.get('version')}: "
             f"{first.get('verdict')}). Run `durable check-deploy` for the list and what to do"
         )
-        return _done(result, began)
+        return False
     if result.unchecked:
         result.reason = (
             f"{result.unchecked} unfinished run(s) could not be checked (a sealed value the "
             "worker could not open, or a read that failed): the gate cannot vouch for them. "
             "Run `durable check-deploy` with the stack's keys to see them"
         )
-        return _done(result, began)
-    result.status = "Succeeded"
-    result.reason = f"every one of {result.checked} unfinished runs replays cleanly{note}"
-    return _done(result, began)
+        return False
+    return True
+
+
+def _reconcile_schedules(invoke_new: Invoke, result: GateResult) -> str | None:
+    """The new code's schedules (``durable.schedules``) into Scheduler, now that it may
+    serve: created, changed, removed (a paused one stays paused). What changed, or None
+    with ``result.reason`` set when the new version could not do it."""
+    try:
+        done = _answered(invoke_new({CONTROL: "reconcile-schedules"}))
+    except Exception as e:
+        result.reason = f"the new worker version could not set up its schedules: {e}"
+        return None
+    result.schedules = {k: list(done.get(k, [])) for k in ("created", "updated", "deleted")}
+    return "; ".join(f"schedules {k}: {', '.join(v)}" for k, v in result.schedules.items() if v)
 
 
 def _answered(reply: dict[str, Any]) -> dict[str, Any]:

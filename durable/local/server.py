@@ -147,6 +147,7 @@ class DevServer:
             preload=worker_app.partition(":")[0],
         )
         self.pool.start()
+        self._reconcile_schedules()
         import boto3
 
         scheduler = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
@@ -157,6 +158,23 @@ class DevServer:
         self._sweeper.start()
         self.ready_seconds = time.perf_counter() - started
         self._write_endpoint_file()
+
+    def _reconcile_schedules(self) -> None:
+        """The app's schedules into the local Scheduler, as a deploy's gate does on AWS
+        (a worker does it: it has the app); the timer loop then fires them."""
+        assert self.pool is not None
+        reply = self.pool.call({"control": "reconcile-schedules"})
+        result = reply.get("result") if reply.get("ok") else None
+        if not isinstance(result, dict) or result.get("error"):
+            problem = result.get("error") if isinstance(result, dict) else reply.get("error")
+            self.o.say(f"! schedules not set up: {problem}")
+            return
+        names = sorted(
+            {*result.get("created", []), *result.get("updated", []), *result.get("unchanged", [])}
+        )
+        if names or result.get("deleted"):
+            gone = f"; removed {', '.join(result['deleted'])}" if result.get("deleted") else ""
+            self.o.say(f"• schedules: {', '.join(names) or 'none'}{gone} (durable schedules)")
 
     def stop(self) -> None:
         """Quiet however it is called, Ctrl-C with invocations in flight included.

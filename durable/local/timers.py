@@ -4,6 +4,12 @@ The app arms real one-time ``at()`` schedules through the Scheduler API (moto se
 locally); nothing local fires them, so this loop does: it reads the group's schedules,
 fires each whose time has come on the (possibly scaled) clock by handing its target
 input to the worker, and deletes it, as ``ActionAfterCompletion=DELETE`` would.
+
+Recurring schedules (``durable.schedules``, ``schedule.<name>``) fire at each time their
+``cron``/``rate`` expression gives on the same clock, with the fire time filled in where
+Scheduler would put it (``<aws.scheduler.scheduled-time>``), unless paused. A clock run
+far faster than real time fires at most ``MAX_CATCH_UP`` of a schedule's times per tick
+and skips the rest, as a schedule whose target was unreachable would.
 """
 
 from __future__ import annotations
@@ -16,8 +22,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from durable.clock import Clock
+from durable.recurrence import Rate, parse
 
 log = logging.getLogger("durable.local")
+RECURRING = "schedule."
+MAX_CATCH_UP = 5
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 
 def parse_at(expression: str) -> datetime:
@@ -44,6 +54,8 @@ class SchedulerLoop:
         self.fired = 0
         self.lateness: list[float] = []  # virtual seconds between due time and firing
         self._known: dict[str, tuple[datetime, dict[str, Any]]] = {}
+        # recurring schedule name -> (its definition, when it fires next, a rate's origin)
+        self._recurring: dict[str, tuple[tuple[str, str], datetime, datetime]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -70,9 +82,14 @@ class SchedulerLoop:
             names += [s["Name"] for s in page.get("Schedules", [])]
         for gone in set(self._known) - set(names):
             del self._known[gone]
+        for gone in set(self._recurring) - set(names):
+            del self._recurring[gone]
         now = self.clock.now()
         fired = 0
         for name in names:
+            if name.startswith(RECURRING):
+                fired += self._recurring_tick(name, now)
+                continue
             if name not in self._known:
                 schedule = self.client.get_schedule(Name=name, GroupName=self.group)
                 when = parse_at(schedule["ScheduleExpression"])
@@ -85,4 +102,30 @@ class SchedulerLoop:
                 del self._known[name]
                 fired += 1
         self.fired += fired
+        return fired
+
+    def _recurring_tick(self, name: str, now: datetime) -> int:
+        schedule = self.client.get_schedule(Name=name, GroupName=self.group)
+        definition = (
+            str(schedule["ScheduleExpression"]),
+            str(schedule.get("ScheduleExpressionTimezone") or "UTC"),
+        )
+        rule = parse(*definition)
+        known = self._recurring.get(name)
+        if known is None or known[0] != definition:  # new, or changed by a deploy
+            origin = now
+            due = rule.next_after(now, origin) if isinstance(rule, Rate) else rule.next_after(now)
+            self._recurring[name] = (definition, due, origin)
+            return 0
+        _, due, origin = known
+        fired = 0
+        while due <= now:
+            if schedule.get("State", "ENABLED") == "ENABLED" and fired < MAX_CATCH_UP:
+                text = schedule["Target"].get("Input") or "{}"
+                stamp = due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+                self.lateness.append((now - due).total_seconds())
+                self.fire(json.loads(text.replace(SCHEDULED_TIME, stamp)))
+                fired += 1
+            due = rule.next_after(due, origin) if isinstance(rule, Rate) else rule.next_after(due)
+        self._recurring[name] = (definition, due, origin)
         return fired

@@ -92,8 +92,14 @@ def test_each_function_gets_only_what_it_calls() -> None:
     )
     assert "scheduler:CreateSchedule" in worker
     assert "scheduler:CreateSchedule" not in api | sweeper | events
-    assert "iam:PassRole" in worker
-    assert "iam:PassRole" not in api | sweeper | events
+    # The API passes the role only to write back a paused or resumed schedule, and may
+    # change only the recurring ones (schedule.*), never a run's timers.
+    assert "iam:PassRole" in worker and "iam:PassRole" in api
+    assert "iam:PassRole" not in sweeper | events
+    for statement in statements(FUNCTIONS["ApiFunction"]):
+        acts = statement["Action"]
+        if "scheduler:UpdateSchedule" in (acts if isinstance(acts, list) else [acts]):
+            assert statement["Resource"]["Sub"].endswith("/schedule.*"), statement
     assert sweeper == {"dynamodb:Query", "dynamodb:UpdateItem", "lambda:InvokeFunction"}
     # The worker's fenced step writes are transactions with a ConditionCheck of the run
     # item (durable.adapters.dynamodb_steps); nobody else checks without writing.

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from durable import App, Context
-from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryRecurring
 from durable.adapters.nonces import MemoryNonceStore
 from durable.aws import worker_handler
 from durable.deploy_check import ReadOnlyLedger, Resume, check_deploy
@@ -22,6 +22,7 @@ from durable.deploy_gate import answer, pre_traffic
 from durable.engine import Engine
 from durable.local.lambda_runtime import LocalContext
 from durable.runtime import Services
+from durable.schedules import Remote
 from durable.settings import Settings
 from durable.testing import LocalRunner
 from tests.unit import deploy_apps
@@ -43,7 +44,12 @@ def _in_flight(count: int = 3) -> LocalRunner:
     return runner
 
 
-def _worker(runner: LocalRunner, app: App, seconds: float = 60.0) -> Invoke:
+def _worker(
+    runner: LocalRunner,
+    app: App,
+    seconds: float = 60.0,
+    schedules: MemoryRecurring | None = None,
+) -> Invoke:
     """The real worker handler on ``app``, over the runner's ledger, answering in process."""
     settings = Settings(app="unused:app", ledger_table="ledger", idempotency_table="idem")
     services = Services(
@@ -52,6 +58,7 @@ def _worker(runner: LocalRunner, app: App, seconds: float = 60.0) -> Invoke:
         invoker=MemoryInvoker(),
         nonces=MemoryNonceStore(),
         clock=runner.clock,
+        schedules=schedules,
     )
     handler = worker_handler(app, settings, services=services)
 
@@ -181,7 +188,7 @@ def test_a_check_longer_than_one_invocation_is_asked_again_until_complete() -> N
     checker = Engine(deploy_apps.same, runner.memory_ledger, MemoryInvoker(), MemoryEffectStore())
 
     def short_invocation(event: dict[str, Any]) -> dict[str, Any]:
-        if event["control"] == "describe":
+        if event["control"] in ("describe", "reconcile-schedules"):
             return engine(event)
         left = iter([60.0, 0.0])  # time for one page, then out of it
         return answer(checker, event, lambda: next(left, 0.0))
@@ -280,3 +287,24 @@ def test_runs_the_check_could_not_replay_fail_the_gate() -> None:
 
     result = pre_traffic(unchecked)
     assert result.status == "Failed" and "2 unfinished run(s) could not be checked" in result.reason
+
+
+def test_a_passing_gate_sets_up_the_new_codes_schedules() -> None:
+    """Once the check passes, the new version makes Scheduler hold its schedules; a
+    version that declares schedules but cannot set them up fails the gate."""
+    runner = _in_flight()
+    app = App().include(deploy_apps.same)
+    app.schedule("order", "rate(1 day)", name="nightly-order", input={"sku": "a", "qty": 1})
+    held = MemoryRecurring()
+    held.held["retired"] = Remote("retired", "rate(1 hour)", "UTC", True)
+    result = pre_traffic(_worker(runner, app, schedules=held), _worker(runner, deploy_apps.old))
+    assert result.status == "Succeeded", result.reason
+    assert result.schedules == {"created": ["nightly-order"], "updated": [], "deleted": ["retired"]}
+    assert "schedules created: nightly-order; schedules deleted: retired" in result.reason
+    assert sorted(held.held) == ["nightly-order"]
+    no_port = pre_traffic(_worker(runner, app))
+    assert no_port.status == "Failed"
+    assert (
+        "could not set up its schedules" in no_port.reason
+        and "DURABLE_SCHEDULER_GROUP" in no_port.reason
+    )

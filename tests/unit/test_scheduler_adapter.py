@@ -88,3 +88,58 @@ def test_vendor_errors_become_storage_errors(client: Any) -> None:
     timers = SchedulerTimers(client, group="missing-group", target_arn=TARGET, role_arn=ROLE)
     with pytest.raises(StorageError):
         timers.arm(RUN, "0001", datetime(2026, 1, 4, tzinfo=UTC))
+
+
+# --- recurring schedules (durable.schedules) ---------------------------------------------
+
+
+def test_recurring_schedules_are_reconciled_and_paused(client: Any) -> None:
+    from durable.adapters.scheduler import SchedulerRecurring
+    from durable.schedules import Schedule, reconcile
+
+    port = SchedulerRecurring(client, group="durable-test", target_arn=TARGET, role_arn=ROLE)
+    timers = SchedulerTimers(client, group="durable-test", target_arn=TARGET, role_arn=ROLE)
+    timers.arm(RUN, "0004", datetime(2030, 1, 4, tzinfo=UTC))  # a timer: not a schedule
+    report = Schedule("report", "report", "cron(0 9 ? * MON-FRI *)", "Europe/Berlin")
+    sync = Schedule("sync", "sync", "rate(1 hour)", input="crm")
+    done = reconcile(port, [report, sync])
+    assert done.created == ["report", "sync"]
+    held = client.get_schedule(Name="schedule.report", GroupName="durable-test")
+    assert held["ScheduleExpression"] == "cron(0 9 ? * MON-FRI *)"
+    assert held["ScheduleExpressionTimezone"] == "Europe/Berlin"
+    assert held["FlexibleTimeWindow"] == {"Mode": "OFF"}
+    assert held["State"] == "ENABLED" and held["Target"]["Arn"] == TARGET
+    assert json.loads(held["Target"]["Input"]) == {
+        "schedule": "report",
+        "scheduled_time": "<aws.scheduler.scheduled-time>",
+    }
+    listed = port.list()
+    assert sorted(listed) == ["report", "sync"]  # the timer is not listed
+    assert listed["sync"].expression == "rate(1 hour)" and listed["sync"].enabled
+
+    port.set_enabled("sync", False)
+    assert (
+        client.get_schedule(Name="schedule.sync", GroupName="durable-test")["State"] == "DISABLED"
+    )
+    moved = Schedule("report", "report", "cron(0 10 ? * MON-FRI *)", "Europe/Berlin")
+    done = reconcile(port, [moved, sync])
+    assert done.updated == ["report"] and done.unchanged == ["sync"]
+    assert port.list()["sync"].enabled is False  # a deploy does not resume a paused one
+    assert port.list()["report"].expression == "cron(0 10 ? * MON-FRI *)"
+    port.set_enabled("sync", True)
+    assert port.list()["sync"].enabled is True
+
+    done = reconcile(port, [sync])
+    assert done.deleted == ["report"] and sorted(port.list()) == ["sync"]
+    names = [s["Name"] for s in client.list_schedules(GroupName="durable-test")["Schedules"]]
+    assert f"{RUN}-0004" in names  # the timer was left alone
+    port.delete("report")  # already gone: nothing to do
+
+
+def test_pausing_a_schedule_the_stack_lacks_says_so(client: Any) -> None:
+    from durable.adapters.scheduler import SchedulerRecurring
+    from durable.errors import InvalidInput
+
+    port = SchedulerRecurring(client, group="durable-test", target_arn=TARGET, role_arn=ROLE)
+    with pytest.raises(InvalidInput, match="no schedule 'nightly' in this stack"):
+        port.set_enabled("nightly", False)
