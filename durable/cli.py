@@ -438,6 +438,42 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schedules(args: argparse.Namespace) -> int:
+    """The app's schedules; pause, resume or run one now."""
+    if args.action == "list":
+        listed = call(args, "GET", "/schedules")["schedules"]
+        if not listed:
+            print("no schedules: declare one with @app.workflow(schedule=...) or app.schedule(...)")
+            return 0
+        rows = [
+            [
+                s["name"],
+                s["workflow"],
+                s["expression"] + ("" if s["timezone"] == "UTC" else f" {s['timezone']}"),
+                s["state"],
+                s.get("next_fire") or "",
+                s["overlap"] if s["overlap"] != "allow" else "",
+            ]
+            for s in listed
+        ]
+        print(render.table(["schedule", "workflow", "when", "state", "next fire", "overlap"], rows))
+        return 0
+    if not args.name:
+        fail(f"durable schedules {args.action} needs the schedule's name")
+    path = f"/schedules/{urllib.parse.quote(args.name, safe='')}/{args.action}"
+    if args.action == "run":
+        headers = {"Idempotency-Key": args.key} if args.key else None
+        fired = call(args, "POST", path, {}, headers=headers)
+        print(f"schedule {args.name}: {fired['result']}, run {fired['run_id']}")
+        return 0
+    view = call(args, "POST", path, {})
+    print(
+        f"schedule {args.name}: {view['state']}"
+        + (f", next fire {view['next_fire']}" if view.get("next_fire") else "")
+    )
+    return 0
+
+
 def _cost_row(name: str, status: str, row: dict[str, float]) -> list[str]:
     runs = row["runs"] or 1.0
     return [
@@ -682,6 +718,17 @@ def parser() -> argparse.ArgumentParser:
         "--since", default="7d", help="runs started since: 7d, 24h, 30m or an ISO date"
     )
     cost.set_defaults(func=cmd_cost)
+
+    sched = sub.add_parser(
+        "schedules",
+        help="the app's schedules (cron and rate starts): list; pause|resume|run NAME",
+    )
+    sched.add_argument(
+        "action", nargs="?", default="list", choices=["list", "pause", "resume", "run"]
+    )
+    sched.add_argument("name", nargs="?", help="the schedule (pause, resume, run)")
+    sched.add_argument("--key", help="run: an idempotency key (a retry starts nothing new)")
+    sched.set_defaults(func=cmd_schedules)
 
     start = sub.add_parser("start", help="start a run")
     start.add_argument("workflow")

@@ -170,6 +170,7 @@ class Runtime:
             metric=self.metric,
             served=self._served(),
             prices=self.settings.price_table(),
+            schedules=self.services.schedules,
         )
 
     def _served(self) -> ServedVersions | None:

@@ -112,6 +112,12 @@ def fire(engine: Engine, schedule: Schedule, scheduled_time: str, *, manual: str
             f"scheduled_time {scheduled_time[:40]!r} is not an ISO time", field="scheduled_time"
         ) from None
     stamp = format_time(when)
+    key = fire_key(schedule.name, manual or stamp)
+    # A repeat of a fire (Scheduler delivers at least once) is reported as one; the keyed
+    # start below is what makes a repeat start nothing, whatever this read saw.
+    run_id = derived_run_id(schedule.workflow, key, None)
+    if engine.ledger.get_run(run_id) is not None:
+        return Fired(schedule.name, "duplicate", run_id)
     if not manual:
         late = engine.clock.now() - when
         if late > schedule.grace and schedule.missed == "skip":
@@ -120,11 +126,8 @@ def fire(engine: Engine, schedule: Schedule, scheduled_time: str, *, manual: str
             going = _running(engine, schedule)
             if going is not None:
                 return Fired(schedule.name, "skipped_overlap", going, "an earlier run is going")
-    key = fire_key(schedule.name, manual or stamp)
-    # Only to say which it was: the keyed start below is what makes a repeat start nothing.
-    known = engine.ledger.get_run(derived_run_id(schedule.workflow, key, None)) is not None
     run = engine.start(schedule.workflow, schedule.input, idempotency_key=key)
-    return Fired(schedule.name, "duplicate" if known else "started", run.run_id)
+    return Fired(schedule.name, "started", run.run_id)
 
 
 def _running(engine: Engine, schedule: Schedule) -> str | None:

@@ -255,3 +255,29 @@ class WorkflowView(BaseModel):
 
 class WorkflowList(BaseModel):
     workflows: list[WorkflowView]
+
+
+# --- schedules ---------------------------------------------------------------------
+
+
+class ScheduleView(BaseModel):
+    name: str
+    workflow: str
+    expression: str  # cron(...) or rate(...)
+    timezone: str
+    input: Any = None
+    overlap: Literal["allow", "skip"]
+    missed: Literal["skip", "catch_up"]
+    # enabled, paused, or "not deployed" (declared in code, not yet in Scheduler)
+    state: Literal["enabled", "paused", "not deployed"]
+    next_fire: str | None = None  # UTC, while enabled
+
+
+class ScheduleList(BaseModel):
+    schedules: list[ScheduleView]
+
+
+class ScheduleFired(BaseModel):
+    schedule: str
+    result: Literal["started", "duplicate", "skipped_overlap", "skipped_missed"]
+    run_id: str | None = None

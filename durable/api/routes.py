@@ -33,6 +33,9 @@ from durable.api.models import (
     RunPage,
     RunStatusName,
     RunSummary,
+    ScheduleFired,
+    ScheduleList,
+    ScheduleView,
     SignalAccepted,
     WorkflowList,
 )
@@ -108,6 +111,44 @@ def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
     """The methods of the routes whose path matches ``path`` (none: the path is unknown)."""
     routes = [*app._static_routes, *app._dynamic_routes]  # Powertools keeps no public list
     return sorted({route.method for route in routes if route.rule.match(path)})
+
+
+def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiService]) -> None:
+    """``durable schedules``: list, pause, resume, run now (``durable.schedules``)."""
+
+    @app.get("/schedules", summary="The app's schedules: state, next fire", tags=["schedules"])
+    def schedules() -> ScheduleList:
+        return service().list_schedules()
+
+    @app.post(
+        "/schedules/<name>/pause",
+        summary="Pause a schedule (it stays paused across deploys until resumed)",
+        tags=["schedules"],
+        responses={**_ok(202, "Paused", ScheduleView), **_errors(404, 409)},
+    )
+    def pause_schedule(name: str) -> Response[ScheduleView]:
+        return _json(202, service().pause_schedule(unquote(name), True))
+
+    @app.post(
+        "/schedules/<name>/resume",
+        summary="Resume a paused schedule",
+        tags=["schedules"],
+        responses={**_ok(202, "Resumed", ScheduleView), **_errors(404, 409)},
+    )
+    def resume_schedule(name: str) -> Response[ScheduleView]:
+        return _json(202, service().pause_schedule(unquote(name), False))
+
+    @app.post(
+        "/schedules/<name>/run",
+        summary="Run a schedule's workflow now (once per Idempotency-Key)",
+        tags=["schedules"],
+        responses={
+            **_ok(202, "Started (or the run that key started)", ScheduleFired),
+            **_errors(400),
+        },
+    )
+    def run_schedule(name: str, idempotency_key: IdempotencyKey = None) -> Response[ScheduleFired]:
+        return _json(202, service().run_schedule(unquote(name), idempotency_key))
 
 
 def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
@@ -381,6 +422,8 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     )
     def workflow_fork(name: str, run_id: str, body: ForkRequest) -> Response[RunSummary]:
         return _json(201, service().fork(_scoped(name, run_id), body, caller()))
+
+    _schedule_routes(app, service)
 
     @app.get("/workflows", summary="Registered workflows and their input schemas", tags=["runs"])
     def workflows() -> WorkflowList:

@@ -11,7 +11,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from durable import serde
 from durable.api import hooks
@@ -29,6 +29,9 @@ from durable.api.models import (
     RunDetail,
     RunPage,
     RunSummary,
+    ScheduleFired,
+    ScheduleList,
+    ScheduleView,
     SignalAccepted,
     SignalView,
     StepView,
@@ -43,11 +46,12 @@ from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound, Workf
 from durable.events import send_signal
 from durable.hooks import HookRejected
 from durable.hooks import durable as default_hook
-from durable.ids import check_idempotency_key
+from durable.ids import check_idempotency_key, new_ulid
 from durable.model import format_time, position_key
 from durable.operations import available_decisions
 from durable.registry import WorkflowDef
 from durable.render import audit_trail
+from durable.schedules import RecurringSchedules, Schedule, find, fire
 from durable.serde import NO_ANNOTATION
 from durable.usage import Prices
 
@@ -124,6 +128,7 @@ class ApiService:
         wall_clock: Callable[[], float] = time.time,
         served: ServedVersions | None = None,
         prices: Prices | None = None,
+        schedules: RecurringSchedules | None = None,
     ) -> None:
         self.engine = engine
         self.clock = clock
@@ -140,6 +145,8 @@ class ApiService:
         self.served = served
         # A run's usage priced (``durable.usage``); the deployment's region by default.
         self.prices = prices or Prices.of(None)
+        # The stack's recurring schedules (``durable.schedules``); None: none to show.
+        self.schedules = schedules
 
     # --- starting runs ---------------------------------------------------------------
 
@@ -312,6 +319,62 @@ class ApiService:
                 for name, versions in grouped.items()
             ]
         )
+
+    # --- schedules -------------------------------------------------------------------
+
+    def list_schedules(self) -> ScheduleList:
+        declared = self.engine.app.schedules()
+        held = self.schedules.list() if self.schedules is not None else {}
+        now = self.engine.clock.now()
+        views = []
+        for name, schedule in sorted(declared.items()):
+            remote = held.get(name)
+            state: Literal["enabled", "paused", "not deployed"] = (
+                "not deployed" if remote is None else "enabled" if remote.enabled else "paused"
+            )
+            upcoming = None
+            if state == "enabled" and remote is not None:
+                upcoming = format_time(schedule.next_fire(now, remote.created))
+            views.append(
+                ScheduleView(
+                    name=name,
+                    workflow=schedule.workflow,
+                    expression=schedule.expression,
+                    timezone=schedule.timezone,
+                    input=schedule.input,
+                    overlap=schedule.overlap,
+                    missed=schedule.missed,
+                    state=state,
+                    next_fire=upcoming,
+                )
+            )
+        return ScheduleList(schedules=views)
+
+    def _schedule(self, name: str) -> Schedule:
+        try:
+            return find(self.engine.app.schedules(), name)
+        except InvalidInput as e:
+            raise HttpError(404, "ScheduleNotFound", str(e), field="schedule") from None
+
+    def pause_schedule(self, name: str, paused: bool) -> ScheduleView:
+        self._schedule(name)
+        if self.schedules is None:
+            raise HttpError(
+                409, "NoScheduler", "this stack has no Scheduler group", field="schedule"
+            )
+        self.schedules.set_enabled(name, not paused)
+        (view,) = [v for v in self.list_schedules().schedules if v.name == name]
+        return view
+
+    def run_schedule(self, name: str, request_key: str | None) -> ScheduleFired:
+        """'Run now': a start of the schedule's workflow outside its clock, once per
+        ``request_key`` (an Idempotency-Key; else a fresh one)."""
+        schedule = self._schedule(name)
+        if request_key is not None:
+            check_idempotency_key(request_key, "Idempotency-Key")
+        manual = f"now-{request_key or new_ulid(self.engine.clock.now())}"
+        fired = fire(self.engine, schedule, format_time(self.engine.clock.now()), manual=manual)
+        return ScheduleFired(schedule=name, result=fired.result, run_id=fired.run_id)
 
     # --- events to runs ---------------------------------------------------------------
 

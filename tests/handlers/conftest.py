@@ -21,7 +21,7 @@ from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
 from durable.adapters import dynamodb_units
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
-from durable.adapters.memory import MemoryInvoker, MemoryTimers
+from durable.adapters.memory import MemoryInvoker, MemoryRecurring, MemoryTimers
 from durable.adapters.nonces import DynamoNonceStore
 from durable.aws import LambdaHandler, api_handler, events_handler, sweeper_handler, worker_handler
 from durable.clock import FakeClock
@@ -61,6 +61,7 @@ class Stack:
     invoker: MemoryInvoker
     timers: MemoryTimers
     secrets: dict[str, str]
+    recurring: MemoryRecurring = field(default_factory=MemoryRecurring)
     handlers: dict[str, LambdaHandler] = field(default_factory=dict)
 
     @property
@@ -144,6 +145,7 @@ def build_stack(
         "durable/callback": CALLBACK_SECRET,
         "durable/webhook": json.dumps({"greet": WEBHOOK_SECRET}),  # a key per hook
     }
+    recurring = MemoryRecurring(clock.now)
     # As aws_services composes it: every request reports its units to the meter.
     meter = Meter()
     dynamodb_units.watch(client, meter)
@@ -153,6 +155,7 @@ def build_stack(
     services = Services(
         ledger=ledger,
         meter=meter,
+        schedules=recurring,
         effects=DynamoEffectStore(client, idem_table),
         invoker=invoker,
         nonces=DynamoNonceStore(client, idem_table),
@@ -164,7 +167,7 @@ def build_stack(
         served=served,
     )
     tables = (ledger_table, idem_table)
-    stack = Stack(client, tables, settings, clock, invoker, memory_timers, secrets)
+    stack = Stack(client, tables, settings, clock, invoker, memory_timers, secrets, recurring)
     for name, factory in [
         ("api", api_handler),
         ("worker", worker_handler),

@@ -112,6 +112,9 @@ CASES = [
     ("GET", f"/runs/{RUN}", True, True, False),
     ("POST", f"/runs/{RUN}/retry", True, False, False),
     ("GET", "/workflows", True, True, False),
+    ("GET", "/schedules", True, True, False),
+    ("POST", "/schedules/nightly/pause", True, False, False),
+    ("POST", "/schedules/nightly/run", True, False, False),
 ]
 
 

@@ -32,6 +32,17 @@ def greet(ctx: Context, signup: Signup) -> dict[str, str]:
     return {"greeting": greet_user(signup.user_id)}
 
 
+# A schedule (durable.schedules): every morning in Berlin, unless the last is still going.
+app.schedule(
+    "greet",
+    "cron(0 9 * * ? *)",
+    name="morning-greet",
+    timezone="Europe/Berlin",
+    input={"user_id": "team", "email": "team@example.com"},
+    overlap="skip",
+)
+
+
 # The approver's inbox: run id -> the callback URL sent (the ledger never holds it).
 OUTBOX: dict[str, str] = {}
 
