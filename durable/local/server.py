@@ -175,6 +175,43 @@ class DevServer:
         if names or result.get("deleted"):
             gone = f"; removed {', '.join(result['deleted'])}" if result.get("deleted") else ""
             self.o.say(f"• schedules: {', '.join(names) or 'none'}{gone} (durable schedules)")
+        self._restore_pauses()
+
+    def _recurring(self) -> Any:
+        import boto3
+
+        from durable.adapters.scheduler import SchedulerRecurring
+
+        client = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
+        return SchedulerRecurring(
+            client,
+            group=SCHEDULER_GROUP,
+            target_arn=self.env.get("DURABLE_WORKER_FUNCTION", WORKER_FUNCTION),
+            role_arn=self.env["DURABLE_SCHEDULER_ROLE_ARN"],
+        )
+
+    def _restore_pauses(self) -> None:
+        """The local Scheduler starts empty each time; the schedules paused when durable
+        dev last stopped are paused again (a deployed stack keeps them across deploys)."""
+        path = self.o.state_dir / "schedules.json"
+        if not path.exists():
+            return
+        paused = json.loads(path.read_text()).get("paused", [])
+        port = self._recurring()
+        held = port.list()
+        again = [name for name in paused if name in held]
+        for name in again:
+            port.set_enabled(name, False)
+        if again:
+            self.o.say(f"• paused, as when durable dev last stopped: {', '.join(again)}")
+
+    def _save_pauses(self) -> None:
+        try:
+            paused = sorted(n for n, r in self._recurring().list().items() if not r.enabled)
+        except Exception:  # the local Scheduler is already gone: keep what was saved
+            log.debug("could not read the schedules' states", exc_info=True)
+            return
+        (self.o.state_dir / "schedules.json").write_text(json.dumps({"paused": paused}))
 
     def stop(self) -> None:
         """Quiet however it is called, Ctrl-C with invocations in flight included.
@@ -202,6 +239,7 @@ class DevServer:
         self.handler_lock.acquire(timeout=10)
         if self.timers is not None:
             self.timers.stop()
+            self._save_pauses()
         if self.http is not None:
             if self._serving:  # shutdown() waits for serve_forever, forever if it never ran
                 self.http.shutdown()
