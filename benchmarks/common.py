@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from durable import App, Context, RetryableError, RetryPolicy, current_step
+from durable.adapters.dynamodb_units import item_size
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
 from durable.clock import Clock
 from durable.config import EngineConfig
@@ -340,30 +341,8 @@ def fresh_tables(client: DynamoDBClient) -> str:
     return names[LEDGER]
 
 
-def dynamo_item_size(item: Mapping[str, Any]) -> int:
-    """An item's size by DynamoDB's rules (names + values; 3 bytes per list/map plus 1 per
-    element; numbers by significant digits), from the low-level wire format."""
-    return sum(len(name.encode()) + _attr_size(value) for name, value in item.items())
-
-
-def _attr_size(value: Mapping[str, Any]) -> int:
-    ((kind, raw),) = value.items()
-    if kind == "S":
-        return len(str(raw).encode())
-    if kind == "N":
-        digits = str(raw).lstrip("-").replace(".", "").strip("0") or "0"
-        return (len(digits) + 1) // 2 + 1
-    if kind == "B":
-        return len(raw) if isinstance(raw, bytes | bytearray) else len(str(raw))
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "L":
-        return 3 + sum(_attr_size(v) + 1 for v in raw)
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + _attr_size(v) + 1 for k, v in raw.items())
-    if kind in ("SS", "NS", "BS"):
-        return sum(_attr_size({kind[0]: v}) for v in raw)
-    return len(str(raw))
+# An item's size by DynamoDB's rules: the same function the run's bill uses.
+dynamo_item_size = item_size
 
 
 WRITE_OPS = frozenset(

@@ -113,6 +113,7 @@ def main() -> int:
         say(starting_line(DynamoDBLocal(), dynamodb_local_problem()))
         ready = dev.start()
         say(f"  ready in {ready:.1f} s at {dev.base}")
+        say(f"  watch the runs move in the web console: {dev.base}/console/")
         try:
             first = onboarding(dev, effects)
             second = approval(dev, effects)

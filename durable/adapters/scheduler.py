@@ -44,7 +44,9 @@ def check_name(name: str) -> str:
     return name
 
 
-class SchedulerTimers:
+class _InGroup:
+    """Schedules of one Scheduler group, each invoking ``target_arn`` as ``role_arn``."""
+
     def __init__(
         self,
         client: EventBridgeSchedulerClient,
@@ -59,6 +61,8 @@ class SchedulerTimers:
         self.target_arn = target_arn
         self.role_arn = role_arn
 
+
+class SchedulerTimers(_InGroup):
     def arm(
         self, run_id: str, position: str, wake_at: datetime, *, rearm_at: datetime | None = None
     ) -> None:
@@ -103,27 +107,13 @@ class SchedulerTimers:
 RECURRING_PREFIX = "schedule."  # beside the timers (named <run id>-...) in the stack's group
 
 
-class SchedulerRecurring:
+class SchedulerRecurring(_InGroup):
     """A stack's recurring schedules (``durable.schedules``) in its Scheduler group.
 
     Each targets the worker with ``{"schedule": name, "scheduled_time": ...}``, the fire
     time filled in by Scheduler (``<aws.scheduler.scheduled-time>``), so a fire that is
     delivered twice carries the same time.
     """
-
-    def __init__(
-        self,
-        client: EventBridgeSchedulerClient,
-        *,
-        group: str,
-        target_arn: str,
-        role_arn: str,
-    ) -> None:
-        check_name(group)
-        self.client = client
-        self.group = group
-        self.target_arn = target_arn
-        self.role_arn = role_arn
 
     def _definition(self, schedule: Schedule, enabled: bool) -> dict[str, Any]:
         payload = {"schedule": schedule.name, "scheduled_time": "<aws.scheduler.scheduled-time>"}

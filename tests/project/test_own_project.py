@@ -200,6 +200,10 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         assert shown["status"] == "SUCCEEDED"
         assert shown["output"] == "sent: Hello, Ada!"
         _console_is_served(banner)
+        cost = steps.run("durable cost", [durable, "cost", "--workflow", "greet"], project)
+        assert "greet" in cost and "SUCCEEDED" in cost and "list prices" in cost, cost
+        listed = steps.run("durable schedules", [durable, "schedules"], project)
+        assert "no schedules: declare one with" in listed, listed
         _check_deploy(steps, project, durable, output)
     finally:
         os.killpg(dev.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group

@@ -118,18 +118,23 @@ def test_a_run_records_each_invocation_on_its_last_write() -> None:
     )
 
 
-def test_a_refused_last_write_records_nothing_and_the_next_counts_once() -> None:
-    w = World()
-    run = w.engine.start("nap")
-    claim = w.ledger.claim(
-        run.run_id,
+def _claimed(ledger: UsageLedger, run_id: str) -> RunGuard:
+    """``run_id`` claimed by "me" through ``ledger``: the guard of its writes."""
+    claim = ledger.claim(
+        run_id,
         "me",
         now="2030-01-01T00:00:00.000Z",
         lease_until="2030-01-01T00:05:00.000Z",
         stale_before="2030-01-01T00:00:00.000Z",
     )
     assert claim is not None
-    guard = RunGuard(fence=claim.run.fence, owner="me")
+    return RunGuard(fence=claim.run.fence, owner="me")
+
+
+def test_a_refused_last_write_records_nothing_and_the_next_counts_once() -> None:
+    w = World()
+    run = w.engine.start("nap")
+    guard = _claimed(w.ledger, run.run_id)
     release = {"lease_owner": None, "lease_until": None}
     with w.meter.invocation(memory_mb=1024, timer=False):
         w.meter.add("wcu", 2)
@@ -146,15 +151,7 @@ def test_a_refused_last_write_records_nothing_and_the_next_counts_once() -> None
 def test_writes_that_do_not_end_an_invocation_carry_nothing() -> None:
     w = World()
     run = w.engine.start("nap")
-    claim = w.ledger.claim(
-        run.run_id,
-        "me",
-        now="2030-01-01T00:00:00.000Z",
-        lease_until="2030-01-01T00:05:00.000Z",
-        stale_before="2030-01-01T00:00:00.000Z",
-    )
-    assert claim is not None
-    guard = RunGuard(fence=claim.run.fence, owner="me")
+    guard = _claimed(w.ledger, run.run_id)
     with w.meter.invocation(memory_mb=512, timer=False):
         w.meter.add("wcu", 9)
         w.ledger.update_run(run.run_id, guard, {"lease_until": "2030-01-01T00:09:00.000Z"})
@@ -176,16 +173,9 @@ def test_a_write_that_records_its_units_counts_the_units_its_size_makes() -> Non
     memory = MemoryLedger()
     ledger = UsageLedger(memory, meter)
     run = Engine(_app(), memory, MemoryInvoker(), MemoryEffectStore()).start("nap")
-    claim = ledger.claim(
-        run.run_id,
-        "me",
-        now="2030-01-01T00:00:00.000Z",
-        lease_until="2030-01-01T00:05:00.000Z",
-        stale_before="2030-01-01T00:00:00.000Z",
-    )
-    assert claim is not None
+    guard = _claimed(ledger, run.run_id)
     with meter.invocation(memory_mb=128, timer=False):
-        ledger.update_run(run.run_id, RunGuard(claim.run.fence, "me"), {"lease_owner": None})
+        ledger.update_run(run.run_id, guard, {"lease_owner": None})
     stored = memory.get_run(run.run_id)
     assert stored is not None and stored.usage is not None
     assert stored.usage["wcu"] == 2 and seen == [0.0, 1.0, 2.0]
