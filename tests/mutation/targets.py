@@ -104,6 +104,9 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/adapters/dynamodb_steps.py", ("StepsMixin",)),
     Target("durable/adapters/dynamodb_table.py", _DYNAMODB_TABLE_WRITES),
     Target("durable/adapters/dynamodb_support.py", ("guard_condition", "step_condition")),
+    # Schedules: the expressions' evaluation, fires and reconcile.
+    Target("durable/recurrence.py"),
+    Target("durable/schedules.py"),
     # A run's bill: what each invocation records, and DynamoDB's rule for a write's units.
     Target("durable/usage.py"),
     Target(
