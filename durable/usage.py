@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from durable.model import RunRecord
@@ -130,40 +130,47 @@ class Meter:
         self.units_of_update = units_of_update
         self._clock = clock
         self._lock = threading.Lock()
-        self._used: dict[str, float] = {}
-        self._began: float | None = None
-        self._memory_gb = 0.0
-        self._timer = False
+        self._open: _Open | None = None  # the invocation being counted
 
     @contextmanager
     def invocation(self, *, memory_mb: float, timer: bool) -> Iterator[None]:
         with self._lock:
-            self._used, self._began = {}, self._clock()
-            self._memory_gb, self._timer = memory_mb / 1024.0, timer
+            self._open = _Open(self._clock(), memory_mb / 1024.0, timer)
         try:
             yield
         finally:
             with self._lock:
-                self._began = None
+                self._open = None
 
     def add(self, key: str, amount: float) -> None:
         with self._lock:
-            if self._began is not None:
-                self._used[key] = self._used.get(key, 0.0) + amount
+            if self._open is not None:
+                used = self._open.used
+                used[key] = used.get(key, 0.0) + amount
 
     def so_far(self) -> dict[str, float]:
         """This invocation's usage up to now (nothing outside an invocation)."""
         with self._lock:
-            if self._began is None:
+            now = self._open
+            if now is None:
                 return {}
-            ms = float(max(1, round((self._clock() - self._began) * 1000.0)))
+            # Lambda bills whole milliseconds, at least one.
+            ms = float(max(1, round((self._clock() - now.began) * 1000.0)))
             return {
-                **self._used,
+                **now.used,
                 INVOCATIONS: 1.0,
                 LAMBDA_MS: ms,
-                GB_SECONDS: round(ms / 1000.0 * self._memory_gb, 4),
-                TIMER_FIRES: 1.0 if self._timer else 0.0,
+                GB_SECONDS: round(ms / 1000.0 * now.memory_gb, 4),
+                TIMER_FIRES: 1.0 if now.timer else 0.0,
             }
+
+
+@dataclass
+class _Open:
+    began: float
+    memory_gb: float
+    timer: bool
+    used: dict[str, float] = field(default_factory=dict)
 
 
 class UsageLedger:

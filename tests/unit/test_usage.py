@@ -327,3 +327,54 @@ def test_continuing_as_new_bills_its_transaction_twice() -> None:
     assert w.usage(run.run_id)["wcu"] == 3 + 2 + 2 * (4 + 3)
     (successor,) = [r for r in w.memory._runs.values() if r.run_id != run.run_id]
     assert successor.usage is None  # its start is the transaction above
+
+
+def test_figures_are_kept_to_a_millionth() -> None:
+    """Sums of small floats would otherwise grow digits (bytes of the run item)."""
+    assert added({}, {"wcu": 1.0000004}) == {"wcu": 1.0}
+    assert added({"gbs": 0.1}, {"gbs": 0.2}) == {"gbs": 0.3}
+
+
+def test_lambda_time_in_gb_seconds() -> None:
+    ticks = Ticks()
+    meter = Meter(clock=ticks)
+    with meter.invocation(memory_mb=1024, timer=False):
+        ticks.now += 1.0
+        assert meter.so_far()["gbs"] == 1.0  # a second at 1 GB
+    with meter.invocation(memory_mb=128, timer=False):
+        ticks.now += 0.001
+        assert meter.so_far()["gbs"] == 0.0001  # 0.000125, kept to 4 places
+
+
+def test_the_memory_ledgers_writes_cost_no_units() -> None:
+    """The default rule (the memory ledger): a start records its requests, no units;
+    a last write with nothing metered before it still counts itself as a request."""
+    meter = Meter(clock=Ticks())
+    memory = MemoryLedger()
+    ledger = UsageLedger(memory, meter)
+    run = Engine(_app(), ledger, MemoryInvoker(), MemoryEffectStore()).start("nap")
+    stored = memory.get_run(run.run_id)
+    assert stored is not None and stored.usage == {"api": 1, "ddb": 1}
+    guard = _claimed(ledger, run.run_id)
+    with meter.invocation(memory_mb=512, timer=False):
+        ledger.update_run(run.run_id, guard, {"lease_owner": None})
+    stored = memory.get_run(run.run_id)
+    assert stored is not None and stored.usage is not None
+    assert stored.usage["ddb"] == 2 and "wcu" not in stored.usage
+
+
+def test_claims_kept_for_the_bill_stay_bounded() -> None:
+    """A container claims many runs: what it keeps of them (the usage each claim read)
+    is bounded, the newest kept."""
+    memory = MemoryLedger()
+    ledger = UsageLedger(memory, Meter())
+    engine = Engine(_app(), memory, MemoryInvoker(), MemoryEffectStore())
+    runs = [engine.start("nap", idempotency_key=f"k{i}").run_id for i in range(18)]
+    for run_id in runs[:16]:
+        _claimed(ledger, run_id)
+    _claimed(ledger, runs[0])  # claimed again: the newest now
+    _claimed(ledger, runs[16])
+    assert len(ledger._claimed) == 16
+    assert runs[1] not in ledger._claimed and runs[0] in ledger._claimed
+    _claimed(ledger, runs[17])
+    assert runs[2] not in ledger._claimed and len(ledger._claimed) == 16
