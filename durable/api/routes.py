@@ -124,7 +124,7 @@ def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiServi
         "/schedules/<name>/pause",
         summary="Pause a schedule (it stays paused across deploys until resumed)",
         tags=["schedules"],
-        responses={**_ok(202, "Paused", ScheduleView), **_errors(404, 409)},
+        responses={**_ok(202, "Paused", ScheduleView), **_errors(*BODY, 404, 409)},
     )
     def pause_schedule(name: str) -> Response[ScheduleView]:
         return _json(202, service().pause_schedule(unquote(name), True))
@@ -133,7 +133,7 @@ def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiServi
         "/schedules/<name>/resume",
         summary="Resume a paused schedule",
         tags=["schedules"],
-        responses={**_ok(202, "Resumed", ScheduleView), **_errors(404, 409)},
+        responses={**_ok(202, "Resumed", ScheduleView), **_errors(*BODY, 404, 409)},
     )
     def resume_schedule(name: str) -> Response[ScheduleView]:
         return _json(202, service().pause_schedule(unquote(name), False))
@@ -144,7 +144,7 @@ def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiServi
         tags=["schedules"],
         responses={
             **_ok(202, "Started (or the run that key started)", ScheduleFired),
-            **_errors(400),
+            **_errors(*BODY, 404, 409),
         },
     )
     def run_schedule(name: str, idempotency_key: IdempotencyKey = None) -> Response[ScheduleFired]:
