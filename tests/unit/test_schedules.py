@@ -292,3 +292,50 @@ def test_reconcile_makes_scheduler_match_the_code_and_keeps_pauses() -> None:
     assert port.held["sync-crm"].enabled is False  # still paused
     again = reconcile(port, changed.schedules().values())
     assert again.unchanged == ["report", "sync-crm", "sync-erp"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "after", "expected"),
+    [
+        # the 15th of March 2026 is a Sunday: the nearest weekday is Monday the 16th
+        ("cron(0 6 15W * ? *)", datetime(2026, 3, 1, tzinfo=UTC), "2026-03-16 06:00"),
+        # the 14th of March 2026 is a Saturday: Friday the 13th
+        ("cron(0 6 14W * ? *)", datetime(2026, 3, 1, tzinfo=UTC), "2026-03-13 06:00"),
+        # the 31st of May 2026 is a Sunday, the month's last day: Friday the 29th
+        ("cron(0 6 31W * ? *)", datetime(2026, 5, 1, tzinfo=UTC), "2026-05-29 06:00"),
+        # the 31st of October 2026 is a Saturday: Friday the 30th
+        ("cron(0 6 31W * ? *)", datetime(2026, 10, 1, tzinfo=UTC), "2026-10-30 06:00"),
+        # 30W in February means its last day, the 28th (a Saturday in 2026): Friday the 27th
+        ("cron(0 6 30W * ? *)", datetime(2026, 2, 1, tzinfo=UTC), "2026-02-27 06:00"),
+        # a weekday: that day itself
+        ("cron(0 6 10W * ? *)", datetime(2026, 3, 1, tzinfo=UTC), "2026-03-10 06:00"),
+        # the first Sunday of a month whose 1st is a Sunday (March 2026)
+        ("cron(0 6 ? * SUN#1 *)", datetime(2026, 2, 10, tzinfo=UTC), "2026-03-01 06:00"),
+        # the last Saturday of February 2026 (the 28th, the month's last day)
+        ("cron(0 6 ? * 7L *)", datetime(2026, 2, 10, tzinfo=UTC), "2026-02-28 06:00"),
+    ],
+)
+def test_nearest_weekdays_and_nth_days(expression: str, after: datetime, expected: str) -> None:
+    assert nexts(expression, after, n=1) == [expected]
+
+
+def test_steps_from_a_start_and_within_a_range() -> None:
+    assert cron("cron(5/15 * * * ? *)").minutes == frozenset({5, 20, 35, 50})
+    assert cron("cron(10-50/20 * * * ? *)").minutes == frozenset({10, 30, 50})
+    assert cron("cron(0 8-10,20 * * ? *)").hours == frozenset({8, 9, 10, 20})
+    assert cron("cron(0 9 ? * MON-WED,FRI *)").weekdays.values == frozenset({2, 3, 4, 6})
+    assert cron("cron(0 9 1 JAN-DEC/3 ? *)").months == frozenset({1, 4, 7, 10})
+
+
+def test_a_cron_that_next_fires_past_five_years_is_refused() -> None:
+    """Searching further would let a typo (a year long past) hang a request."""
+    year = T0.year + 5
+    with pytest.raises(InvalidExpression, match="never fires in the next five years"):
+        cron(f"cron(0 0 1 1 ? {year + 1})").next_after(T0)
+    assert cron(f"cron(0 0 1 1 ? {year})").next_after(T0).year == year
+
+
+def test_a_rate_checks_its_time_zone_too() -> None:
+    with pytest.raises(InvalidExpression, match="unknown time zone"):
+        parse("rate(1 day)", "Nowhere/Else")
+    assert parse("rate(1 day)", "Asia/Tokyo") == parse("rate(24 hours)")
