@@ -339,3 +339,45 @@ def test_a_rate_checks_its_time_zone_too() -> None:
     with pytest.raises(InvalidExpression, match="unknown time zone"):
         parse("rate(1 day)", "Nowhere/Else")
     assert parse("rate(1 day)", "Asia/Tokyo") == parse("rate(24 hours)")
+
+
+def test_a_fire_time_must_be_a_time_and_a_bare_one_is_utc() -> None:
+    w = World()
+    from durable.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="scheduled_time 'soon' is not an ISO time"):
+        fire(w.engine, w.declared["report"], "soon")
+    fired = fire(w.engine, w.declared["report"], "2026-12-04T12:00:00")  # no zone: UTC
+    run = w.ledger.get_run(fired.run_id or "")
+    assert run is not None
+    assert run.idempotency_key == "schedule/report/2026-12-04T12:00:00.000Z"
+
+
+def test_lateness_is_measured_against_the_grace_exactly() -> None:
+    w = World()
+    w.clock.advance(timedelta(minutes=15))  # exactly the grace: still on time
+    assert w.fire("sync-crm", T0)[0] == "started"
+    w.clock.advance(timedelta(seconds=1))
+    late = fire(w.engine, w.declared["sync-crm"], "2026-12-04T12:00:00Z")
+    assert late.result == "duplicate"  # the same fire: reported before any rule
+    later = fire(w.engine, w.declared["sync-crm"], "2026-12-04T11:59:59Z")
+    assert (later.result, later.detail) == ("skipped_missed", "0:15:02 late")
+
+
+def test_overlap_finds_the_schedules_run_past_the_first_page() -> None:
+    """The schedule's going run is older than a hundred others of its workflow."""
+    w = World()
+    started, run_id = w.fire("sync-crm", T0)
+    assert started == "started"
+    for i in range(100):
+        w.clock.advance(timedelta(seconds=1))
+        w.engine.start("sync", "other", idempotency_key=f"manual-{i}")
+    w.clock.advance(timedelta(minutes=1))
+    skipped = fire(w.engine, w.declared["sync-crm"], "2026-12-04T12:02:00Z")
+    assert (skipped.result, skipped.run_id) == ("skipped_overlap", run_id)
+    assert skipped.detail == "an earlier run is going"
+
+
+def test_a_missed_rule_must_be_known() -> None:
+    with pytest.raises(RegistrationError, match="missed is 'skip' or 'catch_up', not 'later'"):
+        Schedule("s", "w", "rate(1 hour)", missed="later")  # type: ignore[arg-type]
