@@ -34,6 +34,11 @@ def charge_card(amount: int) -> str:
     return f"charged {amount}"
 
 
+@app.workflow(name="stock-check", schedule="cron(0 6 ? * MON-FRI *)", timezone="Europe/Berlin")
+def stock_check(ctx: Context) -> str:
+    return reserve_stock("audit")
+
+
 @app.workflow(name="checkout")
 def checkout(ctx: Context, amount: int) -> str:
     reserve_stock("sku-1")

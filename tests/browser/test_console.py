@@ -214,3 +214,23 @@ def test_an_approver_scoped_to_one_workflow_can_use_the_page(dev: DevProcess, pa
         page.unroute("**/*")
     assert "GET /workflows" in refused  # asked, refused, and the page asked the person
     assert all("/workflows/expense-approval/" not in call for call in refused), refused
+
+
+def test_schedules_are_paused_resumed_and_run_from_the_page(dev: DevProcess, page: Any) -> None:
+    page.goto(f"{dev.base}/console/#/schedules")
+    row = page.wait_for_selector('tr[data-schedule="stock-check"]')
+    text = row.inner_text()
+    assert "cron(0 6 ? * MON-FRI *)" in text and "Europe/Berlin" in text and "enabled" in text
+    row.query_selector('button:has-text("Pause")').click()
+    page.click("#confirm-yes")
+    page.wait_for_selector('tr[data-schedule="stock-check"] .badge.waiting')
+    assert dev.http("GET", "/schedules")["schedules"][0]["state"] == "paused"
+    page.click('tr[data-schedule="stock-check"] button:has-text("Resume")')
+    page.click("#confirm-yes")
+    page.wait_for_selector('tr[data-schedule="stock-check"] .badge.succeeded')
+    page.click('tr[data-schedule="stock-check"] button:has-text("Run now")')
+    page.fill('dialog#confirm input[name="key"]', "from-the-page")
+    page.click("#confirm-yes")
+    status_shown(page, "SUCCEEDED")  # the page follows the run it started
+    assert "stock-check" in page.inner_text("h1")
+    page.screenshot(path=str(ARTIFACTS / "schedules-run.png"), full_page=True)

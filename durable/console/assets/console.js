@@ -29,10 +29,10 @@ function h(tag, attrs, ...children) {
 }
 const s = (tag, attrs, ...children) => h(tag, { ...attrs, svg: true }, ...children);
 
-async function api(method, path, body) {
+async function api(method, path, body, extra) {
   const response = await fetch(path, {
     method,
-    headers: { "Content-Type": "application/json", "X-Durable-Console": TOKEN },
+    headers: { "Content-Type": "application/json", "X-Durable-Console": TOKEN, ...(extra || {}) },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await response.text();
@@ -101,6 +101,7 @@ function route() {
   if (scoped) return runPage(decodeURIComponent(scoped[2]), decodeURIComponent(scoped[1]));
   const bare = /^\/runs\/([^/]+)$/.exec(path || "/");
   if (bare) return runPage(decodeURIComponent(bare[1]), null);
+  if (path === "/schedules") return schedulesPage();
   return runsPage(params);
 }
 window.addEventListener("hashchange", route);
@@ -269,6 +270,61 @@ function runsTable(runs) {
         ),
       ),
     ),
+  );
+}
+
+// --- schedules -------------------------------------------------------------------------
+
+async function schedulesPage() {
+  const refresh = page(async () => {
+    let listed;
+    try {
+      listed = (await api("GET", "/schedules")).schedules;
+    } catch (error) {
+      if (current(refresh)) show(problem(error));
+      return live(refresh);
+    }
+    if (!current(refresh)) return;
+    show(h("h1", {}, "Schedules"), schedulesTable(listed, refresh));
+    live(refresh);
+  });
+  await refresh();
+}
+
+function schedulesTable(listed, refresh) {
+  if (!listed.length) {
+    return h("p", { class: "muted" }, "No schedules: declare one with @app.workflow(schedule=...) or app.schedule(...).");
+  }
+  const act = (s, action, label, text) =>
+    button(label, action === "run" ? "approve" : "retry", {
+      title: `${label}: ${s.name}`,
+      text,
+      fields: action === "run" ? [["key", "Idempotency key (blank: a new run)", ""]] : [],
+      send: async (v) => {
+        const path = `/schedules/${enc(s.name)}/${action}`;
+        const headers = v.key ? { "Idempotency-Key": v.key } : undefined;
+        const answer = await api("POST", path, {}, headers);
+        if (answer.run_id) location.hash = `#/workflows/${enc(s.workflow)}/runs/${enc(answer.run_id)}`;
+      },
+    }, refresh);
+  return h(
+    "table",
+    { class: "schedules" },
+    h("thead", {}, h("tr", {}, ["Schedule", "Workflow", "When", "State", "Next fire", "Overlap", ""].map((t) => h("th", {}, t)))),
+    h("tbody", {}, listed.map((s) =>
+      h("tr", { "data-schedule": s.name },
+        h("td", {}, s.name),
+        h("td", {}, h("a", { href: `#/?workflow=${enc(s.workflow)}` }, s.workflow)),
+        h("td", {}, h("code", {}, s.expression), s.timezone === "UTC" ? "" : ` ${s.timezone}`),
+        h("td", {}, h("span", { class: `badge ${s.state === "enabled" ? "succeeded" : "waiting"}` }, s.state)),
+        h("td", {}, s.next_fire ? when(s.next_fire) : ""),
+        h("td", {}, s.overlap),
+        h("td", {},
+          s.state === "enabled" ? act(s, "pause", "Pause", "No run starts on its clock until it is resumed; deploys keep it paused.") : null,
+          s.state === "paused" ? act(s, "resume", "Resume", "It fires again at its next time.") : null,
+          act(s, "run", "Run now", "Starts its workflow now, outside the clock."),
+        ),
+      ))),
   );
 }
 
