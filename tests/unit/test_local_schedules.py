@@ -1,0 +1,96 @@
+"""``durable dev``'s timer loop fires recurring schedules on its own clock."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from durable.adapters.scheduler import SchedulerRecurring
+from durable.clock import FakeClock
+from durable.local.timers import MAX_CATCH_UP, SchedulerLoop
+from durable.schedules import Schedule, reconcile
+
+pytestmark = pytest.mark.unit
+TARGET = "arn:aws:lambda:us-east-1:123456789012:function:durable-worker"
+ROLE = "arn:aws:iam::123456789012:role/durable-scheduler"
+T0 = datetime(2026, 12, 4, 8, 59, 30, tzinfo=UTC)
+
+
+@pytest.fixture
+def client() -> Iterator[Any]:
+    from moto import mock_aws
+
+    with mock_aws():
+        scheduler = boto3.client("scheduler", region_name="us-east-1")
+        scheduler.create_schedule_group(Name="dev")
+        yield scheduler
+
+
+def _loop(
+    client: Any, clock: FakeClock, schedules: list[Schedule]
+) -> tuple[SchedulerLoop, list[Any]]:
+    port = SchedulerRecurring(client, group="dev", target_arn=TARGET, role_arn=ROLE)
+    reconcile(port, schedules)
+    fired: list[Any] = []
+    return SchedulerLoop(client, "dev", clock, fired.append), fired
+
+
+def test_a_cron_fires_at_its_times_with_the_time_filled_in(client: Any) -> None:
+    clock = FakeClock(T0)
+    loop, fired = _loop(client, clock, [Schedule("daily", "w", "cron(0 9 * * ? *)")])
+    assert loop.tick() == 0  # first sight: its next time is 09:00
+    clock.advance(timedelta(seconds=29))
+    assert loop.tick() == 0
+    clock.advance(timedelta(seconds=1))
+    assert loop.tick() == 1
+    assert fired == [{"schedule": "daily", "scheduled_time": "2026-12-04T09:00:00Z"}]
+    assert loop.tick() == 0  # once
+    clock.advance(timedelta(days=1))
+    loop.tick()
+    assert fired[-1]["scheduled_time"] == "2026-12-05T09:00:00Z"
+
+
+def test_a_fast_clock_fires_a_few_missed_times_not_all(client: Any) -> None:
+    clock = FakeClock(T0)
+    loop, fired = _loop(client, clock, [Schedule("tick", "w", "rate(1 minute)")])
+    loop.tick()
+    clock.advance(timedelta(hours=1))  # sixty fires due at once
+    assert loop.tick() == MAX_CATCH_UP
+    times = [f["scheduled_time"] for f in fired]
+    assert times[0] == "2026-12-04T09:00:30Z" and len(set(times)) == MAX_CATCH_UP
+    clock.advance(timedelta(seconds=59))
+    assert loop.tick() == 0  # the rest were skipped; the next is a minute on
+    clock.advance(timedelta(seconds=1))
+    assert loop.tick() == 1
+
+
+def test_a_paused_schedule_does_not_fire_and_resumes_on_its_next_time(client: Any) -> None:
+    clock = FakeClock(T0)
+    loop, fired = _loop(client, clock, [Schedule("tick", "w", "rate(1 minute)")])
+    port = SchedulerRecurring(client, group="dev", target_arn=TARGET, role_arn=ROLE)
+    loop.tick()
+    port.set_enabled("tick", False)
+    clock.advance(timedelta(minutes=3))
+    assert loop.tick() == 0
+    port.set_enabled("tick", True)
+    clock.advance(timedelta(minutes=1))
+    assert loop.tick() == 1 and json.dumps(fired[0]).count("2026-12-04T09:03:30Z") == 1
+
+
+def test_a_changed_expression_starts_over_and_a_deleted_one_stops(client: Any) -> None:
+    clock = FakeClock(T0)
+    loop, fired = _loop(client, clock, [Schedule("s", "w", "rate(1 hour)")])
+    port = SchedulerRecurring(client, group="dev", target_arn=TARGET, role_arn=ROLE)
+    loop.tick()
+    reconcile(port, [Schedule("s", "w", "rate(1 minute)")])  # a redeploy changed it
+    loop.tick()
+    clock.advance(timedelta(minutes=1))
+    assert loop.tick() == 1 and fired[0]["scheduled_time"] == "2026-12-04T09:00:30Z"
+    reconcile(port, [])
+    clock.advance(timedelta(minutes=5))
+    assert loop.tick() == 0 and loop._recurring == {}
