@@ -378,3 +378,24 @@ def test_claims_kept_for_the_bill_stay_bounded() -> None:
     assert runs[1] not in ledger._claimed and runs[0] in ledger._claimed
     _claimed(ledger, runs[17])
     assert runs[2] not in ledger._claimed and len(ledger._claimed) == 16
+
+
+@pytest.mark.parametrize(
+    ("value", "size"),
+    [
+        ({"S": "héllo"}, 6),  # UTF-8 bytes
+        ({"N": "12345"}, 4),  # (significant digits + 1) // 2 + 1
+        ({"N": "-1.50"}, 2),  # the sign, the point and trailing zeros do not count
+        ({"N": "100"}, 2),
+        ({"N": "0"}, 2),
+        ({"B": b"\x00\x01\x02"}, 3),
+        ({"BOOL": True}, 1),
+        ({"NULL": True}, 1),
+        ({"L": [{"S": "ab"}, {"N": "7"}]}, 3 + (2 + 1) + (2 + 1)),
+        ({"M": {"k": {"S": "v"}}}, 3 + (1 + 1 + 1)),
+        ({"SS": ["ab", "c"]}, 3),
+        ({"NS": ["12", "3"]}, 2 + 2),
+    ],
+)
+def test_item_sizes_follow_dynamodbs_rule(value: dict[str, Any], size: int) -> None:
+    assert item_size({"attr": value}) == len("attr") + size
