@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_type_hints, overload
 
-from durable.errors import RegistrationError, WorkflowNotFound
+from durable import serde
+from durable.errors import InvalidInput, RegistrationError, WorkflowNotFound
 from durable.hooks import HookSpec
 from durable.retry import RetryPolicy
 from durable.schedules import Missed, Overlap, Schedule
@@ -324,6 +325,13 @@ class App:
                 raise RegistrationError(
                     f"schedule {declared.name!r}: workflow {wf.name!r} takes no input"
                 )
+            if wf.takes_input:
+                # Checked here, not at a fire: a fire that cannot start would only be
+                # retried by Scheduler, and nobody would see why.
+                try:
+                    serde.validate_input(declared.input, wf.input_annotation, wf.name)
+                except InvalidInput as e:
+                    raise RegistrationError(f"schedule {declared.name!r}: {e}") from None
         return dict(self._schedules)
 
     def include(self, other: App) -> App:

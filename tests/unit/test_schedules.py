@@ -195,6 +195,18 @@ def test_schedules_are_declared_in_code_and_checked_there() -> None:
         app.schedules()
 
 
+def test_a_schedules_input_must_fit_its_workflow() -> None:
+    app = App()
+
+    @app.workflow(name="count")
+    def count(ctx: Context, n: int) -> int:
+        return n
+
+    app.schedule("count", "rate(1 hour)", input="many")
+    with pytest.raises(RegistrationError, match=r"schedule 'count': .*input"):
+        app.schedules()
+
+
 def test_a_schedule_of_an_unknown_workflow_is_refused_when_listed() -> None:
     app = App()
     app.schedule("missing", "rate(1 hour)")
