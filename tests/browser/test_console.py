@@ -234,3 +234,31 @@ def test_schedules_are_paused_resumed_and_run_from_the_page(dev: DevProcess, pag
     status_shown(page, "SUCCEEDED")  # the page follows the run it started
     assert "stock-check" in page.inner_text("h1")
     page.screenshot(path=str(ARTIFACTS / "schedules-run.png"), full_page=True)
+
+
+def test_the_console_through_its_signing_proxy(dev: DevProcess, page: Any) -> None:
+    """``durable console --endpoint``: the same page, served by the local proxy, calling
+    the stack through it (here unsigned: durable dev's API takes no signature)."""
+    from durable.console.proxy import ConsoleProxy
+
+    run_id = start(dev, "checkout", 12)
+    dev.wait_for(run_id, {"SUCCEEDED"})
+    proxy = ConsoleProxy(dev.base, sign=False)
+    proxy.start()
+    try:
+        page.goto(proxy.url + "#/?workflow=checkout")
+        page.wait_for_selector(f'tr[data-run="{run_id}"]')
+        assert dev.base in page.inner_text("#where")  # which stack the page shows
+        page.click(f'tr[data-run="{run_id}"] a')
+        status_shown(page, "SUCCEEDED")
+        # a page of another origin cannot use the proxy: its token is not in that page
+        answer = page.evaluate(
+            """async (url) => {
+                const r = await fetch(url + "runs", {method: "POST", body: "x"});
+                return r.status;
+            }""",
+            proxy.url.replace("/console/", "/"),
+        )
+        assert answer == 403  # same origin, but no token: refused like any stranger
+    finally:
+        proxy.stop()
