@@ -395,7 +395,18 @@ def test_claims_kept_for_the_bill_stay_bounded() -> None:
         ({"M": {"k": {"S": "v"}}}, 3 + (1 + 1 + 1)),
         ({"SS": ["ab", "c"]}, 3),
         ({"NS": ["12", "3"]}, 2 + 2),
+        ({"BS": [b"ab", b"c"]}, 3),
+        ({"XX": "future type"}, 11),  # a type this rule does not know: its text's length
     ],
 )
 def test_item_sizes_follow_dynamodbs_rule(value: dict[str, Any], size: int) -> None:
     assert item_size({"attr": value}) == len("attr") + size
+
+
+def test_the_edges_of_the_write_unit_rule() -> None:
+    assert write_units(None, None, ()) == 0  # nothing written, nothing billed
+    assert write_units(None, {}, ()) == 1  # a write is at least one unit
+    everything = Index("all-index", ("list_pk",), None)  # ProjectionType ALL
+    item = _item(list_pk="WF#w", x="a" * 1500)
+    assert everything.entry(item) == item
+    assert write_units(None, item, (everything,)) == 2 + 2
