@@ -194,7 +194,7 @@ def _set(
     for part in text.split(","):
         base, _, step_text = part.partition("/")
         step = _number(step_text, 1, high, f"{what} step", expr, {}) if step_text else 1
-        if base in ("*", "?"):
+        if base == "*":  # '?' is only for a day field, which reads it before this
             start, stop = low, high
         elif "-" in base:
             a, b = base.split("-", 1)

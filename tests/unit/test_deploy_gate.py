@@ -294,7 +294,7 @@ def test_a_passing_gate_sets_up_the_new_codes_schedules() -> None:
     version that declares schedules but cannot set them up fails the gate."""
     runner = _in_flight()
     app = App().include(deploy_apps.same)
-    app.schedule("order", "rate(1 day)", name="nightly-order", input={"sku": "a", "qty": 1})
+    app.schedule("order", "rate(1 day)", name="nightly-order", input="nightly")
     held = MemoryRecurring()
     held.held["retired"] = Remote("retired", "rate(1 hour)", "UTC", True)
     result = pre_traffic(_worker(runner, app, schedules=held), _worker(runner, deploy_apps.old))
