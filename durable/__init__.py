@@ -29,6 +29,7 @@ from durable.errors import (
     TerminalError,
     WorkflowNotFound,
 )
+from durable.flow import Concurrency, RateLimit
 from durable.model import RunRecord, RunStatus, StepRecord, StepStatus
 from durable.registry import App
 from durable.retry import RetryPolicy
@@ -38,6 +39,7 @@ __all__ = [
     "App",
     "CallbackFailed",
     "CallbackTimeout",
+    "Concurrency",
     "Context",
     "DurableError",
     "Engine",
@@ -47,6 +49,7 @@ __all__ = [
     "NonDeterminismError",
     "Outcome",
     "PayloadTooLarge",
+    "RateLimit",
     "RetryPolicy",
     "RetryableError",
     "RunKeys",

@@ -33,6 +33,9 @@ class EngineConfig:
     inprocess_wait_threshold: timedelta = timedelta(seconds=5)
     # Delay before the sweeper treats a handed-off run as lost.
     handoff_grace: timedelta = timedelta(seconds=30)
+    # A run waiting in line for a concurrency slot looks at its gate again after this,
+    # woken or not (``durable.flow``: the backstop for a wake-up lost with its worker).
+    slot_recheck: timedelta = timedelta(minutes=5)
     # A running owner looks at the run item (one fenced lease renewal, which returns it)
     # at least this often between step bodies, so a cancel request is seen within this
     # much work without a read per step.

@@ -364,6 +364,7 @@ class Endings:
             due_at=stamp,
             continued_from=x.run.run_id,
             data_key=data_key,
+            gate=self.engine.admission.gate_for(wf, input_text),
         )
         output = serde.canonical_json({"continued_as_new": successor.run_id})
         changes = self.final_changes({"status": RunStatus.SUCCEEDED.value, "output": output})

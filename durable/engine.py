@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durable import serde
+from durable.admission import Admission
 from durable.clock import Clock, SystemClock
 from durable.config import EngineConfig
 from durable.determinism import Guard, NoGuard
@@ -90,6 +91,7 @@ class Engine:
         # Seals secret-typed values with a data key per run (KMS on AWS); None refuses them.
         self.keys = keys
         self.endings = Endings(self)
+        self.admission = Admission(self)
 
     # --- timers ------------------------------------------------------------------------
 
@@ -161,6 +163,7 @@ class Engine:
             data_key=data_key,
             # Due at once: if the invocation below is lost, the sweeper starts the run.
             due_at=stamp,
+            gate=self.admission.gate_for(wf, input_text),
         )
         try:
             created = self.ledger.create_run(run)
@@ -201,6 +204,30 @@ class Engine:
         reason: str = "",
     ) -> Outcome:
         """One worker invocation for ``run_id`` (``reason``: start, continue, timer, ...)."""
+        claimed: list[RunRecord] = []
+        outcome = self._resume(run_id, invocation, hop, reason, claimed)
+        if outcome.result in FINISHED and claimed:
+            self.leave_gate(claimed[0])
+        return outcome
+
+    def leave_gate(self, run: RunRecord) -> None:
+        """A run that ended frees its concurrency slot (``durable.admission``)."""
+        if run.gate is None:
+            return
+        try:
+            limit = self.app.get_workflow(run.workflow, run.version).concurrency
+        except WorkflowNotFound:
+            limit = None
+        self.admission.leave(run, limit.limit if limit else None)
+
+    def _resume(
+        self,
+        run_id: str,
+        invocation: Invocation | None,
+        hop: int,
+        reason: str,
+        claimed: list[RunRecord],
+    ) -> Outcome:
         invocation = invocation or Invocation()
         owner = uuid.uuid4().hex  # fresh per execution: Lambda retries reuse request ids
         now = self.clock.now()
@@ -222,6 +249,7 @@ class Engine:
         )
         if claim is None:
             return Outcome(run_id, "busy")
+        claimed.append(claim.run)
         if nothing_recorded_yet(claim.run):
             history: RunHistory | None = RunHistory(claim.run, {}, [])
         else:
@@ -257,6 +285,9 @@ class Engine:
             poisoned = self._count_takeover(claim, history, owner)
         except LeaseLost:
             return Outcome(run_id, "lease_lost")
+        waiting = self.admission.admit(wf, history.run, owner, events_inbox)
+        if waiting is not None:
+            return waiting
         while True:
             x = Execution(
                 self,

@@ -193,6 +193,13 @@ class RunRecord:
     # What the run has used so far (``durable.usage``): request units, invocations, Lambda
     # time; added to by the last write of each invocation, priced when shown.
     usage: dict[str, float] | None = None
+    # Flow control (``durable.flow``): the concurrency gate it takes a slot in (set when
+    # it is created, kept to the end: it leaves the gate it entered), since when it waits
+    # in line for a slot (None while it holds one or needs none), and the start time a
+    # rate limit booked for it.
+    gate: str | None = None
+    queued_at: str | None = None
+    start_at: str | None = None
 
     @property
     def terminal(self) -> bool:

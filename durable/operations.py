@@ -118,6 +118,7 @@ def cancel(
                 ),
             )
             engine.cancel_timers(run_id)
+            engine.leave_gate(canceled)  # its slot, or its place in line
             return canceled
     engine.invoke_worker(run_id, "cancel")
     return run
@@ -271,7 +272,7 @@ def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | 
         )
     index = _parse_position(from_step, _settled_prefix(history))
     position = position_path(index)
-    engine.app.get_workflow(source.workflow, source.version)
+    wf = engine.app.get_workflow(source.workflow, source.version)
     now = engine.clock.now()
     stamp = format_time(now)
     new = RunRecord(
@@ -286,6 +287,7 @@ def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | 
         requested_by=requested_by or source.requested_by,
         due_at=stamp,
         forked_from=f"{run_id}@{position}",
+        gate=engine.admission.gate_for(wf, source.input),
         data_key=source.data_key,  # the copied values stay sealed under the source's key
         operations=[
             _operation(engine, "fork", requested_by, None, source=run_id, from_step=position)

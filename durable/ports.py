@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
 from durable.errors import DurableError
+from durable.flow import GateState
 from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord
 
 T = TypeVar("T")
@@ -181,6 +182,17 @@ class Ledger(Protocol):
         ``ConditionFailed`` with the stored one (nothing written), also when the step is
         not TERMINAL_FAILED any more.
         """
+        ...
+
+    def read_gate(self, name: str) -> GateState:
+        """A flow-control gate (``durable.flow``), strongly consistent; version 0 when
+        none is stored."""
+        ...
+
+    def write_gate(self, name: str, state: GateState) -> bool:
+        """Store the gate as ``state`` if its stored version is still ``state.version``
+        (0: none stored); the stored version becomes one more. False when another writer
+        was first (nothing written): read again and decide again."""
         ...
 
     def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
@@ -355,7 +367,9 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.load",
     "ledger.operate",
     "ledger.purge_leftovers",
+    "ledger.read_gate",
     "ledger.update_run",
+    "ledger.write_gate",
     "ledger.write_step",
     "ledger.write_step_fenced",
     "timers.arm",

@@ -11,6 +11,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_type_hints, ov
 
 from durable import serde
 from durable.errors import InvalidInput, RegistrationError, WorkflowNotFound
+from durable.flow import Concurrency, RateLimit, concurrency_of
 from durable.hooks import HookSpec
 from durable.retry import RetryPolicy
 from durable.schedules import Missed, Overlap, Schedule
@@ -139,6 +140,9 @@ class WorkflowDef:
     return_annotation: Any
     # How ``POST /hooks/<name>`` authenticates deliveries for it (None: our own scheme).
     hook: HookSpec | None = None
+    # Flow control (``durable.flow``): runs active at once, and starts per period.
+    concurrency: Concurrency | None = None
+    rate_limit: RateLimit | None = None
 
 
 def _workflow_signature(fn: Callable[..., Any], name: str) -> tuple[bool, Any]:
@@ -183,6 +187,8 @@ class App:
         hook: HookSpec | None = None,
         schedule: str | None = None,
         timezone: str = "UTC",
+        concurrency: int | Concurrency | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -194,6 +200,8 @@ class App:
         hook: HookSpec | None = None,
         schedule: str | None = None,
         timezone: str = "UTC",
+        concurrency: int | Concurrency | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> Any:
         """Register a workflow function ``(ctx[, input]) -> result``.
 
@@ -205,7 +213,16 @@ class App:
         ``schedule`` starts it on a clock, with no input: ``"cron(0 9 ? * MON-FRI *)"``
         or ``"rate(1 hour)"``, read in ``timezone`` (``durable.schedules``; ``schedule()``
         takes an input and the overlap and lateness rules).
+
+        ``concurrency`` (an int, or ``Concurrency(limit, key="customer")`` for a limit per
+        value of an input field) keeps at most that many runs active; the others wait in
+        line, in order. ``rate_limit=RateLimit(100, timedelta(minutes=1))`` lets at most
+        that many runs start in any period; the others start later, in order
+        (``durable.flow``).
         """
+        limit = concurrency_of(concurrency)
+        if rate_limit is not None and not isinstance(rate_limit, RateLimit):
+            raise RegistrationError("rate_limit= takes a durable.RateLimit")
 
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
             wf_name = name or getattr(f, "__name__", None)
@@ -225,8 +242,22 @@ class App:
                 raise RegistrationError(
                     f"workflow {wf_name!r}: hook= takes a durable.hooks spec, e.g. github()"
                 )
+            keyed = any(g is not None and g.key is not None for g in (limit, rate_limit))
+            if keyed and not takes_input:
+                raise RegistrationError(
+                    f"workflow {wf_name!r}: a limit per key reads the key from the input, "
+                    "but the workflow takes none"
+                )
             versions[version] = WorkflowDef(
-                wf_name, version, f, takes_input, annotation, return_annotation(f), hook
+                wf_name,
+                version,
+                f,
+                takes_input,
+                annotation,
+                return_annotation(f),
+                hook,
+                concurrency=limit,
+                rate_limit=rate_limit,
             )
             if schedule is not None:
                 self.schedule(wf_name, schedule, timezone=timezone)

@@ -125,6 +125,9 @@ class RunItem(_Base):
     data_key = UnicodeAttribute(null=True)
     operations = ListAttribute(of=OperationMap, null=True)
     usage = MapAttribute(null=True)  # type: ignore[var-annotated]  # name -> number
+    gate = UnicodeAttribute(null=True)
+    queued_at = UnicodeAttribute(null=True)
+    start_at = UnicodeAttribute(null=True)
     # Index keys, derived from the fields above by this adapter.
     due_shard = UnicodeAttribute(null=True)
     list_pk = UnicodeAttribute(null=True)
@@ -251,6 +254,9 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "data_key": run.data_key,
             "operations": run.operations or None,
             "usage": run.usage or None,
+            "gate": run.gate,
+            "queued_at": run.queued_at,
+            "start_at": run.start_at,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
             "list_sk": list_sk(run.status.value, run.updated_at),
@@ -363,6 +369,9 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         data_key=d.get("data_key"),
         operations=[dict(o) for o in d.get("operations") or []],
         usage={k: float(v) for k, v in d["usage"].items()} if d.get("usage") else None,
+        gate=d.get("gate"),
+        queued_at=d.get("queued_at"),
+        start_at=d.get("start_at"),
     )
 
 

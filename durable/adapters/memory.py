@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from durable.errors import InvalidCursor, InvalidInput
+from durable.flow import GateState
 from durable.ids import due_shard, timer_name
 from durable.leases import (
     apply_changes,
@@ -58,6 +59,7 @@ class MemoryLedger:
         self._runs: dict[str, RunRecord] = {}
         self._steps: dict[str, dict[str, StepRecord]] = {}
         self._signals: dict[str, list[SignalRecord]] = {}
+        self._gates: dict[str, GateState] = {}
 
     def create_run(self, run: RunRecord) -> RunRecord:
         check_item_size(run, f"the input of run {run.run_id}")
@@ -184,6 +186,17 @@ class MemoryLedger:
             if reopen is not None:
                 steps[reopen.position] = copy_step(reopen)
             return copy_run(new)
+
+    def read_gate(self, name: str) -> GateState:
+        with self._lock:
+            return self._gates.get(name, GateState())
+
+    def write_gate(self, name: str, state: GateState) -> bool:
+        with self._lock:
+            if self._gates.get(name, GateState()).version != state.version:
+                return False
+            self._gates[name] = replace(state, version=state.version + 1)
+            return True
 
     def _guarded(self, run_id: str, guard: RunGuard) -> RunRecord:
         """The run item, if ``guard`` holds on it; else ``ConditionFailed`` (call locked)."""

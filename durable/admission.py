@@ -1,0 +1,224 @@
+"""Admission: a claimed run starts its workflow only when the workflow's limits let it
+(``durable.flow`` holds the rules and says why no wake-up is lost).
+
+Before a worker replays a run whose workflow has a rate limit, the run books its start
+time once (``start_at``) and sleeps until then; with a concurrency limit it takes a slot
+in its gate or joins the gate's line (``queued_at``) and gives its lease back. When the
+run ends, ``leave`` frees its slot and wakes the waiters that now fit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from durable.endings import Outcome
+from durable.flow import (
+    MAX_QUEUE,
+    GateState,
+    book,
+    enter,
+    gate_name,
+    key_value,
+    leave,
+    stale_holders,
+)
+from durable.model import TERMINAL_RUN_STATUSES, RunRecord, RunStatus, format_time, parse_time
+from durable.ports import ConditionFailed, RunGuard
+
+if TYPE_CHECKING:
+    from durable.engine import Engine
+    from durable.registry import WorkflowDef
+
+log = logging.getLogger("durable.admission")
+
+ACTIVE = tuple(s.value for s in RunStatus if s.value not in TERMINAL_RUN_STATUSES)
+START_TIMER = "start"  # the timer position of a run's booked start
+
+
+class Admission:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.ledger = engine.ledger
+        self.clock = engine.clock
+        self.config = engine.config
+
+    def gate_for(self, wf: WorkflowDef, input_text: str) -> str | None:
+        """The concurrency gate a new run of ``wf`` with this input takes a slot in."""
+        if wf.concurrency is None:
+            return None
+        value = json.loads(input_text) if input_text else None
+        return gate_name("C", wf.name, key_value(wf.concurrency.key, value, wf.name))
+
+    # --- before the replay -------------------------------------------------------------
+
+    def admit(self, wf: WorkflowDef, run: RunRecord, owner: str, inbox: int) -> Outcome | None:
+        """None when ``run`` may go on; else the outcome of an invocation that made it wait
+        (its lease given back). ``inbox``: the events the worker has seen, which guards
+        the waiting write exactly as it guards a suspension."""
+        if run.cancel_requested:
+            return None  # the replay cancels it at its first durable call
+        if wf.rate_limit is not None:
+            waiting, run = self._booked(wf, run, owner, inbox)
+            if waiting is not None:
+                return waiting
+        if wf.concurrency is None or run.gate is None:
+            return None
+        return self._slot(wf.concurrency.limit, run, owner, inbox)
+
+    def _booked(
+        self, wf: WorkflowDef, run: RunRecord, owner: str, inbox: int
+    ) -> tuple[Outcome | None, RunRecord]:
+        """Book the run's start once; wait until the booked time (a timer) if it is ahead."""
+        assert wf.rate_limit is not None
+        now = self.clock.now()
+        start_at = run.start_at
+        guard = RunGuard(fence=run.fence, owner=owner)
+        if start_at is None:
+            limit = wf.rate_limit
+            value = json.loads(run.input) if run.input else None
+            name = gate_name("R", wf.name, key_value(limit.key, value, wf.name))
+            while True:
+                state = self.ledger.read_gate(name)
+                new, at = book(state, now, limit.limit, limit.period)
+                if self.ledger.write_gate(name, new):
+                    break
+            start_at = format_time(at)
+            try:
+                run = self.ledger.update_run(run.run_id, guard, {"start_at": start_at})
+            except ConditionFailed:
+                return Outcome(run.run_id, "lease_lost"), run
+        if parse_time(start_at) <= now:
+            return None, run
+        while True:  # an event meanwhile changes nothing: sleep on with the new inbox
+            guard = RunGuard(fence=run.fence, owner=owner, inbox=inbox)
+            waited = self._wait(run, guard, {"due_at": start_at}, timer=parse_time(start_at))
+            if waited is not None:
+                return waited, run
+            current = self.ledger.get_run(run.run_id)
+            if current is None:
+                return Outcome(run.run_id, "lease_lost"), run
+            run, inbox = current, current.inbox
+
+    def _slot(self, limit: int, run: RunRecord, owner: str, inbox: int) -> Outcome | None:
+        assert run.gate is not None
+        while True:
+            state = self.ledger.read_gate(run.gate)
+            if state.queue[:1] == (run.run_id,) and len(state.holders) >= limit:
+                state = self._free_stale(run.gate, state, limit)
+            if run.run_id not in state.queue and len(state.queue) >= MAX_QUEUE:
+                # The line is as long as one item holds: come back later, not in line.
+                return self._wait(
+                    run,
+                    RunGuard(fence=run.fence, owner=owner, inbox=inbox),
+                    {"due_at": format_time(self.clock.now() + self.config.slot_recheck)},
+                )
+            new, holds = enter(state, run.run_id, limit)
+            if new is not None and not self.ledger.write_gate(run.gate, new):
+                continue
+            guard = RunGuard(fence=run.fence, owner=owner, inbox=inbox)
+            if holds:
+                if run.queued_at is None:
+                    return None
+                try:
+                    self.ledger.update_run(
+                        run.run_id, RunGuard(fence=run.fence, owner=owner), {"queued_at": None}
+                    )
+                except ConditionFailed:
+                    return Outcome(run.run_id, "lease_lost")
+                return None
+            now = self.clock.now()
+            changes = {
+                "queued_at": run.queued_at or format_time(now),
+                "due_at": format_time(now + self.config.slot_recheck),
+            }
+            waited = self._wait(run, guard, changes)
+            if waited is not None:
+                return waited
+            # A waker bumped the inbox while we were deciding: look at the gate again.
+            current = self.ledger.get_run(run.run_id)
+            if current is None:
+                return Outcome(run.run_id, "lease_lost")
+            run, inbox = current, current.inbox
+
+    def _wait(
+        self,
+        run: RunRecord,
+        guard: RunGuard,
+        changes: dict[str, Any],
+        timer: datetime | None = None,
+    ) -> Outcome | None:
+        """Give the lease back with ``changes``; None when an event arrived meanwhile
+        (the caller decides again), lease_lost when the run is not ours any more."""
+        now = self.clock.now()
+        all_changes = {
+            **changes,
+            # Not started (the claim made it RUNNING): a listing shows it waits to start.
+            "status": RunStatus.PENDING.value,
+            "lease_owner": None,
+            "lease_until": None,
+            "updated_at": format_time(now),
+        }
+        try:
+            self.ledger.update_run(run.run_id, guard, all_changes)
+        except ConditionFailed as e:
+            current = e.current
+            if (
+                current is not None
+                and guard.inbox is not None
+                and current.fence == guard.fence
+                and current.lease_owner == guard.owner
+                and current.inbox != guard.inbox
+            ):
+                return None
+            return Outcome(run.run_id, "lease_lost")
+        if timer is not None:
+            self.engine.arm_timer(run.run_id, START_TIMER, timer)
+        return Outcome(run.run_id, "suspended", RunStatus.PENDING.value)
+
+    def _free_stale(self, name: str, state: GateState, limit: int) -> GateState:
+        """First in line with every slot taken: free the slots of holders that ended
+        without leaving (a worker died between its final write and ``leave``)."""
+
+        def active(run_id: str) -> bool:
+            held = self.ledger.get_run(run_id)
+            return held is not None and not held.terminal and held.gate == name
+
+        stale = stale_holders(state.holders, active)
+        if not stale:
+            return state
+        new, _ = leave(state, stale, limit)
+        if new is not None and self.ledger.write_gate(name, new):
+            log.warning("gate %s: freed the slots of ended runs %s", name, ", ".join(stale))
+        return self.ledger.read_gate(name)
+
+    # --- after the end -----------------------------------------------------------------
+
+    def leave(self, run: RunRecord, limit: int | None) -> None:
+        """Free ``run``'s slot (or its place in line) and wake the waiters that now fit.
+        Best effort after the final write: a failure leaves a slot the first waiter
+        frees on its next look (``_free_stale``)."""
+        if run.gate is None:
+            return
+        try:
+            while True:
+                state = self.ledger.read_gate(run.gate)
+                new, wake = leave(state, (run.run_id,), limit or len(state.holders))
+                if new is None or self.ledger.write_gate(run.gate, new):
+                    break
+            for run_id in wake:
+                self.wake(run_id)
+        except Exception:
+            log.warning("run %s could not leave gate %s", run.run_id, run.gate, exc_info=True)
+
+    def wake(self, run_id: str) -> None:
+        """Tell a waiter a slot may be free: an outside event (its inbox is bumped), due
+        now, and a worker invoked."""
+        now = format_time(self.clock.now())
+        try:
+            self.ledger.operate(run_id, statuses=ACTIVE, changes={"due_at": now}, bump_inbox=True)
+        except ConditionFailed:
+            return  # it ended meanwhile
+        self.engine.invoke_worker(run_id, "slot")
