@@ -38,7 +38,8 @@ def _app() -> App:
 
     @app.workflow(name="mail", rate_limit=RateLimit(2, timedelta(minutes=1)))
     def mail(ctx: Context, n: int) -> int:
-        return note(str(n)) and n
+        note(str(n))
+        return n
 
     return app
 
@@ -176,7 +177,7 @@ def test_a_waiter_woken_while_it_suspends_sees_the_wake_up() -> None:
     third = r.start("sync", 2).run_id
     ledger = r.memory_ledger
     real = ledger.update_run
-    fired = []
+    fired: list[int] = []
 
     def update_run(run_id: str, guard: Any, changes: Any) -> Any:
         if run_id == third and "queued_at" in changes and changes["queued_at"] and not fired:
