@@ -69,6 +69,8 @@ LISTED_FIELDS = (
     "cancel_requested",
     "continued_from",
     "error",
+    "queued_at",
+    "start_at",
 )
 
 

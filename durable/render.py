@@ -98,6 +98,9 @@ def render_run(run: Row) -> str:
         f"  created {run['created_at']}  updated {run['updated_at']}"
         + (f"  by {run['requested_by']}" if run.get("requested_by") else ""),
     ]
+    waiting = waiting_line(run)
+    if waiting:
+        lines.append(f"  waits  {waiting}")
     if run.get("input") is not None:
         lines.append(f"  input  {short(run['input'], 90)}")
     if run.get("output") is not None:
@@ -188,13 +191,36 @@ def error_line(error: Row, limit: int = 90) -> str:
     return f"{kind}: {short(message, limit)}" if message else kind
 
 
+def waiting_line(run: Row) -> str:
+    """What a run that has not started waits for: a slot (flow control's line) or the
+    start time its workflow's rate limit booked; '' for any other run."""
+    if run.get("status") not in ("PENDING", "RUNNING"):
+        return ""
+    if run.get("queued_at"):
+        place = run.get("place_in_line")
+        where = f", {place} in line" if place else ""
+        return f"for a concurrency slot since {run['queued_at']}{where}"
+    if run.get("start_at") and str(run.get("updated_at", "")) < str(run["start_at"]):
+        return f"to start at {run['start_at']} (rate limit)"
+    return ""
+
+
+def _status_cell(run: Row) -> str:
+    text = str(run["status"]) + (" !" if run.get("needs_attention") else "")
+    if run.get("status") == "PENDING" and run.get("queued_at"):
+        return text + " (in line)"
+    if run.get("status") == "PENDING" and run.get("start_at"):
+        return text + " (rate)"
+    return text
+
+
 def render_runs(runs: Sequence[Row]) -> str:
     rows = [
         [
             str(r["run_id"]),
             str(r["workflow"]),
             str(r["version"]),
-            str(r["status"]) + (" !" if r.get("needs_attention") else ""),
+            _status_cell(r),
             str(r["updated_at"]),
             short((r.get("error") or {}).get("message"), 40),
         ]

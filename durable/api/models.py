@@ -102,6 +102,10 @@ class RunSummary(BaseModel):
     cancel_requested: bool = False
     continued_from: str | None = None
     error: RunError | None = None
+    # Flow control: since when it waits in line for a concurrency slot, and the start
+    # time its workflow's rate limit booked for it.
+    queued_at: str | None = None
+    start_at: str | None = None
 
     @classmethod
     def of(cls, run: RunRecord) -> RunSummary:
@@ -118,6 +122,8 @@ class RunSummary(BaseModel):
             cancel_requested=run.cancel_requested,
             continued_from=run.continued_from,
             error=RunError(**run.error.to_dict()) if run.error else None,
+            queued_at=run.queued_at,
+            start_at=run.start_at,
         )
 
 
@@ -215,6 +221,10 @@ class RunDetail(RunSummary):
     # Lambda time, timers fired, the start request), and that at list prices.
     usage: dict[str, float] | None = None
     cost: RunCost | None = None
+    # The concurrency gate it takes a slot in, and while it waits, its place in line
+    # (1 = next to get a slot).
+    gate: str | None = None
+    place_in_line: int | None = None
 
 
 class RunPage(BaseModel):

@@ -264,6 +264,11 @@ class ApiService:
             steps=[StepView.of(history.steps[p]) for p in sorted(history.steps, key=position_key)],
             signals=[SignalView.of(s) for s in history.signals],
         )
+        if run.gate is not None:
+            detail.gate = run.gate
+            if run.queued_at is not None:
+                line = self.engine.ledger.read_gate(run.gate).queue
+                detail.place_in_line = line.index(run.run_id) + 1 if run.run_id in line else None
         if run.usage:
             detail.usage = dict(run.usage)
             detail.cost = RunCost(

@@ -276,9 +276,11 @@ def cli_through(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     def urlopen(request: urllib.request.Request, timeout: float) -> io.BytesIO:
         data = request.data
         assert isinstance(data, bytes | None)
+        url = urllib.parse.urlsplit(request.full_url)
         event = api_event(
             request.get_method(),
-            urllib.parse.urlsplit(request.full_url).path,
+            url.path,
+            query=dict(urllib.parse.parse_qsl(url.query)) or None,
             raw=data.decode() if data else None,
             headers=dict(request.header_items()),
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from durable import App, CallbackFailed, Context, TerminalError, current_step
+from durable import App, CallbackFailed, Concurrency, Context, TerminalError, current_step
 from durable.hooks import github, shopify, slack, stripe
 from durable.waits import Callback
 
@@ -156,3 +156,10 @@ class Order(BaseModel):
 @app.workflow(name="shopify-order", hook=shopify())
 def shopify_order(ctx: Context, order: Order) -> int:
     return order.id
+
+
+# Flow control (durable.flow): one export per account at a time; the rest wait in line.
+@app.workflow(name="export", concurrency=Concurrency(1, key="account"))
+def export(ctx: Context, request: dict[str, Any]) -> str:
+    ctx.wait_for_signal("uploaded")
+    return f"exported {request['account']}"

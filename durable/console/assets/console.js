@@ -262,7 +262,8 @@ function runsTable(runs) {
           { "data-run": run.run_id },
           h("td", {}, h("a", { href: runLink(run) }, run.run_id)),
           h("td", {}, `${run.workflow} v${run.version}`),
-          h("td", {}, badge(run.status), run.needs_attention ? h("span", { class: "flag" }, "needs attention") : null),
+          h("td", {}, badge(run.status), run.needs_attention ? h("span", { class: "flag" }, "needs attention") : null,
+            waitsFor(run) ? h("span", { class: "flag", "data-waits": "1" }, waitsFor(run)) : null),
           h("td", {}, when(run.created_at)),
           h("td", {}, when(run.updated_at)),
           h("td", { title: run.requested_by || "" }, who(run.requested_by)),
@@ -347,6 +348,14 @@ async function runPage(runId, workflow) {
   await refresh();
 }
 
+// Flow control: a run that has not started because its workflow's limit holds it back.
+function waitsFor(run) {
+  if (run.status !== "PENDING" && run.status !== "RUNNING") return "";
+  if (run.queued_at) return run.place_in_line ? `in line for a slot (#${run.place_in_line})` : "in line for a slot";
+  if (run.start_at && run.updated_at < run.start_at) return `starts ${when(run.start_at)} (rate limit)`;
+  return "";
+}
+
 function runView(run, refresh) {
   const fault = run.error?.position;
   return [
@@ -358,6 +367,10 @@ function runView(run, refresh) {
       h("p", { class: "muted" }, `run ${run.run_id} · started ${when(run.created_at)} · updated ${when(run.updated_at)}`,
         run.requested_by ? ` · by ${who(run.requested_by)}` : "",
         run.continued_from ? ` · continues ${run.continued_from}` : ""),
+      waitsFor(run)
+        ? h("p", { class: "waits", "data-waits": "1" }, `Waiting: ${waitsFor(run)}`,
+            run.queued_at ? ` since ${when(run.queued_at)}` : "", run.gate ? h("span", { class: "muted" }, ` · gate ${run.gate}`) : null)
+        : null,
     ),
     run.error
       ? h(
