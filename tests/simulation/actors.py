@@ -41,7 +41,7 @@ from durable.testing import SimulatedCrash
 from durable.tokens import token_hash
 from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor
 from tests.simulation.journal import Event, Journal
-from tests.simulation.programs import APP, WORKFLOW, Hooks, Op
+from tests.simulation.programs import APP, GATED, WORKFLOW, Hooks, Op
 from tests.simulation.scheduler import Scheduler, SimPort, Task
 
 WORKERS = ("w1", "w2", "w3")
@@ -324,7 +324,10 @@ class World:
         engine = self.engine
         if kind == "start":
             key = arg.get("key")
-            record = engine.start(WORKFLOW, {"ops": arg["program"]}, idempotency_key=key)
+            # Keys starting with "g" (and unkeyed starts asked so) start the gated copy.
+            gated = arg.get("gated") or (key or "").startswith("g")
+            workflow = GATED if gated else WORKFLOW
+            record = engine.start(workflow, {"ops": arg["program"]}, idempotency_key=key)
             facts.update(run_id=record.run_id, run=f"{record.run_id}.{incarnation(record)}")
             self.know(record.run_id)
             if key is not None:

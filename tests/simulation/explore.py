@@ -22,7 +22,7 @@ from tests.simulation.actors import OUTSIDE, SWEEPER, WEIGHTS, Settings, World
 from tests.simulation.invariants import FINAL_CHECKS, Final, no_stuck_runs
 from tests.simulation.journal import Violation
 from tests.simulation.policy import Policy
-from tests.simulation.programs import WORKFLOW, active
+from tests.simulation.programs import GATED, WORKFLOW, active
 from tests.simulation.scheduler import Decision, seeded_randomness
 
 SETTLE_ROUNDS = 300
@@ -136,13 +136,15 @@ def _generate(world: World, policy: Policy) -> Iterator[Decision]:
 
 def all_runs(world: World) -> set[str]:
     ids = set(world.runs) | set(world.journal.runs_seen)
-    cursor: str | None = None
-    while True:
-        page = world.raw.list_runs(workflow=WORKFLOW, limit=100, cursor=cursor)
-        ids.update(r.run_id for r in page.items)
-        cursor = page.cursor
-        if cursor is None:
-            return ids
+    for workflow in (WORKFLOW, GATED):
+        cursor: str | None = None
+        while True:
+            page = world.raw.list_runs(workflow=workflow, limit=100, cursor=cursor)
+            ids.update(r.run_id for r in page.items)
+            cursor = page.cursor
+            if cursor is None:
+                break
+    return ids
 
 
 def histories(world: World) -> dict[str, RunHistory]:

@@ -102,10 +102,11 @@ class Policy:
         r = self.rng
         self.starts += 1
         key = None
+        gated = r.random() < 0.3  # the copy behind a concurrency limit
         if r.random() < 0.4:
             self.keys += 1
-            key = f"k{self.keys}"
-        return {"type": "start", "program": generate_program(r), "key": key}
+            key = f"{'g' if gated else 'k'}{self.keys}"
+        return {"type": "start", "program": generate_program(r), "key": key, "gated": gated}
 
     def _event(self) -> dict[str, Any]:
         w, r = self.world, self.rng

@@ -28,7 +28,7 @@ import durable
 from durable import App, Context, RetryPolicy, TerminalError
 from durable.clock import FakeClock
 from durable.errors import CallbackFailed, CallbackTimeout, StepFailed
-from durable.model import format_time
+from durable.model import RunRecord, format_time
 from durable.retention import incarnation
 from durable.waits import Callback
 from tests.simulation.journal import BodyStart, Journal, Mail, Stamp, typed
@@ -37,6 +37,8 @@ from tests.simulation.scheduler import Scheduler
 Op = dict[str, Any]
 T = TypeVar("T")
 WORKFLOW = "sim"
+GATED = "sim-gated"  # the same workflow behind a concurrency limit (``durable.flow``)
+GATE_LIMIT = 2
 BIG = 410_000  # characters: a result over DynamoDB's 400 KB item limit
 SIGNALS = ("siga", "sigb")
 
@@ -144,9 +146,24 @@ class Hooks:
     def body(self, kind: str, semantics: str = "at_least_once") -> None:
         sc = durable.current_step()
         run = sc.idempotency_key.split(":", 1)[0]
-        self.journal.bodies.append(
-            BodyStart(self.step_stamp(), run, sc.position, sc.attempt, kind, semantics)
-        )
+        stamp = self.step_stamp()
+        self.journal.bodies.append(BodyStart(stamp, run, sc.position, sc.attempt, kind, semantics))
+        if kind != "undo" and not stamp.zombie:
+            self._check_gate(sc._step.x.run, stamp)
+
+    def _check_gate(self, run: RunRecord, stamp: Stamp) -> None:
+        """Flow control: a body of a gated run starts only while its run holds a slot,
+        and the gate never holds more runs than its limit (zombies aside: a worker that
+        lost its lease may still be running a body it began, as with any step)."""
+        if run.workflow != GATED or run.gate is None:
+            return
+        gate = self.ledger.read_gate(run.gate)
+        if run.run_id not in gate.holders or len(gate.holders) > GATE_LIMIT:
+            self.journal.violate(
+                "gate_limit_holds",
+                f"{run.run_id} started a body holding {gate.holders} (limit {GATE_LIMIT})",
+                stamp.seq,
+            )
 
     def effect_call(self, key: str) -> str:
         self.journal.effects.setdefault(key, []).append(self.step_stamp())
@@ -271,6 +288,7 @@ def poll(run: str, index: int, needed: int) -> dict[str, int] | None:
 APP = App()
 
 
+@APP.workflow(name=GATED, concurrency=GATE_LIMIT)
 @APP.workflow(name=WORKFLOW)
 def sim(ctx: Context, spec: SimInput) -> dict[str, Any]:
     h = hooks()
