@@ -5,6 +5,8 @@ a field name blanked, ``?`` read where it does not belong)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from durable.recurrence import Cron, Field, InvalidExpression, parse
@@ -108,3 +110,21 @@ def test_the_day_fields_special_forms() -> None:
     assert cron("cron(0 9 ? * 7#5 *)").weekdays == Field(frozenset(), nth=(7, 5))
     assert cron("cron(0 9 ? * SUN#1 *)").weekdays == Field(frozenset(), nth=(1, 1))
     assert cron("cron(0 9 ? * 1,7 *)").weekdays == Field(frozenset({1, 7}))
+
+
+def test_day_names_and_the_nth_weekday_of_a_month() -> None:
+    assert cron("cron(0 9 ? * TUE,THU,SAT *)").weekdays.values == frozenset({3, 5, 7})
+    assert cron("cron(0 9 ? * SUN,MON,WED,FRI *)").weekdays.values == frozenset({1, 2, 4, 6})
+    # September 2026 starts on a Tuesday: its first Monday is the 7th, its second the 14th
+    after = datetime(2026, 9, 1, tzinfo=UTC)
+    assert cron("cron(0 6 ? * 2#1 *)").next_after(after) == datetime(2026, 9, 7, 6, tzinfo=UTC)
+    assert cron("cron(0 6 ? * 2#2 *)").next_after(after) == datetime(2026, 9, 14, 6, tzinfo=UTC)
+    assert cron("cron(0 6 ? * 3#1 *)").next_after(after) == datetime(2026, 9, 1, 6, tzinfo=UTC)
+
+
+def test_a_fire_exactly_five_years_ahead_is_still_found() -> None:
+    after = datetime(2026, 12, 4, 12, tzinfo=UTC)
+    found = cron("cron(0 13 4 12 ? 2031)").next_after(after)
+    assert found == datetime(2031, 12, 4, 13, tzinfo=UTC)
+    with pytest.raises(InvalidExpression, match="never fires"):
+        cron("cron(0 13 5 12 ? 2031)").next_after(after)
