@@ -113,6 +113,10 @@ TARGETS: tuple[Target, ...] = (
         "durable/adapters/dynamodb_units.py",
         ("item_size", "_value_size", "_units", "Index", "write_units"),
     ),
+    # Flow control: the gates' rules, admission before a replay, leaving at the end.
+    Target("durable/flow.py"),
+    Target("durable/admission.py"),
+    Target("durable/adapters/dynamodb_gates.py", ("GatesMixin",)),
 )
 
 
