@@ -77,3 +77,37 @@ def slow_step(ctx: Context, seconds: float) -> int:
     """A step that holds its worker for ``seconds`` of real time, then a trivial one."""
     hold(seconds)
     return tick(0)
+
+
+SPANS_ENV = "DURABLE_BENCH_SPANS"
+
+
+@app.step
+def busy(seconds: float) -> float:
+    """Holds its worker ``seconds`` and appends ``<run_id> <start> <end>`` (``time.time()``)
+    to the file ``DURABLE_BENCH_SPANS`` names: how many bodies overlapped, for the
+    flow-control figures."""
+    count_execution()
+    started = time.time()
+    time.sleep(seconds)
+    path = os.environ.get(SPANS_ENV)
+    if path:
+        line = f"{current_step().run_id} {started:.6f} {time.time():.6f}\n".encode()
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+    return seconds
+
+
+@app.workflow(name="limited", concurrency=2)
+def limited(ctx: Context, seconds: float) -> float:
+    """One busy step, at most two runs at a time (``durable.flow``)."""
+    return busy(seconds)
+
+
+@app.workflow(name="unlimited")
+def unlimited(ctx: Context, seconds: float) -> float:
+    """The same without a limit: the baseline of the flow-control figures."""
+    return busy(seconds)

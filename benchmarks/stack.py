@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import ROOT
-from benchmarks.dev_workflows import COUNTER_ENV
+from benchmarks.dev_workflows import COUNTER_ENV, SPANS_ENV
 from durable.local import clock as vclock
 from durable.local.harness import DevProcess
 
@@ -58,10 +58,13 @@ def dev_process(
     worker_timeout: float,
     time_scale: float = 1.0,
     counter: Path | None = None,
+    spans: Path | None = None,
 ) -> DevProcess:
     env = {"PYTHONPATH": str(ROOT)}
     if counter is not None:
         env[COUNTER_ENV] = str(counter)
+    if spans is not None:
+        env[SPANS_ENV] = str(spans)
     return DevProcess(
         workdir,
         app=APP,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable.endings import Outcome
@@ -29,6 +29,7 @@ from durable.model import TERMINAL_RUN_STATUSES, RunRecord, RunStatus, format_ti
 from durable.ports import ConditionFailed, RunGuard
 
 if TYPE_CHECKING:
+    from durable.config import EngineConfig
     from durable.engine import Engine
     from durable.registry import WorkflowDef
 
@@ -36,6 +37,17 @@ log = logging.getLogger("durable.admission")
 
 ACTIVE = tuple(s.value for s in RunStatus if s.value not in TERMINAL_RUN_STATUSES)
 START_TIMER = "start"  # the timer position of a run's booked start
+
+
+MAX_RECHECK = timedelta(hours=1)
+
+
+def recheck_after(queued_at: datetime, now: datetime, config: EngineConfig) -> timedelta:
+    """When a waiter looks at its gate again on its own: ``slot_recheck`` at first, then
+    as long as it has waited so far (up to an hour). A look is only the backstop for a
+    wake-up lost with its worker, and a later ``leave`` wakes whoever fits anyway, so a
+    long wait costs a handful of looks, not one per period."""
+    return min(max(config.slot_recheck, now - queued_at), MAX_RECHECK)
 
 
 class Admission:
@@ -130,9 +142,10 @@ class Admission:
                     return Outcome(run.run_id, "lease_lost")
                 return None
             now = self.clock.now()
+            queued_at = run.queued_at or format_time(now)
             changes = {
-                "queued_at": run.queued_at or format_time(now),
-                "due_at": format_time(now + self.config.slot_recheck),
+                "queued_at": queued_at,
+                "due_at": format_time(now + recheck_after(parse_time(queued_at), now, self.config)),
             }
             waited = self._wait(run, guard, changes)
             if waited is not None:

@@ -276,3 +276,15 @@ def test_a_limit_per_key_needs_an_input_and_a_rate_a_real_period() -> None:
         RateLimit(5, timedelta(milliseconds=10))
     with pytest.raises(RegistrationError, match="from 1 to 1000"):
         RateLimit(0, timedelta(minutes=1))
+
+
+def test_a_long_wait_looks_at_the_gate_less_and_less_often() -> None:
+    from durable.admission import MAX_RECHECK, recheck_after
+    from durable.config import EngineConfig
+
+    config = EngineConfig()
+    t0 = parse_time("2026-12-04T12:00:00.000Z")
+    assert recheck_after(t0, t0, config) == config.slot_recheck
+    assert recheck_after(t0, t0 + timedelta(minutes=3), config) == config.slot_recheck
+    assert recheck_after(t0, t0 + timedelta(minutes=20), config) == timedelta(minutes=20)
+    assert recheck_after(t0, t0 + timedelta(hours=5), config) == MAX_RECHECK == timedelta(hours=1)
