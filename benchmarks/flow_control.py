@@ -1,11 +1,12 @@
 """Flow control (``durable.flow``): what a limit costs per start, and that it holds.
 
 (a) cost per start, on DynamoDB Local, the engine driven in-process with a fake clock:
-    200 runs of a workflow of one step and a one-minute sleep, without a limit, with a concurrency limit that never fills
-    (``concurrency=1000``: one gate read and write to enter, one of each to leave), and
-    with ``concurrency=1`` where every run but the first waits in line (its place in
-    line, the wake-up, a second invocation). DynamoDB requests, write units and wall time
-    per run, each against the unlimited baseline measured in the same run.
+    200 runs of a workflow of one step and a one-minute sleep, without a limit, with a
+    concurrency limit that never fills (``concurrency=1000``: one gate read and write to
+    enter, one of each to leave), and with ``concurrency=1``, where every run but the
+    first waits in line (its place in line, the wake-up, a second invocation, and its
+    backstop looks at the gate while it waits). DynamoDB requests, write units and wall
+    time per run, each against the unlimited baseline measured in the same run.
 (b) the limit under load, on ``durable dev`` (DynamoDB Local, 4 worker processes):
     1,000 runs of ``limited`` (``concurrency=2``, one step that holds its worker 20 ms)
     started back to back, then the same with ``unlimited``. Each step body appends its
