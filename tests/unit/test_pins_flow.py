@@ -28,9 +28,9 @@ def test_the_limits_bounds_are_inclusive() -> None:
     assert RateLimit(1000, timedelta(minutes=1)).limit == 1000
     with pytest.raises(RegistrationError, match="rate limit must be an int from 1 to 1000"):
         RateLimit(1001, timedelta(minutes=1))
-    with pytest.raises(RegistrationError, match="^concurrency key must be a field name"):
+    with pytest.raises(RegistrationError, match=r"^concurrency key must be a field name"):
         Concurrency(2, key="")
-    with pytest.raises(RegistrationError, match="^rate limit key must be a field name"):
+    with pytest.raises(RegistrationError, match=r"^rate limit key must be a field name"):
         RateLimit(2, timedelta(minutes=1), key="a.")
 
 
