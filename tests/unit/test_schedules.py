@@ -393,3 +393,19 @@ def test_overlap_finds_the_schedules_run_past_the_first_page() -> None:
 def test_a_missed_rule_must_be_known() -> None:
     with pytest.raises(RegistrationError, match="missed is 'skip' or 'catch_up', not 'later'"):
         Schedule("s", "w", "rate(1 hour)", missed="later")  # type: ignore[arg-type]
+
+
+def test_the_documented_defaults_and_the_unknown_name_message() -> None:
+    s = Schedule("s", "w", "rate(1 hour)")
+    assert (s.overlap, s.missed, s.grace) == ("allow", "skip", timedelta(minutes=15))
+    w = World()
+    started = w.fire("report", T0)
+    assert started[0] == "started"
+    assert fire(w.engine, w.declared["report"], "2026-12-04T13:00:00Z").detail == ""
+    from durable.errors import InvalidInput
+    from durable.schedules import find
+
+    with pytest.raises(InvalidInput, match=r"\(known: none\)"):
+        find({}, "nightly")
+    with pytest.raises(InvalidInput, match=r"\(known: report, sync-crm, sync-erp\)"):
+        find(w.declared, "nightly")
