@@ -76,9 +76,20 @@ class Admission:
             waiting, run = self._booked(wf, run, owner, inbox)
             if waiting is not None:
                 return waiting
-        if wf.concurrency is None or run.gate is None:
+        limit = self.limit_of(wf, run)
+        if limit is None or run.gate is None:
             return None
-        return self._slot(wf.concurrency.limit, run, owner, inbox)
+        return self._slot(limit, run, owner, inbox)
+
+    @staticmethod
+    def limit_of(wf: WorkflowDef | None, run: RunRecord) -> int | None:
+        """The slots of the gate ``run`` entered: one for a buffer_one schedule's gate,
+        else its workflow's concurrency limit (None: no limit known here)."""
+        if run.gate is not None and run.gate.startswith("S#"):
+            return 1
+        if wf is None or wf.concurrency is None:
+            return None
+        return wf.concurrency.limit
 
     def _booked(
         self, wf: WorkflowDef, run: RunRecord, owner: str, inbox: int

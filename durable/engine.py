@@ -123,6 +123,7 @@ class Engine:
         requested_by: str | None = None,
         version: int | None = None,
         key_scope: str | None = None,
+        gate: str | None = None,
     ) -> RunRecord:
         """Create a run and invoke a worker for it.
 
@@ -163,7 +164,8 @@ class Engine:
             data_key=data_key,
             # Due at once: if the invocation below is lost, the sweeper starts the run.
             due_at=stamp,
-            gate=self.admission.gate_for(wf, input_text),
+            # ``gate``: a one-slot gate of the caller's (a buffer_one schedule's).
+            gate=gate or self.admission.gate_for(wf, input_text),
         )
         try:
             created = self.ledger.create_run(run)
@@ -215,10 +217,10 @@ class Engine:
         if run.gate is None:
             return
         try:
-            limit = self.app.get_workflow(run.workflow, run.version).concurrency
+            wf = self.app.get_workflow(run.workflow, run.version)
         except WorkflowNotFound:
-            limit = None
-        self.admission.leave(run, limit.limit if limit else None)
+            wf = None
+        self.admission.leave(run, self.admission.limit_of(wf, run))
 
     def _resume(
         self,

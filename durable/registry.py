@@ -336,7 +336,8 @@ class App:
     ) -> Schedule:
         """Start ``workflow`` with ``input`` on a clock (``durable.schedules``): ``expression``
         is Scheduler's ``cron(...)`` or ``rate(...)``; ``overlap="skip"`` drops a fire
-        while the schedule's last run is still going; ``missed="catch_up"`` starts a fire
+        while the schedule's last run is still going, ``overlap="buffer_one"`` keeps one
+        fire waiting for it (and drops the rest); ``missed="catch_up"`` starts a fire
         delivered more than ``grace`` late instead of dropping it."""
         declared = Schedule(
             name or workflow, workflow, expression, timezone, input, overlap, missed, grace
@@ -355,6 +356,12 @@ class App:
             if declared.input is not None and not wf.takes_input:
                 raise RegistrationError(
                     f"schedule {declared.name!r}: workflow {wf.name!r} takes no input"
+                )
+            if declared.overlap == "buffer_one" and wf.concurrency is not None:
+                raise RegistrationError(
+                    f"schedule {declared.name!r}: overlap='buffer_one' keeps the schedule's "
+                    f"runs in a gate of their own, and workflow {wf.name!r} has a concurrency "
+                    "limit (a run takes one gate): use overlap='skip', or drop one of the two"
                 )
             if wf.takes_input:
                 # Checked here, not at a fire: a fire that cannot start would only be

@@ -11,7 +11,9 @@ time (``fire_key``), so a fire delivered twice (Scheduler delivers at least once
 one run. Per schedule:
 
 * ``overlap``: ``"allow"`` (default) starts every fire; ``"skip"`` drops a fire while a
-  run the schedule started earlier is still going;
+  run the schedule started earlier is still going; ``"buffer_one"`` starts it, but it
+  waits (in the schedule's own gate, ``durable.flow``, one slot) until the run before
+  it has ended, and a fire that finds one already waiting is dropped;
 * ``missed``: a fire delivered more than ``grace`` late (an outage, Scheduler's retries)
   is dropped with ``"skip"`` (default), started anyway with ``"catch_up"``.
 
@@ -28,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from durable.errors import InvalidInput, RegistrationError
+from durable.flow import gate_name
 from durable.ids import derived_run_id
 from durable.model import RunStatus, format_time
 from durable.recurrence import Cron, InvalidExpression, Rate, parse
@@ -35,7 +38,7 @@ from durable.recurrence import Cron, InvalidExpression, Rate, parse
 if TYPE_CHECKING:
     from durable.engine import Engine
 
-Overlap = Literal["allow", "skip"]
+Overlap = Literal["allow", "skip", "buffer_one"]
 Missed = Literal["skip", "catch_up"]
 _NAME = re.compile(r"^[0-9A-Za-z_.-]{1,48}$")  # fits Scheduler's 64 with our prefix
 ACTIVE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING)
@@ -66,8 +69,10 @@ class Schedule:
             object.__setattr__(self, "recurrence", parse(self.expression, self.timezone))
         except InvalidExpression as e:
             raise RegistrationError(f"{where}: {e}") from None
-        if self.overlap not in ("allow", "skip"):
-            raise RegistrationError(f"{where}: overlap is 'allow' or 'skip', not {self.overlap!r}")
+        if self.overlap not in ("allow", "skip", "buffer_one"):
+            raise RegistrationError(
+                f"{where}: overlap is 'allow', 'skip' or 'buffer_one', not {self.overlap!r}"
+            )
         if self.missed not in ("skip", "catch_up"):
             raise RegistrationError(f"{where}: missed is 'skip' or 'catch_up', not {self.missed!r}")
         try:
@@ -123,16 +128,31 @@ def fire(engine: Engine, schedule: Schedule, scheduled_time: str, *, manual: str
         if late > schedule.grace and schedule.missed == "skip":
             return Fired(schedule.name, "skipped_missed", detail=f"{late} late")
         if schedule.overlap == "skip":
-            going = _running(engine, schedule)
-            if going is not None:
-                return Fired(schedule.name, "skipped_overlap", going, "an earlier run is going")
+            going = _running(engine, schedule, 1)
+            if going:
+                return Fired(schedule.name, "skipped_overlap", going[0], "an earlier run is going")
+        if schedule.overlap == "buffer_one":
+            going = _running(engine, schedule, 2)
+            if len(going) > 1:  # one going, one waiting for it: this fire adds nothing
+                return Fired(schedule.name, "skipped_overlap", going[0], "a fire is buffered")
+            run = engine.start(
+                schedule.workflow, schedule.input, idempotency_key=key, gate=schedule_gate(schedule)
+            )
+            return Fired(schedule.name, "started", run.run_id)
     run = engine.start(schedule.workflow, schedule.input, idempotency_key=key)
     return Fired(schedule.name, "started", run.run_id)
 
 
-def _running(engine: Engine, schedule: Schedule) -> str | None:
-    """A run this schedule started that has not ended, if any (the listing index)."""
+def schedule_gate(schedule: Schedule) -> str:
+    """The one-slot gate that keeps a ``buffer_one`` schedule's runs one at a time."""
+    return gate_name("S", schedule.workflow, schedule.name)
+
+
+def _running(engine: Engine, schedule: Schedule, enough: int) -> list[str]:
+    """Up to ``enough`` runs this schedule started that have not ended (the listing
+    index), oldest status first: PENDING (waiting) runs come before the going ones."""
     prefix = f"{KEY_PREFIX}{schedule.name}/"
+    found: list[str] = []
     for status in ACTIVE:
         cursor: str | None = None
         while True:
@@ -141,11 +161,13 @@ def _running(engine: Engine, schedule: Schedule) -> str | None:
             )
             for run in page.items:
                 if (run.idempotency_key or "").startswith(prefix):
-                    return run.run_id
+                    found.append(run.run_id)
+                    if len(found) >= enough:
+                        return found
             cursor = page.cursor
             if cursor is None:
                 break
-    return None
+    return found
 
 
 # --- making Scheduler match the code ------------------------------------------------------

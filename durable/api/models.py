@@ -276,7 +276,7 @@ class ScheduleView(BaseModel):
     expression: str  # cron(...) or rate(...)
     timezone: str
     input: Any = None
-    overlap: Literal["allow", "skip"]
+    overlap: Literal["allow", "skip", "buffer_one"]
     missed: Literal["skip", "catch_up"]
     # enabled, paused, or "not deployed" (declared in code, not yet in Scheduler)
     state: Literal["enabled", "paused", "not deployed"]

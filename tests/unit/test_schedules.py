@@ -184,7 +184,7 @@ def test_schedules_are_declared_in_code_and_checked_there() -> None:
         app.schedule("sync", "rate(1 hours)", name="bad")
     with pytest.raises(RegistrationError, match="unknown time zone 'Mars/Olympus'"):
         app.schedule("sync", "rate(1 hour)", name="tz", timezone="Mars/Olympus")
-    with pytest.raises(RegistrationError, match="overlap is 'allow' or 'skip'"):
+    with pytest.raises(RegistrationError, match="overlap is 'allow', 'skip' or 'buffer_one'"):
         app.schedule("sync", "rate(1 hour)", name="ov", overlap="queue")  # type: ignore[arg-type]
     with pytest.raises(RegistrationError, match="a schedule name is 1-48"):
         app.schedule("sync", "rate(1 hour)", name="no spaces")
@@ -409,3 +409,53 @@ def test_the_documented_defaults_and_the_unknown_name_message() -> None:
         find({}, "nightly")
     with pytest.raises(InvalidInput, match=r"\(known: report, sync-crm, sync-erp\)"):
         find(w.declared, "nightly")
+
+
+def test_buffer_one_keeps_one_fire_waiting_for_the_run_before_it() -> None:
+    from durable.events import send_signal
+    from durable.model import RunStatus
+
+    app = _app()
+    app.schedule("sync", "rate(1 hour)", name="sync-hr", input="hr", overlap="buffer_one")
+    w = World.__new__(World)
+    w.clock, w.ledger, w.app = FakeClock(T0), MemoryLedger(), app
+    w.engine = Engine(app, w.ledger, MemoryInvoker(), MemoryEffectStore(), clock=w.clock)
+    w.declared = app.schedules()
+
+    def drain() -> None:
+        invoker = w.engine.invoker
+        assert isinstance(invoker, MemoryInvoker)
+        while (item := invoker.pop()) is not None:
+            w.engine.resume(item.run_id, reason=item.reason)
+
+    first = w.fire("sync-hr", T0)
+    drain()
+    w.clock.advance(timedelta(hours=1))
+    second = w.fire("sync-hr", T0 + timedelta(hours=1))
+    drain()
+    w.clock.advance(timedelta(hours=1))
+    third = w.fire("sync-hr", T0 + timedelta(hours=2))
+    assert first[0] == second[0] == "started"
+    assert third == ("skipped_overlap", second[1])  # one is buffered already
+    assert first[1] and second[1]
+    waiting = w.ledger.get_run(second[1])
+    assert waiting is not None and waiting.status == RunStatus.PENDING and waiting.queued_at
+    assert waiting.gate == "S#sync#sync-hr"
+    send_signal(w.engine, first[1], "done")
+    drain()
+    now = w.ledger.get_run(second[1])
+    assert now is not None and now.status == RunStatus.WAITING  # its turn came
+    w.clock.advance(timedelta(hours=1))
+    assert w.fire("sync-hr", T0 + timedelta(hours=3))[0] == "started"  # room to buffer again
+
+
+def test_buffer_one_and_a_concurrency_limit_do_not_mix() -> None:
+    app = App()
+
+    @app.workflow(name="sync", concurrency=3)
+    def sync(ctx: Context, source: str) -> str:
+        return source
+
+    app.schedule("sync", "rate(1 hour)", input="a", overlap="buffer_one")
+    with pytest.raises(RegistrationError, match="overlap='buffer_one' keeps the schedule's"):
+        app.schedules()
