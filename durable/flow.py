@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from durable.errors import RegistrationError
 from durable.model import format_time, parse_time
@@ -40,6 +41,7 @@ MAX_QUEUE = 5000  # runs one gate item holds in line (beyond: they come back lat
 KEY_CHARS = 128  # a key value longer than this is cut (gate names stay small)
 
 KeyFn = Callable[[Any], Any]
+_READABLE = " !$&'()*+,-./:;<=>?@[]^_`{|}~"  # kept as is in a gate's name: all but % and #
 
 
 @dataclass(frozen=True)
@@ -126,8 +128,10 @@ def key_value(key: str | KeyFn | None, value: Any, workflow: str) -> str:
 
 
 def gate_name(kind: str, workflow: str, key: str) -> str:
-    """``C`` (concurrency) or ``R`` (rate), the workflow and the key value."""
-    return f"{kind}#{workflow}#{key}"
+    """``C`` (concurrency), ``R`` (rate) or ``S`` (a schedule's), the workflow and the key
+    value. The workflow's ``%`` and ``#`` are escaped (the key comes last), so no two
+    workflow and key pairs share a gate: ``a#b`` with key ``c`` is not ``a`` with ``b#c``."""
+    return f"{kind}#{quote(workflow, safe=_READABLE)}#{key}"
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from durable import App, Context, RetryPolicy, current_step
+from durable import App, Concurrency, Context, RetryPolicy, current_step
 from examples.app import app as demo
 
 app = App().include(demo)
@@ -44,3 +44,10 @@ def checkout(ctx: Context, amount: int) -> str:
     reserve_stock("sku-1")
     fraud_check(amount)
     return charge_card(amount)
+
+
+# Flow control: one rebuild per store at a time; the others wait in line.
+@app.workflow(name="rebuild-index", concurrency=Concurrency(1, key="store"))
+def rebuild_index(ctx: Context, job: dict[str, str]) -> str:
+    ctx.wait_for_signal("done")
+    return reserve_stock(job["store"])

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,3 +263,25 @@ def test_the_console_through_its_signing_proxy(dev: DevProcess, page: Any) -> No
         assert answer == 403  # same origin, but no token: refused like any stranger
     finally:
         proxy.stop()
+
+
+def test_a_run_held_back_by_a_limit_shows_its_place_in_line(dev: DevProcess, page: Any) -> None:
+    first = start(dev, "rebuild-index", {"store": "north"})
+    second = start(dev, "rebuild-index", {"store": "north"})
+    dev.wait_for(first, {"WAITING"})
+    for _ in range(300):  # until its worker has put it in line
+        if dev.http("GET", f"/runs/{second}").get("queued_at"):
+            break
+        time.sleep(0.1)
+    page.goto(f"{dev.base}/console/#/?workflow=rebuild-index")
+    page.wait_for_selector(f'tr[data-run="{second}"] [data-waits]')
+    flag = page.text_content(f'tr[data-run="{second}"] [data-waits]')
+    assert flag is not None and flag.startswith("in line for a slot")
+    assert page.query_selector(f'tr[data-run="{first}"] [data-waits]') is None
+    open_run(dev, page, second)
+    page.wait_for_selector("p.waits")
+    text = page.text_content("p.waits") or ""
+    assert "in line for a slot (#1)" in text and "gate C#rebuild-index#north" in text
+    dev.http("POST", f"/runs/{first}/signals/done", {})
+    dev.wait_for(second, {"WAITING"})
+    page.wait_for_selector("p.waits", state="detached")  # live: the line is gone

@@ -83,3 +83,11 @@ def test_a_line_as_long_as_one_item_holds_takes_nobody_more() -> None:
     assert run.status == RunStatus.PENDING and run.queued_at is None  # not in line
     assert run.due_at == format_time(r.clock.now() + r.config.slot_recheck)
     assert r.memory_ledger.read_gate("C#one#").queue == line
+
+
+def test_no_two_workflow_and_key_pairs_share_a_gate() -> None:
+    from durable.flow import gate_name
+
+    assert gate_name("C", "a#b", "c") != gate_name("C", "a", "b#c")
+    assert gate_name("C", "a%23b", "") != gate_name("C", "a#b", "")
+    assert gate_name("C", "crm-sync v2/eu", "acme") == "C#crm-sync v2/eu#acme"  # readable
