@@ -108,6 +108,16 @@ def test_the_ledger_keeps_its_own_copy_of_a_runs_error_and_operations(ledger: An
     assert again.operations == [{"op": "retry", "by": "ops"}]
 
 
+def test_the_ledger_keeps_its_own_copy_of_a_runs_usage(ledger: Any) -> None:
+    """A run's usage map read back and changed in place leaves the stored one as it was.
+
+    Kills model-2e2b5459 (``copy_run`` hands out the usage map by reference)."""
+    ledger.create_run(make_run(usage={"wcu": 3.0, "inv": 1.0}))
+    read = ledger.get_run("RUN1")
+    read.usage["wcu"] = 99.0
+    assert ledger.get_run("RUN1").usage == {"wcu": 3.0, "inv": 1.0}
+
+
 # --- the due index ------------------------------------------------------------------------
 
 
