@@ -8,7 +8,7 @@
     backstop looks at the gate while it waits). DynamoDB requests, write units and wall
     time per run, each against the unlimited baseline measured in the same run.
 (b) the limit under load, on ``durable dev`` (DynamoDB Local, 4 worker processes):
-    1,000 runs of ``limited`` (``concurrency=2``, one step that holds its worker 20 ms)
+    1,000 runs of ``limited`` (``concurrency=2``, one step that holds its worker 200 ms)
     started back to back, then the same with ``unlimited``. Each step body appends its
     real start and end time to a file; the most bodies running at once must be 2 for
     ``limited`` (the 4 workers could run 4), and every run must succeed.
@@ -46,7 +46,7 @@ from durable.clock import FakeClock
 from durable.engine import Engine
 
 ENGINE_RUNS = 200
-HOLD = 0.02  # seconds each dev-stack step body holds its worker
+HOLD = 0.2  # seconds each dev-stack step body holds its worker: long enough to overlap
 LIMIT = 2  # benchmarks.dev_workflows.limited
 
 
