@@ -123,6 +123,8 @@ class Admission:
             current = self.ledger.get_run(run.run_id)
             if current is None:
                 return Outcome(run.run_id, "lease_lost"), run
+            if current.cancel_requested:  # cancel wins: the replay ends it now
+                return None, current
             run, inbox = current, current.inbox
 
     def _slot(self, limit: int, run: RunRecord, owner: str, inbox: int) -> Outcome | None:
@@ -165,6 +167,8 @@ class Admission:
             current = self.ledger.get_run(run.run_id)
             if current is None:
                 return Outcome(run.run_id, "lease_lost")
+            if current.cancel_requested:  # cancel wins: the replay ends it now
+                return None
             run, inbox = current, current.inbox
 
     def _wait(
