@@ -32,6 +32,7 @@ from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker
 from durable.clock import FakeClock
 from durable.errors import StorageError
+from durable.flow import GateState
 from durable.model import SignalRecord, StepKind, StepStatus
 from durable.ports import ConditionFailed, Ledger, RunGuard
 from tests.conftest import ClientFactory, MakeTables, aws_client, server_endpoint
@@ -127,6 +128,8 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
         {"status": "SUCCEEDED", "updated_at": t(16), "lease_owner": None},
         make_run("RUN2", continued_from="RUN1"),
     ),
+    "write_gate": lambda ledger: ledger.write_gate("C#wf#", GateState(holders=("RUN1",))),
+    "read_gate": lambda ledger: ledger.read_gate("C#wf#"),
 }
 
 
@@ -231,6 +234,8 @@ def test_every_call_is_valid_without_faults(dynamodb_client: Any, make_tables: M
     results = {name: call(ledger) for name, call in LEDGER_CALLS.items()}
     assert results["claim"] is not None and results["claim_trigger"] is True
     assert results["purge_leftovers"] == 0  # nothing of RUN1 is older than its creation
+    assert results["write_gate"] is True
+    assert results["read_gate"] == GateState(holders=("RUN1",), version=1)
     assert results["operate (reopening a step)"] is False  # the step is DONE, not TERMINAL_FAILED
     history = ledger.load("RUN1")
     assert history is not None and sorted(history.steps) == ["0001", "0002", "0003", "0004"]
