@@ -268,3 +268,36 @@ def test_a_cancel_while_a_run_goes_to_wait_ends_it_in_that_invocation(workflow: 
     outcomes = w.drain()
     assert sent and outcomes[0] == Outcome(second, "canceled", "CANCELED")
     assert second not in ledger.read_gate(f"C#{workflow}#").queue
+
+
+def test_a_wake_up_is_an_outside_event_and_a_named_invocation() -> None:
+    """The wake bumps the waiter's inbox (so a waiter suspending at that moment looks
+    again, even if the invocation is lost) and asks for a worker with reason "slot"."""
+    w = World()
+    first = w.engine.start("sync", 1).run_id
+    second = w.engine.start("sync", 2).run_id
+    w.drain()
+    inbox = w.run(second).inbox
+    w.engine.admission.wake(second)
+    assert w.run(second).inbox == inbox + 1
+    assert w.run(second).due_at == format_time(w.clock.now())
+    item = w.invoker.pop()
+    assert item is not None and (item.run_id, item.reason) == (second, "slot")
+    assert first != second
+
+
+def test_a_run_that_cannot_leave_its_gate_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    ledger = HookedLedger()
+    w = World(ledger=ledger)
+    first = w.engine.start("sync", 1).run_id
+    w.drain()
+
+    def broken(name: str, state: Any) -> bool:
+        raise RuntimeError("storage down")
+
+    ledger.write_gate = broken  # type: ignore[method-assign]
+    send_signal(w.engine, first, "done")
+    with caplog.at_level(logging.WARNING, logger="durable.admission"):
+        w.drain()
+    assert w.run(first).status == RunStatus.SUCCEEDED  # the run's end stands
+    assert any(f"run {first} could not leave gate C#sync#" in r.message for r in caplog.records)
