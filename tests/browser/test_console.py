@@ -108,7 +108,10 @@ def test_a_person_approves_an_expense_from_the_page(dev: DevProcess, page: Any) 
     assert "approved by user/local-developer — manager-approval at 0001" in audit
     cost = page.inner_text("div.cost")  # what the run used, priced
     assert "$0.0000" in cost and "at us-east-1 list prices" in cost
-    assert "2 invocations" in cost and "1 requests" in cost  # the start's API request
+    # the invocations the run recorded (2, or 3 when a sweep beat the first worker to it
+    # on a busy machine: the panel shows what was used), and the start's API request
+    shown = re.search(r"(\d+) invocations", cost)
+    assert shown is not None and int(shown.group(1)) >= 2 and "1 requests" in cost
     page.screenshot(path=str(ARTIFACTS / "run-approved.png"), full_page=True)
 
 
