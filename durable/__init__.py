@@ -12,6 +12,7 @@ def onboarding(ctx: Context, user_id: str) -> dict[str, str]:
     return {"workspace": provision_workspace(user_id)}
 """
 
+from durable.completion import BatchFailed, BatchItem, BatchResult, BranchFailed, Completion
 from durable.config import EngineConfig
 from durable.context import Context, StepContext, current_step
 from durable.engine import Engine, Outcome
@@ -37,8 +38,13 @@ from durable.run_logging import RunKeys
 
 __all__ = [
     "App",
+    "BatchFailed",
+    "BatchItem",
+    "BatchResult",
+    "BranchFailed",
     "CallbackFailed",
     "CallbackTimeout",
+    "Completion",
     "Concurrency",
     "Context",
     "DurableError",

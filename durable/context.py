@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import logging
 import uuid as _uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from durable.errors import DurableError
-from durable.registry import Semantics
+from durable.errors import DurableError, InvalidInput
+from durable.registry import Semantics, return_annotation
 
 if TYPE_CHECKING:
+    from durable.completion import BatchResult
     from durable.execution import Execution
     from durable.retry import RetryPolicy
     from durable.steps import StepRun
     from durable.waits import Callback
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 _active_context: ContextVar[Context | None] = ContextVar("durable_context", default=None)
 _active_step: ContextVar[StepContext | None] = ContextVar("durable_step", default=None)
@@ -197,6 +199,76 @@ class Context:
             max_interval=max_interval,
         )
         return value
+
+    def parallel(
+        self,
+        *branches: Callable[[Context], Any],
+        name: str = "parallel",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+    ) -> BatchResult[Any]:
+        """Run ``branches`` (each a function taking a ``Context``) at the same time and
+        return their outcomes in branch order.
+
+        Each branch is workflow code with its own positions under this call's (it may run
+        steps, sleep, wait for callbacks and signals, compensate, even nest a batch); its
+        step bodies run concurrently on threads, under the run's lease. ``completion``
+        decides when the batch is over: every branch succeeded (the default, ``"all"``),
+        ``"first_successful"``, ``{"min_successful": n}``, ``{"tolerated_failures": n}``
+        or ``{"tolerated_failures": "10%"}``; branches still running then are canceled at
+        their next durable call and their compensations run. When every open branch
+        waits, the run suspends until the first of them can go on. ``.values()`` on the
+        result gives the values, or raises ``BatchFailed`` when the rule failed.
+        """
+        from durable.fanout import run_batch
+
+        return run_batch(
+            self._exec,
+            name,
+            [(b, return_annotation(b)) for b in branches],
+            max_concurrency=max_concurrency,
+            completion=completion,
+        )
+
+    def map(
+        self,
+        fn: Callable[[Context, T], R],
+        items: Iterable[T],
+        *,
+        name: str = "map",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+        distributed: bool | None = None,
+    ) -> BatchResult[R]:
+        """Run ``fn(ctx, item)`` for each item as a branch of one batch (see ``parallel``);
+        results come back in item order, decoded by ``fn``'s return annotation.
+
+        Up to 1000 items run inline, in this invocation, ``max_concurrency`` at a time.
+        ``distributed=True`` (each item a child run of its own) is not built yet.
+        """
+        from durable.fanout import INLINE_LIMIT, run_batch
+
+        values = list(items)
+        if distributed:
+            raise InvalidInput(
+                "distributed=True runs each item as a child run, which is not built yet: "
+                f"leave distributed unset for an inline map (up to {INLINE_LIMIT} items), "
+                "or chunk larger lists into several maps",
+                field="distributed",
+            )
+        annotation = return_annotation(fn)
+
+        def branch(item: T) -> Callable[[Context], R]:
+            return lambda c: fn(c, item)
+
+        result: BatchResult[R] = run_batch(
+            self._exec,
+            name,
+            [(branch(v), annotation) for v in values],
+            max_concurrency=max_concurrency,
+            completion=completion,
+        )
+        return result
 
     def changed(self, patch_id: str) -> bool:
         """Ship a small fix to runs already in flight, without a new version.

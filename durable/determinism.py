@@ -116,6 +116,13 @@ _PATCHES: list[tuple[Any, str]] = [
 
 
 class _GuardedDatetime(_dt.datetime):
+    # While the guard is on, a module's ``datetime`` name is this class, so a dataclass
+    # of that module whose string annotations pydantic resolves then (``from __future__
+    # import annotations``) meets it as a field type: it is a datetime to pydantic.
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return handler.generate_schema(_dt.datetime)
+
     @classmethod
     def now(cls, tz: _dt.tzinfo | None = None) -> _GuardedDatetime:
         if _guard_active():
@@ -136,6 +143,10 @@ class _GuardedDatetime(_dt.datetime):
 
 
 class _GuardedDate(_dt.date):
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        return handler.generate_schema(_dt.date)
+
     @classmethod
     def today(cls) -> _GuardedDate:
         if _guard_active():
@@ -211,3 +222,22 @@ class DeterminismGuard:
 
     def step_code(self) -> AbstractContextManager[None]:
         return observer_code()  # a step body may read the clock: the guard is off
+
+
+def carried() -> Callable[[], AbstractContextManager[None]]:
+    """This thread's guard state, to apply in a thread that runs branch code for it: the
+    globals are already swapped by the workflow's ``workflow_code``; the guard is on or
+    off per thread."""
+    active = getattr(_STATE, "active", False)
+    violations = getattr(_STATE, "violations", None)
+
+    @contextmanager
+    def apply() -> Iterator[None]:
+        previous = getattr(_STATE, "active", False), getattr(_STATE, "violations", None)
+        _STATE.active, _STATE.violations = active, violations
+        try:
+            yield
+        finally:
+            _STATE.active, _STATE.violations = previous
+
+    return apply

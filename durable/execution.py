@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from durable.context import (
     bind_context,
     reset_context,
 )
+from durable.cursor import Compensation, Cursor, bound_cursor
 from durable.errors import (
     InvalidInput,
     LeaseLost,
@@ -30,6 +32,8 @@ from durable.errors import (
     Suspend,
 )
 from durable.interrupts import (
+    BranchParked,
+    BranchStopped,
     ContinueAsNew,
     DryRunComplete,
     HistoryLimitExceeded,
@@ -44,7 +48,6 @@ from durable.model import (
     StepStatus,
     format_time,
     parse_time,
-    position_path,
     top_index,
 )
 from durable.ports import ConditionFailed, Invocation, RunGuard
@@ -60,6 +63,7 @@ from durable.registry import (
 from durable.retry import RetryPolicy
 from durable.secrets import SEALED, Sealer, key_record, open_sealer
 from durable.steps import StepOptionsResolved, StepRun
+from durable.turns import Turn
 from durable.values import RECORDED_VALUES
 
 if TYPE_CHECKING:
@@ -125,10 +129,10 @@ class Execution(LeaseKeeping):
         self._checked_at: datetime | None = read_at or self.clock.now()
         self._lease_text: str | None = None
         self._lease_end: datetime | None = None
-        self._counter = 0
-        # The last top-level position recorded before this view was loaded: the workflow
-        # code before it runs again on every replay (``replaying``, ``ctx.logger``).
-        self._frontier = max((top_index(p) for p in history.steps), default=0)
+        # The top-level code's position counter; a batch's branches have their own.
+        self._root = Cursor(frontier=max((top_index(p) for p in history.steps), default=0))
+        # Taken in turns by the threads of a running batch (``durable.turns``), else None.
+        self.turn: Turn | None = None
         self._executed = 0
         self.nondeterminism: NonDeterminismError | None = None
         self.poison_failed = False
@@ -137,13 +141,29 @@ class Execution(LeaseKeeping):
         # every text this run stores.
         self.tokens: set[str] = set()
         self._sealer: Sealer | None = None
-        self.compensating = False  # compensation steps run even after a cancel request
         self.compensated = False  # compensations of a failure or a cancel were started
         self.dry_run = False  # replay recorded results only; stop where new work begins
-        # (position, undo, result, args, kwargs) of completed compensable steps, in order
-        self.compensations: list[
-            tuple[str, Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]]
-        ] = []
+
+    # --- the calling code's cursor ------------------------------------------------------
+
+    @property
+    def cursor(self) -> Cursor:
+        """The position counter of the calling code: its branch's, or the top level's."""
+        return bound_cursor(self) or self._root
+
+    @property
+    def compensations(self) -> list[Compensation]:
+        """Completed compensable steps of the calling code, oldest first."""
+        return self.cursor.compensations
+
+    @property
+    def compensating(self) -> bool:
+        """Whether the calling code is running compensations (a cancel does not stop them)."""
+        return self.cursor.compensating
+
+    @compensating.setter
+    def compensating(self, value: bool) -> None:
+        self.cursor.compensating = value
 
     # --- identity and replay -------------------------------------------------------
 
@@ -166,23 +186,45 @@ class Execution(LeaseKeeping):
 
         Code between the last recorded call and the point where an invocation handed off
         runs in both invocations; like the code itself, its log lines may repeat there."""
-        return self.dry_run or self._counter < self._frontier
+        cursor = self.cursor
+        return self.dry_run or cursor.counter < cursor.frontier
 
     @property
     def position(self) -> str | None:
         """The position of the last durable call the workflow code made (None before it)."""
-        return position_path(self._counter) if self._counter else None
+        cursor = self.cursor
+        return cursor.path(cursor.counter) if cursor.counter else None
 
     def next_position(self) -> str:
         if self.nondeterminism is not None:
             raise self.nondeterminism
-        self._counter += 1
-        if self._counter > self.config.max_history:
+        cursor = self.cursor
+        if cursor.stopped:
+            raise BranchStopped()
+        cursor.counter += 1
+        if cursor.counter > self.config.max_history:
             raise HistoryLimitExceeded(
                 f"run {self.run.run_id} passed max_history={self.config.max_history} "
                 "positions; long loops should call ctx.continue_as_new(state)"
             )
-        return position_path(self._counter)
+        position = cursor.path(cursor.counter)
+        if cursor.replay_only:
+            self._replay_only_check(cursor, position)
+        return position
+
+    def _replay_only_check(self, cursor: Cursor, position: str) -> None:
+        """A branch replayed only to rebuild its compensations ends where its records
+        end: at a canceled branch's last own index, or (for a branch that finished, whose
+        records all exist) never: a missing record there means the code changed."""
+        rec = self.steps.get(position)
+        if cursor.limit is not None:
+            if cursor.counter > cursor.limit or rec is None or not rec.status.final:
+                raise BranchStopped()
+        elif rec is None:
+            self.nondeterminism = NonDeterminismError(
+                position, "the end of a finished branch", "another durable call"
+            )
+            raise self.nondeterminism
 
     def recorded(self, position: str, name: str, kind: StepKind) -> StepRecord | None:
         """The final or pending record at ``position``, checked against the call.
@@ -219,8 +261,9 @@ class Execution(LeaseKeeping):
         failure the workflow caught; either way later positions hold records."""
         if rec.kind != StepKind.CALLBACK and rec.status != StepStatus.TERMINAL_FAILED:
             return False  # a step still running or retrying: nothing can follow it yet
-        mine = top_index(rec.position)
-        return any(top_index(p) > mine for p in self.steps)
+        cursor = self.cursor
+        mine = cursor.own_index(rec.position) or 0
+        return cursor.last_index(self.steps) > mine
 
     def now_text(self) -> str:
         return format_time(self.clock.now())
@@ -266,7 +309,8 @@ class Execution(LeaseKeeping):
         and on every replay: the new code is taken once and for good.
         """
         name = f"changed:{check_patch_id(patch_id)}"
-        upcoming = self.steps.get(position_path(self._counter + 1))
+        cursor = self.cursor
+        upcoming = self.steps.get(cursor.path(cursor.counter + 1))
         if upcoming is not None and (upcoming.kind, upcoming.name) != (StepKind.VALUE, name):
             return False
         position = self.next_position()
@@ -483,6 +527,8 @@ class Execution(LeaseKeeping):
                 parse_time(due_at),
                 rearm_at=self.clock.now() if early else None,
             )
+        if self.cursor.prefix:  # a branch: its batch decides whether the run suspends
+            raise BranchParked(due_at)
         changes: dict[str, Any] = {
             "status": "WAITING",
             "lease_owner": None,
@@ -531,7 +577,7 @@ class Execution(LeaseKeeping):
         if wait > timedelta(0):
             if not self.can_wait_in_process(wait, timedelta(0)):
                 raise self.suspend(wake_at, position, replayed=replayed)
-            self.clock.sleep(wait.total_seconds())
+            self.idle(wait.total_seconds())
         done = self.new_record(position, name, StepKind.SLEEP, StepStatus.DONE, wake_at=wake_at)
         self.write_fenced(done)
 
@@ -553,15 +599,21 @@ class Execution(LeaseKeeping):
         a record the interrupted code path left further on (a ``submit`` step after the
         callback a cancel stopped at). Compensation records are not counted: a replay of
         the same ending reaches the same positions."""
-        last = max(
-            (
-                top_index(position)
-                for position, rec in self.steps.items()
-                if rec.kind != StepKind.COMPENSATION
-            ),
-            default=0,
+        cursor = self.cursor
+        last = cursor.last_index(
+            position for position, rec in self.steps.items() if rec.kind != StepKind.COMPENSATION
         )
-        self._counter = max(self._counter, last)
+        cursor.counter = max(cursor.counter, last)
+
+    def off_turn(self) -> AbstractContextManager[None]:
+        """Around slow work that touches no engine state (a step body, a poll, a sleep):
+        the other branches of a running batch take their turns meanwhile."""
+        return nullcontext() if self.turn is None else self.turn.released()
+
+    def idle(self, seconds: float) -> None:
+        """An in-process wait."""
+        with self.off_turn():
+            self.clock.sleep(seconds)
 
     def can_wait_in_process(self, wait: timedelta, then_needed: timedelta) -> bool:
         """Short waits are served here when the invocation has time for them and after."""

@@ -50,3 +50,18 @@ def message_of(error: BaseException, limit: int = 1000) -> str:
 
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class BranchParked(BaseException):
+    """A branch of a batch reached a wait that is not over (its timer is armed): the
+    branch stops here, and the batch suspends the run once no branch can go on."""
+
+    def __init__(self, due_at: str | None) -> None:
+        super().__init__(due_at)
+        self.due_at = due_at
+
+
+class BranchStopped(BaseException):
+    """A branch was told to stop (its batch was decided, or another branch stopped the
+    run), or a replay that only rebuilds its compensations reached the end of its
+    records: it ends at its next durable call without doing new work."""

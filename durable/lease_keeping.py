@@ -119,6 +119,17 @@ class LeaseKeeping:
         if self.run.cancel_requested and not self.compensating:
             raise RunCanceled(self.run.cancel_reason or "canceled")
 
+    def vouched(self, sent: datetime, budget: timedelta) -> None:
+        """A fenced write that required no cancel request (an at-most-once mark), sent
+        at ``sent``, succeeded: the run had no cancel when it was evaluated, at ``sent``
+        or later. That counts as a look at the run, and like any look it vouches for a
+        body only while fresh: an answer that came back past ``cancel_check_interval``
+        is looked at again (``ensure_lease``), which raises ``RunCanceled`` on a cancel
+        that landed meanwhile."""
+        if self._checked_at is None or sent > self._checked_at:
+            self._checked_at = sent
+        self.ensure_lease(budget)
+
     def check_lease_alive(self) -> None:
         """``LeaseLost`` when the lease has ended by this worker's clock (it stalled)."""
         end = self.lease_end()

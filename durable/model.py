@@ -63,6 +63,7 @@ class StepKind(enum.StrEnum):
     CONDITION = "condition"
     COMPENSATION = "compensation"
     VALUE = "value"
+    BATCH = "batch"  # a parallel or map: its decision (each branch's outcome)
 
 
 # --- time encoding ------------------------------------------------------------------

@@ -143,13 +143,9 @@ class StepRun:
             )
             self.attempts.append(attempt)
             if self.opts.semantics == "at_most_once_per_attempt":
-                stored = self.x.write_fenced(self.record(StepStatus.RUNNING), starts_body=True)
-                if stored.status.final:
-                    return self.adopt(stored, annotation)
-                # The mark is written; if this worker stalled while writing it past the end
-                # of its lease, the body must not start now (a takeover or a cancel may
-                # have come meanwhile): the next owner finds the attempt interrupted.
-                self.x.check_lease_alive()
+                adopted = self.mark_running()
+                if adopted is not None:
+                    return self.adopt(adopted, annotation)
             self.x.count_body()
             self.effect_actions.clear()  # an action names one effect per attempt
             try:
@@ -188,12 +184,28 @@ class StepRun:
                 return self.adopt(stored, annotation)
             return decoded
 
+    def mark_running(self) -> StepRecord | None:
+        """Write the RUNNING mark an at-most-once body starts after; a final record
+        found there instead is returned, to adopt."""
+        sent = self.x.clock.now()
+        stored = self.x.write_fenced(self.record(StepStatus.RUNNING), starts_body=True)
+        if stored.status.final:
+            return stored
+        # The mark is written; if this worker stalled while writing it past the end of its
+        # lease, the body must not start now (a takeover or a cancel may have come
+        # meanwhile): the next owner finds the attempt interrupted.
+        self.x.check_lease_alive()
+        # Within its lease, the mark's answer may still come back too late to vouch for
+        # "no cancel" when the body starts: then look at the run again.
+        self.x.vouched(sent, self.opts.budget)
+        return None
+
     def run_body(self, body: Callable[[], Any]) -> Any:
         step_ctx = StepContext(self)
         step_token = bind_step(step_ctx)
         ctx_token = bind_context(None)  # a decorated step called inside a step is plain
         try:
-            with self.x.engine.guard.step_code():
+            with self.x.engine.guard.step_code(), self.x.off_turn():
                 return body()
         finally:
             reset_context(ctx_token)
@@ -231,7 +243,7 @@ class StepRun:
             )
             if stored.status.final:
                 return self.adopt(stored, annotation)
-            self.x.clock.sleep(delay.total_seconds())
+            self.x.idle(delay.total_seconds())
             self.attempt += 1
             return _RETRY_NOW
         wake_at = format_time(self.x.clock.now() + delay)
@@ -282,6 +294,14 @@ class StepRun:
         return serde.decode(self.checkpoint_payload.get("state"))
 
     def checkpoint(self, state: Any, payload_version: int) -> None:
+        turn = self.x.turn
+        if turn is None:
+            self._checkpoint(state, payload_version)
+            return
+        with turn.held():  # called from a body, which runs without the turn
+            self._checkpoint(state, payload_version)
+
+    def _checkpoint(self, state: Any, payload_version: int) -> None:
         try:
             text = serde.dumps_plain(state)
         except (TypeError, ValueError) as e:
@@ -307,7 +327,12 @@ class StepRun:
         self.x.run = apply_changes(self.x.run, changes)
 
     def heartbeat(self) -> None:
-        self.x.ensure_lease(self.opts.budget)
+        turn = self.x.turn
+        if turn is None:
+            self.x.ensure_lease(self.opts.budget)
+            return
+        with turn.held():  # called from a body, which runs without the turn
+            self.x.ensure_lease(self.opts.budget)
 
     def record_ref(self, kind: str, value: str) -> None:
         if not kind or not isinstance(value, str):

@@ -313,7 +313,7 @@ def wait_for_condition(
         if expires is not None:
             wake = min(wake, parse_time(expires))
         if x.can_wait_in_process(wake - x.clock.now(), x.config.default_step_budget):
-            x.clock.sleep(max(0.0, (wake - x.clock.now()).total_seconds()))
+            x.idle(max(0.0, (wake - x.clock.now()).total_seconds()))
             continue
         base.wake_at = format_time(wake)
         base.error_summary = f"{error_type_name(error)}: {error}"[:1000] if error else None
@@ -326,7 +326,7 @@ def _poll(x: Execution, check: Callable[[], Any]) -> tuple[Any, Exception | None
     """Run one check like a step body: outside workflow code, errors captured."""
     token = bind_context(None)
     try:
-        with x.engine.guard.step_code():
+        with x.engine.guard.step_code(), x.off_turn():
             return check(), None
     except TerminalError as e:
         return None, e

@@ -7,6 +7,7 @@ sent" and "step recorded" cannot send a second email, however late the retry com
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
 from pydantic import BaseModel
@@ -82,3 +83,29 @@ def onboarding(ctx: Context, signup: Signup) -> dict[str, str]:
     ctx.sleep(timedelta(days=3))  # a durable timer, not a cron job
     nudge = send_follow_up_nudge(signup.user_id)
     return {"workspace": workspace.id, "project": project, "welcome": welcome, "nudge": nudge}
+
+
+def _workspace_and_project(ctx: Context, user_id: str) -> dict[str, str]:
+    """One branch: the project needs the workspace, so these two stay in order."""
+    workspace = provision_workspace(user_id)
+    return {"workspace": workspace.id, "project": create_starter_project(workspace.id)}
+
+
+def _welcome(ctx: Context, signup: Signup) -> str:
+    return send_welcome_email(signup.user_id, signup.email)
+
+
+@app.workflow(name="onboarding-parallel", version=1)
+def onboarding_parallel(ctx: Context, signup: Signup) -> dict[str, str]:
+    """The same onboarding with the calls that do not wait for each other made at once:
+    the welcome email goes out while the workspace and its project are set up. Each
+    branch's steps are recorded under the parallel's position; a crash in the middle
+    replays what finished and runs only what did not."""
+    setup, welcome = ctx.parallel(
+        functools.partial(_workspace_and_project, user_id=signup.user_id),
+        functools.partial(_welcome, signup=signup),
+        name="first-day",
+    ).values()
+    ctx.sleep(timedelta(days=3))
+    nudge = send_follow_up_nudge(signup.user_id)
+    return {**setup, "welcome": welcome, "nudge": nudge}

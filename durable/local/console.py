@@ -15,8 +15,10 @@ processes interleave but never mix.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
@@ -219,6 +221,8 @@ class ConsoleLedger(WatchedLedger):
             say(step.run_id, "⏸", _waiting(step))
         elif step.kind in _WAITS and step.status == StepStatus.TIMED_OUT:
             say(step.run_id, "⌛", f"{_WAITS[step.kind]} {step.name} timed out")
+        elif step.kind == StepKind.BATCH and step.status == StepStatus.DONE:
+            say(step.run_id, "⑃", f"batch {step.name} decided: {_batch(step)}")
 
     def _run_status(self, run: RunRecord) -> None:
         if run.status.terminal:
@@ -231,6 +235,20 @@ class ConsoleLedger(WatchedLedger):
             self._console.say(run.run_id, _FINISH_MARK[run.status], text)
         elif run.status == RunStatus.COMPENSATING:
             self._console.say(run.run_id, "↺", "compensating")
+
+
+def _batch(step: StepRecord) -> str:
+    """``ok (all): 3 succeeded`` from a batch's decision record."""
+    try:
+        decision = json.loads(step.output or "{}")
+        counts = Counter(item["s"] for item in decision["items"])
+        verdict = "ok" if decision["ok"] else "failed"
+        parts = ", ".join(
+            f"{counts[s]} {s}" for s in ("succeeded", "failed", "canceled") if counts[s]
+        )
+        return f"{verdict} ({decision['rule']}): {parts or 'no branches'}"
+    except (ValueError, KeyError, TypeError):
+        return "recorded"
 
 
 def _took(step: StepRecord) -> str:

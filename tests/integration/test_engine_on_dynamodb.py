@@ -127,3 +127,72 @@ def test_a_completed_step_costs_one_conditional_write_and_no_read(
             extra = calls - base
     # 20 more steps cost exactly 20 more PutItems and nothing else.
     assert dict(extra) == {"PutItem": 20}
+
+
+def test_an_inline_branch_step_costs_one_conditional_write_and_a_branch_wait_resumes(
+    client: Any, make_tables: MakeTables
+) -> None:
+    """A parallel's branches on DynamoDB: each branch step is one PutItem at a nested
+    position, the decision one more; a callback inside a branch is answered by token
+    (its position is a path) and the batch resumes from its records."""
+    from durable import App, Context
+
+    app = App()
+
+    def tick(i: int) -> int:
+        return i + 1
+
+    def counter(steps: int) -> Any:
+        def branch(c: Context) -> int:
+            total = 0
+            for i in range(steps):
+                total = c.step(tick, i)
+            return total
+
+        return branch
+
+    @app.workflow
+    def wide(ctx: Context, steps: int) -> list[int]:
+        return ctx.parallel(counter(steps), counter(steps), counter(steps)).values()
+
+    tokens: list[str] = []
+
+    @app.workflow
+    def approval(ctx: Context) -> list[Any]:
+        return ctx.parallel(
+            lambda c: c.wait_for_callback("boss", submit=lambda cb: tokens.append(cb.token)),
+            counter(2),
+        ).values()
+
+    calls: Counter[str] = Counter()
+    client.meta.events.register(
+        "before-call.dynamodb.*", lambda model, **_: calls.update([model.name])
+    )
+    ledger_table, idem_table = make_tables(client)
+    engine = Engine(
+        app,
+        DynamoLedger(client, ledger_table),
+        MemoryInvoker(),
+        DynamoEffectStore(client, idem_table),
+        config=EngineConfig(callback_secret=b"0123456789abcdef0123456789abcdef"),
+    )
+    for n in (1, 5):
+        calls.clear()
+        run = engine.start("wide", n)
+        assert engine.resume(run.run_id).result == "succeeded"
+        assert engine.get_run(run.run_id).output == f"[{n},{n},{n}]"
+        if n == 1:
+            base = Counter(calls)
+        else:
+            extra = calls - base
+    assert dict(extra) == {"PutItem": 12}  # 3 branches x 4 more steps, nothing else
+
+    run = engine.start("approval")
+    assert engine.resume(run.run_id).result == "suspended"
+    [token] = tokens
+    assert f"{run.run_id}.0001.0001.0001." in token  # the wait; its submit step is .0002
+    engine.complete_callback(token, {"approved": True})
+    assert engine.resume(run.run_id).result == "succeeded"
+    assert engine.get_run(run.run_id).output == '[{"approved":true},2]'
+    decision = [s for s in engine.history(run.run_id) if s.position == "0001"]
+    assert decision and decision[0].kind == "batch"

@@ -74,10 +74,11 @@ class Journal:
     effects: dict[str, list[Stamp]] = field(default_factory=dict)  # key -> each call
     external: dict[str, str] = field(default_factory=dict)  # key -> reference (outside)
     # (run key, op index) -> what workflow code got back, every time it got there
-    observed: dict[tuple[str, int], list[tuple[str, Stamp]]] = field(default_factory=dict)
+    # (run, op index), or (run, "i.j.k") for op k of branch j of the batch at op i
+    observed: dict[tuple[str, int | str], list[tuple[str, Stamp]]] = field(default_factory=dict)
     mailbox: dict[str, Mail] = field(default_factory=dict)  # token -> where it came from
     answered: set[str] = field(default_factory=set)  # tokens the outside world used
-    polls: dict[tuple[str, int], int] = field(default_factory=dict)
+    polls: dict[tuple[str, int | str], int] = field(default_factory=dict)
     runs_seen: list[str] = field(default_factory=list)  # run ids workflow code ran in
     events: list[Event] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)

@@ -57,11 +57,11 @@ class Point(BaseModel):
 
 
 def generate_program(rng: random.Random) -> list[Op]:
-    kinds = ("step", "sleep", "callback", "signal", "condition", "value")
+    kinds = ("step", "sleep", "callback", "signal", "condition", "value", "batch")
     ops: list[Op] = []
     for i in range(rng.randint(1, 5)):
-        kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1))[0]
-        ops.append(_op(rng, kind, i))
+        kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1, 2))[0]
+        ops.append(_batch(rng, i) if kind == "batch" else _op(rng, kind, i))
     tail = rng.random()
     if tail < 0.15:
         ops.append({"op": "continue", "times": rng.randint(1, 2), "bad": rng.random() < 0.3})
@@ -72,7 +72,27 @@ def generate_program(rng: random.Random) -> list[Op]:
     return ops
 
 
-def _op(rng: random.Random, kind: str, i: int) -> Op:
+def _batch(rng: random.Random, i: int) -> Op:
+    """A parallel (or a map over branch numbers) of 1-3 branches, each 1-3 ops that may
+    run steps, sleep, wait for callbacks and signals, and compensate. One branch at a
+    time (``max_concurrency=1``): the explorer's actors are one thread each; what the
+    threads of a wider batch add, taking turns on the engine's state, is tested in
+    tests/unit/test_fanout.py."""
+    kinds = ("step", "sleep", "callback", "signal", "value")
+    branches = [
+        [
+            _op(rng, rng.choices(kinds, weights=(6, 2, 2, 1, 1))[0], f"{i}.{j}.{k}")
+            for k in range(1, rng.randint(1, 3) + 1)
+        ]
+        for j in range(1, rng.randint(1, 3) + 1)
+    ]
+    rule = rng.choice(
+        ("all", "all", "first_successful", {"min_successful": 1}, {"tolerated_failures": 1})
+    )
+    return {"op": "batch", "map": rng.random() < 0.3, "rule": rule, "branches": branches}
+
+
+def _op(rng: random.Random, kind: str, i: int | str) -> Op:
     if kind == "step":
         return {
             "op": "step",
@@ -181,7 +201,7 @@ class Hooks:
             cb.token, Mail(self.stamp(), sc.run_id, run, cb.position, cb.name)
         )
 
-    def observe(self, run: str, index: int, value: Any) -> None:
+    def observe(self, run: str, index: int | str, value: Any) -> None:
         self.journal.observed.setdefault((run, index), []).append((typed(value), self.stamp()))
 
 
@@ -275,7 +295,7 @@ def send(cb: Callback) -> None:
     h.mail(cb)
 
 
-def poll(run: str, index: int, needed: int) -> dict[str, int] | None:
+def poll(run: str, index: int | str, needed: int) -> dict[str, int] | None:
     h = hooks()
     h.journal.bodies.append(BodyStart(h.stamp(), run, "", 0, "poll", "at_least_once"))
     count = h.journal.polls.get((run, index), 0) + 1
@@ -311,9 +331,63 @@ def _run_key(ctx: Context) -> str:
         return ctx.run_id
 
 
-def _interpret(ctx: Context, run: str, i: int, op: Op, spec: SimInput) -> Any:
+def branch(run: str, i: str, ops: list[Op], spec: SimInput, ctx: Context) -> list[str]:
+    """One branch of a batch: its ops, each observed under ``i.j.k`` like a top-level
+    op (replays of the branch must see the same values); the branch's value is their
+    typed texts, so that it encodes the same whatever the ops returned."""
+    h = hooks()
+    seen = []
+    for k, op in enumerate(ops, start=1):
+        value = _interpret(ctx, run, f"{i}.{k}", op, spec)
+        h.observe(run, f"{i}.{k}", value)
+        seen.append(typed(value))
+    return seen
+
+
+def branch_of_map(
+    run: str, i: int | str, ops: list[list[Op]], spec: SimInput, ctx: Context, j: int
+) -> list[str]:
+    return branch(run, f"{i}.{j}", ops[j - 1], spec, ctx)
+
+
+def _batch_summary(result: durable.BatchResult[Any]) -> list[Any]:
+    """What a batch returned, as plain values (errors by type and text)."""
+    return [
+        [
+            item.status,
+            item.value,
+            type(item.error).__name__ if item.error else None,
+            str(item.error or ""),
+        ]
+        for item in result
+    ] + [result.ok, result.rule]
+
+
+def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> Any:
     kind = op["op"]
     timeout = timedelta(seconds=op["timeout"]) if op.get("timeout") else None
+    if kind == "batch":
+        branches = op["branches"]
+        if op["map"]:
+            fn = functools.partial(branch_of_map, run, i, branches, spec)
+            result = ctx.map(
+                fn,
+                range(1, len(branches) + 1),
+                name=f"op{i}",
+                max_concurrency=1,
+                completion=op["rule"],
+            )
+        else:
+            result = ctx.parallel(
+                *(
+                    functools.partial(branch, run, f"{i}.{j}", ops, spec)
+                    for j, ops in enumerate(branches, 1)
+                ),
+                name=f"op{i}",
+                max_concurrency=1,
+                completion=op["rule"],
+            )
+        return _batch_summary(result)
     try:
         if kind == "step":
             return ctx.step(

@@ -158,6 +158,27 @@ def test_a_worker_that_stalls_writing_its_mark_does_not_start_the_body_late() ->
     assert bodies == []
 
 
+def test_a_mark_answered_late_within_the_lease_is_not_trusted_to_start_a_body() -> None:
+    """GIVEN an at-most-once step whose RUNNING mark is written (no cancel then)
+    WHEN a cancel lands and the write's answer reaches the worker 20 s later, its lease
+    still running (found by the simulation explorer, seed 1356 of the fan-out generator)
+    THEN the mark's view is past the 5 s cancel check interval: the worker looks again,
+    sees the cancel and starts no body."""
+    bodies: list[str] = []
+    runner, ledger, engine = build(charge_app(bodies, "at_most_once_per_attempt"))
+    run = engine.start("pay")
+
+    def late_answer(_: Any) -> None:
+        engine.cancel(run.run_id, "stop")
+        runner.clock.advance(timedelta(seconds=20))
+
+    ledger.hooks["running"] = late_answer
+    engine.resume(run.run_id)
+    stored = ledger.get_run(run.run_id)
+    assert stored is not None and stored.status == RunStatus.CANCELED
+    assert bodies == []
+
+
 @pytest.mark.parametrize(("key", "stalled"), STALLS)
 def test_a_renewal_answered_late_is_not_trusted_to_start_a_body(
     key: str | None, stalled: str

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 import time
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -164,3 +166,33 @@ def test_the_guard_fails_network_access_outside_steps() -> None:
     runner.start("w")
     with pytest.raises(NonDeterministicCall, match="network"):
         runner.run_until_idle()
+
+
+@dataclass
+class Stamp:
+    at: datetime  # a string annotation (future import), resolved while the guard is on
+    on: date
+    module_style: dt.datetime
+
+
+def test_a_dataclass_with_date_fields_in_a_guarded_module_encodes_and_decodes() -> None:
+    # The guard swaps this module's ``datetime``/``date`` names while workflow code runs;
+    # pydantic resolved the dataclass's string annotations to the guarded classes then,
+    # and the step failed for good on every attempt before they were taught to be dates.
+    app = App()
+    when = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
+
+    def stamp() -> Stamp:
+        return Stamp(when, when.date(), when)
+
+    @app.workflow
+    def wf(ctx: Context) -> str:
+        value = ctx.step(stamp)
+        return f"{value.at.isoformat()} {value.on.isoformat()} {value.module_style.hour}"
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    run = runner.get_run(run_id)
+    assert run.status == RunStatus.SUCCEEDED, runner.history(run_id)[0].error_summary
+    assert run.output == '"2026-12-02T08:00:00+00:00 2026-12-02 8"'

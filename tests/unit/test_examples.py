@@ -70,5 +70,27 @@ def test_the_combined_app_serves_every_example() -> None:
         "expense-approval",
         "fulfil-payment",
         "onboarding",
+        "onboarding-parallel",
         "ship-order",
     ]
+
+
+def test_the_parallel_onboarding_sends_the_email_beside_the_setup_and_replays_it() -> None:
+    from examples import onboarding
+    from examples.services import services
+
+    services.reset()
+    runner = LocalRunner(onboarding.app)
+    run_id = runner.start("onboarding-parallel", {"user_id": "u9", "email": "u9@x.io"}).run_id
+    runner.run_until_idle()
+    assert runner.get_run(run_id).status == RunStatus.WAITING  # the three-day sleep
+    runner.advance(days=3)
+    run = runner.get_run(run_id)
+    assert run.status == RunStatus.SUCCEEDED
+    assert run.output == (
+        '{"workspace":"ws-u9","project":"proj-ws-u9","welcome":"msg-welcome-u9",'
+        '"nudge":"msg-nudge-u9"}'
+    )
+    assert dict(services.effects) == {"workspace": 1, "email": 2, "project": 1}
+    positions = [s.position for s in runner.history(run_id)]
+    assert positions[:4] == ["0001", "0001.0001.0001", "0001.0001.0002", "0001.0002.0001"]

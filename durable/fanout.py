@@ -1,0 +1,408 @@
+"""Inline batches: ``ctx.parallel`` and ``ctx.map`` as branches on threads under one lease.
+
+A batch takes one position P in its caller's sequence. Branch i runs with a cursor of
+its own, so its calls are recorded at ``P.i.1``, ``P.i.2``, ... whatever order the threads
+run in, and a replay of each branch reads the same records. The branches take turns on
+the engine's state (``durable.turns``): workflow code runs one branch at a time, step
+bodies, polls and in-process sleeps run concurrently.
+
+The first execution ends in one of three ways:
+
+- the completion rule is decided (``durable.completion``): branches still running are
+  told to stop at their next durable call, and once every thread has returned the
+  *decision* is recorded at P (one fenced write: each branch's outcome), then the
+  compensations of the branches it canceled run. A replay returns the decision's
+  ``BatchResult`` without running a branch body again; it re-runs only the branches that
+  registered compensations, from their records, to rebuild the compensation list in
+  branch order (and to finish a canceled branch's compensations after a crash);
+- every branch still open is parked on a wait: the run suspends until the earliest of
+  them (each branch armed its own timer), and the next invocation replays the batch;
+- a branch stopped the run (lease lost, a cancel, a hand-off, an event to reload): every
+  branch stops at its next durable call, their compensations join the caller's list in
+  branch order, and the signal goes on up as it would from a step.
+
+The decision is written before the canceled branches are compensated: a crash between
+the two replays the decision and the compensations resume, whereas compensating first
+would let a crash re-run a canceled branch's body on top of its own undo.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from durable.completion import (
+    BatchItem,
+    BatchResult,
+    BranchFailed,
+    Completion,
+    ItemStatus,
+    check_batch_size,
+    parse_completion,
+)
+from durable.context import Context
+from durable.cursor import Cursor, bind_cursor
+from durable.determinism import carried
+from durable.errors import (
+    InvalidInput,
+    NonDeterminismError,
+    RunCanceled,
+    StepFailed,
+    StorageError,
+)
+from durable.interrupts import BranchParked, BranchStopped, message_of
+from durable.model import StepKind, StepStatus, position_key
+from durable.retry import error_type_name
+from durable.sagas import run_compensations
+from durable.turns import Turn
+
+if TYPE_CHECKING:
+    from durable.execution import Execution
+
+# An inline batch's decision is one ledger item: past this many branches it could not
+# hold their outcomes (DynamoDB items stop at 400 KB).
+INLINE_LIMIT = 1000
+
+Branch = Callable[[Context], Any]
+
+
+@dataclass(slots=True, eq=False)
+class _Branch:
+    index: int  # 1-based: the branch's part of its positions
+    fn: Branch
+    annotation: Any
+    cursor: Cursor
+    outcome: str = "pending"  # succeeded, failed, parked, stopped or signal
+    encoded: str | None = None
+    error: BaseException | None = None
+    due_at: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome in ("succeeded", "failed")
+
+
+def run_batch(
+    x: Execution,
+    name: str,
+    branches: Sequence[tuple[Branch, Any]],
+    *,
+    max_concurrency: int | None,
+    completion: Any,
+) -> BatchResult[Any]:
+    """Run ``branches`` (each a callable taking a ``Context``, and the annotation its
+    value is encoded by) as one batch; see the module docstring."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInput('a batch needs a name: name="fetch-profiles"', field="name")
+    if max_concurrency is not None and (
+        isinstance(max_concurrency, bool)
+        or not isinstance(max_concurrency, int)
+        or max_concurrency < 1
+    ):
+        raise InvalidInput(
+            f"max_concurrency={max_concurrency!r}: give a whole number of branches, 1 or more "
+            "(or None for all at once)",
+            field="max_concurrency",
+        )
+    rule = parse_completion(completion)
+    check_batch_size(len(branches), f"batch {name!r}", INLINE_LIMIT)
+    position = x.next_position()
+    caller = x.cursor
+    runs = _branches(x, caller, branches)
+    started = any(b.cursor.frontier for b in runs)
+    # A batch whose branches already recorded something is under way: a cancel request
+    # stops each branch where it would do new work (its compensations then known), not
+    # the batch as a whole before any of them replayed.
+    rec = (
+        None if started and position not in x.steps else x.recorded(position, name, StepKind.BATCH)
+    )
+    if rec is not None and rec.status == StepStatus.DONE and rec.output is not None:
+        decision = json.loads(rec.output)
+        if decision["n"] != len(runs):
+            x.nondeterminism = NonDeterminismError(
+                position, f"a batch of {decision['n']}", f"a batch of {len(runs)}"
+            )
+            raise x.nondeterminism
+        _rebuild(x, caller, runs, decision)
+        return _result(x, name, decision, runs)
+    _run_threads(x, runs, rule, max_concurrency or len(runs), Context(x))
+    return _conclude(x, caller, position, name, rule, runs)
+
+
+def _branches(
+    x: Execution, caller: Cursor, branches: Sequence[tuple[Branch, Any]]
+) -> list[_Branch]:
+    """A cursor per branch; each knows how far its branch got before this invocation."""
+    index = caller.counter
+    depth = len(caller.prefix) + 1
+    base = (*caller.prefix, index)
+    frontiers: dict[int, int] = {}
+    for p in x.steps:
+        key = position_key(p)
+        if len(key) > depth + 1 and key[:depth] == base:
+            frontiers[key[depth]] = max(frontiers.get(key[depth], 0), key[depth + 1])
+    runs = []
+    for i, (fn, annotation) in enumerate(branches, start=1):
+        if not callable(fn):
+            raise InvalidInput(
+                f"branch {i} of the batch is {fn!r}, not a callable: pass functions that take "
+                "the context, e.g. ctx.parallel(lambda c: c.step(fetch, 1), ...)",
+                field="branches",
+            )
+        cursor = Cursor(prefix=(*base, i), frontier=frontiers.get(i, 0))
+        runs.append(_Branch(i, fn, annotation, cursor))
+    return runs
+
+
+# --- the first execution: threads --------------------------------------------------------
+
+
+def _run_threads(
+    x: Execution, runs: list[_Branch], rule: Completion, workers: int, ctx: Context
+) -> None:
+    """Run the branches until each has an outcome or was stopped: the rule decided, or
+    one branch stopped the run."""
+    if not runs:
+        return
+    if workers == 1:
+        _run_in_order(x, runs, rule, ctx)
+        return
+    outer = x.turn
+    turn = outer or Turn()
+    x.turn = turn
+    guard_state = carried()
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(runs)), thread_name_prefix="durable")
+    try:
+        with turn.released():  # a nested batch's caller holds the turn: its branches need it
+            try:
+                futures: dict[Future[None], _Branch] = {
+                    pool.submit(
+                        contextvars.copy_context().run, _run_branch, x, b, ctx, turn, guard_state
+                    ): b
+                    for b in runs
+                }
+                pending = set(futures)
+                while pending:
+                    _, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    if _must_stop(runs, rule):
+                        for b in runs:
+                            b.cursor.stopped = True
+                        for f in pending:
+                            f.cancel()  # not started yet: it never will
+            finally:
+                for b in runs:
+                    if b.outcome == "pending":
+                        b.cursor.stopped = True
+                pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        x.turn = outer
+
+
+def _run_in_order(x: Execution, runs: list[_Branch], rule: Completion, ctx: Context) -> None:
+    """``max_concurrency=1``: the branches one after another on the caller's thread, in
+    branch order (the same records and decisions as threads, with nothing to take turns
+    over; the simulation explorer drives batches this way)."""
+    for b in runs:
+        if _must_stop(runs, rule):
+            b.cursor.stopped = True
+        _run_branch(x, b, ctx, None, nullcontext)  # the caller holds the turn, if any
+
+
+def _must_stop(runs: list[_Branch], rule: Completion) -> bool:
+    # A cancel request is the run's, not one branch's: every branch meets it at its own
+    # next new work, after replaying its records, so the compensation list it leaves is
+    # the same whichever branch met it first. Any other signal ends the invocation with
+    # nothing to undo: the sooner every branch stops, the better.
+    signals = [b.error for b in runs if b.outcome == "signal"]
+    if any(not isinstance(e, RunCanceled) for e in signals):
+        return True
+    if signals:
+        return False
+    succeeded = sum(1 for b in runs if b.outcome == "succeeded")
+    failed = sum(1 for b in runs if b.outcome == "failed")
+    return rule.decide(len(runs), succeeded, failed) is not None
+
+
+def _run_branch(
+    x: Execution,
+    b: _Branch,
+    ctx: Context,
+    turn: Turn | None,
+    guard_state: Callable[[], Any],
+) -> None:
+    """One branch (on a thread of its own, taking turns, or on the caller's thread with
+    ``turn`` None): its outcome is stored on ``b``, never raised."""
+    with guard_state(), bind_cursor(x, b.cursor):
+        if turn is not None:
+            turn.acquire()
+        try:
+            if b.cursor.stopped:  # decided before this branch got a thread
+                b.outcome = "stopped"
+                return
+            value = b.fn(ctx)
+            b.encoded = x.redact(x.encode(value, b.annotation))
+            b.outcome = "succeeded"
+        except BranchParked as parked:
+            b.outcome, b.due_at = "parked", parked.due_at
+        except BranchStopped:
+            b.outcome = "stopped"
+        except Exception as error:  # control-flow signals are BaseException
+            b.error = error
+            b.outcome = "signal" if _stops_run(x, error) else "failed"
+        except BaseException as signal:  # lease lost, cancel, hand-off, reload, ...
+            b.error = signal
+            b.outcome = "signal"
+        finally:
+            if turn is not None:
+                turn.release()
+
+
+def _stops_run(x: Execution, error: Exception) -> bool:
+    """Errors that are about the run, not the branch: diverging code, an unavailable
+    ledger (the invocation ends and the next one replays)."""
+    if isinstance(error, NonDeterminismError) and x.nondeterminism is not None:
+        return True
+    return isinstance(error, StorageError) and error.retryable
+
+
+def _conclude(
+    x: Execution,
+    caller: Cursor,
+    position: str,
+    name: str,
+    rule: Completion,
+    runs: list[_Branch],
+) -> BatchResult[Any]:
+    signals = [b for b in runs if b.outcome == "signal"]
+    if signals:
+        _merge(caller, runs)
+        raise signals[0].error  # type: ignore[misc]
+    succeeded = sum(1 for b in runs if b.outcome == "succeeded")
+    failed = sum(1 for b in runs if b.outcome == "failed")
+    ok = rule.decide(len(runs), succeeded, failed)
+    if ok is None:  # every branch still open is parked on a wait
+        due = [b.due_at for b in runs if b.outcome == "parked" and b.due_at is not None]
+        raise x.suspend(min(due) if due else None)
+    decision = {
+        "rule": rule.describe(),
+        "ok": ok,
+        "n": len(runs),
+        "items": [_item(x, b) for b in runs],
+        "comp": [b.index for b in runs if b.cursor.compensations],
+    }
+    text = json.dumps(decision, separators=(",", ":"))
+    try:
+        stored = x.write_fenced(
+            x.new_record(position, name, StepKind.BATCH, StepStatus.DONE, output=text)
+        )
+    except Exception:
+        _merge(caller, runs)  # the run fails here: every branch's undo is the caller's
+        raise
+    if stored.output and stored.output != text:
+        decision = json.loads(stored.output)  # a decision recorded before this one wins
+    _compensate_canceled(x, caller, runs, decision)
+    return _result(x, name, decision, runs)
+
+
+def _item(x: Execution, b: _Branch) -> dict[str, Any]:
+    if b.outcome == "succeeded":
+        return {"s": "succeeded", "v": b.encoded}
+    if b.outcome == "failed":
+        error = b.error
+        item: dict[str, Any] = {
+            "s": "failed",
+            "t": error_type_name(error) if error is not None else "Error",
+            "m": x.redact(message_of(error, 1000)) if error is not None else "",
+        }
+        if isinstance(error, StepFailed):
+            item.update(step=error.step, pos=error.position, tries=error.attempts)
+            item["m"] = x.redact(error.error_message)
+            item["t"] = error.error_type
+        return item
+    # parked, stopped or never started: canceled where it stood. Its compensations (if
+    # any) take the positions after its last own record, as after a run's failure.
+    own = (p for p, rec in x.steps.items() if rec.kind != StepKind.COMPENSATION)
+    return {"s": "canceled", "end": max(b.cursor.counter, b.cursor.last_index(own))}
+
+
+def _merge(caller: Cursor, runs: list[_Branch]) -> None:
+    """The branches' completed compensable steps join the caller's, in branch order."""
+    for b in runs:
+        caller.compensations.extend(b.cursor.compensations)
+        b.cursor.compensations.clear()
+
+
+def _compensate_canceled(
+    x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[str, Any]
+) -> None:
+    """Finished branches' compensations join the caller's; canceled branches' run now,
+    each newest first, at positions after the branch's last own record."""
+    items = decision["items"]
+    for b in runs:
+        if items[b.index - 1]["s"] != "canceled":
+            caller.compensations.extend(b.cursor.compensations)
+            b.cursor.compensations.clear()
+    for b in runs:
+        item = items[b.index - 1]
+        if item["s"] == "canceled" and b.cursor.compensations:
+            b.cursor.stopped = False
+            b.cursor.counter = max(b.cursor.counter, int(item["end"]))
+            with bind_cursor(x, b.cursor):
+                failure = run_compensations(x, mark_status=False)
+            if failure is not None:
+                raise failure
+
+
+# --- replay of a decided batch --------------------------------------------------------
+
+
+def _rebuild(x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[str, Any]) -> None:
+    """Re-run, from records only, the branches that registered compensations, in branch
+    order: their undos join the caller's list as on the first execution, and a canceled
+    branch's compensations finish if a crash cut them short."""
+    ctx = Context(x)
+    items = decision["items"]
+    for index in decision["comp"]:
+        b = runs[index - 1]
+        item = items[index - 1]
+        b.cursor.replay_only = True
+        b.cursor.limit = int(item["end"]) if item["s"] == "canceled" else None
+        with bind_cursor(x, b.cursor):
+            try:
+                b.fn(ctx)
+            except BranchStopped:
+                pass
+            except Exception as error:
+                if _stops_run(x, error) or item["s"] != "failed":
+                    raise
+        b.cursor.replay_only = False
+    _compensate_canceled(x, caller, runs, decision)
+
+
+def _result(
+    x: Execution, name: str, decision: dict[str, Any], runs: list[_Branch]
+) -> BatchResult[Any]:
+    """The ``BatchResult`` a decision records: built the same way on the first execution
+    and on replay, so both return equal values and errors."""
+    items: list[BatchItem[Any]] = []
+    for b, item in zip(runs, decision["items"], strict=True):
+        status: ItemStatus = item["s"]
+        i = b.index - 1
+        if status == "succeeded":
+            items.append(BatchItem(i, status, value=x.decode(item["v"], b.annotation)))
+        elif status == "failed":
+            items.append(BatchItem(i, status, error=_error(b.index, item)))
+        else:
+            items.append(BatchItem(i, status))
+    return BatchResult(name, decision["rule"], bool(decision["ok"]), tuple(items))
+
+
+def _error(index: int, item: dict[str, Any]) -> BaseException:
+    if "step" in item:
+        return StepFailed(item["step"], item["pos"], item["t"], item["m"], item["tries"])
+    return BranchFailed(index - 1, item["t"], item["m"])
