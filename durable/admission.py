@@ -66,19 +66,25 @@ class Admission:
 
     # --- before the replay -------------------------------------------------------------
 
-    def admit(self, wf: WorkflowDef, run: RunRecord, owner: str, inbox: int) -> Outcome | None:
-        """None when ``run`` may go on; else the outcome of an invocation that made it wait
-        (its lease given back). ``inbox``: the events the worker has seen, which guards
-        the waiting write exactly as it guards a suspension."""
+    def admit(
+        self, wf: WorkflowDef, run: RunRecord, owner: str, inbox: int
+    ) -> tuple[Outcome | None, RunRecord]:
+        """(None, the run item to replay from) when ``run`` may go on; else the outcome of
+        an invocation that made it wait (its lease given back). ``inbox``: the events the
+        worker has seen, which guards the waiting write exactly as it guards a suspension.
+
+        The run item handed back may be newer than ``run``: one read after a wait was
+        cut short by an event. When that event was a cancel, the replay must start from
+        that read, or it would not see the cancel and would run a body without a slot."""
         if run.cancel_requested:
-            return None  # the replay cancels it at its first durable call
+            return None, run  # the replay cancels it at its first durable call
         if wf.rate_limit is not None:
             waiting, run = self._booked(wf, run, owner, inbox)
-            if waiting is not None:
-                return waiting
+            if waiting is not None or run.cancel_requested:
+                return waiting, run
         limit = self.limit_of(wf, run)
         if limit is None or run.gate is None:
-            return None
+            return None, run
         return self._slot(limit, run, owner, inbox)
 
     @staticmethod
@@ -127,7 +133,9 @@ class Admission:
                 return None, current
             run, inbox = current, current.inbox
 
-    def _slot(self, limit: int, run: RunRecord, owner: str, inbox: int) -> Outcome | None:
+    def _slot(
+        self, limit: int, run: RunRecord, owner: str, inbox: int
+    ) -> tuple[Outcome | None, RunRecord]:
         assert run.gate is not None
         while True:
             state = self.ledger.read_gate(run.gate)
@@ -139,21 +147,21 @@ class Admission:
                     run,
                     RunGuard(fence=run.fence, owner=owner, inbox=inbox),
                     {"due_at": format_time(self.clock.now() + self.config.slot_recheck)},
-                )
+                ), run
             new, holds = enter(state, run.run_id, limit)
             if new is not None and not self.ledger.write_gate(run.gate, new):
                 continue
             guard = RunGuard(fence=run.fence, owner=owner, inbox=inbox)
             if holds:
                 if run.queued_at is None:
-                    return None
+                    return None, run
                 try:
-                    self.ledger.update_run(
+                    run = self.ledger.update_run(
                         run.run_id, RunGuard(fence=run.fence, owner=owner), {"queued_at": None}
                     )
                 except ConditionFailed:
-                    return Outcome(run.run_id, "lease_lost")
-                return None
+                    return Outcome(run.run_id, "lease_lost"), run
+                return None, run
             now = self.clock.now()
             queued_at = run.queued_at or format_time(now)
             changes = {
@@ -162,13 +170,13 @@ class Admission:
             }
             waited = self._wait(run, guard, changes)
             if waited is not None:
-                return waited
+                return waited, run
             # A waker bumped the inbox while we were deciding: look at the gate again.
             current = self.ledger.get_run(run.run_id)
             if current is None:
-                return Outcome(run.run_id, "lease_lost")
+                return Outcome(run.run_id, "lease_lost"), run
             if current.cancel_requested:  # cancel wins: the replay ends it now
-                return None
+                return None, current
             run, inbox = current, current.inbox
 
     def _wait(

@@ -287,9 +287,12 @@ class Engine:
             poisoned = self._count_takeover(claim, history, owner)
         except LeaseLost:
             return Outcome(run_id, "lease_lost")
-        waiting = self.admission.admit(wf, history.run, owner, events_inbox)
+        waiting, admitted = self.admission.admit(wf, history.run, owner, events_inbox)
         if waiting is not None:
             return waiting
+        if admitted is not history.run:  # read again after an event: replay from that read
+            history = RunHistory(admitted, history.steps, history.signals)
+            read_at = self.clock.now()
         while True:
             x = Execution(
                 self,

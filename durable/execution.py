@@ -447,7 +447,7 @@ class Execution(LeaseKeeping):
     def redact(self, text: str) -> str:
         """``text`` with every callback token of this run (and so every callback URL)
         replaced: what a step returned, an error it raised, an effect's reference."""
-        for token in self.tokens:
+        for token in tuple(self.tokens):  # a copy: a batch's branch may add one meanwhile
             if token in text:
                 text = text.replace(token, REDACTED_TOKEN)
         return text

@@ -351,7 +351,9 @@ def _compensate_canceled(
         item = items[b.index - 1]
         if item["s"] == "canceled" and b.cursor.compensations:
             b.cursor.stopped = False
-            b.cursor.counter = max(b.cursor.counter, int(item["end"]))
+            # Exactly the recorded end: a replay that stopped at its limit has already
+            # counted the position after it (the first undo's).
+            b.cursor.counter = int(item["end"])
             with bind_cursor(x, b.cursor):
                 failure = run_compensations(x, mark_status=False)
             if failure is not None:
@@ -378,7 +380,10 @@ def _rebuild(x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[s
             except BranchStopped:
                 pass
             except Exception as error:
-                if _stops_run(x, error) or item["s"] != "failed":
+                # A failed branch fails again, from its records; a canceled one may now
+                # raise past its end (an answer that came after the decision: a late
+                # rejection of its callback), which the decision already ignores.
+                if _stops_run(x, error) or item["s"] == "succeeded":
                     raise
         b.cursor.replay_only = False
     _compensate_canceled(x, caller, runs, decision)

@@ -604,3 +604,79 @@ def test_the_fan_out_guide_example_runs() -> None:
     runner.run_until_idle()
     run = runner.get_run(quote)
     assert run.status == RunStatus.SUCCEEDED and run.output == '"12 EUR"'
+
+
+def test_a_branch_stopped_after_a_finished_step_is_undone_once_across_replays(
+    decided: threading.Event,
+) -> None:
+    """A branch the rule cancels between two steps: its undo takes the position after
+    its last record, and a replay (which re-runs the branch from records only, to
+    rebuild its compensations) finds the undo recorded there instead of running it
+    again."""
+    app = App()
+    undone: list[str] = []
+
+    def hold(what: str) -> str:
+        if what == "slow":
+            assert decided.wait(10)  # the other branch wins while this body runs
+        return f"{what}-hold"
+
+    def release(ref: str, what: str) -> None:
+        undone.append(ref)
+
+    def slow(c: Context) -> str:
+        c.step(hold, "slow", compensate=release)
+        return c.step(hold, "never")  # stopped here: the batch was decided
+
+    @app.workflow
+    def wf(ctx: Context) -> list[str]:
+        result = ctx.parallel(slow, lambda c: "fast", completion="first_successful")
+        ctx.sleep(timedelta(minutes=5))
+        ctx.sleep(timedelta(minutes=5))
+        return result.values()
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    assert undone == ["slow-hold"]
+    runner.advance(timedelta(minutes=6))
+    runner.advance(timedelta(minutes=6))
+    run = runner.get_run(run_id)
+    assert run.status == RunStatus.SUCCEEDED and run.output == '["fast"]'
+    assert undone == ["slow-hold"]
+    kinds = {s.position: s.kind for s in runner.history(run_id)}
+    assert kinds["0001.0001.0002"] == StepKind.COMPENSATION
+    assert "0001.0001.0003" not in kinds
+
+
+def test_a_late_rejection_of_a_canceled_branchs_callback_changes_nothing() -> None:
+    app = App()
+    tokens: list[str] = []
+    undone: list[str] = []
+
+    def hold(what: str) -> str:
+        return what
+
+    def release(ref: str, what: str) -> None:
+        undone.append(ref)
+
+    def by_callback(c: Context) -> Any:
+        c.step(hold, "slow", compensate=release)
+        return c.wait_for_callback("vendor", submit=lambda cb: tokens.append(cb.token))
+
+    @app.workflow
+    def wf(ctx: Context) -> list[Any]:
+        result = ctx.parallel(by_callback, lambda c: "fast", completion="first_successful")
+        ctx.sleep(timedelta(minutes=5))
+        return result.values()
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    assert undone == ["slow"] and runner.get_run(run_id).status == RunStatus.WAITING
+    runner.complete_callback(tokens[0], error={"type": "Rejected", "message": "too late"})
+    runner.run_until_idle()  # the answer wakes the run: its replay meets the batch again
+    runner.advance(timedelta(minutes=6))
+    run = runner.get_run(run_id)
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert run.output == '["fast"]' and undone == ["slow"]

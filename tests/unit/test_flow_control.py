@@ -288,3 +288,46 @@ def test_a_long_wait_looks_at_the_gate_less_and_less_often() -> None:
     assert recheck_after(t0, t0 + timedelta(minutes=3), config) == config.slot_recheck
     assert recheck_after(t0, t0 + timedelta(minutes=20), config) == timedelta(minutes=20)
     assert recheck_after(t0, t0 + timedelta(hours=5), config) == MAX_RECHECK == timedelta(hours=1)
+
+
+@pytest.mark.parametrize("limit", ["concurrency", "rate"])
+def test_a_cancel_that_lands_while_a_waiter_gives_back_its_lease_ends_it_without_a_body(
+    limit: str,
+) -> None:
+    """GIVEN a run about to wait for a slot (or for its booked start time)
+    WHEN a cancel lands between its decision and its write (the write fails on the
+    inbox the cancel bumped, the run is read again and shows the cancel)
+    THEN the replay starts from that read: the run is canceled, no body runs and it
+    never holds a slot (found by the simulation explorer, seed 2653: the replay used
+    the claim's record, which had no cancel, and ran a body outside the gate)."""
+    r = LocalRunner(_app())
+    if limit == "concurrency":
+        holders = [r.start("sync", n).run_id for n in range(2)]
+        r.run_until_idle()
+        waiter = r.start("sync", 2).run_id
+    else:
+        for n in range(2):
+            r.start("mail", n)
+        r.run_until_idle()
+        waiter = r.start("mail", 2).run_id
+    ledger = r.memory_ledger
+    real = ledger.update_run
+    fired: list[int] = []
+
+    def update_run(run_id: str, guard: Any, changes: Any) -> Any:
+        if run_id == waiter and changes.get("status") == "PENDING" and not fired:
+            fired.append(1)
+            r.cancel(waiter, "not needed")
+        return real(run_id, guard, changes)
+
+    ledger.update_run = update_run  # type: ignore[method-assign]
+    history_before = len(r.history(waiter))
+    r.engine.resume(waiter, reason="start")
+    run = r.get_run(waiter)
+    assert fired, "the waiter never tried to give its lease back"
+    assert run.status == RunStatus.CANCELED
+    assert len(r.history(waiter)) == history_before == 0  # no step ran, none recorded
+    if limit == "concurrency":
+        gate = ledger.read_gate(run.gate) if run.gate else None
+        assert gate is None or waiter not in gate.holders
+        assert all(r.get_run(h).status == RunStatus.WAITING for h in holders)
