@@ -51,3 +51,9 @@ def checkout(ctx: Context, amount: int) -> str:
 def rebuild_index(ctx: Context, job: dict[str, str]) -> str:
     ctx.wait_for_signal("done")
     return reserve_stock(job["store"])
+
+
+# Fan-out: one branch per SKU, recorded under the map's position.
+@app.workflow(name="restock")
+def restock(ctx: Context, skus: list[str]) -> list[str]:
+    return ctx.map(lambda c, sku: reserve_stock(sku), skus, name="reserve").values()

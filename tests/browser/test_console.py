@@ -162,6 +162,25 @@ def test_a_failed_run_shows_its_cause_and_the_retries_before_it(dev: DevProcess,
     page.screenshot(path=str(ARTIFACTS / "run-failed.png"), full_page=True)
 
 
+def test_a_maps_branches_are_lanes_indented_under_it(dev: DevProcess, page: Any) -> None:
+    run_id = start(dev, "restock", ["sku-a", "sku-b"])
+    dev.wait_for(run_id, {"SUCCEEDED"})
+    open_run(dev, page, run_id)
+    page.wait_for_selector("svg.timeline g.lane")
+    lanes = page.eval_on_selector_all(
+        "svg.timeline g.lane",
+        "gs => gs.map(g => [g.dataset.position, g.querySelector('text').getAttribute('x'),"
+        " g.querySelector('rect').getAttribute('class')])",
+    )
+    assert [lane[0] for lane in lanes] == ["0001", "0001.0001.0001", "0001.0002.0001"]
+    batch_x, branch_x = float(lanes[0][1]), float(lanes[1][1])
+    assert branch_x > batch_x  # the branches' lanes sit under the map's
+    assert [lane[2] for lane in lanes] == ["bar ok", "bar ok", "bar ok"]
+    steps = page.inner_text("table.steps")
+    assert "batch" in steps and "ok (all): 2 succeeded" in steps
+    page.screenshot(path=str(ARTIFACTS / "run-map.png"), full_page=True)
+
+
 def test_the_runs_list_filters_by_workflow_and_status(dev: DevProcess, page: Any) -> None:
     done = start(dev, "checkout", 10)
     declined = start(dev, "checkout", 2000)

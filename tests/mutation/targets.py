@@ -117,6 +117,12 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/flow.py"),
     Target("durable/admission.py"),
     Target("durable/adapters/dynamodb_gates.py", ("GatesMixin",)),
+    # Inline fan-out: the completion rules, the batch driver, the branches' cursors and
+    # the turns their threads take.
+    Target("durable/completion.py"),
+    Target("durable/fanout.py"),
+    Target("durable/cursor.py"),
+    Target("durable/turns.py"),
 )
 
 

@@ -572,7 +572,7 @@ function lanes(run, now) {
       const start = Math.min(cursor, updated);
       let end = waiting ? now : updated;
       const cls = step.status === "TIMED_OUT" ? "failed" : step.status === "TERMINAL_FAILED" ? "failed"
-        : waiting ? "waiting" : step.kind === "step" || step.kind === "value" ? "ok" : "waited";
+        : waiting ? "waiting" : ["step", "value", "batch"].includes(step.kind) ? "ok" : "waited";
       const due = step.wake_at || step.expires_at;
       const tip = `${step.kind} ${step.status.toLowerCase()}${due ? `, due ${when(due)}` : ""}: ${span(end - start)}`;
       segments.push({ start, end, cls, tip });
@@ -603,7 +603,8 @@ function timeline(run) {
     ]),
     rows.map((row, i) => {
       const y = top + i * lane;
-      const depth = row.step.position.split("/").length - 1;
+      // 0004.0002.0001: branch 2 of the batch at 0004, its first call (two levels down).
+      const depth = (row.step.position.split(".").length - 1) / 2;
       return s(
         "g",
         { class: `lane${row.step.position === fault ? " at-fault" : ""}`, "data-position": row.step.position, "data-status": row.step.status },
@@ -638,9 +639,19 @@ function stepsTable(run) {
         h("td", {}, step.error_summary
           ? h("span", { class: "error-text" }, step.error_summary)
           : step.status === "WAITING" ? h("span", { class: "muted" }, dueText(step))
+          : step.kind === "batch" ? batchText(step.output)
           : step.output === null ? "" : h("code", {}, JSON.stringify(step.output))),
       ))),
   );
+}
+
+// A parallel's or map's decision: "ok (all): 2 succeeded", each branch's outcome by count.
+function batchText(decision) {
+  if (!decision || !Array.isArray(decision.items)) return "";
+  const counts = {};
+  for (const item of decision.items) counts[item.s] = (counts[item.s] || 0) + 1;
+  const parts = ["succeeded", "failed", "canceled"].filter((k) => counts[k]).map((k) => `${counts[k]} ${k}`);
+  return `${decision.ok ? "ok" : "failed"} (${decision.rule}): ${parts.join(", ") || "no branches"}`;
 }
 
 function dueText(step) {
