@@ -26,7 +26,9 @@ from durable.model import (
     StepStatus,
     format_time,
     parse_time,
+    position_key,
     position_path,
+    top_index,
 )
 from durable.ports import ConditionFailed
 
@@ -297,9 +299,11 @@ def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | 
     # run, so a crash in between leaves inert items under an id nobody will ever use,
     # never a fork that runs without the steps it was meant to keep. Fences restart with
     # the new run's leases.
-    for i in range(1, index):
-        step = history.steps[position_path(i)]
-        engine.ledger.write_step(replace(step, run_id=new.run_id, fence=0))
+    # A batch's branch records go with its decision (their top-level index is the
+    # batch's): its replay re-runs compensating branches from them.
+    kept = sorted((p for p in history.steps if top_index(p) < index), key=position_key)
+    for p in kept:
+        engine.ledger.write_step(replace(history.steps[p], run_id=new.run_id, fence=0))
     engine.ledger.create_run(new)
     engine.invoke_worker(new.run_id, "fork")
     return new

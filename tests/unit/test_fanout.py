@@ -680,3 +680,48 @@ def test_a_late_rejection_of_a_canceled_branchs_callback_changes_nothing() -> No
     run = runner.get_run(run_id)
     assert run.status == RunStatus.SUCCEEDED, run.error
     assert run.output == '["fast"]' and undone == ["slow"]
+
+
+def test_a_fork_after_a_batch_keeps_its_branch_records() -> None:
+    """A fork copies the settled steps before its point; a batch's branch records go with
+    its decision (the replay re-runs compensating branches from them)."""
+    app = App()
+    bodies = Bodies()
+
+    def hold(what: str) -> str:
+        bodies.enter(what)
+        bodies.leave()
+        return what
+
+    def release(ref: str, what: str) -> None:
+        bodies.enter(f"undo {ref}")
+        bodies.leave()
+
+    @app.step(retry=ONCE)
+    def pay() -> None:
+        raise ValueError("declined")
+
+    @app.workflow
+    def wf(ctx: Context) -> list[str]:
+        held = ctx.map(lambda c, w: c.step(hold, w, compensate=release), ["a", "b"]).values()
+        ctx.step(hold, "after")
+        pay()
+        return held
+
+    runner = LocalRunner(app)
+    run = finish(runner, runner.start("wf").run_id)
+    assert run.status == RunStatus.FAILED
+    assert bodies.calls == ["a", "b", "after", "undo b", "undo a"] or bodies.calls == [
+        "b",
+        "a",
+        "after",
+        "undo b",
+        "undo a",
+    ]
+    bodies.calls.clear()
+    fork = runner.fork(run.run_id, from_step=2)  # keeps the map (0001), runs "after" again
+    forked = finish(runner, fork.run_id)
+    assert forked.status == RunStatus.FAILED  # pay still declines
+    assert bodies.calls == ["after", "undo b", "undo a"]  # the map's steps were not re-run
+    copied = {s.position for s in runner.history(fork.run_id)}
+    assert {"0001", "0001.0001.0001", "0001.0002.0001"} <= copied
