@@ -243,7 +243,8 @@ class Context:
         """Run ``fn(ctx, item)`` for each item as a branch of one batch (see ``parallel``);
         results come back in item order, decoded by ``fn``'s return annotation.
 
-        Up to 1000 items run inline, in this invocation, ``max_concurrency`` at a time.
+        Up to 1000 items run inline, in this invocation, ``max_concurrency`` at a time
+        (by default up to 64 at once).
         ``distributed=True`` (each item a child run of its own) is not built yet.
         """
         from durable.fanout import INLINE_LIMIT, run_batch

@@ -67,6 +67,9 @@ if TYPE_CHECKING:
 # An inline batch's decision is one ledger item: past this many branches it could not
 # hold their outcomes (DynamoDB items stop at 400 KB).
 INLINE_LIMIT = 1000
+# Threads a batch starts when max_concurrency is not given: "all at once" for the few
+# branches a parallel has, without a thousand threads for a map of a thousand items.
+DEFAULT_THREADS = 64
 
 Branch = Callable[[Context], Any]
 
@@ -81,10 +84,6 @@ class _Branch:
     encoded: str | None = None
     error: BaseException | None = None
     due_at: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.outcome in ("succeeded", "failed")
 
 
 def run_batch(
@@ -130,7 +129,8 @@ def run_batch(
             raise x.nondeterminism
         _rebuild(x, caller, runs, decision)
         return _result(x, name, decision, runs)
-    _run_threads(x, runs, rule, max_concurrency or len(runs), Context(x))
+    workers = max_concurrency or min(len(runs), DEFAULT_THREADS)
+    _run_threads(x, runs, rule, workers, Context(x))
     return _conclude(x, caller, position, name, rule, runs)
 
 
