@@ -7,6 +7,7 @@ CLI renders what the HTTP API returns and local code renders records via ``asdic
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -61,8 +62,23 @@ def _took(step: Row) -> str:
     return human((end - start).total_seconds()) if start and end else ""
 
 
+def batch_summary(decision: Any) -> str:
+    """A batch's decision record as one line: ``ok (all): 2 succeeded, 1 canceled``."""
+    try:
+        counts = Counter(item["s"] for item in decision["items"])
+        verdict = "ok" if decision["ok"] else "failed"
+        kinds = ("succeeded", "failed", "canceled")
+        parts = ", ".join(f"{counts[k]} {k}" for k in kinds if counts[k])
+        return f"{verdict} ({decision['rule']}): {parts or 'no branches'}"
+    except (KeyError, TypeError):
+        return "recorded"
+
+
 def _detail(step: Row) -> str:
     status = str(step.get("status"))
+    if step.get("kind") == "batch":
+        output = step.get("output")
+        return batch_summary(json.loads(output) if isinstance(output, str) else output)
     if step.get("kind") == "sleep" and step.get("wake_at"):
         return f"{'woke' if status == 'DONE' else 'wakes'} {step['wake_at']}"
     if step.get("kind") == "condition" and step.get("wake_at") and status != "DONE":

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
@@ -33,7 +32,7 @@ from durable.model import (
     parse_time,
 )
 from durable.ports import Claim, Ledger, RunGuard
-from durable.render import human
+from durable.render import batch_summary, human
 
 _WAITS = {
     StepKind.SLEEP: "sleep",
@@ -240,14 +239,8 @@ class ConsoleLedger(WatchedLedger):
 def _batch(step: StepRecord) -> str:
     """``ok (all): 3 succeeded`` from a batch's decision record."""
     try:
-        decision = json.loads(step.output or "{}")
-        counts = Counter(item["s"] for item in decision["items"])
-        verdict = "ok" if decision["ok"] else "failed"
-        parts = ", ".join(
-            f"{counts[s]} {s}" for s in ("succeeded", "failed", "canceled") if counts[s]
-        )
-        return f"{verdict} ({decision['rule']}): {parts or 'no branches'}"
-    except (ValueError, KeyError, TypeError):
+        return batch_summary(json.loads(step.output or "{}"))
+    except ValueError:
         return "recorded"
 
 

@@ -168,3 +168,46 @@ def test_a_terminal_gets_coloured_marks_and_a_pipe_plain_text() -> None:
     assert colour_wanted(_Terminal(), {"NO_COLOR": "1"}) is False
     assert colour_wanted(_Terminal(), {"TERM": "dumb"}) is False
     assert colour_wanted(io.StringIO(), {"FORCE_COLOR": "1"}) is True
+
+
+def test_a_batch_prints_its_branch_steps_and_its_decision_once() -> None:
+    app = App()
+
+    def hold(what: str) -> str:
+        return what
+
+    @app.workflow
+    def restock(ctx: Context) -> list[str]:
+        held = ctx.parallel(
+            lambda c: c.step(hold, "a"), lambda c: 1 / 0, completion={"tolerated_failures": 1}
+        )
+        ctx.sleep(timedelta(minutes=1))
+        return held.values()
+
+    runner, out = _watched(app)
+    rid = runner.start("restock").run_id
+    runner.run_until_idle()
+    runner.advance(minutes=2)
+    lines = _events(out)
+    decided = [line for line in lines if "⑃" in line]
+    assert decided == [
+        f"restock v1 {rid} ⑃ batch parallel decided: ok (tolerated_failures=1): "
+        "1 succeeded, 1 failed"
+    ]  # once: the replay reads it
+    assert sum(" ✓ step " in line and "hold" in line for line in lines) == 1, lines
+
+
+def test_durable_show_summarizes_a_batch_decision() -> None:
+    from durable.render import batch_summary, render_steps
+
+    decision = {
+        "rule": "min_successful=1",
+        "ok": True,
+        "items": [{"s": "succeeded"}, {"s": "canceled"}, {"s": "canceled"}],
+    }
+    row = {"position": "0004", "name": "quotes", "kind": "batch", "status": "DONE"}
+    assert "ok (min_successful=1): 1 succeeded, 2 canceled" in render_steps(
+        [{**row, "output": decision}]
+    )
+    assert batch_summary({"rule": "all", "ok": False, "items": []}) == "failed (all): no branches"
+    assert batch_summary({"items": 3}) == "recorded"

@@ -711,13 +711,8 @@ def test_a_fork_after_a_batch_keeps_its_branch_records() -> None:
     runner = LocalRunner(app)
     run = finish(runner, runner.start("wf").run_id)
     assert run.status == RunStatus.FAILED
-    assert bodies.calls == ["a", "b", "after", "undo b", "undo a"] or bodies.calls == [
-        "b",
-        "a",
-        "after",
-        "undo b",
-        "undo a",
-    ]
+    assert sorted(bodies.calls[:2]) == ["a", "b"]  # the branches, in either order
+    assert bodies.calls[2:] == ["after", "undo b", "undo a"]
     bodies.calls.clear()
     fork = runner.fork(run.run_id, from_step=2)  # keeps the map (0001), runs "after" again
     forked = finish(runner, fork.run_id)

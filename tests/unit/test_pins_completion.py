@@ -96,8 +96,7 @@ def test_values_raise_batch_failed_caused_by_the_first_failure() -> None:
         result.values()
     assert e.value.error is first and e.value.__cause__ is first
     assert str(e.value) == (
-        "batch 'fetch' failed its completion rule (all): 2 of 3 branch(es) failed; "
-        "first error: one"
+        "batch 'fetch' failed its completion rule (all): 2 of 3 branch(es) failed; first error: one"
     )
 
 
