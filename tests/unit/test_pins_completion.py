@@ -115,7 +115,7 @@ def test_the_result_reads_as_a_sequence_of_items_by_status() -> None:
     # canceled / errors views (completion-cdeae22f, -edb9d07b, -69b34968, -a189fe68,
     # -f44835a4, -78c4131a, -2acadb22, -f7e9ce29)
     boom = RuntimeError("boom")
-    items = (
+    items: tuple[BatchItem[Any], ...] = (
         BatchItem(0, "succeeded", value="a"),
         BatchItem(1, "failed", error=boom),
         BatchItem(2, "canceled"),
