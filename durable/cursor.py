@@ -31,14 +31,29 @@ class Cursor:
     frontier: int = 0
     compensations: list[Compensation] = field(default_factory=list)
     compensating: bool = False  # compensation steps run even after a cancel request
-    # Set by the batch when it is decided or the run must stop: the branch ends at its
-    # next durable call (``BranchStopped``).
+    # Set by the batch when it is decided or the run must stop: the branch replays what
+    # it recorded and ends where it would do new work (``BranchStopped``).
     stopped: bool = False
     # Rebuilding a decided batch's compensations: replay records only, never run a body.
-    # ``limit`` is the last own index of a canceled branch (its compensations follow it);
-    # None for a branch that finished, whose records all exist.
+    # ``limit`` is the branch's last own index when the batch was decided (a canceled
+    # branch's compensations follow it).
     replay_only: bool = False
     limit: int | None = None
+    # The cursor of the code that started this branch's batch (None at the top level):
+    # a branch stops when any batch it is nested in stops it.
+    parent: Cursor | None = None
+    # Whether a wait that is not over parks this code (a branch: its batch decides) or
+    # suspends the run (the top level).
+    parks: bool = False
+
+    def halted(self) -> bool:
+        """Whether this code, or a batch branch it runs in, was told to stop."""
+        cursor: Cursor | None = self
+        while cursor is not None:
+            if cursor.stopped:
+                return True
+            cursor = cursor.parent
+        return False
 
     def path(self, index: int) -> str:
         return position_path(*self.prefix, index)

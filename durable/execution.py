@@ -127,8 +127,7 @@ class Execution(LeaseKeeping):
         # cancel flag is that old, however long the load took, so the first lease check
         # after ``cancel_check_interval`` of it looks again.
         self._checked_at: datetime | None = read_at or self.clock.now()
-        self._lease_text: str | None = None
-        self._lease_end: datetime | None = None
+        self._lease_cache: tuple[str | None, datetime | None] = (None, None)
         # The top-level code's position counter; a batch's branches have their own.
         self._root = Cursor(frontier=max((top_index(p) for p in history.steps), default=0))
         # Taken in turns by the threads of a running batch (``durable.turns``), else None.
@@ -177,7 +176,7 @@ class Execution(LeaseKeeping):
     def check_cancel(self) -> None:
         if self.nondeterminism is not None:
             raise self.nondeterminism  # code that caught it once may not go on diverging
-        if self.run.cancel_requested and not self.compensating:
+        if self.run.cancel_requested and not self.compensating and not self.cursor.replay_only:
             raise RunCanceled(self.run.cancel_reason or "canceled")
 
     def replaying(self) -> bool:
@@ -199,32 +198,20 @@ class Execution(LeaseKeeping):
         if self.nondeterminism is not None:
             raise self.nondeterminism
         cursor = self.cursor
-        if cursor.stopped:
-            raise BranchStopped()
+        if not cursor.compensating and cursor.halted():
+            # A stopped branch replays what it recorded and ends where new work begins.
+            upcoming = self.steps.get(cursor.path(cursor.counter + 1))
+            if upcoming is None or not upcoming.status.final:
+                raise BranchStopped()
         cursor.counter += 1
         if cursor.counter > self.config.max_history:
             raise HistoryLimitExceeded(
                 f"run {self.run.run_id} passed max_history={self.config.max_history} "
                 "positions; long loops should call ctx.continue_as_new(state)"
             )
-        position = cursor.path(cursor.counter)
-        if cursor.replay_only:
-            self._replay_only_check(cursor, position)
-        return position
-
-    def _replay_only_check(self, cursor: Cursor, position: str) -> None:
-        """A branch replayed only to rebuild its compensations ends where its records
-        end: at a canceled branch's last own index, or (for a branch that finished, whose
-        records all exist) never: a missing record there means the code changed."""
-        rec = self.steps.get(position)
-        if cursor.limit is not None:
-            if cursor.counter > cursor.limit or rec is None or not rec.status.final:
-                raise BranchStopped()
-        elif rec is None:
-            self.nondeterminism = NonDeterminismError(
-                position, "the end of a finished branch", "another durable call"
-            )
-            raise self.nondeterminism
+        if cursor.limit is not None and cursor.counter > cursor.limit:
+            raise BranchStopped()  # a decided branch's replay ends where it ended then
+        return cursor.path(cursor.counter)
 
     def recorded(self, position: str, name: str, kind: StepKind) -> StepRecord | None:
         """The final or pending record at ``position``, checked against the call.
@@ -233,6 +220,12 @@ class Execution(LeaseKeeping):
         work; replaying recorded results first rebuilds the compensation list.
         """
         rec = self.steps.get(position)
+        if self.cursor.replay_only and (
+            rec is None or (not rec.status.final and rec.kind != StepKind.CALLBACK)
+        ):
+            # Rebuilding a decided batch's compensations runs nothing: it stops where the
+            # branch has no settled record (a callback it created may still be pending).
+            raise BranchStopped()
         if self.dry_run and (
             rec is None or not rec.status.final or rec.status == StepStatus.TERMINAL_FAILED
         ):
@@ -517,6 +510,9 @@ class Execution(LeaseKeeping):
         (harmless), never a lost one. A timer wake-up that finds its wait not yet due was
         early, so the wait is re-armed under a fresh schedule name.
         """
+        cursor = self.cursor
+        if cursor.replay_only:
+            raise BranchStopped()  # a decided branch's pending wait: nothing to arm
         self._new_work()
         if due_at is not None and position is not None:
             self.armed = True
@@ -527,7 +523,7 @@ class Execution(LeaseKeeping):
                 parse_time(due_at),
                 rearm_at=self.clock.now() if early else None,
             )
-        if self.cursor.prefix:  # a branch: its batch decides whether the run suspends
+        if cursor.parks:  # a branch: its batch decides whether the run suspends
             raise BranchParked(due_at)
         changes: dict[str, Any] = {
             "status": "WAITING",
@@ -611,9 +607,13 @@ class Execution(LeaseKeeping):
         return nullcontext() if self.turn is None else self.turn.released()
 
     def idle(self, seconds: float) -> None:
-        """An in-process wait."""
+        """An in-process wait (a short sleep, a retry's backoff, a poll's interval); a
+        branch whose batch was decided meanwhile stops after it."""
         with self.off_turn():
             self.clock.sleep(seconds)
+        cursor = self.cursor
+        if not cursor.compensating and cursor.halted():
+            raise BranchStopped()
 
     def can_wait_in_process(self, wait: timedelta, then_needed: timedelta) -> bool:
         """Short waits are served here when the invocation has time for them and after."""

@@ -55,7 +55,7 @@ from durable.errors import (
     StepFailed,
     StorageError,
 )
-from durable.interrupts import BranchParked, BranchStopped, message_of
+from durable.interrupts import BranchParked, BranchStopped, DryRunComplete, message_of
 from durable.model import StepKind, StepStatus, position_key
 from durable.retry import error_type_name
 from durable.sagas import run_compensations
@@ -67,6 +67,9 @@ if TYPE_CHECKING:
 # An inline batch's decision is one ledger item: past this many branches it could not
 # hold their outcomes (DynamoDB items stop at 400 KB).
 INLINE_LIMIT = 1000
+# The name every branch thread's name starts with (crash injection in durable.testing
+# stops a dead worker's branches by it).
+BRANCH_THREAD = "durable-branch"
 # Threads a batch starts when max_concurrency is not given: "all at once" for the few
 # branches a parallel has, without a thousand threads for a map of a thousand items.
 DEFAULT_THREADS = 64
@@ -110,6 +113,12 @@ def run_batch(
         )
     rule = parse_completion(completion)
     check_batch_size(len(branches), f"batch {name!r}", INLINE_LIMIT)
+    if rule.kind == "min_successful" and rule.count > len(branches):
+        raise InvalidInput(
+            f"completion {rule.describe()} over {len(branches)} branch(es) can never be met: "
+            "ask for at most as many successes as there are branches",
+            field="completion",
+        )
     position = x.next_position()
     caller = x.cursor
     runs = _branches(x, caller, branches)
@@ -146,6 +155,13 @@ def _branches(
         key = position_key(p)
         if len(key) > depth + 1 and key[:depth] == base:
             frontiers[key[depth]] = max(frontiers.get(key[depth], 0), key[depth + 1])
+    beyond = [i for i in frontiers if i > len(branches)]
+    if beyond:
+        position = caller.path(index)
+        x.nondeterminism = NonDeterminismError(
+            position, f"a batch with a branch {max(beyond)}", f"a batch of {len(branches)}"
+        )
+        raise x.nondeterminism
     runs = []
     for i, (fn, annotation) in enumerate(branches, start=1):
         if not callable(fn):
@@ -154,7 +170,7 @@ def _branches(
                 "the context, e.g. ctx.parallel(lambda c: c.step(fetch, 1), ...)",
                 field="branches",
             )
-        cursor = Cursor(prefix=(*base, i), frontier=frontiers.get(i, 0))
+        cursor = Cursor(prefix=(*base, i), frontier=frontiers.get(i, 0), parent=caller, parks=True)
         runs.append(_Branch(i, fn, annotation, cursor))
     return runs
 
@@ -176,7 +192,7 @@ def _run_threads(
     turn = outer or Turn()
     x.turn = turn
     guard_state = carried()
-    pool = ThreadPoolExecutor(max_workers=min(workers, len(runs)), thread_name_prefix="durable")
+    pool = ThreadPoolExecutor(max_workers=min(workers, len(runs)), thread_name_prefix=BRANCH_THREAD)
     try:
         with turn.released():  # a nested batch's caller holds the turn: its branches need it
             try:
@@ -193,7 +209,8 @@ def _run_threads(
                         for b in runs:
                             b.cursor.stopped = True
                         for f in pending:
-                            f.cancel()  # not started yet: it never will
+                            if not futures[f].cursor.frontier:
+                                f.cancel()  # nothing recorded, not started: it never will
             finally:
                 for b in runs:
                     if b.outcome == "pending":
@@ -209,7 +226,7 @@ def _run_in_order(x: Execution, runs: list[_Branch], rule: Completion, ctx: Cont
     over; the simulation explorer drives batches this way)."""
     for b in runs:
         if _must_stop(runs, rule):
-            b.cursor.stopped = True
+            b.cursor.stopped = True  # it still replays what it recorded, then stops
         _run_branch(x, b, ctx, None, nullcontext)  # the caller holds the turn, if any
 
 
@@ -219,9 +236,9 @@ def _must_stop(runs: list[_Branch], rule: Completion) -> bool:
     # the same whichever branch met it first. Any other signal ends the invocation with
     # nothing to undo: the sooner every branch stops, the better.
     signals = [b.error for b in runs if b.outcome == "signal"]
-    if any(not isinstance(e, RunCanceled) for e in signals):
+    if any(not isinstance(e, RunCanceled | DryRunComplete) for e in signals):
         return True
-    if signals:
+    if signals:  # a dry replay, too, checks every branch up to its own new work
         return False
     succeeded = sum(1 for b in runs if b.outcome == "succeeded")
     failed = sum(1 for b in runs if b.outcome == "failed")
@@ -241,8 +258,8 @@ def _run_branch(
         if turn is not None:
             turn.acquire()
         try:
-            if b.cursor.stopped:  # decided before this branch got a thread
-                b.outcome = "stopped"
+            if b.cursor.halted() and not b.cursor.frontier:
+                b.outcome = "stopped"  # decided before it recorded anything: nothing to replay
                 return
             value = b.fn(ctx)
             b.encoded = x.redact(x.encode(value, b.annotation))
@@ -278,6 +295,8 @@ def _conclude(
     rule: Completion,
     runs: list[_Branch],
 ) -> BatchResult[Any]:
+    if x.nondeterminism is not None:  # a branch caught it: still, nothing is decided
+        raise x.nondeterminism
     signals = [b for b in runs if b.outcome == "signal"]
     if signals:
         _merge(caller, runs)
@@ -287,6 +306,9 @@ def _conclude(
     ok = rule.decide(len(runs), succeeded, failed)
     if ok is None:  # every branch still open is parked on a wait
         due = [b.due_at for b in runs if b.outcome == "parked" and b.due_at is not None]
+        # A nested batch parks its caller's branch, which may be canceled: its branches'
+        # undos must be that branch's by then (the top level's are rebuilt on replay).
+        _merge(caller, runs)
         raise x.suspend(min(due) if due else None)
     decision = {
         "rule": rule.describe(),
@@ -310,6 +332,14 @@ def _conclude(
 
 
 def _item(x: Execution, b: _Branch) -> dict[str, Any]:
+    # Where the branch ended: a replay that rebuilds its compensations stops there, and a
+    # canceled branch's undos take the positions after it.
+    own = (p for p, rec in x.steps.items() if rec.kind != StepKind.COMPENSATION)
+    end = max(b.cursor.counter, b.cursor.last_index(own))
+    return {**_outcome(x, b), "end": end}
+
+
+def _outcome(x: Execution, b: _Branch) -> dict[str, Any]:
     if b.outcome == "succeeded":
         return {"s": "succeeded", "v": b.encoded}
     if b.outcome == "failed":
@@ -324,10 +354,7 @@ def _item(x: Execution, b: _Branch) -> dict[str, Any]:
             item["m"] = x.redact(error.error_message)
             item["t"] = error.error_type
         return item
-    # parked, stopped or never started: canceled where it stood. Its compensations (if
-    # any) take the positions after its last own record, as after a run's failure.
-    own = (p for p, rec in x.steps.items() if rec.kind != StepKind.COMPENSATION)
-    return {"s": "canceled", "end": max(b.cursor.counter, b.cursor.last_index(own))}
+    return {"s": "canceled"}  # parked, stopped or never started: canceled where it stood
 
 
 def _merge(caller: Cursor, runs: list[_Branch]) -> None:
@@ -347,17 +374,23 @@ def _compensate_canceled(
         if items[b.index - 1]["s"] != "canceled":
             caller.compensations.extend(b.cursor.compensations)
             b.cursor.compensations.clear()
-    for b in runs:
-        item = items[b.index - 1]
-        if item["s"] == "canceled" and b.cursor.compensations:
-            b.cursor.stopped = False
-            # Exactly the recorded end: a replay that stopped at its limit has already
-            # counted the position after it (the first undo's).
-            b.cursor.counter = int(item["end"])
-            with bind_cursor(x, b.cursor):
-                failure = run_compensations(x, mark_status=False)
-            if failure is not None:
-                raise failure
+    canceled = [b for b in runs if items[b.index - 1]["s"] == "canceled" and b.cursor.compensations]
+    for n, b in enumerate(canceled):
+        b.cursor.stopped = False
+        b.cursor.parks = caller.parks  # an undo's durable retry waits as the caller would
+        b.cursor.replay_only, b.cursor.limit = False, None
+        # Exactly the recorded end: a replay that stopped at its limit has already counted
+        # the position after it (the first undo's).
+        b.cursor.counter = int(items[b.index - 1]["end"])
+        with bind_cursor(x, b.cursor):
+            failure = run_compensations(x, mark_status=False)
+        if failure is not None:
+            # Like a failed compensation anywhere: raised where the undo was due. The
+            # other canceled branches' undos are the caller's now, so a run that fails
+            # here still runs them.
+            for rest in canceled[n + 1 :]:
+                caller.compensations.extend(rest.cursor.compensations)
+            raise failure
 
 
 # --- replay of a decided batch --------------------------------------------------------
@@ -373,7 +406,7 @@ def _rebuild(x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[s
         b = runs[index - 1]
         item = items[index - 1]
         b.cursor.replay_only = True
-        b.cursor.limit = int(item["end"]) if item["s"] == "canceled" else None
+        b.cursor.limit = int(item["end"])
         with bind_cursor(x, b.cursor):
             try:
                 b.fn(ctx)

@@ -36,8 +36,7 @@ class LeaseKeeping:
     invocation: Invocation
     compensating: bool
     _checked_at: datetime | None
-    _lease_text: str | None
-    _lease_end: datetime | None
+    _lease_cache: tuple[str | None, datetime | None]  # lease_until's text, parsed
     _executed: int
 
     def guard(self, **extra: Any) -> RunGuard:
@@ -139,10 +138,14 @@ class LeaseKeeping:
     def lease_end(self) -> datetime | None:
         """The lease's end as a datetime, parsed once per lease (checked on every step)."""
         text = self.run.lease_until
-        if text != self._lease_text:
-            self._lease_text = text
-            self._lease_end = parse_time(text) if text else None
-        return self._lease_end
+        cached_text, cached_end = self._lease_cache
+        if text == cached_text:
+            return cached_end
+        end = parse_time(text) if text else None
+        # One assignment, not two: a step body may read it while a batch's other branch
+        # renews the lease (``durable.turns``).
+        self._lease_cache = (text, end)
+        return end
 
     def count_body(self) -> None:
         self._executed += 1

@@ -28,6 +28,7 @@ from durable.config import EngineConfig
 from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine import Engine, Outcome
 from durable.errors import RunNotFound
+from durable.fanout import BRANCH_THREAD
 from durable.model import RunRecord, SignalRecord, StepRecord
 from durable.ports import CRASH_TARGETS, EffectStore, Invocation, check_crash_target
 from durable.registry import App
@@ -53,6 +54,10 @@ class CrashPlan:
     points: list[CrashPoint] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set when a crash fires: the dead worker's batch branches (threads of their own,
+    # ``durable.fanout.BRANCH_THREAD``) make no call after it, as in a real crash. The
+    # next call from any other thread is a new worker's and clears it.
+    dead: bool = False
 
     def tick(self, target: str) -> tuple[bool, bool]:
         """Count a call; return (crash before, crash after) for it."""
@@ -84,11 +89,17 @@ class CrashingPort:
         plan = self._plan
 
         def call(*args: Any, **kwargs: Any) -> Any:
+            if plan.dead:
+                if threading.current_thread().name.startswith(BRANCH_THREAD):
+                    raise SimulatedCrash(f"the worker is dead: no {key}")
+                plan.dead = False
             before, after = plan.tick(key)
             if before:
+                plan.dead = True
                 raise SimulatedCrash(f"crash before {key}")
             result = value(*args, **kwargs)
             if after:
+                plan.dead = True
                 raise SimulatedCrash(f"crash after {key}")
             return result
 

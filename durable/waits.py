@@ -138,11 +138,14 @@ def create_callback(
 
 
 def _await(x: Execution, position: str, what: str, annotation: Any = serde.NO_ANNOTATION) -> Any:
-    """Return a settled wait's outcome, time it out, or suspend until it settles."""
-    x.check_cancel()
+    """Return a settled wait's outcome, time it out, or suspend until it settles.
+
+    A recorded answer is returned even after a cancel request: the replay goes on to
+    where new work begins, so the compensations registered after the wait are known."""
     rec = x.steps[position]
     if rec.status.final:
         return _settled(rec, what, annotation, x)
+    x.check_cancel()
     now = x.clock.now()
     if rec.expires_at is not None and parse_time(rec.expires_at) <= now:
         # Under the same "still WAITING" condition a completion needs: exactly one wins.

@@ -135,3 +135,10 @@ def test_all_tolerates_no_failure_whatever_its_count() -> None:
     # completion-cf73b269 ('all' -> '' in tolerated: a count would then be tolerated)
     assert Completion("all", 2).tolerated(3) == 0
     assert Completion("all", 2).decide(3, 2, 1) is False
+
+
+def test_a_share_that_is_a_whole_number_of_branches_is_not_rounded_away() -> None:
+    # 18.4% of 375 is 69; in floats it is 68.99999999999999
+    assert Completion.tolerated_failures("18.4%").tolerated(375) == 69
+    assert Completion.tolerated_failures("10%").tolerated(15) == 1
+    assert Completion.tolerated_failures("10%").tolerated(9) == 0
