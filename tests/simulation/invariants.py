@@ -22,6 +22,7 @@ from durable.model import (
     RunRecord,
     RunStatus,
     StepKind,
+    StepRecord,
     StepStatus,
     parse_time,
 )
@@ -90,6 +91,24 @@ def stuck(h: RunHistory, journal: Journal, armed: set[str]) -> str | None:
         done = sorted(f"{p}:{s.name}={s.status.value}" for p, s in h.steps.items())[-3:]
         return f"{where} has no pending wait; last steps {done}"
     wait = max(waits, key=lambda s: s.position)
+    if "." not in wait.position:
+        return _wait_problem(h, journal, armed, wait, where)
+    # An open batch: its branches wait side by side, and one of them that can still be
+    # woken moves the run (the latest by position may be a wait its branch gave up on).
+    batch = wait.position.split(".", 1)[0] + "."
+    problems = [
+        _wait_problem(h, journal, armed, w, where)
+        for w in sorted(waits, key=lambda s: s.position, reverse=True)
+        if w.position.startswith(batch)
+    ]
+    return None if None in problems else problems[0]
+
+
+def _wait_problem(
+    h: RunHistory, journal: Journal, armed: set[str], wait: StepRecord, where: str
+) -> str | None:
+    """Why ``wait`` can never end without a new outside event, or None."""
+    run = h.run
     if wait.kind == StepKind.CALLBACK:
         live = [
             t
