@@ -77,6 +77,22 @@ def test_a_callback_wait_needs_a_valid_token_outstanding() -> None:
     assert no_stuck_runs({"R1": history(run(), other)}, journal, set())
 
 
+def test_an_open_batch_is_stuck_only_when_none_of_its_branches_can_wake() -> None:
+    """GIVEN a run WAITING without a due time in a batch: branch 1 waits on a callback
+    whose token is outstanding, branch 2 left a callback its code gave up on
+    WHEN the invariant looks (the latest wait by position is branch 2's)
+    THEN it is not stuck; with branch 1's token gone too, it is"""
+    token = "R" * 26 + ".0002.0001.0003." + "x" * 43
+    live = step(
+        "0002.0001.0003", StepKind.CALLBACK, StepStatus.WAITING, token_hash=token_hash(token)
+    )
+    abandoned = step("0002.0002.0001", StepKind.CALLBACK, StepStatus.WAITING, token_hash="0" * 64)
+    journal = Journal(mailbox={token: Mail(stamp(1), "R1", "R1.x", "0002.0001.0003", "cb")})
+    assert not no_stuck_runs({"R1": history(run(), live, abandoned)}, journal, set())
+    problems = no_stuck_runs({"R1": history(run(), live, abandoned)}, Journal(), set())
+    assert problems and "0002.0002.0001" in problems[0]
+
+
 def test_a_run_waiting_on_nothing_is_stuck_unless_due() -> None:
     """GIVEN a WAITING run whose last step is DONE
     THEN it is stuck without a due time, fine with one"""
