@@ -235,12 +235,21 @@ class Admission:
     def leave(self, run: RunRecord, limit: int | None) -> None:
         """Free ``run``'s slot (or its place in line) and wake the waiters that now fit.
         Best effort after the final write: a failure leaves a slot the first waiter
-        frees on its next look (``_free_stale``)."""
+        frees on its next look (``_free_stale``).
+
+        The run is read after the gate: an operator's retry may have reopened it since
+        it ended (the retry left the gate first, so the reopened run entered again with
+        a write of its own). A reopened run's slot is its own; and the gate write is
+        conditional on the version read, so a re-entry between the two reads makes it
+        fail and look again."""
         if run.gate is None:
             return
         try:
             while True:
                 state = self.ledger.read_gate(run.gate)
+                current = self.ledger.get_run(run.run_id)
+                if current is not None and not current.terminal:
+                    return  # reopened since it ended
                 new, wake = leave(state, (run.run_id,), limit or len(state.holders))
                 if new is None or self.ledger.write_gate(run.gate, new):
                     break

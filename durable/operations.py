@@ -178,6 +178,9 @@ def retry(
         version = upgrade_to
     else:
         engine.app.get_workflow(run.workflow, run.version)  # still deployed?
+    # Out of its gate before it reopens (its failed invocation may not have left yet): the
+    # reopened run enters again with a write of its own, which a late leave cannot undo.
+    engine.leave_gate(run)
     now = format_time(engine.clock.now())
     try:
         reopened = engine.ledger.operate(

@@ -331,3 +331,54 @@ def test_a_cancel_that_lands_while_a_waiter_gives_back_its_lease_ends_it_without
         gate = ledger.read_gate(run.gate) if run.gate else None
         assert gate is None or waiter not in gate.holders
         assert all(r.get_run(h).status == RunStatus.WAITING for h in holders)
+
+
+def test_a_retry_that_races_the_failed_runs_leave_keeps_its_new_slot() -> None:
+    """GIVEN a run behind concurrency=1 that failed; its worker has read the gate to leave it
+    WHEN an operator retries it right then and the reopened run is admitted and waits
+    THEN the late leave does not take the reopened run's slot: it still holds it, and a
+    second run waits in line (found by the simulation explorer, seed 18265: the reopened
+    run found itself still listed as a holder, wrote nothing, and the leave removed it)."""
+    from durable import RetryPolicy
+
+    app = App()
+    attempts: list[int] = []
+
+    @app.step(retry=RetryPolicy(max_attempts=1))
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ValueError("first time")
+        return "ok"
+
+    @app.workflow(name="solo", concurrency=1)
+    def solo(ctx: Context, n: int) -> str:
+        out = flaky()
+        ctx.wait_for_signal("done")
+        return out
+
+    r = LocalRunner(app)
+    first = r.start("solo", 1).run_id
+    ledger = r.memory_ledger
+    real_read = ledger.read_gate
+    fired: list[int] = []
+
+    def read_gate(name: str) -> Any:
+        state = real_read(name)
+        run = ledger.get_run(first)
+        if not fired and run is not None and run.status == RunStatus.FAILED:
+            fired.append(1)  # the failed run's leave has read the gate: the retry lands now
+            r.retry(first)
+            assert r.invoker.pop() is not None  # the retry's invocation, run here and now:
+            r.engine.resume(first, reason="retry")
+        return state
+
+    ledger.read_gate = read_gate  # type: ignore[method-assign]
+    r.run_until_idle()
+    assert fired, "the failed run never left its gate"
+    run = r.get_run(first)
+    assert run.status == RunStatus.WAITING and run.gate is not None
+    assert first in real_read(run.gate).holders
+    second = r.start("solo", 2).run_id
+    r.run_until_idle()
+    assert r.get_run(second).status == RunStatus.PENDING  # in line behind the retried run
