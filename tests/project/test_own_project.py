@@ -199,6 +199,14 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         shown = json.loads(steps.run("durable show", [durable, "show", run_id, "--json"], project))
         assert shown["status"] == "SUCCEEDED"
         assert shown["output"] == "sent: Hello, Ada!"
+        fan_out = [durable, "start", "greet-all", "--input", '["Ada", "Bob"]', "-q"]
+        batch_id = steps.run("durable start greet-all", fan_out, project).strip()
+        output.wait_for(f"{batch_id}  ✓ succeeded")
+        shown = json.loads(
+            steps.run("durable show", [durable, "show", batch_id, "--json"], project)
+        )
+        assert shown["output"] == ["sent: Hello, Ada!", "sent: Hello, Bob!"], shown
+        assert any(s["kind"] == "batch" for s in shown["steps"]), shown["steps"]
         _console_is_served(banner)
         cost = steps.run("durable cost", [durable, "cost", "--workflow", "greet"], project)
         assert "greet" in cost and "SUCCEEDED" in cost and "list prices" in cost, cost
