@@ -8,7 +8,6 @@ waits on) instead of sleeping and hoping.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,7 +26,6 @@ from durable import (
     StepFailed,
     StepStatus,
 )
-from durable import fanout as fanout_module
 from durable.model import StepKind
 from durable.testing import LocalRunner
 
@@ -69,22 +67,6 @@ def finish(runner: LocalRunner, run_id: str) -> Any:
             return run
         runner.advance(LEASE + timedelta(seconds=10))
     raise AssertionError(f"run did not finish: {runner.get_run(run_id).status}")
-
-
-@pytest.fixture
-def decided(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Set the moment a batch is told to stop its branches (the rule was decided)."""
-    event = threading.Event()
-    original = fanout_module._must_stop
-
-    def watching(runs: Any, rule: Any) -> bool:
-        stop = original(runs, rule)
-        if stop:
-            event.set()
-        return stop
-
-    monkeypatch.setattr(fanout_module, "_must_stop", watching)
-    yield event
 
 
 # --- values, order, concurrency ---------------------------------------------------------

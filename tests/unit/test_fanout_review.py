@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from durable import App, Context, RetryPolicy, RunStatus, StepFailed, StepStatus
-from durable import fanout as fanout_module
 from durable.config import EngineConfig
 from durable.deploy_check import dry_replay
 from durable.errors import NonDeterminismError
@@ -26,22 +25,6 @@ from durable.model import StepKind
 from durable.testing import LocalRunner
 
 ONCE = RetryPolicy(max_attempts=1)
-
-
-@pytest.fixture
-def decided(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
-    """Set the moment a batch is told to stop its branches (the rule was decided)."""
-    event = threading.Event()
-    original = fanout_module._must_stop
-
-    def watching(runs: Any, rule: Any) -> bool:
-        stop = original(runs, rule)
-        if stop:
-            event.set()
-        return stop
-
-    monkeypatch.setattr(fanout_module, "_must_stop", watching)
-    yield event
 
 
 def records(runner: LocalRunner, run_id: str) -> dict[str, tuple[StepKind, StepStatus]]:

@@ -1,0 +1,29 @@
+"""Fixtures shared by the unit tests of one feature across files."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from durable import fanout
+
+
+@pytest.fixture
+def decided(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
+    """Set the moment a batch (``ctx.parallel``, ``ctx.map``) is told to stop its
+    branches: its rule was decided. A branch's step body waits on it to be the one still
+    running when that happens, instead of sleeping and hoping."""
+    event = threading.Event()
+    original = fanout._must_stop
+
+    def watching(runs: Any, rule: Any) -> bool:
+        stop = original(runs, rule)
+        if stop:
+            event.set()
+        return stop
+
+    monkeypatch.setattr(fanout, "_must_stop", watching)
+    yield event
