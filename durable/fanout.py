@@ -212,9 +212,8 @@ def _run_threads(
                             if not futures[f].cursor.frontier:
                                 f.cancel()  # nothing recorded, not started: it never will
             finally:
-                for b in runs:
-                    if b.outcome == "pending":
-                        b.cursor.stopped = True
+                for b in runs:  # whatever ended the loop, no branch starts new work now
+                    b.cursor.stopped = True
                 pool.shutdown(wait=True, cancel_futures=True)
     finally:
         x.turn = outer
@@ -344,10 +343,11 @@ def _outcome(x: Execution, b: _Branch) -> dict[str, Any]:
         return {"s": "succeeded", "v": b.encoded}
     if b.outcome == "failed":
         error = b.error
+        assert error is not None  # a branch fails with the error it raised
         item: dict[str, Any] = {
             "s": "failed",
-            "t": error_type_name(error) if error is not None else "Error",
-            "m": x.redact(message_of(error, 1000)) if error is not None else "",
+            "t": error_type_name(error),
+            "m": x.redact(message_of(error, 1000)),
         }
         if isinstance(error, StepFailed):
             item.update(step=error.step, pos=error.position, tries=error.attempts)
@@ -376,7 +376,7 @@ def _compensate_canceled(
             b.cursor.compensations.clear()
     canceled = [b for b in runs if items[b.index - 1]["s"] == "canceled" and b.cursor.compensations]
     for n, b in enumerate(canceled):
-        b.cursor.stopped = False
+        # (Still stopped: an undo is a compensation, which a stop does not hold back.)
         b.cursor.parks = caller.parks  # an undo's durable retry waits as the caller would
         b.cursor.replay_only, b.cursor.limit = False, None
         # Exactly the recorded end: a replay that stopped at its limit has already counted
@@ -418,7 +418,6 @@ def _rebuild(x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[s
                 # rejection of its callback), which the decision already ignores.
                 if _stops_run(x, error) or item["s"] == "succeeded":
                     raise
-        b.cursor.replay_only = False
     _compensate_canceled(x, caller, runs, decision)
 
 

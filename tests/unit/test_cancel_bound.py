@@ -238,3 +238,28 @@ def test_a_worker_that_stalls_after_persisting_an_effect_key_does_not_call() -> 
     runner.run_until_idle()
     assert calls == []
     assert runner.get_run(run.run_id).status != RunStatus.SUCCEEDED
+
+
+def test_a_mark_answered_in_time_counts_as_the_look_and_costs_no_renewal() -> None:
+    """GIVEN an at-most-once step started 4 s after the claim read the run (its view
+    still fresh), whose RUNNING mark is answered 2 s later
+    WHEN the body is about to start
+    THEN the mark's own "no cancel" (2 s old) vouches for it: no lease renewal is written
+    (lease_keeping-85ed6327: counted from the claim instead, 6 s, it would renew)."""
+    bodies: list[str] = []
+    runner, ledger, engine = build(charge_app(bodies, "at_most_once_per_attempt"))
+    run = engine.start("pay")
+    renewals: list[Any] = []
+    real = ledger.update_run
+
+    def update_run(run_id: str, guard: Any, changes: Any) -> Any:
+        if changes.get("lease_until"):
+            renewals.append(changes)
+        return real(run_id, guard, changes)
+
+    ledger.update_run = update_run  # type: ignore[method-assign]
+    ledger.hooks["claim"] = lambda _: runner.clock.advance(timedelta(seconds=4))
+    ledger.hooks["running"] = lambda _: runner.clock.advance(timedelta(seconds=2))
+    engine.resume(run.run_id)
+    assert bodies == ["charge"]
+    assert renewals == []

@@ -1,0 +1,204 @@
+"""Pins for ``durable.fanout`` and ``durable.turns``: behaviour the fan-out tests ran
+without checking (each test names the mutants of ``python -m tests.mutation --module
+fanout|turns`` it kills)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from durable import App, Context, RetryPolicy, RunStatus, StepFailed, current_step
+from durable.errors import StorageError
+from durable.model import StepKind
+from durable.testing import LocalRunner
+from durable.turns import Turn
+
+ONCE = RetryPolicy(max_attempts=1)
+
+
+def test_a_turn_knows_its_holder_through_release_released_and_held() -> None:
+    # turns-e587fa79 (release keeps the holder), turns-58cb79e4 (released does not take it
+    # back), turns-8a51ca80 / -facff10d / -38635d94 / -c614c196 / -2d7a18a1 (held)
+    turn = Turn()
+    with turn.held():  # not held: taken for the block, given back after
+        assert turn.mine()
+    assert not turn.mine()
+    turn.acquire()
+    with turn.released():
+        assert not turn.mine()
+        seen: list[bool] = []
+        other = threading.Thread(target=lambda: seen.append(_take_and_give(turn)))
+        other.start()
+        other.join(5)
+        assert seen == [True]  # another thread could take it meanwhile
+    assert turn.mine()  # and this one has it back
+    with turn.held():  # already held: kept, not taken twice (no deadlock)
+        assert turn.mine()
+    assert turn.mine()
+    turn.release()
+    assert not turn.mine()
+
+
+def _take_and_give(turn: Turn) -> bool:
+    with turn.held():
+        return turn.mine()
+
+
+def test_a_branch_body_checkpoints_and_heartbeats_while_others_run() -> None:
+    # turns held() through StepContext.checkpoint / heartbeat from a body off the turn
+    app = App()
+    together = threading.Barrier(2, timeout=10)
+
+    def work(n: int) -> int:
+        step = current_step()
+        step.checkpoint({"n": n})
+        step.heartbeat()
+        together.wait()  # both bodies at once, each past its checkpoint
+        return n
+
+    @app.workflow
+    def wf(ctx: Context) -> list[int]:
+        return ctx.map(lambda c, n: c.step(work, n), [1, 2]).values()
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    assert runner.get_run(run_id).output == "[1,2]"
+
+
+def test_a_branch_logs_on_its_first_run_and_not_on_replay(caplog: pytest.LogCaptureFixture) -> None:
+    # fanout-707aae0a (a fresh branch's frontier 0 -> 1: its first lines taken for replay)
+    app = App()
+
+    def branch(c: Context) -> int:
+        c.logger.info("branch starts")
+        return c.step(lambda: 1, name="one")
+
+    @app.workflow
+    def wf(ctx: Context) -> list[int]:
+        values = ctx.parallel(branch).values()
+        ctx.sleep(timedelta(minutes=1))
+        return values
+
+    runner = LocalRunner(app)
+    caplog.set_level(logging.INFO, logger="durable.workflow")
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.get_run(run_id).status == RunStatus.SUCCEEDED
+    assert [r.getMessage() for r in caplog.records].count("branch starts") == 1
+
+
+def test_one_at_a_time_runs_on_the_callers_thread_and_stops_once_decided() -> None:
+    # fanout-a91af410 (workers == 1 -> == 0), fanout-c0338466 (the in-order stop deleted)
+    app = App()
+    threads: list[str] = []
+    bodies: list[int] = []
+
+    def work(n: int) -> int:
+        threads.append(threading.current_thread().name)
+        bodies.append(n)
+        return n
+
+    @app.workflow
+    def wf(ctx: Context) -> list[Any]:
+        result = ctx.map(
+            lambda c, n: c.step(work, n),
+            [1, 2, 3],
+            max_concurrency=1,
+            completion="first_successful",
+        )
+        return [[i.index, i.status] for i in result]
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    run = runner.get_run(run_id)
+    assert run.output == '[[0,"succeeded"],[1,"canceled"],[2,"canceled"]]'  # fanout-3d97d960
+    assert bodies == [1] and threads == [threading.current_thread().name]
+
+
+def test_a_branch_whose_ledger_write_fails_retryably_decides_nothing() -> None:
+    # fanout-215e5224 ('signal' -> ''), fanout-615f3350 / -33ad8c31 / -a98c6338 (_stops_run)
+    app = App()
+
+    @app.workflow
+    def wf(ctx: Context) -> list[int]:
+        return ctx.parallel(
+            lambda c: c.step(lambda: 1, name="a"), lambda c: c.step(lambda: 2, name="b")
+        ).values()
+
+    runner = LocalRunner(app)
+    ledger = runner.memory_ledger
+    real = ledger.write_step
+    failed: list[str] = []
+
+    def write_step(step: Any, guard: Any = None) -> Any:
+        if step.position == "0001.0002.0001" and not failed:
+            failed.append(step.position)
+            raise StorageError("throttled", retryable=True)
+        return real(step, guard)
+
+    ledger.write_step = write_step  # type: ignore[method-assign]
+    run_id = runner.start("wf").run_id
+    with contextlib.suppress(StorageError):  # the invocation ends; another one replays
+        runner.run_until_idle()
+    assert failed and "0001" not in {s.position for s in runner.history(run_id)}
+    for _ in range(5):
+        runner.advance(timedelta(minutes=5))
+    run = runner.get_run(run_id)
+    assert run.status == RunStatus.SUCCEEDED and run.output == "[1,2]"
+
+
+def test_a_failed_step_in_a_branch_keeps_its_own_message_and_the_run_is_not_compensated() -> None:
+    # fanout-f48afa09 (the step's own message replaced by StepFailed's text),
+    # fanout-d792effe (a canceled branch's undo marking the run compensated)
+    app = App()
+    seen: list[Any] = []
+
+    @app.step(retry=ONCE)
+    def charge() -> str:
+        raise ValueError("card declined")
+
+    def hold() -> str:
+        return "held"
+
+    def release(ref: str) -> None:
+        seen.append(f"release {ref}")
+
+    def parked(c: Context) -> Any:
+        c.step(hold, compensate=release)
+        return c.wait_for_signal("never")
+
+    @app.workflow
+    def wf(ctx: Context) -> str:
+        result = ctx.parallel(parked, lambda c: charge(), completion={"tolerated_failures": 0})
+        error = result[1].error
+        assert isinstance(error, StepFailed)
+        seen.append(error.error_message)
+        return "done"
+
+    runner = LocalRunner(app)
+    statuses: list[str] = []
+    real = runner.memory_ledger.update_run
+
+    def update_run(run_id: str, guard: Any, changes: Any) -> Any:
+        statuses.append(str(changes.get("status")))
+        return real(run_id, guard, changes)
+
+    runner.memory_ledger.update_run = update_run  # type: ignore[method-assign]
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    run = runner.get_run(run_id)
+    assert run.status == RunStatus.SUCCEEDED and run.compensated is False
+    assert "COMPENSATING" not in statuses  # a canceled branch's undo is not the run's ending
+    assert "release held" in seen
+    message = next(m for m in seen if "card declined" in m)
+    assert "failed after" not in message and message.endswith("card declined")
+    kinds = {s.position: s.kind for s in runner.history(run_id)}
+    assert kinds["0001.0001.0003"] == StepKind.COMPENSATION
