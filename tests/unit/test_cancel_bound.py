@@ -258,8 +258,12 @@ def test_a_mark_answered_in_time_counts_as_the_look_and_costs_no_renewal() -> No
         return real(run_id, guard, changes)
 
     ledger.update_run = update_run  # type: ignore[method-assign]
-    ledger.hooks["claim"] = lambda _: runner.clock.advance(timedelta(seconds=4))
-    ledger.hooks["running"] = lambda _: runner.clock.advance(timedelta(seconds=2))
+
+    def after(seconds: int) -> Callable[[Any], None]:
+        return lambda _: None if runner.clock.advance(timedelta(seconds=seconds)) else None
+
+    ledger.hooks["claim"] = after(4)
+    ledger.hooks["running"] = after(2)
     engine.resume(run.run_id)
     assert bodies == ["charge"]
     assert renewals == []
