@@ -260,7 +260,10 @@ def test_a_mark_answered_in_time_counts_as_the_look_and_costs_no_renewal() -> No
     ledger.update_run = update_run  # type: ignore[method-assign]
 
     def after(seconds: int) -> Callable[[Any], None]:
-        return lambda _: None if runner.clock.advance(timedelta(seconds=seconds)) else None
+        def hook(_: Any) -> None:
+            runner.clock.advance(timedelta(seconds=seconds))
+
+        return hook
 
     ledger.hooks["claim"] = after(4)
     ledger.hooks["running"] = after(2)
