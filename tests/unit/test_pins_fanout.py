@@ -202,3 +202,95 @@ def test_a_failed_step_in_a_branch_keeps_its_own_message_and_the_run_is_not_comp
     assert "failed after" not in message and message.endswith("card declined")
     kinds = {s.position: s.kind for s in runner.history(run_id)}
     assert kinds["0001.0001.0003"] == StepKind.COMPENSATION
+
+
+def test_as_many_successes_as_branches_is_a_rule_that_can_be_met() -> None:
+    # fanout-36c3cbc0 (count > branches -> >=: refusing the rule "every branch")
+    app = App()
+
+    @app.workflow
+    def wf(ctx: Context) -> list[int]:
+        return ctx.parallel(lambda c: 1, lambda c: 2, completion={"min_successful": 2}).values()
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    assert runner.get_run(run_id).output == "[1,2]"
+
+
+def test_a_branch_error_names_its_item_and_keeps_a_thousand_characters() -> None:
+    # fanout-c5ac82f8 / fanout-41be90e2 (BranchFailed's index), fanout-c00c4a13 (the cut)
+    app = App()
+    seen: list[Any] = []
+
+    def broken(c: Context, n: int) -> int:
+        if n == 1:
+            raise KeyError("x" * 3000)
+        return n
+
+    @app.workflow
+    def wf(ctx: Context) -> str:
+        result = ctx.map(broken, [0, 1, 2], completion={"tolerated_failures": 1})
+        seen.append(result[1].error)
+        return "done"
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    assert runner.get_run(run_id).output == '"done"'
+    [error] = seen
+    assert error.index == 1 and error.error_type == "KeyError"
+    assert len(error.error_message) == 1000 and error.error_message.endswith("...")
+
+
+def test_a_replayed_branch_does_not_log_again_what_it_logged_before_it_parked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # fanout-17ce10d4 / fanout-6f10d24d (a branch's frontier read from the wrong level)
+    app = App()
+
+    def branch(c: Context) -> int:
+        c.step(lambda: 1, name="one")
+        c.step(lambda: 2, name="two")
+        c.logger.info("after one")  # at the branch's 2nd position of 3; the batch is at 2
+        c.sleep(timedelta(minutes=1))
+        return 1
+
+    @app.workflow
+    def wf(ctx: Context) -> list[int]:
+        ctx.step(lambda: 0, name="zero")
+        return ctx.parallel(branch, branch).values()
+
+    runner = LocalRunner(app)
+    caplog.set_level(logging.INFO, logger="durable.workflow")
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.get_run(run_id).output == "[1,1]"
+    assert [r.getMessage() for r in caplog.records].count("after one") == 2  # once a branch
+
+
+def test_a_decision_too_large_for_an_item_fails_at_the_call_and_undoes_the_branches() -> None:
+    # fanout-d2a423c3 (the branches' undos not handed to the caller), fanout-e1e8b1b8
+    app = App()
+    undone: list[str] = []
+
+    def big(n: int) -> str:
+        return str(n) * 250_000
+
+    def forget(value: str, n: int) -> None:
+        undone.append(str(n))
+
+    @app.workflow
+    def wf(ctx: Context) -> int:
+        values = ctx.map(lambda c, n: c.step(big, n, compensate=forget), [1, 2]).values()
+        return len(values)
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    run = runner.get_run(run_id)
+    assert run.status == RunStatus.FAILED
+    assert run.error is not None and run.error.type == "PayloadTooLarge"
+    assert undone == ["2", "1"]  # newest first, in branch order
+    assert "0001" not in {s.position for s in runner.history(run_id)}
