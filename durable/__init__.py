@@ -12,6 +12,7 @@ def onboarding(ctx: Context, user_id: str) -> dict[str, str]:
     return {"workspace": provision_workspace(user_id)}
 """
 
+from durable.children import ChildHandle
 from durable.completion import BatchFailed, BatchItem, BatchResult, BranchFailed, Completion
 from durable.config import EngineConfig
 from durable.context import Context, StepContext, current_step
@@ -19,6 +20,7 @@ from durable.engine import Engine, Outcome
 from durable.errors import (
     CallbackFailed,
     CallbackTimeout,
+    ChildFailed,
     DurableError,
     IdempotencyConflict,
     InvalidInput,
@@ -44,6 +46,8 @@ __all__ = [
     "BranchFailed",
     "CallbackFailed",
     "CallbackTimeout",
+    "ChildFailed",
+    "ChildHandle",
     "Completion",
     "Concurrency",
     "Context",

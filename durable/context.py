@@ -17,6 +17,7 @@ from durable.errors import DurableError, InvalidInput
 from durable.registry import Semantics, return_annotation
 
 if TYPE_CHECKING:
+    from durable.children import ChildHandle
     from durable.completion import BatchResult
     from durable.execution import Execution
     from durable.retry import RetryPolicy
@@ -270,6 +271,32 @@ class Context:
             completion=completion,
         )
         return result
+
+    def run_child(
+        self, workflow: str | Callable[..., R], input: Any = None, *, id: str | None = None
+    ) -> R:
+        """Start a run of ``workflow`` (a registered workflow, or its name) as this run's
+        child and wait for its result, which comes back decoded by that workflow's return
+        annotation; a child that failed or was canceled raises ``ChildFailed``.
+
+        The child is a run of its own (own lease and ledger partition, pinned to its
+        workflow's newest version, listed with its parent). ``id`` (optional) is its
+        idempotency key within its workflow: the same id is the same run. Canceling this
+        run cancels the children it waits for. The wait costs nothing while it lasts:
+        this run suspends and the child's end wakes it."""
+        handle: ChildHandle = self.start_child(workflow, input, id=id)
+        result: R = handle.result()
+        return result
+
+    def start_child(
+        self, workflow: str | Callable[..., Any], input: Any = None, *, id: str | None = None
+    ) -> ChildHandle:
+        """Start a child run (see ``run_child``) without waiting: ``handle.result()``
+        waits for it later, and never calling it is fire and forget (the child runs to
+        its end even after this run ends, unless this run is canceled first)."""
+        from durable.children import start_child
+
+        return start_child(self._exec, workflow, input, id)
 
     def changed(self, patch_id: str) -> bool:
         """Ship a small fix to runs already in flight, without a new version.

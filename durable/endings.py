@@ -22,7 +22,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
+from durable.children import cancel_children, report_of
 from durable.errors import (
+    ChildFailed,
     Handoff,
     LeaseLost,
     RunCanceled,
@@ -167,6 +169,9 @@ class Endings:
         )
 
     def _cancel(self, x: Execution) -> Outcome:
+        if x.run.children:
+            # Before its own end: a crash in between cancels them again (idempotent).
+            cancel_children(self.engine, x.run, x.steps)
         undo_failed = None
         if x.run.cancel_compensate and x.compensations:
             undo_failed = run_compensations(x, mark_status=True)
@@ -214,7 +219,7 @@ class Endings:
         """
         guard = RunGuard(fence=run.fence, owner=owner, statuses=ACTIVE, no_cancel=not cancel_ok)
         try:
-            stored = self.ledger.update_run(run.run_id, guard, self.final_changes(changes))
+            stored = self.final_write(run, guard, self.final_changes(changes))
         except ConditionFailed as e:
             current = e.current
             if current is not None and current.fence == run.fence and current.cancel_requested:
@@ -278,10 +283,23 @@ class Endings:
             }
         )
         try:
-            self.ledger.update_run(run.run_id, RunGuard(fence=run.fence, owner=owner), changes)
+            self.final_write(run, RunGuard(fence=run.fence, owner=owner), changes)
         except ConditionFailed:
             return Outcome(run.run_id, "lease_lost")
         return Outcome(run.run_id, "canceled", RunStatus.CANCELED.value)
+
+    def final_write(self, run: RunRecord, guard: RunGuard, changes: dict[str, Any]) -> RunRecord:
+        """The run's last write; a child's also reports its end to its parent, in the
+        same atomic write (``durable.children``), and wakes the parent."""
+        report = report_of(run, changes)
+        if report is None:
+            return self.ledger.update_run(run.run_id, guard, changes)
+        stored, taken = self.ledger.finish_child(
+            run.run_id, guard, changes, report, now=format_time(self.clock.now())
+        )
+        if taken:
+            self.engine.invoke_worker(report.parent_id, "child")
+        return stored
 
     def _handoff(self, x: Execution) -> Outcome:
         """Release the lease with a due time first, then invoke a fresh worker."""
@@ -397,7 +415,7 @@ def failed_position(error: BaseException) -> str | None:
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
-        if isinstance(current, StepFailed):
+        if isinstance(current, StepFailed | ChildFailed):
             return current.position
         seen.add(id(current))
         current = current.__cause__ or current.__context__

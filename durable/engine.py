@@ -53,7 +53,7 @@ from durable.ports import (
     RunGuard,
     Timers,
 )
-from durable.registry import App
+from durable.registry import App, WorkflowDef
 from durable.retention import (
     nothing_recorded_yet,
     purge_expired,
@@ -133,12 +133,6 @@ class Engine:
         another input raises ``IdempotencyConflict``.
         """
         wf = self.app.get_workflow(workflow, version)
-        if not wf.takes_input and input is not None:
-            raise InvalidInput(
-                f"workflow {workflow!r} takes no input; start it without one", field="input"
-            )
-        now = self.clock.now()
-        stamp = format_time(now)
         if idempotency_key is not None:
             check_idempotency_key(idempotency_key, "idempotency_key")
             run_id = derived_run_id(workflow, idempotency_key, key_scope)
@@ -146,27 +140,16 @@ class Engine:
             # operator's.
             stored_key = idempotency_key if key_scope is None else f"{key_scope}/{idempotency_key}"
         else:
-            run_id, stored_key = new_ulid(now), None
-        sealer, data_key = self.new_sealer(run_id, wf.input_annotation)
-        input_text = serde.validate_input(input, wf.input_annotation, workflow, sealer)
-        input_hash = serde.identity_hash(input_text)
-        run = RunRecord(
-            run_id=run_id,
-            workflow=wf.name,
-            version=wf.version,
-            status=RunStatus.PENDING,
-            input=input_text,
-            input_hash=input_hash,
-            created_at=stamp,
-            updated_at=stamp,
-            requested_by=requested_by,
+            run_id, stored_key = new_ulid(self.clock.now()), None
+        run = self.new_run(
+            wf,
+            input,
+            run_id,
             idempotency_key=stored_key,
-            data_key=data_key,
-            # Due at once: if the invocation below is lost, the sweeper starts the run.
-            due_at=stamp,
-            # ``gate``: a one-slot gate of the caller's (a buffer_one schedule's).
-            gate=gate or self.admission.gate_for(wf, input_text),
+            requested_by=requested_by,
+            gate=gate,
         )
+        input_hash = run.input_hash
         try:
             created = self.ledger.create_run(run)
         except RunExists as e:
@@ -178,6 +161,45 @@ class Engine:
             return e.existing
         self.invoke_worker(run_id, "start")
         return created
+
+    def new_run(
+        self,
+        wf: WorkflowDef,
+        input: Any,
+        run_id: str,
+        *,
+        idempotency_key: str | None = None,
+        requested_by: str | None = None,
+        gate: str | None = None,
+        parent: str | None = None,
+    ) -> RunRecord:
+        """The PENDING run item of a new run of ``wf`` (nothing written): its input
+        validated (``InvalidInput`` names the field) and sealed, due at once so the
+        sweeper starts it if the invocation that should is lost."""
+        if not wf.takes_input and input is not None:
+            raise InvalidInput(
+                f"workflow {wf.name!r} takes no input; start it without one", field="input"
+            )
+        stamp = format_time(self.clock.now())
+        sealer, data_key = self.new_sealer(run_id, wf.input_annotation)
+        input_text = serde.validate_input(input, wf.input_annotation, wf.name, sealer)
+        return RunRecord(
+            run_id=run_id,
+            workflow=wf.name,
+            version=wf.version,
+            status=RunStatus.PENDING,
+            input=input_text,
+            input_hash=serde.identity_hash(input_text),
+            created_at=stamp,
+            updated_at=stamp,
+            requested_by=requested_by,
+            idempotency_key=idempotency_key,
+            data_key=data_key,
+            due_at=stamp,
+            # ``gate``: a one-slot gate of the caller's (a buffer_one schedule's).
+            gate=gate or self.admission.gate_for(wf, input_text),
+            parent=parent,
+        )
 
     def new_sealer(self, run_id: str, annotation: Any) -> tuple[Sealer | None, str | None]:
         """A data key for a new run whose input may hold secrets: (its sealer, its wrapped

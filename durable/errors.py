@@ -55,6 +55,25 @@ class StepFailed(DurableError):
         self.attempts = attempts
 
 
+class ChildFailed(DurableError):
+    """A child run (``ctx.run_child``, ``ChildHandle.result()``) ended without a result:
+    it failed (``error_type`` and ``error_message`` are its error's) or was canceled
+    (``error_type`` "Canceled"). Catch it to handle the failure in the parent; left
+    uncaught, it fails the parent at the child's position, so an operator's retry of the
+    parent retries the failed child there and waits for it again."""
+
+    def __init__(
+        self, child_id: str, workflow: str, position: str, error_type: str, message: str
+    ) -> None:
+        detail = message if message.startswith(error_type) else f"{error_type}: {message}"
+        super().__init__(f"child run {child_id} ({workflow}) at position {position}: {detail}")
+        self.child_id = child_id
+        self.workflow = workflow
+        self.position = position
+        self.error_type = error_type
+        self.error_message = message
+
+
 class CallbackTimeout(DurableError):
     """A callback or signal wait passed its timeout before anybody answered."""
 

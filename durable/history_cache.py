@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord, copy_step
-from durable.ports import Claim, ConditionFailed, Ledger, RunGuard
+from durable.ports import ChildReport, Claim, ConditionFailed, Ledger, RunGuard
 from durable.retention import nothing_recorded_yet
 
 # Views kept per container, and the records all of them may hold: a worker container
@@ -214,6 +214,34 @@ class CachingLedger:
         else:  # a final record is there that this view has not seen
             self.forget(step.run_id)
         return written
+
+    def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
+        # The parent's children count changes, not its fence or inbox: the view stands.
+        try:
+            stored = self._ledger.start_child(step, guard, child)
+        except BaseException:
+            self.forget(step.run_id)
+            raise
+        self._record(step.run_id, stored)
+        return stored
+
+    def finish_child(
+        self,
+        run_id: str,
+        guard: RunGuard,
+        changes: Mapping[str, Any],
+        report: ChildReport,
+        *,
+        now: str,
+    ) -> tuple[RunRecord, bool]:
+        self.forget(report.parent_id)  # its record changes under any view of it
+        try:
+            run, taken = self._ledger.finish_child(run_id, guard, changes, report, now=now)
+        except BaseException:
+            self.forget(run_id)
+            raise
+        self._forget_if_ended(run)
+        return run, taken
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
         try:

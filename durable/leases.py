@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from durable.model import RunError, RunRecord, RunStatus, StepRecord
-from durable.ports import RunGuard
+from durable.ports import ChildReport, RunGuard
 
 ClaimKind = Literal["free", "takeover"]
 
@@ -68,6 +68,7 @@ LISTED_FIELDS = (
     "idempotency_key",
     "cancel_requested",
     "continued_from",
+    "parent",
     "error",
     "queued_at",
     "start_at",
@@ -143,3 +144,23 @@ def normalize_changes(changes: dict[str, Any]) -> dict[str, Any]:
 
 def apply_changes(run: RunRecord, changes: dict[str, Any]) -> RunRecord:
     return replace(run, **normalize_changes(changes))
+
+
+# What a child's report changes in its parent's WAITING record, and nothing else: the
+# DynamoDB ledger writes these attributes in its update expression, the memory ledger
+# calls ``settle_child_record``; the contract suite holds the two to the same record.
+CHILD_REPORT_FIELDS = ("status", "output", "error_type", "error_summary", "updated_at")
+
+
+def settle_child_record(waiting: StepRecord, report: ChildReport, now: str) -> StepRecord:
+    """The parent's record at ``report.position`` once its child's report is in: the
+    child's result (DONE) or its error (TERMINAL_FAILED, error type and message), the
+    rest of the record (its name, the child's id in ``detail``, its fence) unchanged."""
+    return replace(
+        waiting,
+        status=report.status,
+        output=report.output,
+        error_type=report.error_type,
+        error_summary=report.error_message,
+        updated_at=now,
+    )

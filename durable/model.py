@@ -64,6 +64,7 @@ class StepKind(enum.StrEnum):
     COMPENSATION = "compensation"
     VALUE = "value"
     BATCH = "batch"  # a parallel or map: its decision (each branch's outcome)
+    CHILD = "child"  # a child run this run started (``durable.children``)
 
 
 # --- time encoding ------------------------------------------------------------------
@@ -180,6 +181,12 @@ class RunRecord:
     purge_at: int | None = None
     continued_from: str | None = None
     forked_from: str | None = None  # "<run_id>@<position>"
+    # A child run's parent and the position that started it ("<run_id>@<position>"):
+    # its final write settles that position's record (``durable.children``).
+    parent: str | None = None
+    # Children this run started: a cancel of a run with children goes through a worker,
+    # which cancels them too (``durable.operations``).
+    children: int = 0
     # Invocations that found no code for this workflow version (a deploy in progress):
     # each defers the run a little longer instead of failing it.
     deferrals: int = 0

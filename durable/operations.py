@@ -102,11 +102,14 @@ def cancel(
         if e.current is not None and e.current.terminal:
             raise InvalidState(f"run {run_id} finished meanwhile ({e.current.status.value})") from e
         raise RunNotFound(f"no run {run_id!r}") from e
-    if run.lease_owner is None and not compensate and run.status in _STOPPED:
+    alone = run.parent is None and not run.children
+    if run.lease_owner is None and not compensate and alone and run.status in _STOPPED:
         # Nobody holds it and nothing is left to run for it: cancel it now, with one
         # conditional write (no lease taken, no workflow code run in this request). A
         # running owner sees the request at its next lease check or durable call; a
-        # COMPENSATING run finishes its compensations in a worker first.
+        # COMPENSATING run finishes its compensations in a worker first. A child's end
+        # is reported to its parent, and a parent's cancel reaches its children, in a
+        # worker's final write (``durable.children``): those go to a worker too.
         with contextlib.suppress(ConditionFailed):  # claimed meanwhile: the worker cancels
             canceled = engine.ledger.operate(
                 run_id,

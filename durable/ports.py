@@ -14,7 +14,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from durable.errors import DurableError
 from durable.flow import GateState
-from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord
+from durable.model import RunHistory, RunRecord, SignalRecord, StepRecord, StepStatus
 
 T = TypeVar("T")
 
@@ -64,6 +64,21 @@ class SignalExists(DurableError):
     def __init__(self, existing: SignalRecord) -> None:
         super().__init__(f"signal {existing.name!r} with that key is already stored")
         self.existing = existing
+
+
+@dataclass(frozen=True, slots=True)
+class ChildReport:
+    """What a child run's final write tells its parent (``durable.children``): the
+    parent's record at ``position`` (WAITING for ``child_id``) becomes ``status`` (DONE
+    with the child's ``output``, or TERMINAL_FAILED with its error)."""
+
+    parent_id: str
+    position: str
+    child_id: str
+    status: StepStatus
+    output: str | None = None
+    error_type: str | None = None
+    error_message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +196,40 @@ class Ledger(Protocol):
         without the run changing with it. Returns the new item or raises
         ``ConditionFailed`` with the stored one (nothing written), also when the step is
         not TERMINAL_FAILED any more.
+        """
+        ...
+
+    def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
+        """Record a parent's WAITING ``step`` for ``child`` and create the child run, in
+        one atomic write under the parent's ``guard``; the parent's ``children`` count
+        goes up by one in it.
+
+        ``step`` follows ``write_step``'s rule: when it is refused (a final record is
+        stored there) nothing is written and the stored record comes back. Raises
+        ``ConditionFailed`` (the guard) or ``RunExists`` (a run has the child's id);
+        nothing is written then either. Returns ``step`` when all three were written.
+        """
+        ...
+
+    def finish_child(
+        self,
+        run_id: str,
+        guard: RunGuard,
+        changes: Mapping[str, Any],
+        report: ChildReport,
+        *,
+        now: str,
+    ) -> tuple[RunRecord, bool]:
+        """A child run's final write, reported to its parent in the same atomic write.
+
+        ``changes`` apply under ``guard`` as ``update_run``'s do (``ConditionFailed``
+        otherwise, nothing written). When the parent's record at ``report.position`` is
+        still a WAITING child record and the parent is not terminal, the same write
+        settles that record as ``report`` says and bumps the parent's ``inbox`` with
+        ``due_at = now`` (so a running parent notices, a waiting one is due): the
+        completion is never lost nor counted twice. When the parent cannot take it
+        (finished, or the record is settled already) the run's write happens alone.
+        Returns the new run item and whether the parent took the report.
         """
         ...
 
@@ -361,6 +410,7 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.continue_run",
     "ledger.create_run",
     "ledger.due_runs",
+    "ledger.finish_child",
     "ledger.get_run",
     "ledger.get_step",
     "ledger.list_runs",
@@ -368,6 +418,7 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.operate",
     "ledger.purge_leftovers",
     "ledger.read_gate",
+    "ledger.start_child",
     "ledger.update_run",
     "ledger.write_gate",
     "ledger.write_step",

@@ -83,6 +83,12 @@ def _detail(step: Row) -> str:
         return f"{'woke' if status == 'DONE' else 'wakes'} {step['wake_at']}"
     if step.get("kind") == "condition" and step.get("wake_at") and status != "DONE":
         return f"checks again {step['wake_at']}"
+    if step.get("kind") == "child":
+        child = step.get("child") or (step.get("detail") or {}).get("child", "?")
+        if status == "WAITING":
+            return f"waiting for child run {child}"
+        outcome = short(step.get("output") if status == "DONE" else step.get("error_summary"), 30)
+        return f"child run {child}: {outcome}"
     if step.get("kind") == "callback" and status == "WAITING":
         expires = step.get("expires_at")
         return f"waiting for an answer{f' until {expires}' if expires else ''}"
@@ -114,6 +120,9 @@ def render_run(run: Row) -> str:
         f"  created {run['created_at']}  updated {run['updated_at']}"
         + (f"  by {run['requested_by']}" if run.get("requested_by") else ""),
     ]
+    if run.get("parent"):
+        parent_id, _, position = str(run["parent"]).rpartition("@")
+        lines.append(f"  parent {parent_id} (started at its position {position})")
     waiting = waiting_line(run)
     if waiting:
         lines.append(f"  waits  {waiting}")
@@ -238,11 +247,12 @@ def render_runs(runs: Sequence[Row]) -> str:
             str(r["version"]),
             _status_cell(r),
             str(r["updated_at"]),
+            str(r.get("parent") or "").rpartition("@")[0],
             short((r.get("error") or {}).get("message"), 40),
         ]
         for r in runs
     ]
-    return table(["run", "workflow", "v", "status", "updated", "error"], rows)
+    return table(["run", "workflow", "v", "status", "updated", "parent", "error"], rows)
 
 
 def _span(step: Row, previous_end: datetime | None) -> tuple[datetime | None, datetime | None]:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durable.model import RunRecord
-from durable.ports import Claim, Ledger, RunGuard
+from durable.ports import ChildReport, Claim, Ledger, RunGuard
 
 # The keys of ``RunRecord.usage`` (numbers, added up over the run's invocations).
 # Short: the map is stored on the run item, and every byte of that item is paid for on
@@ -209,6 +209,23 @@ class UsageLedger:
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         return self._ledger.update_run(run_id, guard, self._billed(run_id, changes))
+
+    def finish_child(
+        self,
+        run_id: str,
+        guard: RunGuard,
+        changes: Mapping[str, Any],
+        report: ChildReport,
+        *,
+        now: str,
+    ) -> tuple[RunRecord, bool]:
+        # One transaction of three writes (this run, the parent's record and run item):
+        # billed as twice this run's update, the parent's share counted on the parent.
+        def units(before: RunRecord, billed: Mapping[str, Any]) -> float:
+            return 2.0 * self._meter.units_of_update(before, billed)
+
+        billed = self._billed(run_id, changes, units)
+        return self._ledger.finish_child(run_id, guard, billed, report, now=now)
 
     def continue_run(
         self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from durable.adapters.dynamodb_children import ChildrenMixin
 from durable.adapters.dynamodb_events import EventsMixin
 from durable.adapters.dynamodb_gates import GatesMixin
 from durable.adapters.dynamodb_items import (
@@ -62,7 +63,7 @@ _SMALL_CHANGE = 1024
 _CLAIM_FREE_STATUSES = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
 
 
-class DynamoLedger(StepsMixin, EventsMixin, GatesMixin):
+class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
     """The single-table ledger on DynamoDB (see DESIGN section 4 and ``template.yaml``)."""
 
     def __init__(self, client: DynamoDBClient, table_name: str, *, due_shards: int = 4) -> None:

@@ -120,6 +120,8 @@ class RunItem(_Base):
     purge_at = NumberAttribute(null=True)
     continued_from = UnicodeAttribute(null=True)
     forked_from = UnicodeAttribute(null=True)
+    parent = UnicodeAttribute(null=True)
+    children = NumberAttribute(null=True)
     deferrals = NumberAttribute(null=True)
     compensated = BooleanAttribute(null=True)
     data_key = UnicodeAttribute(null=True)
@@ -249,6 +251,8 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "purge_at": run.purge_at,
             "continued_from": run.continued_from,
             "forked_from": run.forked_from,
+            "parent": run.parent,
+            "children": run.children or None,
             "deferrals": run.deferrals or None,
             "compensated": run.compensated or None,
             "data_key": run.data_key,
@@ -364,6 +368,8 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         purge_at=int(d["purge_at"]) if d.get("purge_at") is not None else None,
         continued_from=d.get("continued_from"),
         forked_from=d.get("forked_from"),
+        parent=d.get("parent"),
+        children=int(d.get("children", 0)),
         deferrals=int(d.get("deferrals", 0)),
         compensated=bool(d.get("compensated", False)),
         data_key=d.get("data_key"),

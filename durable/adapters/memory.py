@@ -20,6 +20,7 @@ from durable.leases import (
     claimed,
     guard_holds,
     listed,
+    settle_child_record,
     step_replaceable,
 )
 from durable.limits import check_item_size
@@ -27,12 +28,14 @@ from durable.model import (
     RunHistory,
     RunRecord,
     SignalRecord,
+    StepKind,
     StepRecord,
     StepStatus,
 )
 from durable.model import copy_run as model_copy_run
 from durable.model import copy_step as model_copy_step
 from durable.ports import (
+    ChildReport,
     Claim,
     ConditionFailed,
     EffectRecord,
@@ -186,6 +189,55 @@ class MemoryLedger:
             if reopen is not None:
                 steps[reopen.position] = copy_step(reopen)
             return copy_run(new)
+
+    def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
+        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
+        check_item_size(child, f"the input of run {child.run_id}")
+        with self._lock:
+            parent = self._guarded(step.run_id, guard)
+            steps = self._steps.setdefault(step.run_id, {})
+            existing = steps.get(step.position)
+            if existing is not None and not step_replaceable(existing, step):
+                return copy_step(existing)
+            taken = self._runs.get(child.run_id)
+            if taken is not None:
+                raise RunExists(copy_run(taken))
+            self._runs[step.run_id] = replace(parent, children=parent.children + 1)
+            steps[step.position] = copy_step(step)
+            self._runs[child.run_id] = copy_run(child)
+            self._steps.setdefault(child.run_id, {})
+            self._signals.setdefault(child.run_id, [])
+            return step
+
+    def finish_child(
+        self,
+        run_id: str,
+        guard: RunGuard,
+        changes: Mapping[str, Any],
+        report: ChildReport,
+        *,
+        now: str,
+    ) -> tuple[RunRecord, bool]:
+        with self._lock:
+            new = apply_changes(self._guarded(run_id, guard), dict(changes))
+            check_item_size(new, f"run {run_id}")
+            parent = self._runs.get(report.parent_id)
+            waiting = self._steps.get(report.parent_id, {}).get(report.position)
+            taken = (
+                parent is not None
+                and not parent.terminal
+                and waiting is not None
+                and waiting.kind == StepKind.CHILD
+                and waiting.status == StepStatus.WAITING
+            )
+            if taken:
+                assert waiting is not None  # for the type checker: ``taken`` says so
+                settled = settle_child_record(waiting, report, now)
+                check_item_size(settled, f"the result of child run {run_id}")
+                self._bump_inbox(report.parent_id, now)
+                self._steps[report.parent_id][report.position] = settled
+            self._runs[run_id] = new
+            return copy_run(new), taken
 
     def read_gate(self, name: str) -> GateState:
         with self._lock:

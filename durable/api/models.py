@@ -101,6 +101,8 @@ class RunSummary(BaseModel):
     idempotency_key: str | None = None
     cancel_requested: bool = False
     continued_from: str | None = None
+    # A child run's parent and the position that started it: "<run id>@<position>".
+    parent: str | None = None
     error: RunError | None = None
     # Flow control: since when it waits in line for a concurrency slot, and the start
     # time its workflow's rate limit booked for it.
@@ -121,6 +123,7 @@ class RunSummary(BaseModel):
             idempotency_key=run.idempotency_key,
             cancel_requested=run.cancel_requested,
             continued_from=run.continued_from,
+            parent=run.parent,
             error=RunError(**run.error.to_dict()) if run.error else None,
             queued_at=run.queued_at,
             start_at=run.start_at,
@@ -145,6 +148,8 @@ class StepView(BaseModel):
     expires_at: str | None = None
     # Who answered a callback without its token (an operator's IAM identity).
     completed_by: str | None = None
+    # The run a child record started (``ctx.run_child``): open it for its own steps.
+    child: str | None = None
 
     @classmethod
     def of(cls, step: StepRecord) -> StepView:
@@ -165,6 +170,7 @@ class StepView(BaseModel):
             wake_at=step.wake_at,
             expires_at=step.expires_at,
             completed_by=(step.detail or {}).get("completed_by"),
+            child=(step.detail or {}).get("child"),
         )
 
 

@@ -31,7 +31,7 @@ from durable.model import (
     StepStatus,
     parse_time,
 )
-from durable.ports import Claim, Ledger, RunGuard
+from durable.ports import ChildReport, Claim, Ledger, RunGuard
 from durable.render import batch_summary, human
 
 _WAITS = {
@@ -185,6 +185,30 @@ class ConsoleLedger(WatchedLedger):
         self._console.learn(successor)
         self._console.say(run_id, "↪", f"continued as new run {successor.run_id}")
         self._console.say(successor.run_id, "▶", f"started (continues {run_id})")
+
+    def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
+        stored = self._ledger.start_child(step, guard, child)
+        if stored is step:
+            self._console.learn(child)
+            self._console.say(step.run_id, "⑂", f"started child run {child.run_id}")
+            self._console.say(child.run_id, "▶", f"started (child of {step.run_id})")
+        return stored
+
+    def finish_child(
+        self,
+        run_id: str,
+        guard: RunGuard,
+        changes: Mapping[str, Any],
+        report: ChildReport,
+        *,
+        now: str,
+    ) -> tuple[RunRecord, bool]:
+        run, taken = self._ledger.finish_child(run_id, guard, changes, report, now=now)
+        self._console.learn(run)
+        self._run_status(run)
+        if taken:
+            self._console.say(report.parent_id, "✉", f"child run {run_id} {run.status.value}")
+        return run, taken
 
     def operate(self, run_id: str, **kwargs: Any) -> RunRecord:
         run = self._ledger.operate(run_id, **kwargs)

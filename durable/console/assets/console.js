@@ -84,6 +84,13 @@ function runPath(run) {
 function runLink(run) {
   return `#${runPath(run)}`;
 }
+// A child run's parent ("<run id>@<position>"): a link to it (its workflow is not known
+// here, so the plain run route), and the position that started this run.
+function parentLink(parent) {
+  const at = parent.lastIndexOf("@");
+  const id = parent.slice(0, at);
+  return [" · child of ", h("a", { href: `#/runs/${enc(id)}`, "data-parent": id }, id), ` at ${parent.slice(at + 1)}`];
+}
 
 // --- routing ---------------------------------------------------------------------------
 
@@ -366,7 +373,8 @@ function runView(run, refresh) {
       h("h1", {}, `${run.workflow} `, h("small", {}, `v${run.version}`), " ", badge(run.status)),
       h("p", { class: "muted" }, `run ${run.run_id} · started ${when(run.created_at)} · updated ${when(run.updated_at)}`,
         run.requested_by ? ` · by ${who(run.requested_by)}` : "",
-        run.continued_from ? ` · continues ${run.continued_from}` : ""),
+        run.continued_from ? ` · continues ${run.continued_from}` : "",
+        run.parent ? parentLink(run.parent) : ""),
       waitsFor(run)
         ? h("p", { class: "waits", "data-waits": "1" }, `Waiting: ${waitsFor(run)}`,
             run.queued_at ? ` since ${when(run.queued_at)}` : "", run.gate ? h("span", { class: "muted" }, ` · gate ${run.gate}`) : null)
@@ -633,7 +641,7 @@ function stepsTable(run) {
       h("tr", { class: step.position === run.error?.position ? "at-fault" : "" },
         h("td", {}, step.position),
         h("td", {}, step.name),
-        h("td", {}, step.kind),
+        h("td", {}, step.kind, step.child ? [" ", h("a", { href: runLink({ workflow: step.name, run_id: step.child }), "data-child": step.child }, "open child")] : null),
         h("td", {}, badge(step.status), step.completed_by ? h("span", { class: "muted" }, ` by ${who(step.completed_by)}`) : null),
         h("td", {}, step.attempts.length || ""),
         h("td", {}, step.error_summary

@@ -1,0 +1,181 @@
+"""DynamoDB ledger, part four: child runs (``durable.children``).
+
+A child is started by one transaction (the parent's WAITING record, the parent's run item
+under its guard, the child's run item) and ends by one transaction (its own final write,
+its parent's record settled, the parent's inbox bumped), so a parent never waits for a
+child that was not created, and never misses nor double-counts a child's end.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from durable.adapters.dynamodb_items import (
+    STEP_PREFIX,
+    item_to_run,
+    run_pk,
+    run_to_item,
+)
+from durable.adapters.dynamodb_support import Expr, guard_condition, n, s
+from durable.adapters.dynamodb_table import TableBase
+from durable.errors import StorageError
+from durable.leases import settle_child_record
+from durable.limits import check_item_size
+from durable.model import RunRecord, StepKind, StepRecord, StepStatus
+from durable.ports import ChildReport, ConditionFailed, RunExists, RunGuard
+
+# A parent whose children end together is one hot item: a transaction that meets another
+# on it is refused (TransactionConflict) and tried again after a short random pause.
+CONFLICT_TRIES = 8
+CONFLICT_PAUSE = 0.02  # seconds, doubled per try, times a random factor in [0.5, 1.5)
+
+
+class ChildrenMixin(TableBase):
+    if TYPE_CHECKING:
+
+        def update_run(
+            self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]
+        ) -> RunRecord: ...
+
+        def _check_projected_size(self, run_id: str, changes: Mapping[str, Any]) -> None: ...
+
+        def _step_put(self, step: StepRecord) -> dict[str, Any]: ...
+
+        def _bump_inbox(
+            self, run_id: str, now: str, expected: int | None = None
+        ) -> dict[str, Any]: ...
+
+        def _refused(
+            self, reasons: list[dict[str, Any]], step: StepRecord, run_index: int
+        ) -> StepRecord: ...
+
+    def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
+        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
+        check_item_size(child, f"the input of run {child.run_id}")
+        e = Expr()
+        count = e.name("children")
+        update = (
+            f"SET {count} = if_not_exists({count}, {e.value(n(0), 'z')}) + {e.value(n(1), 'o')}"
+        )
+        reasons = self._transact(
+            [
+                self._step_put(step),
+                self._run_update(step.run_id, guard_condition(e, guard), update, e),
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": run_to_item(child, self.shards),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ],
+            f"starting child run {child.run_id}",
+        )
+        if reasons is None:
+            return step
+        if reasons[1].get("Code") != "ConditionalCheckFailed" and (
+            reasons[2].get("Code") == "ConditionalCheckFailed"
+        ):
+            old = reasons[2].get("Item")
+            existing = item_to_run(old) if old else self.get_run(child.run_id)
+            if existing is None:
+                raise StorageError("child id conflict; try again", retryable=True)
+            raise RunExists(existing)
+        return self._refused(reasons, step, 1)
+
+    def finish_child(
+        self,
+        run_id: str,
+        guard: RunGuard,
+        changes: Mapping[str, Any],
+        report: ChildReport,
+        *,
+        now: str,
+    ) -> tuple[RunRecord, bool]:
+        self._check_projected_size(run_id, changes)
+        check_item_size(_report_record(report, now), f"the result of child run {run_id}")
+        for attempt in range(CONFLICT_TRIES):
+            e = Expr()
+            condition = guard_condition(e, guard)
+            update = self._change_expression(e, run_id, changes)
+            try:
+                reasons = self._transact(
+                    [
+                        self._run_update(run_id, condition, update, e),
+                        self._settle(report, now),
+                        self._bump_inbox(report.parent_id, now),
+                    ],
+                    f"finishing child run {run_id}",
+                )
+            except StorageError as err:
+                if not _conflict(err) or attempt == CONFLICT_TRIES - 1:
+                    raise
+                time.sleep(CONFLICT_PAUSE * 2**attempt * (0.5 + random.random()))
+                continue
+            if reasons is None:
+                new = self.get_run(run_id)  # a transaction returns no item: read it back
+                if new is None:
+                    raise ConditionFailed(None)
+                return new, True
+            if reasons[0].get("Code") == "ConditionalCheckFailed":
+                old = reasons[0].get("Item")
+                raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id))
+            # The parent cannot take it (ended, or the record is settled): end alone.
+            return self.update_run(run_id, guard, changes), False
+        raise AssertionError("unreachable: the last try re-raises")  # pragma: no cover
+
+    def _settle(self, report: ChildReport, now: str) -> dict[str, Any]:
+        """The parent's record at the report's position, settled by an update that
+        requires it to be a WAITING child record (``durable.leases.settle_child_record``
+        names the attributes it changes)."""
+        settled = _report_record(report, now)
+        e = Expr()
+        sets: list[str] = []
+        removes: list[str] = []
+        for name, value in (
+            ("status", settled.status.value),
+            ("output", settled.output),
+            ("error_type", settled.error_type),
+            ("error_summary", settled.error_summary),
+            ("updated_at", settled.updated_at),
+        ):
+            if value is None:
+                removes.append(e.name(name))
+            else:
+                sets.append(f"{e.name(name)} = {e.value(s(value), name)}")
+        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        kind, status = e.name("kind"), e.name("status")
+        condition = (
+            f"{kind} = {e.value(s(StepKind.CHILD.value), 'k')} AND "
+            f"{status} = {e.value(s(StepStatus.WAITING.value), 'w')}"
+        )
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": s(run_pk(report.parent_id)), "sk": s(STEP_PREFIX + report.position)},
+                "ConditionExpression": condition,
+                "UpdateExpression": update,
+                **e.kwargs(),
+            }
+        }
+
+
+def _report_record(report: ChildReport, now: str) -> StepRecord:
+    """The settled fields of the parent's record (on a placeholder record: the update
+    touches only ``CHILD_REPORT_FIELDS``)."""
+    placeholder = StepRecord(
+        report.parent_id, report.position, "", StepKind.CHILD, StepStatus.WAITING, now
+    )
+    return settle_child_record(placeholder, report, now)
+
+
+def _conflict(error: StorageError) -> bool:
+    cause = error.__cause__
+    reasons = getattr(cause, "response", {}).get("CancellationReasons", []) if cause else []
+    return "TransactionConflict" in str(error) or any(
+        r.get("Code") == "TransactionConflict" for r in reasons
+    )

@@ -1,0 +1,264 @@
+"""Child runs: ``ctx.run_child`` and ``ctx.start_child`` (a run of its own, started by a
+workflow, whose end the starting workflow can wait for).
+
+A child takes one position P in its parent's sequence, like a step. Starting it is one
+atomic write (``Ledger.start_child``): the parent's record at P, WAITING and naming the
+child, the child's run item, and the parent's ``children`` count, under the parent's
+lease; so a zombie parent starts nothing, and no child exists without the record that
+waits for it. Its id is derived from the parent's id and P (or, with ``id=``, from the
+child's workflow and that key, as a start with that idempotency key would be), so a
+parent that crashes and replays finds its record and starts nothing twice.
+
+The child's final write and its report to the parent are one atomic write too
+(``Ledger.finish_child``): the parent's record at P becomes DONE (the child's result) or
+TERMINAL_FAILED (its error), and the parent's inbox is bumped so it wakes. A completion
+is never lost nor counted twice. A parent that ended first (fire and forget, or a parent
+canceled meanwhile) takes no report: the child's write happens alone.
+
+The parent waits like it waits for a callback: suspended with no due time until the
+report arrives. Its own cancel cancels the children it is still waiting for (with their
+compensations when the cancel asks for them); any other end leaves them running.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from durable import serde
+from durable.errors import ChildFailed, InvalidInput, InvalidState, LeaseLost, WorkflowNotFound
+from durable.ids import check_idempotency_key, derived_run_id
+from durable.model import (
+    RunRecord,
+    RunStatus,
+    StepKind,
+    StepRecord,
+    StepStatus,
+)
+from durable.ports import ChildReport, ConditionFailed, RunExists
+
+if TYPE_CHECKING:
+    from durable.engine import Engine
+    from durable.execution import Execution
+    from durable.registry import WorkflowDef
+
+log = logging.getLogger("durable.children")
+
+# The scope of the ids derived for children started without ``id=``: no caller's
+# idempotency key can produce one of them (``durable.ids.derived_run_id``).
+_CHILD_SCOPE = "child"
+
+
+@dataclass(frozen=True, slots=True)
+class ChildHandle:
+    """A child run started by ``ctx.start_child``: ``run_id`` names it (``durable show``);
+    ``result()`` waits for its end, as ``ctx.run_child`` does. Never calling ``result()``
+    is fire and forget: the child runs to its end whatever the parent does, unless the
+    parent is canceled while it waits."""
+
+    run_id: str
+    workflow: str
+    position: str
+    _execution: Execution = field(repr=False)
+    _annotation: Any = field(repr=False, default=serde.NO_ANNOTATION)
+
+    def result(self) -> Any:
+        """The child's result (decoded by its workflow's return annotation), or
+        ``ChildFailed`` when it failed or was canceled. Suspends the parent until then."""
+        return await_child(self._execution, self.position, self._annotation)
+
+
+def link(parent_id: str, position: str) -> str:
+    """What a child run stores as its ``parent``: ``<parent run id>@<position>``."""
+    return f"{parent_id}@{position}"
+
+
+def parse_link(parent: str) -> tuple[str, str]:
+    run_id, _, position = parent.rpartition("@")
+    return run_id, position
+
+
+def resolve_workflow(engine: Engine, workflow: str | Callable[..., Any]) -> WorkflowDef:
+    """The registered workflow a child runs: by name, or by the function registered."""
+    app = engine.app
+    if isinstance(workflow, str):
+        return app.get_workflow(workflow)
+    for wf in app.workflows():
+        if wf.fn is workflow:
+            return app.get_workflow(wf.name)  # its newest version, as a start would
+    name = getattr(workflow, "__name__", repr(workflow))
+    raise WorkflowNotFound(
+        f"{name} is not a registered workflow: decorate it with @app.workflow, or pass the "
+        "name of a registered one, to run it as a child"
+    )
+
+
+def start_child(
+    x: Execution, workflow: str | Callable[..., Any], input: Any, id: str | None
+) -> ChildHandle:
+    wf = resolve_workflow(x.engine, workflow)
+    if serde.has_secrets(wf.return_annotation):
+        raise InvalidInput(
+            f"workflow {wf.name!r} returns secret-typed values, sealed with its own run's "
+            "key, which its parent cannot open: return a reference to the secret instead",
+            field="workflow",
+        )
+    if id is not None:
+        check_idempotency_key(id, "id")
+    position = x.next_position()
+    rec = x.recorded(position, wf.name, StepKind.CHILD)
+    if rec is None:
+        rec = _start(x, wf, input, id, position)
+    child_id = str((rec.detail or {}).get("child", ""))
+    return ChildHandle(child_id, wf.name, position, x, wf.return_annotation)
+
+
+def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: str) -> StepRecord:
+    parent_id = x.run.run_id
+    if id is None:
+        child_id = derived_run_id(wf.name, link(parent_id, position), _CHILD_SCOPE)
+    else:
+        child_id = derived_run_id(wf.name, id)
+    child = x.engine.new_run(
+        wf,
+        input,
+        child_id,
+        idempotency_key=id,
+        requested_by=f"run {parent_id}",
+        parent=link(parent_id, position),
+    )
+    step = x.new_record(position, wf.name, StepKind.CHILD, StepStatus.WAITING)
+    step.detail = {"child": child_id}
+    try:
+        stored = x.ledger.start_child(step, x.guard(), child)
+    except ConditionFailed as e:
+        raise LeaseLost() from e
+    except RunExists as e:
+        existing = e.existing
+        if existing.parent != child.parent:
+            raise InvalidInput(
+                f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
+                f"{existing.status.value}), which is not this run's child at {position}; "
+                "pass an id no other run of that workflow used",
+                field="id",
+            ) from e
+        # Ours, whose record is missing (purged): record it again, start nothing.
+        return x.write_fenced(step)
+    rec = x.kept(step, stored)
+    if stored is step:
+        x.engine.invoke_worker(child_id, "start")
+    return rec
+
+
+def await_child(x: Execution, position: str, annotation: Any) -> Any:
+    """The child's outcome once its report is in; else suspend until it is."""
+    rec = x.steps[position]
+    if not rec.status.final:
+        x.check_cancel()
+        if rec.status != StepStatus.WAITING:
+            rec = _reopened(x, rec)
+    if rec.status == StepStatus.DONE:
+        return x.decode(rec.output, annotation)
+    if rec.status.final:
+        raise ChildFailed(
+            child_of(rec), rec.name, position, rec.error_type or "Failed", rec.error_summary or ""
+        )
+    raise x.suspend(None, position, replayed=True)
+
+
+def child_of(rec: StepRecord) -> str:
+    return str((rec.detail or {}).get("child", ""))
+
+
+def _reopened(x: Execution, rec: StepRecord) -> StepRecord:
+    """A child record an operator's retry of the parent reopened (the child had failed):
+    retry the child too when it can be, and wait for it again; settle the record from
+    the child when it ended otherwise (or ended while the record was not waiting)."""
+    engine = x.engine
+    child_id = child_of(rec)
+    child = x.ledger.get_run(child_id)
+    if child is not None and child.status == RunStatus.FAILED and not child.compensated:
+        try:
+            engine.retry(child_id, requested_by=f"run {x.run.run_id}")
+        except InvalidState:
+            log.info("child run %s could not be retried; its failure stands", child_id)
+        else:
+            child = None  # running again: wait for its report
+    if child is not None and child.terminal:
+        return x.write_fenced(_settled_from(rec, child, x.now_text()))
+    waiting = x.write_fenced(
+        x.new_record(rec.position, rec.name, StepKind.CHILD, StepStatus.WAITING, detail=rec.detail)
+    )
+    # It may have ended while the record was not waiting (its report found none): look
+    # once more now that a report can land.
+    child = x.ledger.get_run(child_id)
+    if child is not None and child.terminal and child.status != RunStatus.FAILED:
+        return x.write_fenced(_settled_from(waiting, child, x.now_text()))
+    return waiting
+
+
+def report_of(child: RunRecord, changes: dict[str, Any]) -> ChildReport | None:
+    """What a child's final write (``changes`` on ``child``) reports to its parent; None
+    for a run that is not a child."""
+    if child.parent is None:
+        return None
+    parent_id, position = parse_link(child.parent)
+    status = RunStatus(str(changes.get("status", child.status.value)))
+    if status == RunStatus.SUCCEEDED:
+        return ChildReport(
+            parent_id, position, child.run_id, StepStatus.DONE, output=changes.get("output")
+        )
+    error = changes.get("error")
+    error_type = error.type if error is not None else status.value.title()
+    message = error.message if error is not None else ""
+    return ChildReport(
+        parent_id,
+        position,
+        child.run_id,
+        StepStatus.TERMINAL_FAILED,
+        error_type=error_type,
+        error_message=message,
+    )
+
+
+def _settled_from(rec: StepRecord, child: RunRecord, now: str) -> StepRecord:
+    from durable.leases import settle_child_record
+
+    changes: dict[str, Any] = {"status": child.status.value, "output": child.output}
+    if child.error is not None:
+        changes["error"] = child.error
+    report = report_of(child, changes)
+    if report is None:  # not a child any more (cannot happen: the link is never removed)
+        raise InvalidState(f"run {child.run_id} is not a child run")
+    return settle_child_record(rec, report, now)
+
+
+def pending_children(steps: dict[str, StepRecord]) -> list[str]:
+    """The ids of the children a run still waits for (its unsettled child records)."""
+    return [
+        child_of(rec)
+        for rec in steps.values()
+        if rec.kind == StepKind.CHILD and not rec.status.final and child_of(rec)
+    ]
+
+
+def cancel_children(engine: Engine, run: RunRecord, steps: dict[str, StepRecord]) -> None:
+    """Cancel the children ``run`` still waits for, as its own cancel asked (with their
+    compensations when it asked for them). Each cancel is idempotent; a child that ended
+    meanwhile is left as it ended."""
+    reason = f"parent run {run.run_id} canceled: {run.cancel_reason or 'canceled'}"
+    for child_id in pending_children(steps):
+        try:
+            engine.cancel(
+                child_id,
+                reason[:1000],
+                compensate=run.cancel_compensate,
+                requested_by=f"run {run.run_id}",
+            )
+        except InvalidState:
+            continue  # it finished meanwhile
+        except Exception:
+            log.warning("canceling child run %s failed", child_id, exc_info=True)
+            raise

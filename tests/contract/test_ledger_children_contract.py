@@ -1,0 +1,187 @@
+"""Ledger contract, part five: child runs (``start_child``, ``finish_child``) on every
+backend: a child exists only with the parent's record that waits for it, and its end
+settles that record exactly once, in the same atomic write as the child's own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from durable.leases import CHILD_REPORT_FIELDS
+from durable.model import RunError, RunStatus, StepKind, StepStatus
+from durable.ports import ChildReport, ConditionFailed, RunExists, RunGuard
+from tests.support.records import make_run, make_step, t
+
+
+def claimed(ledger: Any, run_id: str, owner: str, at: int = 0) -> RunGuard:
+    claim = ledger.claim(run_id, owner, now=t(at), lease_until=t(at + 60), stale_before=t(at))
+    assert claim is not None
+    return RunGuard(claim.run.fence, owner)
+
+
+def child_record(fence: int, child_id: str = "KID1") -> Any:
+    return make_step(
+        status=StepStatus.WAITING,
+        output=None,
+        kind=StepKind.CHILD,
+        name="price",
+        detail={"child": child_id},
+        fence=fence,
+    )
+
+
+def kid(run_id: str = "KID1") -> Any:
+    return make_run(run_id, workflow="price", parent="RUN1@0001")
+
+
+def started(ledger: Any) -> tuple[RunGuard, RunGuard]:
+    """RUN1 claimed by w1 and waiting at 0001 for KID1, which w2 has claimed."""
+    ledger.create_run(make_run("RUN1"))
+    parent = claimed(ledger, "RUN1", "w1")
+    assert ledger.start_child(child_record(parent.fence), parent, kid()) is not None
+    return parent, claimed(ledger, "KID1", "w2")
+
+
+DONE = ChildReport("RUN1", "0001", "KID1", StepStatus.DONE, output='{"cents":300}')
+FINAL = {"status": RunStatus.SUCCEEDED.value, "output": '{"cents":300}', "updated_at": t(5)}
+
+
+def test_start_child_writes_the_record_the_child_and_the_count_together(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    guard = claimed(ledger, "RUN1", "w1")
+    step = child_record(guard.fence)
+    assert ledger.start_child(step, guard, kid()) is step
+    stored = ledger.get_step("RUN1", "0001")
+    assert (stored.kind, stored.status, stored.detail) == (
+        StepKind.CHILD,
+        StepStatus.WAITING,
+        {"child": "KID1"},
+    )
+    child = ledger.get_run("KID1")
+    assert (child.status, child.parent, child.workflow) == (
+        RunStatus.PENDING,
+        "RUN1@0001",
+        "price",
+    )
+    parent = ledger.get_run("RUN1")
+    assert (parent.children, parent.fence, parent.inbox) == (1, guard.fence, 0)
+
+
+def test_a_zombie_parent_starts_no_child(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    old = claimed(ledger, "RUN1", "w1")
+    claimed(ledger, "RUN1", "w2", at=120)  # w1's lease ended: w2 took the run over
+    with pytest.raises(ConditionFailed):
+        ledger.start_child(child_record(old.fence), old, kid())
+    assert ledger.get_run("KID1") is None
+    assert ledger.get_step("RUN1", "0001") is None
+    assert ledger.get_run("RUN1").children == 0
+
+
+def test_a_taken_child_id_writes_nothing(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    ledger.create_run(make_run("KID1", workflow="other"))
+    guard = claimed(ledger, "RUN1", "w1")
+    with pytest.raises(RunExists) as caught:
+        ledger.start_child(child_record(guard.fence), guard, kid())
+    assert caught.value.existing.workflow == "other"
+    assert ledger.get_step("RUN1", "0001") is None
+    assert ledger.get_run("RUN1").children == 0
+
+
+def test_a_final_record_at_the_position_is_kept_and_no_child_is_created(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    guard = claimed(ledger, "RUN1", "w1")
+    done = make_step(kind=StepKind.CHILD, name="price", detail={"child": "KID0"})
+    ledger.write_step(done)
+    stored = ledger.start_child(child_record(guard.fence), guard, kid())
+    assert (stored.status, stored.detail) == (StepStatus.DONE, {"child": "KID0"})
+    assert ledger.get_run("KID1") is None
+
+
+def test_finish_child_settles_the_parents_record_and_bumps_its_inbox(ledger: Any) -> None:
+    _, child = started(ledger)
+    run, taken = ledger.finish_child("KID1", child, FINAL, DONE, now=t(5))
+    assert taken and run.status == RunStatus.SUCCEEDED
+    record = ledger.get_step("RUN1", "0001")
+    assert (record.status, record.output, record.updated_at) == (
+        StepStatus.DONE,
+        '{"cents":300}',
+        t(5),
+    )
+    assert (record.name, record.detail, record.kind) == ("price", {"child": "KID1"}, "child")
+    parent = ledger.get_run("RUN1")
+    assert (parent.inbox, parent.due_at) == (1, t(5))
+
+
+def test_a_failure_report_carries_the_error_and_clears_nothing_else(ledger: Any) -> None:
+    _, child = started(ledger)
+    failed = ChildReport(
+        "RUN1", "0001", "KID1", StepStatus.TERMINAL_FAILED, error_type="Boom", error_message="x"
+    )
+    changes = {
+        "status": RunStatus.FAILED.value,
+        "error": RunError("Boom", "x"),
+        "updated_at": t(5),
+    }
+    assert ledger.finish_child("KID1", child, changes, failed, now=t(5))[1]
+    record = ledger.get_step("RUN1", "0001")
+    assert (record.status, record.error_type, record.error_summary, record.output) == (
+        StepStatus.TERMINAL_FAILED,
+        "Boom",
+        "x",
+        None,
+    )
+    assert record.fence == 1  # the parent's, as written
+
+
+def test_a_second_report_is_not_taken(ledger: Any) -> None:
+    """A child's end counts once: a report to a record already settled writes the run
+    alone (the record keeps the first report)."""
+    _, child = started(ledger)
+    assert ledger.finish_child("KID1", child, FINAL, DONE, now=t(5))[1]
+    other = ChildReport("RUN1", "0001", "KID1", StepStatus.DONE, output='"again"')
+    run, taken = ledger.finish_child("KID1", child, {"updated_at": t(6)}, other, now=t(6))
+    assert not taken and run.updated_at == t(6)
+    assert ledger.get_step("RUN1", "0001").output == '{"cents":300}'
+    assert ledger.get_run("RUN1").inbox == 1
+
+
+def test_a_finished_parent_takes_no_report_and_the_child_still_ends(ledger: Any) -> None:
+    parent, child = started(ledger)
+    ledger.update_run(
+        "RUN1", parent, {"status": RunStatus.SUCCEEDED.value, "updated_at": t(3), "due_at": None}
+    )
+    run, taken = ledger.finish_child("KID1", child, FINAL, DONE, now=t(5))
+    assert not taken and run.status == RunStatus.SUCCEEDED
+    assert ledger.get_step("RUN1", "0001").status == StepStatus.WAITING
+    after = ledger.get_run("RUN1")
+    assert (after.inbox, after.due_at) == (0, None)  # a finished run is never made due
+
+
+def test_a_zombie_childs_final_write_changes_nothing(ledger: Any) -> None:
+    _, child = started(ledger)
+    claimed(ledger, "KID1", "w3", at=120)  # the child was taken over
+    with pytest.raises(ConditionFailed):
+        ledger.finish_child("KID1", child, FINAL, DONE, now=t(125))
+    assert ledger.get_step("RUN1", "0001").status == StepStatus.WAITING
+    assert ledger.get_run("RUN1").inbox == 0
+    assert ledger.get_run("KID1").status == RunStatus.RUNNING
+
+
+def test_a_report_never_settles_a_record_of_another_kind(ledger: Any) -> None:
+    parent, child = started(ledger)
+    callback = make_step(
+        position="0002", status=StepStatus.WAITING, output=None, kind=StepKind.CALLBACK
+    )
+    ledger.write_step(callback, parent)
+    stray = ChildReport("RUN1", "0002", "KID1", StepStatus.DONE, output='"x"')
+    assert not ledger.finish_child("KID1", child, FINAL, stray, now=t(5))[1]
+    assert ledger.get_step("RUN1", "0002").status == StepStatus.WAITING
+
+
+def test_the_report_changes_only_the_fields_the_rule_names() -> None:
+    """DynamoDB's update expression and the memory ledger's ``settle_child_record``
+    change the same attributes (the cases above compare whole records on both)."""
+    assert CHILD_REPORT_FIELDS == ("status", "output", "error_type", "error_summary", "updated_at")
