@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
@@ -38,6 +38,7 @@ from durable.model import (
     StepStatus,
 )
 from durable.ports import ChildReport, ConditionFailed, RunExists
+from durable.retention import incarnation
 
 if TYPE_CHECKING:
     from durable.engine import Engine
@@ -118,7 +119,10 @@ def start_child(
 def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: str) -> StepRecord:
     parent_id = x.run.run_id
     if id is None:
-        child_id = derived_run_id(wf.name, link(parent_id, position), _CHILD_SCOPE)
+        # This incarnation's: a keyed parent restarted after its retention ended reuses
+        # its id, and must not find the earlier incarnation's child there.
+        key = f"{parent_id}.{incarnation(x.run)}@{position}"
+        child_id = derived_run_id(wf.name, key, _CHILD_SCOPE)
     else:
         child_id = derived_run_id(wf.name, id)
     child = x.engine.new_run(
@@ -130,22 +134,20 @@ def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: 
         parent=link(parent_id, position),
     )
     step = x.new_record(position, wf.name, StepKind.CHILD, StepStatus.WAITING)
-    step.detail = {"child": child_id}
+    step.detail = child_detail(child_id)
     try:
         stored = x.ledger.start_child(step, x.guard(), child)
     except ConditionFailed as e:
         raise LeaseLost() from e
     except RunExists as e:
+        # Not ours: the record and the child are written together, so a child of this
+        # run at this position would have left the record a replay finds first.
         existing = e.existing
-        if existing.parent != child.parent:
-            raise InvalidInput(
-                f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
-                f"{existing.status.value}), which is not this run's child at {position}; "
-                "pass an id no other run of that workflow used",
-                field="id",
-            ) from e
-        # Ours, whose record is missing (purged): record it again, start nothing.
-        return x.write_fenced(step)
+        raise InvalidInput(
+            f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
+            f"{existing.status.value}); pass an id no other run of that workflow used",
+            field="id",
+        ) from e
     rec = x.kept(step, stored)
     if stored is step:
         x.engine.invoke_worker(child_id, "start")
@@ -168,6 +170,12 @@ def await_child(x: Execution, position: str, annotation: Any) -> Any:
     raise x.suspend(None, position, replayed=True)
 
 
+def child_detail(child_id: str) -> dict[str, Any]:
+    """A waiting child record's ``detail``: exactly this, because a report settles the
+    record only when its detail names the reporting child (``Ledger.finish_child``)."""
+    return {"child": child_id}
+
+
 def child_of(rec: StepRecord) -> str:
     return str((rec.detail or {}).get("child", ""))
 
@@ -179,7 +187,18 @@ def _reopened(x: Execution, rec: StepRecord) -> StepRecord:
     engine = x.engine
     child_id = child_of(rec)
     child = x.ledger.get_run(child_id)
-    if child is not None and child.status == RunStatus.FAILED and not child.compensated:
+    if child is None:
+        # Its retention ended and its run item expired: nothing is left to wait for.
+        gone = replace(
+            rec,
+            status=StepStatus.TERMINAL_FAILED,
+            error_type="ChildGone",
+            error_summary=f"child run {child_id} no longer exists (its retention ended); "
+            "fork this run from an earlier step to start the child again",
+            updated_at=x.now_text(),
+        )
+        return x.write_fenced(gone)
+    if child.status == RunStatus.FAILED and not child.compensated:
         try:
             engine.retry(child_id, requested_by=f"run {x.run.run_id}")
         except InvalidState:
@@ -189,7 +208,13 @@ def _reopened(x: Execution, rec: StepRecord) -> StepRecord:
     if child is not None and child.terminal:
         return x.write_fenced(_settled_from(rec, child, x.now_text()))
     waiting = x.write_fenced(
-        x.new_record(rec.position, rec.name, StepKind.CHILD, StepStatus.WAITING, detail=rec.detail)
+        x.new_record(
+            rec.position,
+            rec.name,
+            StepKind.CHILD,
+            StepStatus.WAITING,
+            detail=child_detail(child_id),
+        )
     )
     # It may have ended while the record was not waiting (its report found none): look
     # once more now that a report can land.

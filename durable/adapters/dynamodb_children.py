@@ -8,6 +8,7 @@ child that was not created, and never misses nor double-counts a child's end.
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Mapping
@@ -148,10 +149,15 @@ class ChildrenMixin(TableBase):
             else:
                 sets.append(f"{e.name(name)} = {e.value(s(value), name)}")
         update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
-        kind, status = e.name("kind"), e.name("status")
+        kind, status, detail = e.name("kind"), e.name("status"), e.name("detail")
+        # The record names this child (its detail, stored as compact JSON, is exactly
+        # ``durable.children.child_detail``): an earlier incarnation's child never
+        # settles a later one's record.
+        names = json.dumps({"child": report.child_id}, separators=(",", ":"))
         condition = (
             f"{kind} = {e.value(s(StepKind.CHILD.value), 'k')} AND "
-            f"{status} = {e.value(s(StepStatus.WAITING.value), 'w')}"
+            f"{status} = {e.value(s(StepStatus.WAITING.value), 'w')} AND "
+            f"{detail} = {e.value(s(names), 'd')}"
         )
         return {
             "Update": {

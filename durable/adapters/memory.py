@@ -229,6 +229,7 @@ class MemoryLedger:
                 and waiting is not None
                 and waiting.kind == StepKind.CHILD
                 and waiting.status == StepStatus.WAITING
+                and waiting.detail == {"child": report.child_id}
             )
             if taken:
                 assert waiting is not None  # for the type checker: ``taken`` says so

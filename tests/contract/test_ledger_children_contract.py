@@ -185,3 +185,13 @@ def test_the_report_changes_only_the_fields_the_rule_names() -> None:
     """DynamoDB's update expression and the memory ledger's ``settle_child_record``
     change the same attributes (the cases above compare whole records on both)."""
     assert CHILD_REPORT_FIELDS == ("status", "output", "error_type", "error_summary", "updated_at")
+
+
+def test_a_report_from_another_child_never_settles_the_record(ledger: Any) -> None:
+    """An earlier incarnation's child (a keyed parent restarted at the same position)
+    reports to a record that waits for another child: not taken."""
+    _, child = started(ledger)
+    stale = ChildReport("RUN1", "0001", "OLDKID", StepStatus.DONE, output='"stale"')
+    assert not ledger.finish_child("KID1", child, FINAL, stale, now=t(5))[1]
+    assert ledger.get_step("RUN1", "0001").status == StepStatus.WAITING
+    assert ledger.get_run("RUN1").inbox == 0

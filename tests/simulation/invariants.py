@@ -76,11 +76,16 @@ def no_stuck_runs(histories: dict[str, RunHistory], journal: Journal, armed: set
     """When every actor is idle, an unfinished run is due (``due_at``) or waits on a
     pending wait whose wake-up is armed: a timer, or a token or signal the outside world
     can still send (a valid token not yet used; no signal of that name left unconsumed)."""
-    problems = [stuck(h, journal, armed) for _, h in sorted(histories.items())]
+    problems = [stuck(h, journal, armed, histories.get) for _, h in sorted(histories.items())]
     return [p for p in problems if p is not None]
 
 
-def stuck(h: RunHistory, journal: Journal, armed: set[str]) -> str | None:
+def stuck(
+    h: RunHistory,
+    journal: Journal,
+    armed: set[str],
+    load: Callable[[str], RunHistory | None] | None = None,
+) -> str | None:
     """Why run ``h`` can never be woken without a new outside event, or None."""
     run = h.run
     if run.terminal or run.due_at is not None:
@@ -92,12 +97,12 @@ def stuck(h: RunHistory, journal: Journal, armed: set[str]) -> str | None:
         return f"{where} has no pending wait; last steps {done}"
     wait = max(waits, key=lambda s: s.position)
     if "." not in wait.position:
-        return _wait_problem(h, journal, armed, wait, where)
+        return _wait_problem(h, journal, armed, wait, where, load)
     # An open batch: its branches wait side by side, and one of them that can still be
     # woken moves the run (the latest by position may be a wait its branch gave up on).
     batch = wait.position.split(".", 1)[0] + "."
     problems = [
-        _wait_problem(h, journal, armed, w, where)
+        _wait_problem(h, journal, armed, w, where, load)
         for w in sorted(waits, key=lambda s: s.position, reverse=True)
         if w.position.startswith(batch)
     ]
@@ -105,10 +110,22 @@ def stuck(h: RunHistory, journal: Journal, armed: set[str]) -> str | None:
 
 
 def _wait_problem(
-    h: RunHistory, journal: Journal, armed: set[str], wait: StepRecord, where: str
+    h: RunHistory,
+    journal: Journal,
+    armed: set[str],
+    wait: StepRecord,
+    where: str,
+    load: Callable[[str], RunHistory | None] | None = None,
 ) -> str | None:
     """Why ``wait`` can never end without a new outside event, or None."""
     run = h.run
+    if wait.kind == StepKind.CHILD:
+        child_id = str((wait.detail or {}).get("child"))
+        child = load(child_id) if load is not None else None
+        if child is not None and not child.run.terminal:
+            return None  # the child's own waits are checked as its own run's
+        state = "missing" if child is None else f"ended {child.run.status.value}"
+        return f"{where} waits on child run {child_id} at {wait.position}, which is {state}"
     if wait.kind == StepKind.CALLBACK:
         live = [
             t
@@ -306,6 +323,49 @@ def successor_only_of_succeeded(f: Final) -> list[str]:
     return problems
 
 
+def _fork_chain(f: Final, run_id: str) -> list[str]:
+    """``run_id`` and the runs it was forked from: a fork copies its source's settled
+    records, a child's among them (the child still names the run that started it)."""
+    chain = [run_id]
+    while (h := f.histories.get(chain[-1])) is not None and h.run.forked_from:
+        chain.append(h.run.forked_from.rpartition("@")[0])
+    return chain
+
+
+def child_reports_match(f: Final) -> list[str]:
+    """A parent's settled child record says what its child ended with: DONE with the
+    child's output for a SUCCEEDED child, TERMINAL_FAILED for a FAILED or CANCELED one
+    (unless an operator retried the child after its parent took the failure: the
+    parent keeps what it saw); and every child names, as its parent, a record that
+    started it (the run's own, or one a fork copied from its source)."""
+    problems = []
+    for run_id, h in sorted(f.histories.items()):
+        for position, rec in sorted(h.steps.items()):
+            if rec.kind != StepKind.CHILD:
+                continue
+            child_id = str((rec.detail or {}).get("child"))
+            child = f.histories.get(child_id)
+            if child is None:  # expired (its retention ended): only a waiting parent minds
+                if not rec.status.final and not h.run.terminal:
+                    problems.append(f"run {run_id} waits at {position} on a missing child")
+                continue
+            if child.run.parent not in {f"{r}@{position}" for r in _fork_chain(f, run_id)}:
+                problems.append(f"child {child_id} names parent {child.run.parent!r}")
+            if not rec.status.final:
+                continue
+            if any(op.get("action") == "retry" for op in child.run.operations):
+                continue  # a child retried after its parent took its failure: by design
+            ok = rec.status == StepStatus.DONE
+            if not child.run.terminal or ok != (child.run.status == RunStatus.SUCCEEDED):
+                problems.append(
+                    f"run {run_id} recorded child {child_id} at {position} as "
+                    f"{rec.status.value}, but the child is {child.run.status.value}"
+                )
+            elif ok and rec.output != child.run.output:
+                problems.append(f"run {run_id} at {position}: child output differs")
+    return problems
+
+
 FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
     "at_most_once_body_per_attempt": at_most_once_body_per_attempt,
     "effect_once_per_key": effect_once_per_key,
@@ -315,6 +375,7 @@ FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
     "replay_values_equal": replay_values_equal,
     "no_body_after_cancel": no_body_after_cancel,
     "successor_only_of_succeeded": successor_only_of_succeeded,
+    "child_reports_match": child_reports_match,
 }
 ALL_CHECKS = (*RUNTIME_CHECKS, "no_stuck_runs", *FINAL_CHECKS)
 
@@ -449,7 +510,7 @@ class StuckMonitor:
         if run is None or run.status != RunStatus.WAITING or run.due_at or run.lease_owner:
             return
         history = self.ledger.load(run_id)
-        problem = stuck(history, self.journal, self.armed()) if history else None
+        problem = stuck(history, self.journal, self.armed(), self.ledger.load) if history else None
         if problem is not None:
             stamp = self.stamp()
             self.reported.add(run_id)

@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 import durable
 from durable import App, Context, RetryPolicy, TerminalError
 from durable.clock import FakeClock
-from durable.errors import CallbackFailed, CallbackTimeout, StepFailed
+from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
 from durable.model import RunRecord, format_time
 from durable.retention import incarnation
 from durable.waits import Callback
@@ -57,11 +57,16 @@ class Point(BaseModel):
 
 
 def generate_program(rng: random.Random) -> list[Op]:
-    kinds = ("step", "sleep", "callback", "signal", "condition", "value", "batch")
+    kinds = ("step", "sleep", "callback", "signal", "condition", "value", "batch", "child")
     ops: list[Op] = []
     for i in range(rng.randint(1, 5)):
-        kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1, 2))[0]
-        ops.append(_batch(rng, i) if kind == "batch" else _op(rng, kind, i))
+        kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1, 2, 2))[0]
+        if kind == "batch":
+            ops.append(_batch(rng, i))
+        elif kind == "child":
+            ops.append(_child(rng, i))
+        else:
+            ops.append(_op(rng, kind, i))
     tail = rng.random()
     if tail < 0.15:
         ops.append({"op": "continue", "times": rng.randint(1, 2), "bad": rng.random() < 0.3})
@@ -90,6 +95,20 @@ def _batch(rng: random.Random, i: int) -> Op:
         ("all", "all", "first_successful", {"min_successful": 1}, {"tolerated_failures": 1})
     )
     return {"op": "batch", "map": rng.random() < 0.3, "rule": rule, "branches": branches}
+
+
+def _child(rng: random.Random, i: int) -> Op:
+    """A child run of the same workflow with a program of its own (1-3 ops that may run
+    steps, sleep, wait for callbacks and signals; now and then its own code fails), that
+    the parent waits for (``run_child``) or starts and forgets (``start_child``)."""
+    kinds = ("step", "sleep", "callback", "signal")
+    ops = [
+        _op(rng, rng.choices(kinds, weights=(6, 2, 2, 1))[0], f"c{i}.{k}")
+        for k in range(1, rng.randint(1, 3) + 1)
+    ]
+    if rng.random() < 0.15:
+        ops.append({"op": "fail"})
+    return {"op": "child", "ops": ops, "wait": rng.random() < 0.75, "catch": rng.random() < 0.6}
 
 
 def _op(rng: random.Random, kind: str, i: int | str) -> Op:
@@ -389,6 +408,11 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
             )
         return _batch_summary(result)
     try:
+        if kind == "child":
+            program = {"ops": op["ops"]}
+            if op["wait"]:
+                return ctx.run_child(WORKFLOW, program)
+            return ctx.start_child(WORKFLOW, program).run_id
         if kind == "step":
             return ctx.step(
                 BODIES[op["ret"]],
@@ -424,7 +448,7 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
         if kind == "fail":
             raise RuntimeError("the workflow's own code fails here")
         return None
-    except (StepFailed, CallbackTimeout, CallbackFailed) as error:
+    except (StepFailed, CallbackTimeout, CallbackFailed, ChildFailed) as error:
         if not op.get("catch"):
             raise
         return ["caught", type(error).__name__, str(error)]

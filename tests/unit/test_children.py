@@ -290,3 +290,52 @@ def test_a_crash_around_the_childs_final_write_never_loses_its_report(where: str
     runner.advance(minutes=10)  # past any lease: the sweeper takes the dead worker's run
     parent = runner.get_run(run.run_id)
     assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "300")
+
+
+# --- found by the simulation explorer (each failed on the code before its fix) ---------
+
+
+def test_a_keyed_parent_restarted_after_its_retention_gets_children_of_its_own() -> None:
+    """Seed 846: a keyed run's id is reused once its retention ended; its child at the
+    same position must be a new run, not the earlier incarnation's (which had ended:
+    waiting for it again would wait forever)."""
+    runner = LocalRunner(make_app())
+    first = runner.start("order", ["ab"], idempotency_key="order-7")
+    runner.run_until_idle()
+    (old,) = children_of(runner, first.run_id)
+    runner.advance(days=31)
+    runner.expire()  # the parent's run item goes; its child's too
+    second = runner.start("order", ["abc"], idempotency_key="order-7")
+    assert second.run_id == first.run_id
+    runner.run_until_idle()
+    parent = runner.get_run(second.run_id)
+    assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "300")
+    (new,) = children_of(runner, second.run_id)
+    assert new.run_id != old.run_id
+
+
+def test_retrying_a_parent_whose_child_expired_fails_it_again_instead_of_waiting() -> None:
+    """Seed 659: an operator retried a parent after its failed child's retention ended;
+    the parent waited for a child that no longer existed, for ever."""
+    runner = LocalRunner(make_app())
+
+    app_run = runner.start("careful", "boom")  # catches: a run that keeps going
+    runner.run_until_idle()
+    assert runner.get_run(app_run.run_id).status == RunStatus.SUCCEEDED
+
+    @runner.app.workflow
+    def strict(ctx: Context) -> None:
+        ctx.run_child("broken", "nope")
+
+    run = runner.start("strict")
+    runner.run_until_idle()
+    (kid,) = children_of(runner, run.run_id)
+    runner.memory_ledger.patch_run(run.run_id, {"purge_at": None})  # the parent outlives it
+    runner.advance(days=31)
+    runner.expire()
+    assert runner.memory_ledger.get_run(kid.run_id) is None
+    runner.retry(run.run_id)
+    runner.run_until_idle()
+    parent = runner.get_run(run.run_id)
+    assert parent.status == RunStatus.FAILED and parent.error is not None
+    assert "ChildGone" in parent.error.message
