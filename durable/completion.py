@@ -138,8 +138,9 @@ def check_batch_size(total: int, what: str, limit: int) -> None:
     if total > limit:
         raise InvalidInput(
             f"{what} has {total} branches; an inline batch takes at most {limit} (its "
-            "decision is one ledger item): process the items in chunks of at most "
-            f"{limit} (a map per chunk), since distributed maps are not built yet",
+            "decision is one ledger item): pass distributed=True with a registered "
+            "workflow as the map's function (each item a child run), or process the "
+            f"items in chunks of at most {limit}",
             field="items",
         )
 

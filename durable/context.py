@@ -245,19 +245,38 @@ class Context:
         results come back in item order, decoded by ``fn``'s return annotation.
 
         Up to 1000 items run inline, in this invocation, ``max_concurrency`` at a time
-        (by default up to 64 at once).
-        ``distributed=True`` (each item a child run of its own) is not built yet.
+        (by default up to 64 at once). ``distributed=True`` (the default past 1000 items)
+        runs each item as a child run of ``fn``, which must then be a registered workflow
+        taking the item as its input: ``max_concurrency`` children at a time (default
+        100) across all workers, started in batches, each child's end recorded under
+        this map with the same atomic write that ends it (``durable.distributed``).
         """
+        from durable.completion import check_batch_size
         from durable.fanout import INLINE_LIMIT, run_batch
 
         values = list(items)
-        if distributed:
-            raise InvalidInput(
-                "distributed=True runs each item as a child run, which is not built yet: "
-                f"leave distributed unset for an inline map (up to {INLINE_LIMIT} items), "
-                "or chunk larger lists into several maps",
-                field="distributed",
+        if distributed or (distributed is None and len(values) > INLINE_LIMIT):
+            from durable.children import resolve_workflow
+            from durable.distributed import run_distributed
+
+            try:
+                wf = resolve_workflow(self._exec.engine, fn)
+            except Exception as e:
+                if distributed is None:  # too many to run inline, and not a workflow
+                    check_batch_size(len(values), f"map {name!r}", INLINE_LIMIT)
+                raise InvalidInput(
+                    f"map {name!r} with distributed=True runs each item as a child run: {e}",
+                    field="fn",
+                ) from e
+            distributed_result: BatchResult[R] = run_distributed(
+                self._exec,
+                name,
+                wf,
+                values,
+                max_concurrency=max_concurrency,
+                completion=completion,
             )
+            return distributed_result
         annotation = return_annotation(fn)
 
         def branch(item: T) -> Callable[[Context], R]:

@@ -225,6 +225,20 @@ class CachingLedger:
         self._record(step.run_id, stored)
         return stored
 
+    def start_children(
+        self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
+    ) -> bool:
+        parent_id = steps[0].run_id if steps else ""
+        try:
+            written = self._ledger.start_children(steps, guard, children)
+        except BaseException:
+            self.forget(parent_id)
+            raise
+        if written:
+            for step in steps:
+                self._record(parent_id, step)
+        return written
+
     def finish_child(
         self,
         run_id: str,

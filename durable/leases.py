@@ -164,3 +164,24 @@ def settle_child_record(waiting: StepRecord, report: ChildReport, now: str) -> S
         error_summary=report.error_message,
         updated_at=now,
     )
+
+
+def children_batch(steps: list[StepRecord], children: list[RunRecord]) -> str:
+    """The parent's run id of a batch of child starts (``Ledger.start_children``), after
+    the checks every ledger makes before writing any of it: a record per child, all in
+    one parent, no more than one DynamoDB transaction holds, each item within its size."""
+    from durable.limits import check_item_size
+    from durable.ports import MAX_CHILDREN_PER_START
+
+    if not steps or len(steps) != len(children) or len(steps) > MAX_CHILDREN_PER_START:
+        raise ValueError(
+            f"start_children takes 1 to {MAX_CHILDREN_PER_START} children, a record each "
+            f"(got {len(steps)} records for {len(children)} children)"
+        )
+    parent = steps[0].run_id
+    if any(s.run_id != parent for s in steps):
+        raise ValueError("start_children: every record must belong to one parent run")
+    for step, child in zip(steps, children, strict=True):
+        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
+        check_item_size(child, f"the input of run {child.run_id}")
+    return parent

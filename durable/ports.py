@@ -66,6 +66,11 @@ class SignalExists(DurableError):
         self.existing = existing
 
 
+# A DynamoDB transaction holds 100 actions: the parent's run item, then a record and a
+# run item per child.
+MAX_CHILDREN_PER_START = 49
+
+
 @dataclass(frozen=True, slots=True)
 class ChildReport:
     """What a child run's final write tells its parent (``durable.children``): the
@@ -209,6 +214,17 @@ class Ledger(Protocol):
         ``ConditionFailed`` (the guard) or ``RunExists`` (a run has the child's id);
         nothing is written then either. Returns ``step`` when all three were written.
         """
+        ...
+
+    def start_children(
+        self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
+    ) -> bool:
+        """``start_child`` for several children at once (``steps[i]`` waits for
+        ``children[i]``; at most ``MAX_CHILDREN_PER_START``), all or nothing: True when
+        every record and child was written (the parent's count up by their number);
+        False, writing nothing, when any record is refused or any child id is taken (the
+        caller then starts them one by one to learn which). Raises ``ConditionFailed``
+        when the guard fails."""
         ...
 
     def finish_child(
@@ -419,6 +435,7 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.purge_leftovers",
     "ledger.read_gate",
     "ledger.start_child",
+    "ledger.start_children",
     "ledger.update_run",
     "ledger.write_gate",
     "ledger.write_step",

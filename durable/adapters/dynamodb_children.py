@@ -23,7 +23,7 @@ from durable.adapters.dynamodb_items import (
 from durable.adapters.dynamodb_support import Expr, guard_condition, n, s
 from durable.adapters.dynamodb_table import TableBase
 from durable.errors import StorageError
-from durable.leases import settle_child_record
+from durable.leases import children_batch, settle_child_record
 from durable.limits import check_item_size
 from durable.model import RunRecord, StepKind, StepRecord, StepStatus
 from durable.ports import ChildReport, ConditionFailed, RunExists, RunGuard
@@ -87,6 +87,34 @@ class ChildrenMixin(TableBase):
                 raise StorageError("child id conflict; try again", retryable=True)
             raise RunExists(existing)
         return self._refused(reasons, step, 1)
+
+    def start_children(
+        self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
+    ) -> bool:
+        parent_id = children_batch(steps, children)
+        e = Expr()
+        count = e.name("children")
+        zero, many = e.value(n(0), "z"), e.value(n(len(children)), "k")
+        update = f"SET {count} = if_not_exists({count}, {zero}) + {many}"
+        actions = [self._run_update(parent_id, guard_condition(e, guard), update, e)]
+        for step, child in zip(steps, children, strict=True):
+            actions.append(self._step_put(step))
+            actions.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": run_to_item(child, self.shards),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+        reasons = self._transact(actions, f"starting {len(children)} child runs")
+        if reasons is None:
+            return True
+        if reasons[0].get("Code") == "ConditionalCheckFailed":
+            old = reasons[0].get("Item")
+            raise ConditionFailed(item_to_run(old) if old else self.get_run(parent_id))
+        return False
 
     def finish_child(
         self,

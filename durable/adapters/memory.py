@@ -16,6 +16,7 @@ from durable.ids import due_shard, timer_name
 from durable.leases import (
     apply_changes,
     check_listing,
+    children_batch,
     claim_kind,
     claimed,
     guard_holds,
@@ -208,6 +209,25 @@ class MemoryLedger:
             self._steps.setdefault(child.run_id, {})
             self._signals.setdefault(child.run_id, [])
             return step
+
+    def start_children(
+        self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
+    ) -> bool:
+        parent_id = children_batch(steps, children)
+        with self._lock:
+            parent = self._guarded(parent_id, guard)
+            stored = self._steps.setdefault(parent.run_id, {})
+            if any(not step_replaceable(stored.get(s.position), s) for s in steps) or any(
+                c.run_id in self._runs for c in children
+            ):
+                return False
+            self._runs[parent.run_id] = replace(parent, children=parent.children + len(children))
+            for step, child in zip(steps, children, strict=True):
+                stored[step.position] = copy_step(step)
+                self._runs[child.run_id] = copy_run(child)
+                self._steps.setdefault(child.run_id, {})
+                self._signals.setdefault(child.run_id, [])
+            return True
 
     def finish_child(
         self,

@@ -194,6 +194,19 @@ class ConsoleLedger(WatchedLedger):
             self._console.say(child.run_id, "▶", f"started (child of {step.run_id})")
         return stored
 
+    def start_children(
+        self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
+    ) -> bool:
+        written = self._ledger.start_children(steps, guard, children)
+        if written:
+            for child in children:
+                self._console.learn(child)
+            first, last = steps[0].position, steps[-1].position
+            self._console.say(
+                steps[0].run_id, "⑂", f"started {len(children)} child runs ({first}..{last})"
+            )
+        return written
+
     def finish_child(
         self,
         run_id: str,

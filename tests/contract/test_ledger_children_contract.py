@@ -195,3 +195,62 @@ def test_a_report_from_another_child_never_settles_the_record(ledger: Any) -> No
     assert not ledger.finish_child("KID1", child, FINAL, stale, now=t(5))[1]
     assert ledger.get_step("RUN1", "0001").status == StepStatus.WAITING
     assert ledger.get_run("RUN1").inbox == 0
+
+
+def batch(fence: int, count: int) -> tuple[list[Any], list[Any]]:
+    steps = [
+        make_step(
+            position=f"0001.{i:04d}",
+            status=StepStatus.WAITING,
+            output=None,
+            kind=StepKind.CHILD,
+            name="price",
+            detail={"child": f"KID{i}"},
+            fence=fence,
+        )
+        for i in range(1, count + 1)
+    ]
+    kids = [
+        make_run(f"KID{i}", workflow="price", parent=f"RUN1@0001.{i:04d}")
+        for i in range(1, count + 1)
+    ]
+    return steps, kids
+
+
+def test_start_children_writes_a_whole_batch_at_once(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    guard = claimed(ledger, "RUN1", "w1")
+    steps, kids = batch(guard.fence, 49)
+    assert ledger.start_children(steps, guard, kids) is True
+    assert ledger.get_run("RUN1").children == 49
+    assert ledger.get_run("KID49").parent == "RUN1@0001.0049"
+    assert ledger.get_step("RUN1", "0001.0049").status == StepStatus.WAITING
+
+
+def test_start_children_writes_nothing_when_one_child_is_there(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    ledger.create_run(make_run("KID3", workflow="price"))
+    guard = claimed(ledger, "RUN1", "w1")
+    steps, kids = batch(guard.fence, 5)
+    assert ledger.start_children(steps, guard, kids) is False
+    assert ledger.get_run("KID1") is None and ledger.get_step("RUN1", "0001.0001") is None
+    assert ledger.get_run("RUN1").children == 0
+
+
+def test_start_children_under_a_lost_lease_raises_and_writes_nothing(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    old = claimed(ledger, "RUN1", "w1")
+    claimed(ledger, "RUN1", "w2", at=120)
+    steps, kids = batch(old.fence, 3)
+    with pytest.raises(ConditionFailed):
+        ledger.start_children(steps, old, kids)
+    assert ledger.get_run("KID1") is None
+
+
+def test_start_children_refuses_more_than_one_transaction_holds(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    guard = claimed(ledger, "RUN1", "w1")
+    steps, kids = batch(guard.fence, 50)
+    with pytest.raises(ValueError, match="1 to 49"):
+        ledger.start_children(steps, guard, kids)
+    assert ledger.get_run("KID1") is None

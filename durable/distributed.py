@@ -1,0 +1,262 @@
+"""Distributed maps: ``ctx.map(workflow, items, distributed=True)``, each item a child run.
+
+The map takes one position P in its caller's sequence. Item i runs as a child run of
+the registered workflow, recorded at ``P.i`` like ``ctx.start_child`` (``durable.children``:
+the record and the child are written together, the child's end settles the record and
+wakes the parent in the same atomic write). What the parent knows is what those records
+say, so everything below is recomputed from them on every invocation, never kept in
+memory:
+
+* the **window**: children started (records under P) minus children ended (records
+  settled) is at most ``max_concurrency``. The parent starts the next items, in order,
+  only into free places, so no crash, replay or zombie can exceed it (a zombie's start
+  fails its lease guard; the records and children are written together);
+* creation is **batched**: up to ``MAX_CHILDREN_PER_START`` children per atomic write;
+* the **completion rule** (``durable.completion``) is applied to the settled records; once
+  decided, the *decision* is written at P (fenced): the rule's verdict, how many items
+  were started and which were still running. Those are canceled then (with their
+  compensations), after the decision, as an inline batch cancels its open branches: a
+  crash between replays the decision and cancels them again (a cancel is idempotent);
+* the parent waits for reports suspended with no due time; each report bumps its inbox,
+  so a parent that is running sees it at its next suspension and reloads, and a parent
+  that is waiting is invoked. Reports that land while the parent runs are taken together
+  at its next look: the parent is woken per batch of progress, not per child.
+
+``BatchResult`` is built from the records: an item's value is its child's result
+(decoded by the workflow's return annotation), its error a ``ChildFailed``, and an item
+that was running or not started when the rule was decided is ``canceled`` whatever it did
+later. The decision holds counts and the open indices only (at most ``max_concurrency``),
+so a map of 100,000 items fits one record; the values stay in the items' records.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from durable import serde
+from durable.children import child_detail, child_of, link
+from durable.completion import BatchItem, BatchResult, Completion, parse_completion
+from durable.errors import (
+    ChildFailed,
+    InvalidInput,
+    InvalidState,
+    LeaseLost,
+    NonDeterminismError,
+)
+from durable.ids import derived_run_id
+from durable.model import RunRecord, StepKind, StepRecord, StepStatus, position_path
+from durable.ports import MAX_CHILDREN_PER_START, ConditionFailed
+from durable.retention import incarnation
+
+if TYPE_CHECKING:
+    from durable.execution import Execution
+    from durable.registry import WorkflowDef
+
+log = logging.getLogger("durable.distributed")
+
+# Items one distributed map takes: a parent's history holds a record per item.
+DISTRIBUTED_LIMIT = 100_000
+# Children running at once when ``max_concurrency`` is not given.
+DEFAULT_WINDOW = 100
+
+
+def run_distributed(
+    x: Execution,
+    name: str,
+    wf: WorkflowDef,
+    items: Sequence[Any],
+    *,
+    max_concurrency: int | None,
+    completion: Any,
+) -> BatchResult[Any]:
+    rule = parse_completion(completion)
+    total = len(items)
+    _check(name, wf, total, rule)
+    window = max_concurrency or DEFAULT_WINDOW
+    position = x.next_position()
+    rec = x.recorded(position, name, StepKind.BATCH)
+    if rec is not None and rec.status == StepStatus.DONE and rec.output is not None:
+        decision = json.loads(rec.output)
+        if decision["n"] != total:
+            x.nondeterminism = NonDeterminismError(
+                position, f"a map of {decision['n']}", f"a map of {total}"
+            )
+            raise x.nondeterminism
+        _cancel_open(x, position, decision)
+        return _result(x, name, wf, position, decision)
+    while True:
+        started, open_, succeeded, failed = _count(x, position, total)
+        verdict = rule.decide(total, succeeded, failed)
+        if verdict is not None:
+            decision = {
+                "n": total,
+                "rule": rule.describe(),
+                "ok": verdict,
+                "started": started,
+                "open": open_,
+                "distributed": True,
+            }
+            written = x.write_fenced(
+                x.new_record(
+                    position,
+                    name,
+                    StepKind.BATCH,
+                    StepStatus.DONE,
+                    output=json.dumps(decision, separators=(",", ":")),
+                )
+            )
+            decision = json.loads(written.output or "{}")
+            _cancel_open(x, position, decision)
+            return _result(x, name, wf, position, decision)
+        free = window - len(open_)
+        if free <= 0 or started == total:
+            raise x.suspend(None, position, replayed=True)
+        _start(x, wf, position, items, started + 1, min(total, started + free))
+
+
+def _check(name: str, wf: WorkflowDef, total: int, rule: Completion) -> None:
+    if not isinstance(name, str) or not name:
+        raise InvalidInput('a map needs a name: name="import-records"', field="name")
+    if total > DISTRIBUTED_LIMIT:
+        raise InvalidInput(
+            f"map {name!r} has {total} items; a distributed map takes at most "
+            f"{DISTRIBUTED_LIMIT}: split them into maps of at most that many (or pass "
+            "each child a page of items)",
+            field="items",
+        )
+    if rule.kind == "min_successful" and rule.count > total:
+        raise InvalidInput(
+            f"completion {rule.describe()} over {total} item(s) can never be met: ask for "
+            "at most as many successes as there are items",
+            field="completion",
+        )
+    if serde.has_secrets(wf.return_annotation):
+        raise InvalidInput(
+            f"workflow {wf.name!r} returns secret-typed values, sealed with its own run's "
+            "key, which the map cannot open: return a reference to the secret instead",
+            field="fn",
+        )
+
+
+def _item_position(position: str, index: int) -> str:
+    return f"{position}.{position_path(index)}"
+
+
+def _count(x: Execution, position: str, total: int) -> tuple[int, list[int], int, int]:
+    """(started, open indices, succeeded, failed) from the items' records. Items start
+    in order, so the started ones are 1..started."""
+    started = succeeded = failed = 0
+    open_: list[int] = []
+    steps = x.steps
+    for index in range(1, total + 1):
+        rec = steps.get(_item_position(position, index))
+        if rec is None:
+            break
+        started = index
+        if rec.status == StepStatus.DONE:
+            succeeded += 1
+        elif rec.status.final:
+            failed += 1
+        else:
+            open_.append(index)
+    return started, open_, succeeded, failed
+
+
+def _start(
+    x: Execution, wf: WorkflowDef, position: str, items: Sequence[Any], first: int, last: int
+) -> None:
+    """Start items ``first..last`` (their records and children together), in batches."""
+    parent_id = x.run.run_id
+    stem = f"{parent_id}.{incarnation(x.run)}@"
+    for low in range(first, last + 1, MAX_CHILDREN_PER_START):
+        indexes = range(low, min(last, low + MAX_CHILDREN_PER_START - 1) + 1)
+        steps: list[StepRecord] = []
+        children: list[RunRecord] = []
+        for index in indexes:
+            at = _item_position(position, index)
+            child_id = derived_run_id(wf.name, stem + at, "child")
+            children.append(
+                x.engine.new_run(
+                    wf,
+                    items[index - 1],
+                    child_id,
+                    requested_by=f"run {parent_id}",
+                    parent=link(parent_id, at),
+                )
+            )
+            step = x.new_record(at, wf.name, StepKind.CHILD, StepStatus.WAITING)
+            step.detail = child_detail(child_id)
+            steps.append(step)
+        x.check_cancel()
+        try:
+            together = x.ledger.start_children(steps, x.guard(), children)
+        except ConditionFailed as e:
+            raise LeaseLost() from e
+        if not together:  # one of them is there already (a replay): one by one
+            _start_one_by_one(x, steps, children)
+        else:
+            for step in steps:
+                x.steps[step.position] = step
+        for child in children:
+            x.engine.invoke_worker(child.run_id, "start")
+
+
+def _start_one_by_one(x: Execution, steps: list[StepRecord], children: list[RunRecord]) -> None:
+    from durable.ports import RunExists
+
+    for step, child in zip(steps, children, strict=True):
+        try:
+            stored = x.ledger.start_child(step, x.guard(), child)
+        except ConditionFailed as e:
+            raise LeaseLost() from e
+        except RunExists as e:
+            raise InvalidState(
+                f"child run {child.run_id} of map item {step.position} exists without its "
+                "record; this should not happen: report it with the run id"
+            ) from e
+        x.kept(step, stored)
+
+
+def _cancel_open(x: Execution, position: str, decision: dict[str, Any]) -> None:
+    """Cancel the children that were running when the rule was decided (again after a
+    crash: a cancel of a finished or already canceled run is a no-op)."""
+    for index in decision.get("open", []):
+        rec = x.steps.get(_item_position(position, index))
+        if rec is None or rec.status.final:
+            continue
+        try:
+            x.engine.cancel(
+                child_of(rec),
+                f"map {rec.name!r} of run {x.run.run_id} was decided without it",
+                compensate=True,
+                requested_by=f"run {x.run.run_id}",
+            )
+        except InvalidState:
+            continue  # it ended meanwhile
+
+
+def _result(
+    x: Execution, name: str, wf: WorkflowDef, position: str, decision: dict[str, Any]
+) -> BatchResult[Any]:
+    started, open_ = int(decision["started"]), set(decision.get("open", []))
+    items: list[BatchItem[Any]] = []
+    for index in range(1, int(decision["n"]) + 1):
+        rec = x.steps.get(_item_position(position, index))
+        if index > started or index in open_ or rec is None or not rec.status.final:
+            items.append(BatchItem(index - 1, "canceled"))
+        elif rec.status == StepStatus.DONE:
+            value = x.decode(rec.output, wf.return_annotation)
+            items.append(BatchItem(index - 1, "succeeded", value=value))
+        else:
+            error = ChildFailed(
+                child_of(rec),
+                rec.name,
+                rec.position,
+                rec.error_type or "Failed",
+                rec.error_summary or "",
+            )
+            items.append(BatchItem(index - 1, "failed", error=error))
+    return BatchResult(name, str(decision["rule"]), bool(decision["ok"]), tuple(items))
