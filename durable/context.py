@@ -233,7 +233,7 @@ class Context:
 
     def map(
         self,
-        fn: Callable[[Context, T], R],
+        fn: Callable[[Context, T], R] | str,
         items: Iterable[T],
         *,
         name: str = "map",
@@ -255,7 +255,11 @@ class Context:
         from durable.fanout import INLINE_LIMIT, run_batch
 
         values = list(items)
-        if distributed or (distributed is None and len(values) > INLINE_LIMIT):
+        if (
+            isinstance(fn, str)
+            or distributed
+            or (distributed is None and len(values) > INLINE_LIMIT)
+        ):
             from durable.children import resolve_workflow
             from durable.distributed import run_distributed
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from durable import App, BatchFailed, ChildFailed, Context, RunStatus, StepStatus
+from durable import App, BatchFailed, BatchResult, ChildFailed, Context, RunStatus, StepStatus
 from durable.errors import InvalidInput, TerminalError
 from durable.model import StepKind
 from durable.ports import MAX_CHILDREN_PER_START
@@ -260,7 +260,9 @@ def test_a_child_failure_reads_as_child_failed_in_the_result() -> None:
 
     @app.workflow(name="inspect")
     def inspect_(ctx: Context) -> str:
-        result = ctx.map("square", [0], distributed=True, completion={"tolerated_failures": 1})
+        result: BatchResult[int] = ctx.map(
+            "square", [0], distributed=True, completion={"tolerated_failures": 1}
+        )
         error = result[0].error
         assert isinstance(error, ChildFailed)
         return error.error_type
