@@ -39,7 +39,7 @@ from durable.retention import incarnation
 from durable.sweeper import SweepReport
 from durable.testing import SimulatedCrash
 from durable.tokens import token_hash
-from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor
+from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor, WindowMonitor
 from tests.simulation.journal import Event, Journal
 from tests.simulation.programs import APP, GATED, WORKFLOW, Hooks, Op
 from tests.simulation.scheduler import Scheduler, SimPort, Task
@@ -113,6 +113,7 @@ class World:
         self.invoker = MemoryInvoker()
         self.monitor = FinishedRunMonitor(ledger, self.journal, self.hooks.stamp)
         self.stuck = StuckMonitor(ledger, self.journal, self.armed, self.hooks.stamp)
+        self.window = WindowMonitor(ledger, self.journal, self.hooks.stamp)
         self.config = EngineConfig(
             inprocess_wait_threshold=timedelta(0),
             sweep_grace=timedelta(0),
@@ -162,6 +163,7 @@ class World:
         """Every ledger call that returned, seen by the runtime checks."""
         self.monitor.observe(method, args, result)
         self.stuck.observe(method, args, result)
+        self.window.observe(method, args, result)
 
     def check_view(self, run_id: str, view: RunHistory) -> None:
         """A warm worker's view must hold what a load would: every record, except one a

@@ -33,6 +33,7 @@ from tests.simulation.journal import Journal, Stamp
 
 # Checked while the schedule runs (recorded by actors and the monitor).
 RUNTIME_CHECKS = (
+    "map_window_kept",
     "resume_raises_nothing",
     "sweep_raises_nothing",
     "api_errors_are_typed",
@@ -517,3 +518,46 @@ class StuckMonitor:
             self.journal.violate(
                 "never_stuck", f"after {method} by {stamp.actor}: {problem}", stamp.seq
             )
+
+
+class WindowMonitor:
+    """``map_window_kept``: after every start of a child, a distributed map has at most
+    its ``max_concurrency`` children running (records under its position not yet
+    settled), whatever crashes, zombies and replays came before. The window is read from
+    the parent's program (its input), the records from the ledger."""
+
+    def __init__(self, ledger: Any, journal: Journal, stamp: Callable[[], Stamp]) -> None:
+        self.ledger = ledger
+        self.journal = journal
+        self.stamp = stamp
+
+    def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
+        if method not in ("ledger.start_children", "ledger.start_child"):
+            return
+        steps = args[0] if method == "ledger.start_children" else [args[0]]
+        if not steps:
+            return
+        history = self.ledger.load(steps[0].run_id)
+        if history is None:
+            return
+        try:
+            ops = json.loads(history.run.input).get("ops", [])
+        except (ValueError, AttributeError):
+            return
+        windows = [op["window"] for op in ops if isinstance(op, dict) and op.get("op") == "dmap"]
+        # Only distributed maps put child records two levels deep (``P.i``), and the
+        # program runs its maps in order: the k-th such P is the k-th map's.
+        groups: dict[str, list[str]] = {}
+        for position, rec in history.steps.items():
+            if rec.kind == StepKind.CHILD and position.count(".") == 1:
+                groups.setdefault(position.split(".")[0], []).append(position)
+        for k, top in enumerate(sorted(groups, key=int)):
+            running = [p for p in groups[top] if not history.steps[p].status.final]
+            if k < len(windows) and len(running) > windows[k]:
+                stamp = self.stamp()
+                self.journal.violate(
+                    "map_window_kept",
+                    f"run {history.run.run_id}: map at {top} has {len(running)} children "
+                    f"running, window {windows[k]} (after {method} by {stamp.actor})",
+                    stamp.seq,
+                )

@@ -63,6 +63,8 @@ def generate_program(rng: random.Random) -> list[Op]:
         kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1, 2, 2))[0]
         if kind == "batch":
             ops.append(_batch(rng, i))
+        elif kind == "child" and rng.random() < 0.3:
+            ops.append(_distributed_map(rng, i))
         elif kind == "child":
             ops.append(_child(rng, i))
         else:
@@ -109,6 +111,16 @@ def _child(rng: random.Random, i: int) -> Op:
     if rng.random() < 0.15:
         ops.append({"op": "fail"})
     return {"op": "child", "ops": ops, "wait": rng.random() < 0.75, "catch": rng.random() < 0.6}
+
+
+def _distributed_map(rng: random.Random, i: int) -> Op:
+    """A distributed map of 1-4 items, each a child run of this workflow with a program
+    of its own, a window of 1-2 children, and any completion rule."""
+    programs = [_child(rng, i)["ops"] for _ in range(rng.randint(1, 4))]
+    rule = rng.choice(
+        ("all", "all", "first_successful", {"min_successful": 1}, {"tolerated_failures": 1})
+    )
+    return {"op": "dmap", "items": programs, "window": rng.randint(1, 2), "rule": rule}
 
 
 def _op(rng: random.Random, kind: str, i: int | str) -> Op:
@@ -385,6 +397,16 @@ def _batch_summary(result: durable.BatchResult[Any]) -> list[Any]:
 def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> Any:
     kind = op["op"]
     timeout = timedelta(seconds=op["timeout"]) if op.get("timeout") else None
+    if kind == "dmap":
+        result: durable.BatchResult[Any] = ctx.map(
+            WORKFLOW,
+            [{"ops": ops} for ops in op["items"]],
+            name=f"op{i}",
+            distributed=True,
+            max_concurrency=op["window"],
+            completion=op["rule"],
+        )
+        return _batch_summary(result)
     if kind == "batch":
         branches = op["branches"]
         if op["map"]:
