@@ -196,3 +196,53 @@ def test_an_inline_branch_step_costs_one_conditional_write_and_a_branch_wait_res
     assert engine.get_run(run.run_id).output == '[{"approved":true},2]'
     decision = [s for s in engine.history(run.run_id) if s.position == "0001"]
     assert decision and decision[0].kind == "batch"
+
+
+def test_child_runs_and_a_distributed_map_on_dynamodb(
+    client: Any, make_tables: MakeTables
+) -> None:
+    """Children on DynamoDB: a child's start is one transaction with its parent's record,
+    its end one transaction with its parent's report; a distributed map starts its
+    children in batched transactions and keeps its window."""
+    from durable import App, Context
+
+    app = App()
+
+    @app.workflow(name="double")
+    def double(ctx: Context, n: int) -> int:
+        return int(ctx.step(lambda: n * 2, name="double"))
+
+    @app.workflow(name="parent")
+    def parent(ctx: Context) -> list[int]:
+        first = ctx.run_child(double, 21)
+        rest = ctx.map(double, range(60), distributed=True, max_concurrency=55).values()
+        return [first, *rest]
+
+    calls: Counter[str] = Counter()
+    client.meta.events.register(
+        "before-call.dynamodb.*", lambda model, **_: calls.update([model.name])
+    )
+    ledger_table, idem_table = make_tables(client)
+    invoker = MemoryInvoker()
+    engine = Engine(
+        app, DynamoLedger(client, ledger_table), invoker, DynamoEffectStore(client, idem_table)
+    )
+    run = engine.start("parent")
+    resumed: Counter[str] = Counter()
+    most_running = 0
+    for _ in range(1000):
+        item = invoker.pop()
+        if item is None:
+            break
+        resumed[engine.get_run(item.run_id).workflow] += 1
+        engine.resume(item.run_id, reason=item.reason)
+        kids = [s for s in engine.history(run.run_id) if s.kind == "child" and "." in s.position]
+        most_running = max(most_running, sum(1 for s in kids if not s.status.final))
+    stored = engine.get_run(run.run_id)
+    assert stored.status == RunStatus.SUCCEEDED, stored.error
+    assert stored.output == "[" + ",".join(str(n * 2) for n in [21, *range(60)]) + "]"
+    assert stored.children == 61
+    assert most_running <= 55
+    # 1 start of the first child + 2 batches (49 + 6, then 5 as the window frees) at least.
+    assert calls["TransactWriteItems"] >= 61 + 3  # every child's end is one, too
+    assert resumed["double"] >= 61
