@@ -294,12 +294,25 @@ class Endings:
         report = report_of(run, changes)
         if report is None:
             return self.ledger.update_run(run.run_id, guard, changes)
-        stored, taken = self.ledger.finish_child(
-            run.run_id, guard, changes, report, now=format_time(self.clock.now())
-        )
-        if taken:
+        now = format_time(self.clock.now())
+        stored, taken = self.ledger.finish_child(run.run_id, guard, changes, report, now=now)
+        if taken and self._parent_needs_a_worker(report.parent_id, now):
             self.engine.invoke_worker(report.parent_id, "child")
         return stored
+
+    def _parent_needs_a_worker(self, parent_id: str, now: str) -> bool:
+        """Whether the parent that took a report must be invoked: not while a live
+        owner holds it (read after the report, so that owner's next suspension finds the
+        inbox moved and reloads). A map's thousand children finishing while their parent
+        runs cost a thousand reads, not a thousand invocations that cannot claim it; the
+        report made the parent due, so the sweeper covers a read that lied."""
+        try:
+            parent = self.ledger.get_run(parent_id)
+        except Exception:
+            return True
+        if parent is None or parent.terminal:
+            return False
+        return parent.lease_owner is None or (parent.lease_until or "") < now
 
     def _handoff(self, x: Execution) -> Outcome:
         """Release the lease with a due time first, then invoke a fresh worker."""

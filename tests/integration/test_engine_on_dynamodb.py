@@ -198,9 +198,7 @@ def test_an_inline_branch_step_costs_one_conditional_write_and_a_branch_wait_res
     assert decision and decision[0].kind == "batch"
 
 
-def test_child_runs_and_a_distributed_map_on_dynamodb(
-    client: Any, make_tables: MakeTables
-) -> None:
+def test_child_runs_and_a_distributed_map_on_dynamodb(client: Any, make_tables: MakeTables) -> None:
     """Children on DynamoDB: a child's start is one transaction with its parent's record,
     its end one transaction with its parent's report; a distributed map starts its
     children in batched transactions and keeps its window."""

@@ -94,3 +94,19 @@ def test_the_parallel_onboarding_sends_the_email_beside_the_setup_and_replays_it
     assert dict(services.effects) == {"workspace": 1, "email": 2, "project": 1}
     positions = [s.position for s in runner.history(run_id)]
     assert positions[:4] == ["0001", "0001.0001.0001", "0001.0001.0002", "0001.0002.0001"]
+
+
+def test_the_nightly_import_maps_its_records_over_child_runs_and_tolerates_bad_ones() -> None:
+    from examples.record_import import warehouse
+
+    warehouse.rows.clear()
+    runner = LocalRunner(combined.app)
+    run = runner.start("nightly-import", {"source": "crm", "count": 1000, "window": 50})
+    runner.run_until_idle(max_invocations=100_000)
+    stored = runner.get_run(run.run_id)
+    assert stored.status == RunStatus.SUCCEEDED, stored.error
+    summary = __import__("json").loads(stored.output or "{}")
+    assert summary["failed"] == [996]  # the malformed one: 1 of 1000, under 1%
+    assert summary["imported"] == 999 and summary["skipped"] == 0
+    assert len(warehouse.rows) == 999
+    assert stored.children == 1000
