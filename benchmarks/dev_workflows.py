@@ -111,3 +111,23 @@ def limited(ctx: Context, seconds: float) -> float:
 def unlimited(ctx: Context, seconds: float) -> float:
     """The same without a limit: the baseline of the flow-control figures."""
     return busy(seconds)
+
+
+@app.workflow(name="map-item")
+def map_item(ctx: Context, i: int) -> int:
+    """One item of a distributed map: one trivial step (a child run of ``map-all``)."""
+    result: int = tick(i)
+    return result
+
+
+@app.workflow(name="map-all")
+def map_all(ctx: Context, spec: dict[str, int]) -> int:
+    """A distributed map of ``spec["items"]`` items, ``spec["window"]`` at a time."""
+    values = ctx.map(
+        map_item,
+        range(spec["items"]),
+        name="items",
+        distributed=True,
+        max_concurrency=spec["window"],
+    ).values()
+    return len(values)
