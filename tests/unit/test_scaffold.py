@@ -145,7 +145,7 @@ def test_the_scaffolds_own_tests_pass(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout
+    assert "3 passed" in done.stdout
 
 
 class _Installed:
