@@ -627,4 +627,13 @@ class Execution(LeaseKeeping):
 
     def continue_as_new(self, input_value: Any) -> None:
         self.check_cancel()  # honours cancel and non-determinism like any durable call
+        if self.run.parent is not None:
+            # Its parent waits for this run's own end (``durable.children``): a successor
+            # would end under another id the parent's record does not name.
+            raise InvalidInput(
+                "ctx.continue_as_new is not available in a child run (its parent waits "
+                "for this run's end): loop inside the child, or let the parent start a "
+                "new child for the next part",
+                field="continue_as_new",
+            )
         raise ContinueAsNew(input_value)

@@ -339,3 +339,26 @@ def test_retrying_a_parent_whose_child_expired_fails_it_again_instead_of_waiting
     parent = runner.get_run(run.run_id)
     assert parent.status == RunStatus.FAILED and parent.error is not None
     assert "ChildGone" in parent.error.message
+
+
+def test_a_child_cannot_continue_as_new_and_its_parent_hears_why() -> None:
+    app = make_app()
+
+    @app.workflow(name="looper")
+    def looper(ctx: Context, n: int) -> int:
+        if n < 3:
+            ctx.continue_as_new(n + 1)
+        return n
+
+    @app.workflow(name="boss")
+    def boss(ctx: Context) -> str:
+        try:
+            return str(ctx.run_child(looper, 0))
+        except ChildFailed as e:
+            return e.error_type + ": " + e.error_message
+
+    runner = LocalRunner(app)
+    run = runner.start("boss")
+    runner.run_until_idle()
+    output = runner.get_run(run.run_id).output or ""
+    assert output.startswith('"InvalidInput: ctx.continue_as_new is not available in a child')
