@@ -28,7 +28,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
-from durable.errors import ChildFailed, InvalidInput, InvalidState, LeaseLost, WorkflowNotFound
+from durable.errors import (
+    ChildFailed,
+    InvalidInput,
+    InvalidState,
+    LeaseLost,
+    RunNotFound,
+    WorkflowNotFound,
+)
 from durable.ids import check_idempotency_key, derived_run_id
 from durable.model import (
     RunRecord,
@@ -140,9 +147,16 @@ def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: 
     except ConditionFailed as e:
         raise LeaseLost() from e
     except RunExists as e:
-        # Not ours: the record and the child are written together, so a child of this
-        # run at this position would have left the record a replay finds first.
+        # Not this run's (the record and the child are written together, so a child of
+        # this run at this position would have left the record a replay finds first):
+        # a run with that key, started by an operator or by the run this one was forked
+        # from. Finished with the same input, it is the same run: take its outcome.
         existing = e.existing
+        if existing.terminal and (existing.workflow, existing.input_hash) == (
+            child.workflow,
+            child.input_hash,
+        ):
+            return x.write_fenced(_settled_from(step, existing, x.now_text()))
         raise InvalidInput(
             f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
             f"{existing.status.value}); pass an id no other run of that workflow used",
@@ -219,7 +233,7 @@ def _reopened(x: Execution, rec: StepRecord) -> StepRecord:
     # It may have ended while the record was not waiting (its report found none): look
     # once more now that a report can land.
     child = x.ledger.get_run(child_id)
-    if child is not None and child.terminal and child.status != RunStatus.FAILED:
+    if child is not None and child.terminal:  # a retried child may have failed again
         return x.write_fenced(_settled_from(waiting, child, x.now_text()))
     return waiting
 
@@ -282,8 +296,8 @@ def cancel_children(engine: Engine, run: RunRecord, steps: dict[str, StepRecord]
                 compensate=run.cancel_compensate,
                 requested_by=f"run {run.run_id}",
             )
-        except InvalidState:
-            continue  # it finished meanwhile
+        except (InvalidState, RunNotFound):
+            continue  # it finished meanwhile, or its retention ended
         except Exception:
             log.warning("canceling child run %s failed", child_id, exc_info=True)
             raise

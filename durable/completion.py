@@ -229,3 +229,17 @@ class BatchResult(Generic[T]):
 
     def errors(self) -> Sequence[BaseException]:
         return [i.error for i in self.items if i.error is not None]
+
+
+def check_max_concurrency(max_concurrency: Any) -> None:
+    """``max_concurrency`` of a batch or a map: None (the default) or a whole number >= 1."""
+    if max_concurrency is not None and (
+        isinstance(max_concurrency, bool)
+        or not isinstance(max_concurrency, int)
+        or max_concurrency < 1
+    ):
+        raise InvalidInput(
+            f"max_concurrency={max_concurrency!r}: give a whole number of branches, 1 or more "
+            "(or None for the default)",
+            field="max_concurrency",
+        )

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.children import child_detail, child_of, link
-from durable.completion import BatchItem, BatchResult, Completion, parse_completion
+from durable.completion import (
+    BatchItem,
+    BatchResult,
+    Completion,
+    check_max_concurrency,
+    parse_completion,
+)
 from durable.errors import (
     ChildFailed,
     InvalidInput,
@@ -47,8 +53,9 @@ from durable.errors import (
     NonDeterminismError,
 )
 from durable.ids import derived_run_id
+from durable.limits import record_size
 from durable.model import RunRecord, StepKind, StepRecord, StepStatus, position_path
-from durable.ports import MAX_CHILDREN_PER_START, ConditionFailed
+from durable.ports import MAX_CHILDREN_PER_START, TRANSACTION_BYTES, ConditionFailed
 from durable.retention import incarnation
 
 if TYPE_CHECKING:
@@ -73,6 +80,7 @@ def run_distributed(
     completion: Any,
 ) -> BatchResult[Any]:
     rule = parse_completion(completion)
+    check_max_concurrency(max_concurrency)
     total = len(items)
     _check(name, wf, total, rule)
     window = max_concurrency or DEFAULT_WINDOW
@@ -114,6 +122,8 @@ def run_distributed(
         free = window - len(open_)
         if free <= 0 or started == total:
             raise x.suspend(None, position, replayed=True)
+        if started == 0:
+            _check_items(wf, items)
         _start(x, wf, position, items, started + 1, min(total, started + free))
 
 
@@ -139,6 +149,21 @@ def _check(name: str, wf: WorkflowDef, total: int, rule: Completion) -> None:
             "key, which the map cannot open: return a reference to the secret instead",
             field="fn",
         )
+
+
+def _check_items(wf: WorkflowDef, items: Sequence[Any]) -> None:
+    """Every item against the workflow's input type, before the first child starts: a bad
+    item is the caller's mistake, found at the call with nothing started (its children
+    would keep running after the parent failed). Inputs with secrets are checked as each
+    child starts (sealing them needs the child's key)."""
+    annotation = wf.input_annotation
+    if serde.has_secrets(annotation):
+        return
+    for index, item in enumerate(items, start=1):
+        try:
+            serde.validate_input(item, annotation, wf.name, None)
+        except InvalidInput as e:
+            raise InvalidInput(f"map item {index} (of {len(items)}): {e}", field="items") from e
 
 
 def _item_position(position: str, index: int) -> str:
@@ -171,37 +196,58 @@ def _start(
     """Start items ``first..last`` (their records and children together), in batches."""
     parent_id = x.run.run_id
     stem = f"{parent_id}.{incarnation(x.run)}@"
-    for low in range(first, last + 1, MAX_CHILDREN_PER_START):
-        indexes = range(low, min(last, low + MAX_CHILDREN_PER_START - 1) + 1)
-        steps: list[StepRecord] = []
-        children: list[RunRecord] = []
-        for index in indexes:
-            at = _item_position(position, index)
-            child_id = derived_run_id(wf.name, stem + at, "child")
-            children.append(
-                x.engine.new_run(
-                    wf,
-                    items[index - 1],
-                    child_id,
-                    requested_by=f"run {parent_id}",
-                    parent=link(parent_id, at),
-                )
-            )
-            step = x.new_record(at, wf.name, StepKind.CHILD, StepStatus.WAITING)
-            step.detail = child_detail(child_id)
-            steps.append(step)
-        x.check_cancel()
-        try:
-            together = x.ledger.start_children(steps, x.guard(), children)
-        except ConditionFailed as e:
-            raise LeaseLost() from e
-        if not together:  # one of them is there already (a replay): one by one
-            _start_one_by_one(x, steps, children)
-        else:
-            for step in steps:
-                x.steps[step.position] = step
-        for child in children:
-            x.engine.invoke_worker(child.run_id, "start")
+    pending: list[tuple[StepRecord, RunRecord]] = []
+    for index in range(first, last + 1):
+        at = _item_position(position, index)
+        child_id = derived_run_id(wf.name, stem + at, "child")
+        child = x.engine.new_run(
+            wf,
+            items[index - 1],
+            child_id,
+            requested_by=f"run {parent_id}",
+            parent=link(parent_id, at),
+        )
+        step = x.new_record(at, wf.name, StepKind.CHILD, StepStatus.WAITING)
+        step.detail = child_detail(child_id)
+        pending.append((step, child))
+    for batch in start_batches(pending):
+        _start_batch(x, [s for s, _ in batch], [c for _, c in batch])
+
+
+def start_batches(
+    pending: list[tuple[StepRecord, RunRecord]],
+) -> list[list[tuple[StepRecord, RunRecord]]]:
+    """``pending`` cut into batches one transaction holds: at most
+    ``MAX_CHILDREN_PER_START`` children, and their items within ``TRANSACTION_BYTES``."""
+    batches: list[list[tuple[StepRecord, RunRecord]]] = []
+    size = 0
+    for step, child in pending:
+        item = record_size(step) + record_size(child)
+        if (
+            not batches
+            or len(batches[-1]) == MAX_CHILDREN_PER_START
+            or (size + item > TRANSACTION_BYTES)
+        ):
+            batches.append([])
+            size = 0
+        batches[-1].append((step, child))
+        size += item
+    return batches
+
+
+def _start_batch(x: Execution, steps: list[StepRecord], children: list[RunRecord]) -> None:
+    x.check_cancel()
+    try:
+        together = x.ledger.start_children(steps, x.guard(), children)
+    except ConditionFailed as e:
+        raise LeaseLost() from e
+    if not together:  # one of them is there already (a replay): one by one
+        _start_one_by_one(x, steps, children)
+    else:
+        for step in steps:
+            x.steps[step.position] = step
+    for child in children:
+        x.engine.invoke_worker(child.run_id, "start")
 
 
 def _start_one_by_one(x: Execution, steps: list[StepRecord], children: list[RunRecord]) -> None:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.children import cancel_children, report_of
+from durable.completion import BatchFailed
 from durable.errors import (
     ChildFailed,
     Handoff,
@@ -422,12 +423,17 @@ def _died(times: int, where: str) -> WorkerInterrupted:
 
 
 def failed_position(error: BaseException) -> str | None:
-    """The step whose failure ended the run: the StepFailed the workflow let escape, or
-    the one it was handling when it raised (``raise X from e`` and a raise inside
-    ``except``). A step failure the workflow caught and moved past is not in the chain."""
+    """The step whose failure ended the run: the StepFailed (or ChildFailed) the workflow
+    let escape, or the one it was handling when it raised (``raise X from e`` and a raise
+    inside ``except``). A step failure the workflow caught and moved past is not in the
+    chain; one inside a decided batch (under a ``BatchFailed``) is not the run's to redo."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:
+        if isinstance(current, BatchFailed):
+            # Decided: the batch's decision is a fact of the run, which a retry replays
+            # (it fails the same way); nothing under it is reopened.
+            return None
         if isinstance(current, StepFailed | ChildFailed):
             return current.position
         seen.add(id(current))

@@ -43,6 +43,7 @@ from durable.completion import (
     Completion,
     ItemStatus,
     check_batch_size,
+    check_max_concurrency,
     parse_completion,
 )
 from durable.context import Context
@@ -101,16 +102,7 @@ def run_batch(
     value is encoded by) as one batch; see the module docstring."""
     if not isinstance(name, str) or not name:
         raise InvalidInput('a batch needs a name: name="fetch-profiles"', field="name")
-    if max_concurrency is not None and (
-        isinstance(max_concurrency, bool)
-        or not isinstance(max_concurrency, int)
-        or max_concurrency < 1
-    ):
-        raise InvalidInput(
-            f"max_concurrency={max_concurrency!r}: give a whole number of branches, 1 or more "
-            "(or None for all at once)",
-            field="max_concurrency",
-        )
+    check_max_concurrency(max_concurrency)
     rule = parse_completion(completion)
     check_batch_size(len(branches), f"batch {name!r}", INLINE_LIMIT)
     if rule.kind == "min_successful" and rule.count > len(branches):

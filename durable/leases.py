@@ -170,8 +170,8 @@ def children_batch(steps: list[StepRecord], children: list[RunRecord]) -> str:
     """The parent's run id of a batch of child starts (``Ledger.start_children``), after
     the checks every ledger makes before writing any of it: a record per child, all in
     one parent, no more than one DynamoDB transaction holds, each item within its size."""
-    from durable.limits import check_item_size
-    from durable.ports import MAX_CHILDREN_PER_START
+    from durable.limits import check_item_size, record_size
+    from durable.ports import MAX_CHILDREN_PER_START, TRANSACTION_BYTES
 
     if not steps or len(steps) != len(children) or len(steps) > MAX_CHILDREN_PER_START:
         raise ValueError(
@@ -181,7 +181,14 @@ def children_batch(steps: list[StepRecord], children: list[RunRecord]) -> str:
     parent = steps[0].run_id
     if any(s.run_id != parent for s in steps):
         raise ValueError("start_children: every record must belong to one parent run")
+    total = 0
     for step, child in zip(steps, children, strict=True):
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
         check_item_size(child, f"the input of run {child.run_id}")
+        total += record_size(step) + record_size(child)
+    if total > TRANSACTION_BYTES:
+        raise ValueError(
+            f"start_children: {total} bytes of items is over what one transaction holds "
+            f"(4 MB; {TRANSACTION_BYTES} with head room): start fewer at once"
+        )
     return parent

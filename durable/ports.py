@@ -66,9 +66,10 @@ class SignalExists(DurableError):
         self.existing = existing
 
 
-# A DynamoDB transaction holds 100 actions: the parent's run item, then a record and a
-# run item per child.
+# A DynamoDB transaction holds 100 actions (the parent's run item, then a record and a
+# run item per child) and 4 MB in all (kept under it, for the keys and attribute names).
 MAX_CHILDREN_PER_START = 49
+TRANSACTION_BYTES = 3_900_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ RETRYABLE_AWS_CODES = frozenset(
         "RequestTimeout",
         "RequestTimeoutException",
         "TransactionInProgressException",
+        "TransactionConflictException",
         "PriorThrottling",
         "EC2ThrottledException",
         "LimitExceededException",

@@ -9,8 +9,6 @@ child that was not created, and never misses nor double-counts a child's end.
 from __future__ import annotations
 
 import json
-import random
-import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +25,6 @@ from durable.leases import children_batch, settle_child_record
 from durable.limits import check_item_size
 from durable.model import RunRecord, StepKind, StepRecord, StepStatus
 from durable.ports import ChildReport, ConditionFailed, RunExists, RunGuard
-
-# A parent whose children end together is one hot item: a transaction that meets another
-# on it is refused (TransactionConflict) and tried again after a short random pause.
-CONFLICT_TRIES = 8
-CONFLICT_PAUSE = 0.02  # seconds, doubled per try, times a random factor in [0.5, 1.5)
 
 
 class ChildrenMixin(TableBase):
@@ -78,9 +71,10 @@ class ChildrenMixin(TableBase):
         )
         if reasons is None:
             return step
-        if reasons[1].get("Code") != "ConditionalCheckFailed" and (
-            reasons[2].get("Code") == "ConditionalCheckFailed"
-        ):
+        failed = [r.get("Code") == "ConditionalCheckFailed" for r in reasons]
+        # As the memory ledger decides: the guard first, then a refused record (the
+        # stored one comes back), then a taken child id.
+        if not failed[1] and not failed[0] and failed[2]:
             old = reasons[2].get("Item")
             existing = item_to_run(old) if old else self.get_run(child.run_id)
             if existing is None:
@@ -127,35 +121,27 @@ class ChildrenMixin(TableBase):
     ) -> tuple[RunRecord, bool]:
         self._check_projected_size(run_id, changes)
         check_item_size(_report_record(report, now), f"the result of child run {run_id}")
-        for attempt in range(CONFLICT_TRIES):
-            e = Expr()
-            condition = guard_condition(e, guard)
-            update = self._change_expression(e, run_id, changes)
-            try:
-                reasons = self._transact(
-                    [
-                        self._run_update(run_id, condition, update, e),
-                        self._settle(report, now),
-                        self._bump_inbox(report.parent_id, now),
-                    ],
-                    f"finishing child run {run_id}",
-                )
-            except StorageError as err:
-                if not _conflict(err) or attempt == CONFLICT_TRIES - 1:
-                    raise
-                time.sleep(CONFLICT_PAUSE * 2**attempt * (0.5 + random.random()))
-                continue
-            if reasons is None:
-                new = self.get_run(run_id)  # a transaction returns no item: read it back
-                if new is None:
-                    raise ConditionFailed(None)
-                return new, True
-            if reasons[0].get("Code") == "ConditionalCheckFailed":
-                old = reasons[0].get("Item")
-                raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id))
-            # The parent cannot take it (ended, or the record is settled): end alone.
-            return self.update_run(run_id, guard, changes), False
-        raise AssertionError("unreachable: the last try re-raises")  # pragma: no cover
+        e = Expr()
+        condition = guard_condition(e, guard)
+        update = self._change_expression(e, run_id, changes)
+        reasons = self._transact(
+            [
+                self._run_update(run_id, condition, update, e),
+                self._settle(report, now),
+                self._bump_inbox(report.parent_id, now),
+            ],
+            f"finishing child run {run_id}",
+        )
+        if reasons is None:
+            new = self.get_run(run_id)  # a transaction returns no item: read it back
+            if new is None:
+                raise ConditionFailed(None)
+            return new, True
+        if reasons[0].get("Code") == "ConditionalCheckFailed":
+            old = reasons[0].get("Item")
+            raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id))
+        # The parent cannot take it (ended, or the record is settled): end alone.
+        return self.update_run(run_id, guard, changes), False
 
     def _settle(self, report: ChildReport, now: str) -> dict[str, Any]:
         """The parent's record at the report's position, settled by an update that
@@ -205,11 +191,3 @@ def _report_record(report: ChildReport, now: str) -> StepRecord:
         report.parent_id, report.position, "", StepKind.CHILD, StepStatus.WAITING, now
     )
     return settle_child_record(placeholder, report, now)
-
-
-def _conflict(error: StorageError) -> bool:
-    cause = error.__cause__
-    reasons = getattr(cause, "response", {}).get("CancellationReasons", []) if cause else []
-    return "TransactionConflict" in str(error) or any(
-        r.get("Code") == "TransactionConflict" for r in reasons
-    )

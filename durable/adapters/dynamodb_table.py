@@ -4,6 +4,8 @@ writers (``dynamodb``, ``dynamodb_steps``, ``dynamodb_events``) build on it."""
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +20,7 @@ from durable.adapters.dynamodb_items import (
     run_pk,
 )
 from durable.adapters.dynamodb_support import Expr, guard_condition, s, storage_error
+from durable.errors import StorageError
 from durable.ids import due_shard
 from durable.leases import normalize_changes
 from durable.model import RunRecord, StepRecord
@@ -26,6 +29,11 @@ from durable.ports import RunGuard
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
+
+# A transaction that meets another writer on one of its items is tried again this many
+# times, after a pause that doubles each time (a random share of it, against lockstep).
+CONFLICT_TRIES = 8
+CONFLICT_PAUSE = 0.02  # seconds
 
 # Placeholder hints of the derived keys, as they were named before (cosmetic).
 _HINTS = {"due_shard": "sh", "attention_pk": "att", "list_sk": "lsk"}
@@ -61,19 +69,35 @@ class TableBase:
         return item_to_step(item) if item else None
 
     def _transact(self, items: list[dict[str, Any]], what: str) -> list[dict[str, Any]] | None:
-        """Run a transaction; return the cancellation reasons when a condition failed."""
-        try:
-            self.client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
-        except self.client.exceptions.TransactionCanceledException as err:
-            reasons: list[dict[str, Any]] = getattr(err, "response", {}).get(
-                "CancellationReasons", []
-            )
-            if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons):
-                return reasons
-            storage_error(err, what)
-        except Exception as err:
-            storage_error(err, what)
-        return None
+        """Run a transaction; return the cancellation reasons when a condition failed.
+
+        One that met another writer on one of its items (TransactionConflict: a parent's
+        run item while its children report, say) is tried again after a short random
+        pause, a few times; then it is a retryable storage error (the invocation is
+        retried), never a failure of the run."""
+        for attempt in range(CONFLICT_TRIES):
+            try:
+                self.client.transact_write_items(TransactItems=items)  # type: ignore[arg-type]
+            except self.client.exceptions.TransactionCanceledException as err:
+                reasons: list[dict[str, Any]] = getattr(err, "response", {}).get(
+                    "CancellationReasons", []
+                )
+                if any(r.get("Code") == "ConditionalCheckFailed" for r in reasons):
+                    return reasons
+                if any(r.get("Code") == "TransactionConflict" for r in reasons):
+                    if attempt < CONFLICT_TRIES - 1:
+                        time.sleep(CONFLICT_PAUSE * 2**attempt * (0.5 + random.random()))
+                        continue
+                    raise StorageError(
+                        f"{what} failed: it met other writers {CONFLICT_TRIES} times "
+                        "(TransactionConflict); try again",
+                        retryable=True,
+                    ) from err
+                storage_error(err, what)
+            except Exception as err:
+                storage_error(err, what)
+            return None
+        raise AssertionError("unreachable: the last try returns or raises")  # pragma: no cover
 
     def _run_update(self, run_id: str, condition: str, update: str, e: Expr) -> dict[str, Any]:
         """A transaction's conditional update of the run item (the stored item comes back

@@ -254,3 +254,14 @@ def test_start_children_refuses_more_than_one_transaction_holds(ledger: Any) -> 
     with pytest.raises(ValueError, match="1 to 49"):
         ledger.start_children(steps, guard, kids)
     assert ledger.get_run("KID1") is None
+
+
+def test_a_final_record_wins_over_a_taken_child_id(ledger: Any) -> None:
+    """Both conditions fail: every ledger answers with the stored record (as a replay
+    that finds its position settled must), not ``RunExists``."""
+    ledger.create_run(make_run("RUN1"))
+    ledger.create_run(kid())
+    guard = claimed(ledger, "RUN1", "w1")
+    ledger.write_step(make_step(kind=StepKind.CHILD, name="price", detail={"child": "KID1"}))
+    stored = ledger.start_child(child_record(guard.fence), guard, kid())
+    assert stored.status == StepStatus.DONE

@@ -69,6 +69,8 @@ def test_the_combined_app_serves_every_example() -> None:
         "deploy-on-push",
         "expense-approval",
         "fulfil-payment",
+        "import-record",
+        "nightly-import",
         "onboarding",
         "onboarding-parallel",
         "ship-order",
