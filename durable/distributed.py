@@ -17,10 +17,12 @@ memory:
   were started and which were still running. Those are canceled then (with their
   compensations), after the decision, as an inline batch cancels its open branches: a
   crash between replays the decision and cancels them again (a cancel is idempotent);
-* the parent waits for reports suspended with no due time; each report bumps its inbox,
-  so a parent that is running sees it at its next suspension and reloads, and a parent
-  that is waiting is invoked. Reports that land while the parent runs are taken together
-  at its next look: the parent is woken per batch of progress, not per child.
+* while the window is full the parent looks again at the open items' records only (a
+  batched read, O(window)) and goes on in the same invocation as long as children keep
+  ending; when none has, it suspends with no due time. Each report bumps the parent's
+  inbox, so a suspension that raced one is refused and the parent reloads, and a parent
+  that is waiting is invoked by the report. The parent is woken per stall of progress,
+  not per child, and a look costs O(window), not O(items).
 
 ``BatchResult`` is built from the records: an item's value is its child's result
 (decoded by the workflow's return annotation), its error a ``ChildFailed``, and an item
@@ -34,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
@@ -68,6 +71,10 @@ log = logging.getLogger("durable.distributed")
 DISTRIBUTED_LIMIT = 100_000
 # Children running at once when ``max_concurrency`` is not given.
 DEFAULT_WINDOW = 100
+# A look at the open items happens only with this much of the invocation left, and on a
+# lease good for at least this long (``LeaseKeeping.ensure_lease``).
+REFRESH_MIN_SECONDS = 10.0
+REFRESH_BUDGET = timedelta(seconds=5)
 
 
 def run_distributed(
@@ -120,11 +127,12 @@ def run_distributed(
             _cancel_open(x, position, decision)
             return _result(x, name, wf, position, decision)
         free = window - len(open_)
-        if free <= 0 or started == total:
+        if free > 0 and started < total:
+            if started == 0:
+                _check_items(wf, items)
+            _start(x, wf, position, items, started + 1, min(total, started + free))
+        elif not _refresh(x, position, open_):
             raise x.suspend(None, position, replayed=True)
-        if started == 0:
-            _check_items(wf, items)
-        _start(x, wf, position, items, started + 1, min(total, started + free))
 
 
 def _check(name: str, wf: WorkflowDef, total: int, rule: Completion) -> None:
@@ -164,6 +172,27 @@ def _check_items(wf: WorkflowDef, items: Sequence[Any]) -> None:
             serde.validate_input(item, annotation, wf.name, None)
         except InvalidInput as e:
             raise InvalidInput(f"map item {index} (of {len(items)}): {e}", field="items") from e
+
+
+def _refresh(x: Execution, position: str, open_: list[int]) -> bool:
+    """Look again at the open items' records only (one batched read per 100), and take
+    those their children settled since: while reports keep coming, the parent goes on
+    in this invocation at O(window) a look, instead of suspending, being refused for the
+    inbox the reports moved, and reloading its whole history (O(items)). False when
+    none settled: the parent suspends (a refusal then reloads, as for any event)."""
+    if not open_ or x.dry_run or x.cursor.replay_only:
+        return False
+    remaining = x.remaining()
+    if remaining is not None and remaining < REFRESH_MIN_SECONDS:
+        return False  # leave the rest to the next invocation
+    x.ensure_lease(REFRESH_BUDGET)  # renewed when due, and a cancel is seen
+    positions = [_item_position(position, i) for i in open_]
+    moved = False
+    for at, rec in x.ledger.get_steps(x.run.run_id, positions).items():
+        if rec.status.final:
+            x.steps[at] = rec
+            moved = True
+    return moved
 
 
 def _item_position(position: str, index: int) -> str:

@@ -289,6 +289,11 @@ class Ledger(Protocol):
         """One step record, strongly consistent."""
         ...
 
+    def get_steps(self, run_id: str, positions: list[str]) -> dict[str, StepRecord]:
+        """The records at ``positions`` that exist, strongly consistent, by position: a
+        parent's look at its open children without loading its whole history."""
+        ...
+
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         """Deliver a callback completion: one transaction of two writes.
 
@@ -430,6 +435,7 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.finish_child",
     "ledger.get_run",
     "ledger.get_step",
+    "ledger.get_steps",
     "ledger.list_runs",
     "ledger.load",
     "ledger.operate",

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 # times, after a pause that doubles each time (a random share of it, against lockstep).
 CONFLICT_TRIES = 8
 CONFLICT_PAUSE = 0.02  # seconds
+# BatchGetItem takes 100 keys a request; unprocessed keys are asked again this often.
+_BATCH_GET = 100
+_BATCH_GET_ROUNDS = 8
 
 # Placeholder hints of the derived keys, as they were named before (cosmetic).
 _HINTS = {"due_shard": "sh", "attention_pk": "att", "list_sk": "lsk"}
@@ -67,6 +70,35 @@ class TableBase:
             storage_error(err, "reading the step")
         item = response.get("Item")
         return item_to_step(item) if item else None
+
+    def get_steps(self, run_id: str, positions: list[str]) -> dict[str, StepRecord]:
+        """BatchGetItem, strongly consistent, 100 keys a request; keys DynamoDB leaves
+        unprocessed (throttling) are asked again."""
+        out: dict[str, StepRecord] = {}
+        pk = s(run_pk(run_id))
+        for low in range(0, len(positions), _BATCH_GET):
+            chunk = positions[low : low + _BATCH_GET]
+            keys: list[Any] = [{"pk": pk, "sk": s(STEP_PREFIX + p)} for p in chunk]
+            for _ in range(_BATCH_GET_ROUNDS):
+                try:
+                    response: Any = self.client.batch_get_item(
+                        RequestItems={self.table: {"Keys": keys, "ConsistentRead": True}}
+                    )
+                except Exception as err:
+                    storage_error(err, "reading steps")
+                for item in response.get("Responses", {}).get(self.table, []):
+                    step = item_to_step(item)
+                    out[step.position] = step
+                unprocessed = response.get("UnprocessedKeys", {}).get(self.table, {})
+                keys = list(unprocessed.get("Keys", []))
+                if not keys:
+                    break
+                time.sleep(CONFLICT_PAUSE)
+            else:
+                raise StorageError(
+                    "reading steps: keys left unprocessed; try again", retryable=True
+                )
+        return out
 
     def _transact(self, items: list[dict[str, Any]], what: str) -> list[dict[str, Any]] | None:
         """Run a transaction; return the cancellation reasons when a condition failed.

@@ -310,6 +310,11 @@ class MemoryLedger:
             step = self._steps.get(run_id, {}).get(position)
             return copy_step(step) if step else None
 
+    def get_steps(self, run_id: str, positions: list[str]) -> dict[str, StepRecord]:
+        with self._lock:
+            steps = self._steps.get(run_id, {})
+            return {p: copy_step(steps[p]) for p in positions if p in steps}
+
     def _bump_inbox(self, run_id: str, now: str) -> int:
         run = self._runs.get(run_id)
         if run is None or run.terminal:

@@ -265,3 +265,15 @@ def test_a_final_record_wins_over_a_taken_child_id(ledger: Any) -> None:
     ledger.write_step(make_step(kind=StepKind.CHILD, name="price", detail={"child": "KID1"}))
     stored = ledger.start_child(child_record(guard.fence), guard, kid())
     assert stored.status == StepStatus.DONE
+
+
+def test_get_steps_returns_the_records_that_exist_by_position(ledger: Any) -> None:
+    ledger.create_run(make_run("RUN1"))
+    guard = claimed(ledger, "RUN1", "w1")
+    steps, kids = batch(guard.fence, 3)
+    ledger.start_children(steps, guard, kids)
+    wanted = [f"0001.{i:04d}" for i in range(1, 5)] + [f"0002.{i:04d}" for i in range(1, 120)]
+    got = ledger.get_steps("RUN1", wanted)
+    assert sorted(got) == ["0001.0001", "0001.0002", "0001.0003"]
+    assert got["0001.0002"].detail == {"child": "KID2"}
+    assert ledger.get_steps("RUN1", []) == {}
