@@ -47,6 +47,10 @@ _MEMORY_WRITES = tuple(
         "consume_signal",
         "due_runs",
         "claim_trigger",
+        "start_child",
+        "start_children",
+        "finish_child",
+        "get_steps",
     )
 )
 
@@ -123,6 +127,11 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/fanout.py"),
     Target("durable/cursor.py"),
     Target("durable/turns.py"),
+    # Child runs and distributed maps: the engine side, and the DynamoDB transactions
+    # that start children and carry their reports (the memory side is in _MEMORY_WRITES).
+    Target("durable/children.py"),
+    Target("durable/distributed.py"),
+    Target("durable/adapters/dynamodb_children.py", ("ChildrenMixin",)),
 )
 
 
