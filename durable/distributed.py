@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
@@ -74,6 +74,9 @@ DEFAULT_WINDOW = 100
 # A look at the open items happens only with this much of the invocation left, and on a
 # lease good for at least this long (``LeaseKeeping.ensure_lease``).
 REFRESH_MIN_SECONDS = 10.0
+# Looks at the open items are this far apart at least (seconds): a window of 100 read
+# once a second is 100 read units a second, whatever the children's pace.
+LOOK_INTERVAL = 1.0
 REFRESH_BUDGET = timedelta(seconds=5)
 
 
@@ -102,6 +105,7 @@ def run_distributed(
             raise x.nondeterminism
         _cancel_open(x, position, decision)
         return _result(x, name, wf, position, decision)
+    looked: list[datetime] = []  # when this invocation last looked at the open items
     while True:
         started, open_, succeeded, failed = _count(x, position, total)
         verdict = rule.decide(total, succeeded, failed)
@@ -131,7 +135,7 @@ def run_distributed(
             if started == 0:
                 _check_items(wf, items)
             _start(x, wf, position, items, started + 1, min(total, started + free))
-        elif not _refresh(x, position, open_):
+        elif not _refresh(x, position, open_, looked):
             raise x.suspend(None, position, replayed=True)
 
 
@@ -174,7 +178,7 @@ def _check_items(wf: WorkflowDef, items: Sequence[Any]) -> None:
             raise InvalidInput(f"map item {index} (of {len(items)}): {e}", field="items") from e
 
 
-def _refresh(x: Execution, position: str, open_: list[int]) -> bool:
+def _refresh(x: Execution, position: str, open_: list[int], looked: list[datetime]) -> bool:
     """Look again at the open items' records only (one batched read per 100), and take
     those their children settled since: while reports keep coming, the parent goes on
     in this invocation at O(window) a look, instead of suspending, being refused for the
@@ -185,6 +189,11 @@ def _refresh(x: Execution, position: str, open_: list[int]) -> bool:
     remaining = x.remaining()
     if remaining is not None and remaining < REFRESH_MIN_SECONDS:
         return False  # leave the rest to the next invocation
+    if looked:  # at most one look per LOOK_INTERVAL: each reads up to a window of items
+        wait = LOOK_INTERVAL - (x.clock.now() - looked[-1]).total_seconds()
+        if wait > 0:
+            x.idle(wait)
+    looked[:] = [x.clock.now()]
     x.ensure_lease(REFRESH_BUDGET)  # renewed when due, and a cancel is seen
     positions = [_item_position(position, i) for i in open_]
     moved = False
