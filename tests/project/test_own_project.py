@@ -181,6 +181,19 @@ def _console_is_served(banner: str) -> None:
             assert len(response.read()) > 1000
 
 
+def _child_runs(steps: Steps, project: Path, durable: str, output: Output) -> None:
+    """The template's distributed map: each name a child run, listed with its parent."""
+    team = [durable, "start", "greet-team", "--input", '["Ada", "Bob"]', "-q"]
+    team_id = steps.run("durable start greet-team", team, project).strip()
+    output.wait_for(f"{team_id}  ✓ succeeded")
+    shown = json.loads(steps.run("durable show", [durable, "show", team_id, "--json"], project))
+    assert shown["output"] == ["sent: Hello, Ada!", "sent: Hello, Bob!"], shown
+    kids = [s["child"] for s in shown["steps"] if s.get("child")]
+    assert len(kids) == 2, shown["steps"]
+    listed = steps.run("durable runs", [durable, "runs", "--workflow", "greet-one"], project)
+    assert all(k in listed for k in kids) and team_id in listed, listed
+
+
 def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> None:
     """``make dev``; a run started and approved through the CLI finishes; Ctrl-C ends all."""
     began = time.perf_counter()
@@ -207,15 +220,7 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         )
         assert shown["output"] == ["sent: Hello, Ada!", "sent: Hello, Bob!"], shown
         assert any(s["kind"] == "batch" for s in shown["steps"]), shown["steps"]
-        team = [durable, "start", "greet-team", "--input", '["Ada", "Bob"]', "-q"]
-        team_id = steps.run("durable start greet-team", team, project).strip()
-        output.wait_for(f"{team_id}  ✓ succeeded")
-        shown = json.loads(steps.run("durable show", [durable, "show", team_id, "--json"], project))
-        assert shown["output"] == ["sent: Hello, Ada!", "sent: Hello, Bob!"], shown
-        kids = [s["child"] for s in shown["steps"] if s.get("child")]
-        assert len(kids) == 2, shown["steps"]
-        listed = steps.run("durable runs", [durable, "runs", "--workflow", "greet-one"], project)
-        assert all(k in listed for k in kids) and team_id in listed, listed
+        _child_runs(steps, project, durable, output)
         _console_is_served(banner)
         cost = steps.run("durable cost", [durable, "cost", "--workflow", "greet"], project)
         assert "greet" in cost and "SUCCEEDED" in cost and "list prices" in cost, cost

@@ -239,14 +239,12 @@ def test_a_transaction_conflict_is_retried_and_then_reported_as_retryable() -> N
                 conflicts["left"] -= 1
                 reasons = [{"Code": "None"}] * len(kwargs["TransactItems"])
                 reasons[1] = {"Code": "TransactionConflict", "Message": "ongoing"}
-                raise client.exceptions.TransactionCanceledException(
-                    {
-                        "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
-                        "CancellationReasons": reasons,
-                        "ResponseMetadata": {"HTTPStatusCode": 400},
-                    },
-                    "TransactWriteItems",
-                )
+                response: Any = {
+                    "Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                    "CancellationReasons": reasons,
+                    "ResponseMetadata": {"HTTPStatusCode": 400},
+                }
+                raise client.exceptions.TransactionCanceledException(response, "TransactWriteItems")
             return real(**kwargs)
 
         client.transact_write_items = conflicting  # type: ignore[method-assign]
