@@ -362,3 +362,19 @@ def test_a_child_cannot_continue_as_new_and_its_parent_hears_why() -> None:
     runner.run_until_idle()
     output = runner.get_run(run.run_id).output or ""
     assert output.startswith('"InvalidInput: ctx.continue_as_new is not available in a child')
+
+
+def test_a_handle_shows_the_child_not_the_engine() -> None:
+    seen: list[str] = []
+    app = make_app()
+
+    @app.workflow(name="peek")
+    def peek(ctx: Context) -> None:
+        seen.append(repr(ctx.start_child("slow")))
+
+    runner = LocalRunner(app)
+    runner.start("peek")
+    runner.run_until_idle()
+    (text,) = seen
+    assert text.startswith("ChildHandle(run_id=") and "workflow='slow'" in text
+    assert "_execution" not in text and "Execution" not in text
