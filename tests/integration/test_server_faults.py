@@ -34,7 +34,7 @@ from durable.clock import FakeClock
 from durable.errors import StorageError
 from durable.flow import GateState
 from durable.model import SignalRecord, StepKind, StepStatus
-from durable.ports import ConditionFailed, Ledger, RunGuard
+from durable.ports import ChildReport, ConditionFailed, Ledger, RunGuard
 from tests.conftest import ClientFactory, MakeTables, aws_client, server_endpoint
 from tests.support.faults import THROTTLING_CODES, Throttle
 from tests.support.records import make_run, make_step, t
@@ -73,6 +73,17 @@ def _retry_reopening(ledger: Ledger) -> bool:
     except ConditionFailed:
         return False
     return True
+
+
+def _child_record(position: str, child: str) -> Any:
+    return make_step(
+        position=position,
+        status=StepStatus.WAITING,
+        output=None,
+        kind=StepKind.CHILD,
+        detail={"child": child},
+        fence=1,
+    )
 
 
 # Every ledger call, in an order in which each one is valid after those before it (the control
@@ -122,6 +133,25 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
         "RUN1", statuses=("RUNNING",), changes={"updated_at": t(14)}
     ),
     "operate (reopening a step)": _retry_reopening,
+    "start_child": lambda ledger: ledger.start_child(
+        _child_record("0005", "KID1"), RunGuard(1, "w1"), make_run("KID1", parent="RUN1@0005")
+    ),
+    "start_children": lambda ledger: ledger.start_children(
+        [_child_record("0006.0001", "KID2")],
+        RunGuard(1, "w1"),
+        [make_run("KID2", parent="RUN1@0006.0001")],
+    ),
+    "get_steps": lambda ledger: ledger.get_steps("RUN1", ["0005", "0006.0001", "0007"]),
+    "claim (a child)": lambda ledger: ledger.claim(
+        "KID1", "w2", now=t(15), lease_until=t(75), stale_before=t(10)
+    ),
+    "finish_child": lambda ledger: ledger.finish_child(
+        "KID1",
+        RunGuard(1, "w2"),
+        {"status": "SUCCEEDED", "output": '"ok"', "updated_at": t(15), "lease_owner": None},
+        ChildReport("RUN1", "0005", "KID1", StepStatus.DONE, output='"ok"'),
+        now=t(15),
+    ),
     "continue_run": lambda ledger: ledger.continue_run(
         "RUN1",
         RunGuard(1, "w1"),
@@ -238,7 +268,11 @@ def test_every_call_is_valid_without_faults(dynamodb_client: Any, make_tables: M
     assert results["read_gate"] == GateState(holders=("RUN1",), version=1)
     assert results["operate (reopening a step)"] is False  # the step is DONE, not TERMINAL_FAILED
     history = ledger.load("RUN1")
-    assert history is not None and sorted(history.steps) == ["0001", "0002", "0003", "0004"]
+    assert history is not None
+    assert sorted(history.steps) == ["0001", "0002", "0003", "0004", "0005", "0006.0001"]
+    assert results["start_children"] is True and len(results["get_steps"]) == 2  # type: ignore[arg-type]
+    assert results["finish_child"][1] is True  # type: ignore[index]
+    assert history.steps["0005"].status == StepStatus.DONE  # the child's report
     assert history.run.status == "SUCCEEDED" and ledger.get_run("RUN2") is not None
     for call in EFFECT_CALLS.values():
         call(effects)
