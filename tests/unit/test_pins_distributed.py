@@ -158,3 +158,92 @@ def test_looks_at_the_open_items_are_a_second_apart_at_least() -> None:
     clock.advance(timedelta(seconds=5))
     _refresh(x, "0001", [1, 2], looked)
     assert len(idled) == 1  # long enough since the last look: no wait
+
+
+def test_the_default_window_is_100_children() -> None:
+    runner = LocalRunner(make_app())
+    run = runner.start("first", {"items": [0] * 150})
+    item = runner.invoker.pop()
+    assert item is not None
+    runner._invoke(item.run_id, item.hop, item.reason)  # the parent's first invocation
+    assert len(children(runner, run.run_id)) == 100
+    assert len(runner.invoker.queue) == 100  # each started child is invoked at once
+
+
+def test_a_crash_between_the_decision_and_its_cancels_cancels_on_replay() -> None:
+    from durable.testing import SimulatedCrash
+
+    runner = LocalRunner(make_app())
+    real = runner.engine.cancel
+    crashed: list[str] = []
+
+    def cancel_once(run_id: str, *args: Any, **kwargs: Any) -> Any:
+        if not crashed:
+            crashed.append(run_id)
+            raise SimulatedCrash("the parent's worker died before its cancels")
+        return real(run_id, *args, **kwargs)
+
+    runner.engine.cancel = cancel_once  # type: ignore[method-assign]
+    run = runner.start("first", {"items": [0, 5], "window": 2, "rule": "first_successful"})
+    runner.run_until_idle()
+    runner.advance(minutes=10)  # the dead worker's lease ends: a takeover replays
+    assert crashed
+    kids = children(runner, run.run_id)
+    assert kids[1].status == RunStatus.CANCELED
+    assert runner.get_run(run.run_id).output == '["succeeded","canceled"]'
+
+
+def test_a_canceled_open_child_runs_its_compensations() -> None:
+    app = make_app()
+    undone: list[int] = []
+
+    def book(n: int) -> int:
+        return n
+
+    def unbook(result: int, n: int) -> None:
+        undone.append(result)
+
+    @app.workflow(name="booked")
+    def booked(ctx: Context, n: int) -> int:
+        ctx.step(book, n, name="book", compensate=unbook)
+        ctx.sleep(timedelta(hours=n))
+        return n
+
+    @app.workflow(name="books")
+    def books(ctx: Context) -> list[str]:
+        result = ctx.map(booked, [0, 3], distributed=True, completion="first_successful")
+        return [i.status for i in result]
+
+    runner = LocalRunner(app)
+    run = runner.start("books")
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).output == '["succeeded","canceled"]'
+    assert undone == [3]
+
+
+def test_children_ending_while_the_parent_looks_keep_it_in_one_invocation() -> None:
+    """Children that end while the parent runs (their workers are elsewhere): each look
+    takes their reports and the parent goes on, with no reload of its history."""
+    runner = LocalRunner(make_app())
+    real = runner.memory_ledger.get_steps
+    looks: list[int] = []
+
+    def get_steps(run_id: str, positions: list[str]) -> Any:
+        looks.append(len(positions))
+        assert len(looks) < 100, "the parent keeps looking without moving on"
+        parked = []
+        while (item := runner.invoker.pop()) is not None:  # the children's workers run
+            if item.run_id == run_id:
+                parked.append(item)
+            else:
+                runner._invoke(item.run_id, item.hop, item.reason)
+        runner.invoker.queue.extend(parked)
+        return real(run_id, positions)
+
+    runner.memory_ledger.get_steps = get_steps  # type: ignore[method-assign]
+    run = runner.start("first", {"items": [0] * 7, "window": 3})
+    first = runner.invoker.pop()
+    assert first is not None
+    runner._invoke(first.run_id, first.hop, first.reason)
+    assert runner.get_run(run.run_id).output == '["succeeded"' + ',"succeeded"' * 6 + "]"
+    assert runner.call_count("ledger.load") <= 1 and len(looks) >= 2
