@@ -292,13 +292,26 @@ _BACKEND_CLIENTS = {
 
 
 @pytest.fixture
-def stores(backend: str, request: pytest.FixtureRequest) -> tuple[Any, Any]:
+def stores(backend: str, request: pytest.FixtureRequest) -> Iterator[tuple[Any, Any]]:
     """(ledger, effect store) on every backend."""
     if backend == "memory":
-        return MemoryLedger(), MemoryEffectStore()
+        yield MemoryLedger(), MemoryEffectStore()
+        return
     client = request.getfixturevalue(_BACKEND_CLIENTS[backend])
     ledger_table, idem_table = _fresh_tables(client)
-    return DynamoLedger(client, ledger_table), DynamoEffectStore(client, idem_table)
+    yield DynamoLedger(client, ledger_table), DynamoEffectStore(client, idem_table)
+    if backend == "localstack":
+        _drop_tables(client, [ledger_table, idem_table])
+
+
+def _drop_tables(client: Any, names: list[str]) -> None:
+    """Delete a test's tables on LocalStack: every table's stream takes a shard of its
+    Kinesis emulator, which stops at 100 for a whole session."""
+    for name in names:
+        try:
+            client.delete_table(TableName=name)
+        except Exception:  # gone already, or the server is going down: nothing to free
+            continue
 
 
 @pytest.fixture
@@ -324,8 +337,18 @@ MakeTables = Callable[[Any], tuple[str, str]]
 
 
 @pytest.fixture
-def make_tables() -> MakeTables:
-    return _fresh_tables
+def make_tables(request: pytest.FixtureRequest) -> Iterator[MakeTables]:
+    made: list[tuple[Any, list[str]]] = []
+
+    def make(client: Any) -> tuple[str, str]:
+        names = _fresh_tables(client)
+        made.append((client, list(names)))
+        return names
+
+    yield make
+    if "localstack" in request.node.name:
+        for client, names in made:
+            _drop_tables(client, names)
 
 
 # --- EventBridge Scheduler ------------------------------------------------------------------
