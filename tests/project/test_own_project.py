@@ -292,7 +292,7 @@ def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(workspac
 
         # 4. Its tests: `make test` installs the project into the venv, then pytest.
         out = steps.run("make test", ["make", "test", f"VENV={venv}"], project)
-        assert "2 passed" in out
+        assert "3 passed" in out
 
         # 5. The whole stack, a run started and approved through the CLI, Ctrl-C.
         _dev_and_a_run(steps, project, venv, durable)
