@@ -37,6 +37,7 @@ from durable.errors import (
     WorkflowNotFound,
 )
 from durable.ids import check_idempotency_key, derived_run_id
+from durable.leases import settle_child_record
 from durable.model import (
     RunRecord,
     RunStatus,
@@ -263,8 +264,6 @@ def report_of(child: RunRecord, changes: dict[str, Any]) -> ChildReport | None:
 
 
 def _settled_from(rec: StepRecord, child: RunRecord, now: str) -> StepRecord:
-    from durable.leases import settle_child_record
-
     changes: dict[str, Any] = {"status": child.status.value, "output": child.output}
     if child.error is not None:
         changes["error"] = child.error

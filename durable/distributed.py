@@ -58,7 +58,7 @@ from durable.errors import (
 from durable.ids import derived_run_id
 from durable.limits import record_size
 from durable.model import RunRecord, StepKind, StepRecord, StepStatus, position_path
-from durable.ports import MAX_CHILDREN_PER_START, TRANSACTION_BYTES, ConditionFailed
+from durable.ports import MAX_CHILDREN_PER_START, TRANSACTION_BYTES, ConditionFailed, RunExists
 from durable.retention import incarnation
 
 if TYPE_CHECKING:
@@ -289,8 +289,6 @@ def _start_batch(x: Execution, steps: list[StepRecord], children: list[RunRecord
 
 
 def _start_one_by_one(x: Execution, steps: list[StepRecord], children: list[RunRecord]) -> None:
-    from durable.ports import RunExists
-
     for step, child in zip(steps, children, strict=True):
         try:
             stored = x.ledger.start_child(step, x.guard(), child)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from durable.children import parse_link
 from durable.model import parse_time
 
 Row = Mapping[str, Any]
@@ -121,7 +122,7 @@ def render_run(run: Row) -> str:
         + (f"  by {run['requested_by']}" if run.get("requested_by") else ""),
     ]
     if run.get("parent"):
-        parent_id, _, position = str(run["parent"]).rpartition("@")
+        parent_id, position = parse_link(str(run["parent"]))
         lines.append(f"  parent {parent_id} (started at its position {position})")
     waiting = waiting_line(run)
     if waiting:
@@ -247,7 +248,7 @@ def render_runs(runs: Sequence[Row]) -> str:
             str(r["version"]),
             _status_cell(r),
             str(r["updated_at"]),
-            str(r.get("parent") or "").rpartition("@")[0],
+            parse_link(str(r["parent"]))[0] if r.get("parent") else "",
             short((r.get("error") or {}).get("message"), 40),
         ]
         for r in runs

@@ -47,25 +47,12 @@ class ChildrenMixin(TableBase):
         ) -> StepRecord: ...
 
     def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
-        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
-        check_item_size(child, f"the input of run {child.run_id}")
-        e = Expr()
-        count = e.name("children")
-        update = (
-            f"SET {count} = if_not_exists({count}, {e.value(n(0), 'z')}) + {e.value(n(1), 'o')}"
-        )
+        children_batch([step], [child])
         reasons = self._transact(
             [
                 self._step_put(step),
-                self._run_update(step.run_id, guard_condition(e, guard), update, e),
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": run_to_item(child, self.shards),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
+                self._count_children(step.run_id, guard, 1),
+                self._child_put(child),
             ],
             f"starting child run {child.run_id}",
         )
@@ -86,22 +73,9 @@ class ChildrenMixin(TableBase):
         self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
     ) -> bool:
         parent_id = children_batch(steps, children)
-        e = Expr()
-        count = e.name("children")
-        zero, many = e.value(n(0), "z"), e.value(n(len(children)), "k")
-        update = f"SET {count} = if_not_exists({count}, {zero}) + {many}"
-        actions = [self._run_update(parent_id, guard_condition(e, guard), update, e)]
+        actions = [self._count_children(parent_id, guard, len(children))]
         for step, child in zip(steps, children, strict=True):
-            actions.append(self._step_put(step))
-            actions.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": run_to_item(child, self.shards),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-            )
+            actions += [self._step_put(step), self._child_put(child)]
         reasons = self._transact(actions, f"starting {len(children)} child runs")
         if reasons is None:
             return True
@@ -109,6 +83,25 @@ class ChildrenMixin(TableBase):
             old = reasons[0].get("Item")
             raise ConditionFailed(item_to_run(old) if old else self.get_run(parent_id))
         return False
+
+    def _count_children(self, parent_id: str, guard: RunGuard, started: int) -> dict[str, Any]:
+        """The parent's run item under its guard, its ``children`` count up by ``started``."""
+        e = Expr()
+        count = e.name("children")
+        zero, more = e.value(n(0), "z"), e.value(n(started), "k")
+        update = f"SET {count} = if_not_exists({count}, {zero}) + {more}"
+        return self._run_update(parent_id, guard_condition(e, guard), update, e)
+
+    def _child_put(self, child: RunRecord) -> dict[str, Any]:
+        """A child's run item, only where no run has its id (the stored one comes back)."""
+        return {
+            "Put": {
+                "TableName": self.table,
+                "Item": run_to_item(child, self.shards),
+                "ConditionExpression": "attribute_not_exists(pk)",
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
 
     def finish_child(
         self,

@@ -192,22 +192,16 @@ class MemoryLedger:
             return copy_run(new)
 
     def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
-        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
-        check_item_size(child, f"the input of run {child.run_id}")
+        children_batch([step], [child])
         with self._lock:
             parent = self._guarded(step.run_id, guard)
-            steps = self._steps.setdefault(step.run_id, {})
-            existing = steps.get(step.position)
+            existing = self._steps.setdefault(step.run_id, {}).get(step.position)
             if existing is not None and not step_replaceable(existing, step):
                 return copy_step(existing)
             taken = self._runs.get(child.run_id)
             if taken is not None:
                 raise RunExists(copy_run(taken))
-            self._runs[step.run_id] = replace(parent, children=parent.children + 1)
-            steps[step.position] = copy_step(step)
-            self._runs[child.run_id] = copy_run(child)
-            self._steps.setdefault(child.run_id, {})
-            self._signals.setdefault(child.run_id, [])
+            self._add_children(parent, [step], [child])
             return step
 
     def start_children(
@@ -221,13 +215,19 @@ class MemoryLedger:
                 c.run_id in self._runs for c in children
             ):
                 return False
-            self._runs[parent.run_id] = replace(parent, children=parent.children + len(children))
-            for step, child in zip(steps, children, strict=True):
-                stored[step.position] = copy_step(step)
-                self._runs[child.run_id] = copy_run(child)
-                self._steps.setdefault(child.run_id, {})
-                self._signals.setdefault(child.run_id, [])
+            self._add_children(parent, steps, children)
             return True
+
+    def _add_children(
+        self, parent: RunRecord, steps: list[StepRecord], children: list[RunRecord]
+    ) -> None:
+        """Write a checked start (call locked): the records, the children, the count."""
+        self._runs[parent.run_id] = replace(parent, children=parent.children + len(children))
+        for step, child in zip(steps, children, strict=True):
+            self._steps[parent.run_id][step.position] = copy_step(step)
+            self._runs[child.run_id] = copy_run(child)
+            self._steps.setdefault(child.run_id, {})
+            self._signals.setdefault(child.run_id, [])
 
     def finish_child(
         self,

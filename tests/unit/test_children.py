@@ -166,11 +166,17 @@ def test_a_replayed_parent_starts_no_child_twice() -> None:
     assert len({k.run_id for k in children_of(runner, run.run_id)}) == 3
 
 
-def test_canceling_a_waiting_parent_cancels_the_child_it_waits_for() -> None:
+def waiting_parent() -> tuple[LocalRunner, Any, Any]:
+    """A parent waiting for its one child, which sleeps an hour."""
     runner = LocalRunner(make_app())
     run = runner.start("waits")
     runner.run_until_idle()
     (kid,) = children_of(runner, run.run_id)
+    return runner, run, kid
+
+
+def test_canceling_a_waiting_parent_cancels_the_child_it_waits_for() -> None:
+    runner, run, kid = waiting_parent()
     runner.cancel(run.run_id, "customer left")
     runner.run_until_idle()
     assert runner.get_run(run.run_id).status == RunStatus.CANCELED
@@ -180,10 +186,7 @@ def test_canceling_a_waiting_parent_cancels_the_child_it_waits_for() -> None:
 
 
 def test_a_canceled_child_fails_its_waiting_parent_with_child_failed() -> None:
-    runner = LocalRunner(make_app())
-    run = runner.start("waits")
-    runner.run_until_idle()
-    (kid,) = children_of(runner, run.run_id)
+    runner, run, kid = waiting_parent()
     runner.cancel(kid.run_id, "not needed")
     runner.run_until_idle()
     assert runner.get_run(kid.run_id).status == RunStatus.CANCELED

@@ -13,6 +13,7 @@ from durable.model import StepKind
 from durable.ports import RunGuard
 from durable.testing import LocalRunner
 from tests.support.records import make_run, make_step, t
+from tests.unit.test_distributed_map import make_app as make_map_app
 
 
 def failing_child_app() -> App:
@@ -80,34 +81,10 @@ def test_canceling_a_parent_whose_child_expired_ends_it_canceled() -> None:
     assert runner.get_run(run.run_id).status == RunStatus.CANCELED
 
 
-def map_app(bad: frozenset[int] = frozenset()) -> App:
-    app = App()
-
-    @app.workflow(name="square")
-    def square(ctx: Context, n: int) -> int:
-        def compute() -> int:
-            if n in bad:
-                raise TerminalError(f"item {n} is bad")
-            return n * n
-
-        return int(ctx.step(compute, name="compute"))
-
-    @app.workflow(name="squares")
-    def squares(ctx: Context, spec: dict[str, Any]) -> list[int]:
-        return ctx.map(
-            square,
-            spec["items"],
-            distributed=True,
-            max_concurrency=spec.get("window", 100),
-        ).values()
-
-    return app
-
-
 def test_retrying_a_parent_failed_by_its_maps_rule_fails_it_the_same_way() -> None:
     """The decision is a fact of the run (as for an inline batch): a retry replays it and
     fails the same way, reopening no item under the decided map."""
-    runner = LocalRunner(map_app(bad=frozenset({3})))
+    runner = LocalRunner(make_map_app(bad=frozenset({3})))
     run = runner.start("squares", {"items": [0, 1, 2, 3, 4], "window": 5})
     runner.run_until_idle()
     first = runner.get_run(run.run_id)
@@ -122,7 +99,7 @@ def test_retrying_a_parent_failed_by_its_maps_rule_fails_it_the_same_way() -> No
 
 @pytest.mark.parametrize("window", [-1, 0, True, 2.5])
 def test_a_distributed_maps_window_is_checked_like_an_inline_ones(window: Any) -> None:
-    runner = LocalRunner(map_app())
+    runner = LocalRunner(make_map_app())
     run = runner.start("squares", {"items": [1, 2], "window": window})
     runner.run_until_idle()
     stored = runner.get_run(run.run_id)
@@ -132,7 +109,7 @@ def test_a_distributed_maps_window_is_checked_like_an_inline_ones(window: Any) -
 
 
 def test_every_item_is_validated_before_the_first_child_starts() -> None:
-    runner = LocalRunner(map_app())
+    runner = LocalRunner(make_map_app())
     items: list[Any] = list(range(150))
     items[120] = "not a number"
     run = runner.start("squares", {"items": items, "window": 100})

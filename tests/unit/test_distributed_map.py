@@ -30,7 +30,7 @@ def make_app(bad: frozenset[int] = frozenset()) -> App:
     def squares(ctx: Context, spec: dict[str, Any]) -> list[int]:
         result = ctx.map(
             square,
-            range(spec["n"]),
+            spec["items"] if "items" in spec else range(spec["n"]),
             name="squares",
             distributed=True,
             max_concurrency=spec.get("window"),
