@@ -51,12 +51,16 @@ class LazyClient:
         self._client: Any = None
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:
+    def botocore_client(self) -> Any:
+        """The client itself, made now if it was not yet."""
         if self._client is None:
             with self._lock:
                 if self._client is None:
                     self._client = self._factory()
-        return getattr(self._client, name)
+        return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.botocore_client(), name)
 
 
 def aws_services(settings: Settings, session: boto3.session.Session | None = None) -> Services:
@@ -79,7 +83,12 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         return made
 
     dynamodb: Any = LazyClient(watched_dynamodb)
-    ledger = DynamoLedger(dynamodb, settings.ledger_table, due_shards=settings.due_shards)
+    ledger = DynamoLedger(
+        dynamodb,
+        settings.ledger_table,
+        due_shards=settings.due_shards,
+        direct_puts=not settings.tracing,
+    )
     units = dynamodb_units.RunWriteUnits(ledger)
     meter.units_of_create, meter.units_of_update = units.create, units.update
     worker = settings.require("worker_function", "invoking the worker")

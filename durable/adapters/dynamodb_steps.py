@@ -39,7 +39,7 @@ class StepsMixin(TableBase):
         e = Expr()
         condition = step_condition(e, step)
         try:
-            self.client.put_item(
+            self.put_step(
                 TableName=self.table,
                 Item=step_to_item(step),
                 ConditionExpression=condition,

@@ -1,0 +1,283 @@
+"""The hot path's one request, sent without botocore's per-request pipeline.
+
+A step of a run costs one DynamoDB request, a conditional ``PutItem`` of its record, and
+botocore spends about twice the CPU of the HTTP exchange itself on it: endpoint rules,
+user agent, serialization by the service model, signing through several layers of
+header objects, event lookups. For that one operation this module does the same work
+once, directly: the parameters are already DynamoDB's wire format, so the body is their
+JSON; the request is signed by botocore's own SigV4 signer (``CachedKeySigV4``: its
+output is byte for byte botocore's, a test holds them equal) and sent through the
+client's own HTTP session (its pool, proxies, TLS and timeouts).
+
+What it does not do is decide anything botocore decides. Only two answers are taken
+here: a 200 whose CRC32 matches, and ``ConditionalCheckFailedException`` (parsed by
+botocore's parser and raised as the client's own exception class). Every other outcome
+(a throttle, a 5xx, a connection error, a bad checksum, a body JSON cannot carry) sends
+the call again through ``client.put_item``, whose retry policy then applies. Sending it
+again is safe because every step put is conditional (``step_replaceable``): a put that
+did land and is sent again meets its own record, exactly as after one of botocore's
+retries.
+
+The client's events that callers hook are emitted as botocore emits them:
+``before-parameter-build`` (the usage meter asks for consumed capacity there),
+``before-call`` and ``before-send`` (a handler may answer in place of the server, as
+moto and the fault injection in the tests do), ``after-call`` (the meter counts the
+request and its units). A client that is not a botocore client (a test's fake) is
+called as it is.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import threading
+import zlib
+from collections.abc import Callable, Mapping
+from hashlib import sha256
+from typing import Any
+
+import botocore.auth
+from botocore.auth import SIGNED_HEADERS_BLACKLIST, SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.client import BaseClient
+from botocore.hooks import first_non_none_response
+from botocore.parsers import create_parser
+
+OPERATION = "PutItem"
+_TARGET = "DynamoDB_20120810.PutItem"
+_CONTENT_TYPE = "application/x-amz-json-1.0"
+_SIGNING_NAME = "dynamodb"
+_ANSWERED_HERE = "ConditionalCheckFailedException"
+
+# Signing keys by (secret, day, region, service): one HMAC chain a day instead of one a
+# request. A few entries cover a credential rotation; the dict is cleared past that.
+_KEYS: dict[tuple[str, str, str, str], bytes] = {}
+_KEYS_KEPT = 8
+_HEADERS = "durable_signed_headers"  # the canonical headers, computed once per signing
+
+
+class CachedKeySigV4(SigV4Auth):
+    """botocore's SigV4 signer with its repeated work done once: the signing key is
+    derived once a day, and the headers to sign are canonicalized once per signing
+    instead of twice, into a sorted list instead of an email-header object. The rules
+    (which headers, how values are trimmed and joined, the scope) are botocore's own
+    methods and constants; only their data structure changes."""
+
+    def __init__(self, credentials: Any, service_name: str, region_name: str) -> None:
+        super().__init__(credentials, service_name, region_name)
+        self.service, self.region = service_name, region_name
+
+    def add_auth(self, request: AWSRequest) -> None:
+        request.context.pop(_HEADERS, None)  # a retry re-signs a request already signed
+        try:
+            super().add_auth(request)
+        finally:
+            request.context.pop(_HEADERS, None)
+
+    def headers_to_sign(self, request: AWSRequest) -> Any:
+        made = request.context.get(_HEADERS)
+        if made is None:
+            grouped: dict[str, list[str]] = {}
+            for name, value in request.headers.items():
+                lname = name.lower()
+                if lname not in SIGNED_HEADERS_BLACKLIST:
+                    grouped.setdefault(lname, []).append(value)
+            if "host" not in grouped:
+                host = botocore.auth._host_from_url(request.url)  # type: ignore[attr-defined]
+                grouped["host"] = [host]
+            made = request.context[_HEADERS] = sorted(grouped.items())
+        return made
+
+    def canonical_headers(self, headers_to_sign: Any) -> str:
+        return "\n".join(
+            f"{name}:" + ",".join(self._header_value(v) for v in values)  # type: ignore[attr-defined]
+            for name, values in headers_to_sign
+        )
+
+    def signed_headers(self, headers_to_sign: Any) -> str:
+        return ";".join(name.strip() for name, _ in headers_to_sign)
+
+    def signature(self, string_to_sign: str, request: AWSRequest) -> str:
+        day = request.context["timestamp"][0:8]
+        secret = str(self.credentials.secret_key)
+        slot = (secret, day, self.region, self.service)
+        key = _KEYS.get(slot)
+        if key is None:
+            key = f"AWS4{secret}".encode()
+            for part in (day, self.region, self.service, "aws4_request"):
+                key = hmac.new(key, part.encode("utf-8"), sha256).digest()
+            if len(_KEYS) >= _KEYS_KEPT:
+                _KEYS.clear()
+            _KEYS[slot] = key
+        return hmac.new(key, string_to_sign.encode("utf-8"), sha256).hexdigest()
+
+
+class _Fallback(Exception):
+    """This answer is botocore's to handle: send the call through the client."""
+
+
+class DirectPut:
+    """``client.put_item`` for the hot path: same parameters, same result, same
+    exceptions (see the module docstring for what goes back through botocore).
+
+    Built lazily: the ledger's client may itself be lazy (created on first use, for the
+    cold start), so its internals are looked at on the first put, not before."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._call: Callable[..., Mapping[str, Any]] | None = None
+        self._lock = threading.Lock()
+        self.direct = 0  # puts answered here
+        self.fallbacks = 0  # puts sent again through botocore
+
+    def __call__(self, **params: Any) -> Mapping[str, Any]:
+        call = self._call or self._resolve()
+        return call(**params)
+
+    def _resolve(self) -> Callable[..., Mapping[str, Any]]:
+        with self._lock:
+            if self._call is None:
+                self._call = _Pipeline.of(self._client, self) or self._client.put_item
+            return self._call
+
+
+class _Pipeline:
+    """The direct put of one botocore client."""
+
+    def __init__(self, client: Any, counts: DirectPut) -> None:
+        self.client = client
+        self.counts = counts
+        self.events = client.meta.events
+        self.model = client.meta.service_model.operation_model(OPERATION)
+        self.url = client.meta.endpoint_url.rstrip("/") + "/"
+        self.region = client.meta.region_name
+        self.http = client._endpoint.http_session
+        self.credentials = client._request_signer._credentials
+        self.parser = create_parser("json")
+        self.user_agent = f"{client.meta.config.user_agent or 'Botocore'} durable-direct"
+
+    @classmethod
+    def of(cls, client: Any, counts: DirectPut) -> Callable[..., Mapping[str, Any]] | None:
+        """The direct put of ``client``, or None when it is not a botocore DynamoDB
+        client that signs with SigV4, or one behind a lazy client (then
+        ``client.put_item`` is used as it is)."""
+        if not isinstance(client, BaseClient):
+            # A lazy client (``aws_services.LazyClient``) is looked through; any other
+            # wrapper is respected, its ``put_item`` may be there on purpose.
+            unwrap = getattr(type(client), "botocore_client", None)
+            client = unwrap(client) if unwrap is not None else None
+            if not isinstance(client, BaseClient):
+                return None
+        found: Any = client  # its private parts are not in botocore's stubs
+        try:
+            meta = found.meta
+            if meta.service_model.service_name != "dynamodb":
+                return None
+            if meta.config.signature_version not in (None, "v4"):
+                return None  # unsigned or a custom signer: botocore's business
+            if found._request_signer._credentials is None:
+                return None
+            return cls(found, counts).put
+        except AttributeError:
+            return None
+
+    def put(self, **params: Any) -> Mapping[str, Any]:
+        try:
+            return self._send(params)
+        except _Fallback:
+            self.counts.fallbacks += 1
+            return self.client.put_item(**params)  # type: ignore[no-any-return]
+
+    def _send(self, params: dict[str, Any]) -> Mapping[str, Any]:
+        context: dict[str, Any] = {"client_region": self.region, "direct": True}
+        events = self.events
+        events.emit(
+            f"before-parameter-build.dynamodb.{OPERATION}",
+            params=params,
+            model=self.model,
+            context=context,
+        )
+        try:
+            body = json.dumps(params, separators=(",", ":")).encode()
+        except (TypeError, ValueError):
+            raise _Fallback from None  # binary values: botocore's serializer encodes them
+        headers = {
+            "X-Amz-Target": _TARGET,
+            "Content-Type": _CONTENT_TYPE,
+            "User-Agent": self.user_agent,
+        }
+        request_dict = {
+            "url_path": "/",
+            "query_string": "",
+            "method": "POST",
+            "headers": headers,
+            "body": body,
+            "url": self.url,
+            "context": context,
+        }
+        _, stubbed = events.emit_until_response(
+            f"before-call.dynamodb.{OPERATION}",
+            model=self.model,
+            params=request_dict,
+            request_signer=None,
+            context=context,
+        )
+        if stubbed is not None:
+            http, parsed = stubbed
+        else:
+            http, parsed = self._exchange(body, headers, context)
+        events.emit(
+            f"after-call.dynamodb.{OPERATION}",
+            http_response=http,
+            parsed=parsed,
+            model=self.model,
+            context=context,
+        )
+        self.counts.direct += 1
+        if http.status_code >= 300:
+            code = parsed.get("Error", {}).get("Code")
+            raise self.client.exceptions.from_code(code)(parsed, OPERATION)
+        return parsed  # type: ignore[no-any-return]
+
+    def _exchange(
+        self, body: bytes, headers: dict[str, str], context: dict[str, Any]
+    ) -> tuple[Any, dict[str, Any]]:
+        request = AWSRequest(method="POST", url=self.url, data=body, headers=headers)
+        request.context.update(context)
+        frozen = self.credentials.get_frozen_credentials()
+        CachedKeySigV4(frozen, _SIGNING_NAME, self.region).add_auth(request)
+        prepared = request.prepare()
+        # As botocore's endpoint does: every handler is called, the first answer is taken.
+        answered = first_non_none_response(
+            self.events.emit(f"before-send.dynamodb.{OPERATION}", request=prepared)
+        )
+        try:
+            http = answered if answered is not None else self.http.send(prepared)
+            content = http.content
+        except Exception:
+            raise _Fallback from None  # connection trouble: botocore retries it
+        if http.status_code == 200:
+            crc = http.headers.get("x-amz-crc32")
+            if crc is not None and int(crc) != zlib.crc32(content):
+                raise _Fallback  # damaged in transit: botocore checks and retries
+            parsed: dict[str, Any] = json.loads(content) if content else {}
+            if "Attributes" in parsed:  # values JSON cannot carry as Python does (binary)
+                parsed = self.parser.parse(
+                    {"status_code": 200, "headers": http.headers, "body": content},
+                    self.model.output_shape,
+                )
+            parsed["ResponseMetadata"] = {
+                "RequestId": http.headers.get("x-amzn-RequestId", ""),
+                "HTTPStatusCode": 200,
+                "RetryAttempts": 0,
+            }
+            return http, parsed
+        answer = {"status_code": http.status_code, "headers": http.headers, "body": content}
+        parsed = self.parser.parse(answer, self.model.output_shape)
+        if parsed.get("Error", {}).get("Code") != _ANSWERED_HERE:
+            raise _Fallback  # throttles, 5xx, validation: botocore's to retry or raise
+        # As botocore's endpoint does: the error's modeled fields (the old ``Item``).
+        shape = self.model.service_model.shape_for_error_code(_ANSWERED_HERE)
+        if shape is not None:
+            parsed.update(self.parser.parse(answer, shape))
+        return http, parsed
