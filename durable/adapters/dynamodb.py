@@ -82,7 +82,8 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
         self.client = client
         self.table = table_name
         self.shards = due_shards
-        self.put_step = DirectPut(client) if direct_puts else client.put_item
+        # A lambda, not ``client.put_item``: the client may be lazy (made on first use).
+        self.put_step = DirectPut(client) if direct_puts else lambda **p: client.put_item(**p)  # noqa: PLW0108
 
     # --- runs ----------------------------------------------------------------------
 

@@ -11,12 +11,12 @@ client's own HTTP session (its pool, proxies, TLS and timeouts).
 
 What it does not do is decide anything botocore decides. Only two answers are taken
 here: a 200 whose CRC32 matches, and ``ConditionalCheckFailedException`` (parsed by
-botocore's parser and raised as the client's own exception class). Every other outcome
-(a throttle, a 5xx, a connection error, a bad checksum, a body JSON cannot carry) sends
-the call again through ``client.put_item``, whose retry policy then applies. Sending it
-again is safe because every step put is conditional (``step_replaceable``): a put that
-did land and is sent again meets its own record, exactly as after one of botocore's
-retries.
+botocore's parser and raised as the client's own exception class). Any other outcome (a
+throttle, a 5xx, a validation error, a connection error, a bad checksum) is handed to
+``client.put_item``: its first attempt takes that outcome instead of sending again (a
+``before-send`` handler, per thread), so botocore parses, raises or retries it exactly
+as its own, and the direct attempt counts as the first of its configured attempts. A
+body JSON cannot carry (binary values) is never sent here: the client sends it.
 
 The client's events that callers hook are emitted as botocore emits them:
 ``before-parameter-build`` (the usage meter asks for consumed capacity there),
@@ -29,16 +29,18 @@ called as it is.
 from __future__ import annotations
 
 import hmac
+import inspect
 import json
 import threading
 import zlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from hashlib import sha256
 from typing import Any
 
 import botocore.auth
 from botocore.auth import SIGNED_HEADERS_BLACKLIST, SigV4Auth
-from botocore.awsrequest import AWSRequest
+from botocore.awsrequest import AWSRequest, prepare_request_dict
 from botocore.client import BaseClient
 from botocore.hooks import first_non_none_response
 from botocore.parsers import create_parser
@@ -100,7 +102,8 @@ class CachedKeySigV4(SigV4Auth):
     def signature(self, string_to_sign: str, request: AWSRequest) -> str:
         day = request.context["timestamp"][0:8]
         secret = str(self.credentials.secret_key)
-        slot = (secret, day, self.region, self.service)
+        # Keyed by the secret's digest: the module keeps no secret of its own.
+        slot = (sha256(secret.encode()).hexdigest(), day, self.region, self.service)
         key = _KEYS.get(slot)
         if key is None:
             key = f"AWS4{secret}".encode()
@@ -113,7 +116,13 @@ class CachedKeySigV4(SigV4Auth):
 
 
 class _Fallback(Exception):
-    """This answer is botocore's to handle: send the call through the client."""
+    """This outcome is botocore's to handle: the call goes through the client, whose first
+    attempt is given ``outcome`` (the answer, or what the send raised) instead of
+    sending again; None: nothing was sent, the client sends it."""
+
+    def __init__(self, outcome: Any = None) -> None:
+        super().__init__()
+        self.outcome = outcome
 
 
 class DirectPut:
@@ -128,7 +137,7 @@ class DirectPut:
         self._call: Callable[..., Mapping[str, Any]] | None = None
         self._lock = threading.Lock()
         self.direct = 0  # puts answered here
-        self.fallbacks = 0  # puts sent again through botocore
+        self.fallbacks = 0  # puts handed to botocore after a direct attempt
 
     def __call__(self, **params: Any) -> Mapping[str, Any]:
         call = self._call or self._resolve()
@@ -141,6 +150,24 @@ class DirectPut:
             return self._call
 
 
+@dataclass(frozen=True)
+class _Route:
+    """Where a table's puts go and how they are signed, as botocore's endpoint rules say."""
+
+    url: str
+    region: str
+    signing_name: str
+
+
+def _instrumented() -> bool:
+    """Whether a tracer wraps botocore's calls (X-Ray and OpenTelemetry patch
+    ``BaseClient._make_api_call`` with wrapt): then every put goes through botocore, to
+    be traced."""
+    # botocore's own decorator leaves a plain function there; a tracer's wrapper (wrapt's
+    # FunctionWrapper, for both) is not one.
+    return not inspect.isfunction(vars(BaseClient).get("_make_api_call"))
+
+
 class _Pipeline:
     """The direct put of one botocore client."""
 
@@ -149,18 +176,23 @@ class _Pipeline:
         self.counts = counts
         self.events = client.meta.events
         self.model = client.meta.service_model.operation_model(OPERATION)
-        self.url = client.meta.endpoint_url.rstrip("/") + "/"
         self.region = client.meta.region_name
         self.http = client._endpoint.http_session
         self.credentials = client._request_signer._credentials
         self.parser = create_parser("json")
         self.user_agent = f"{client.meta.config.user_agent or 'Botocore'} durable-direct"
+        self.routes: dict[str, _Route | None] = {}
+        # The outcome of a direct attempt handed to botocore, per thread (a client is
+        # shared by threads): botocore's first attempt takes it instead of sending, so
+        # its retry policy counts the direct attempt as its first and decides on it.
+        self.handed = threading.local()
+        self.events.register_first(f"before-send.dynamodb.{OPERATION}", self._hand_over)
 
     @classmethod
     def of(cls, client: Any, counts: DirectPut) -> Callable[..., Mapping[str, Any]] | None:
         """The direct put of ``client``, or None when it is not a botocore DynamoDB
-        client that signs with SigV4, or one behind a lazy client (then
-        ``client.put_item`` is used as it is)."""
+        client that signs with SigV4 (or one behind a lazy client), or when a tracer
+        wraps botocore's calls (then ``client.put_item`` is used as it is)."""
         if not isinstance(client, BaseClient):
             # A lazy client (``aws_services.LazyClient``) is looked through; any other
             # wrapper is respected, its ``put_item`` may be there on purpose.
@@ -168,6 +200,8 @@ class _Pipeline:
             client = unwrap(client) if unwrap is not None else None
             if not isinstance(client, BaseClient):
                 return None
+        if _instrumented():
+            return None
         found: Any = client  # its private parts are not in botocore's stubs
         try:
             meta = found.meta
@@ -181,16 +215,81 @@ class _Pipeline:
         except AttributeError:
             return None
 
-    def put(self, **params: Any) -> Mapping[str, Any]:
-        try:
-            return self._send(params)
-        except _Fallback:
-            self.counts.fallbacks += 1
-            return self.client.put_item(**params)  # type: ignore[no-any-return]
+    def _context(self) -> dict[str, Any]:
+        return {
+            "client_region": self.region,
+            "client_config": self.client.meta.config,
+            "has_streaming_input": False,
+            "auth_type": "v4",
+            "direct": True,
+        }
 
-    def _send(self, params: dict[str, Any]) -> Mapping[str, Any]:
-        context: dict[str, Any] = {"client_region": self.region, "direct": True}
+    def _route(self, table: str) -> _Route | None:
+        """The table's route, resolved once by botocore's own endpoint rules (FIPS,
+        account endpoints, a custom URL with a path); None when they ask for anything
+        this path does not do (extra headers, another signer) or fail: botocore then
+        sends every put to that table, and raises what it raises."""
+        if table in self.routes:
+            return self.routes[table]
+        route: _Route | None = None
+        context = self._context()
+        try:
+            url, headers, _ = self.client._resolve_endpoint_ruleset(
+                self.model, {"TableName": table}, context
+            )
+            if not headers and context.get("auth_type") in ("v4", None):
+                signing = context.get("signing", {})
+                request: dict[str, Any] = {"url_path": "/", "query_string": "", "headers": {}}
+                prepare_request_dict(request, url)
+                route = _Route(
+                    url=request["url"],
+                    region=signing.get("region", self.region),
+                    signing_name=signing.get("signing_name", _SIGNING_NAME),
+                )
+        except Exception:  # botocore will raise it on the put itself
+            route = None
+        self.routes[table] = route
+        return route
+
+    def put(self, **params: Any) -> Mapping[str, Any]:
+        route = self._route(str(params.get("TableName", "")))
+        if route is None:
+            return self.client.put_item(**params)  # type: ignore[no-any-return]
+        try:
+            return self._send(route, params)
+        except _Fallback as fallback:
+            self.counts.fallbacks += 1
+            self.handed.outcome = fallback.outcome
+            try:
+                return self.client.put_item(**params)  # type: ignore[no-any-return]
+            finally:
+                self.handed.outcome = None
+
+    def _hand_over(self, **_: Any) -> Any:
+        """``before-send``: botocore's first attempt of a handed-over put takes the direct
+        attempt's outcome (its answer, or what its send raised, raised again: botocore's
+        endpoint treats that as its own send's)."""
+        outcome = getattr(self.handed, "outcome", None)
+        if outcome is None:
+            return None
+        self.handed.outcome = None
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    def _send(self, route: _Route, params: dict[str, Any]) -> Mapping[str, Any]:
+        context = self._context()
         events = self.events
+        # As botocore's ``_emit_api_params``: a handler may replace the parameters.
+        params = first_non_none_response(
+            events.emit(
+                f"provide-client-params.dynamodb.{OPERATION}",
+                params=params,
+                model=self.model,
+                context=context,
+            ),
+            default=params,
+        )
         events.emit(
             f"before-parameter-build.dynamodb.{OPERATION}",
             params=params,
@@ -201,31 +300,30 @@ class _Pipeline:
             body = json.dumps(params, separators=(",", ":")).encode()
         except (TypeError, ValueError):
             raise _Fallback from None  # binary values: botocore's serializer encodes them
-        headers = {
-            "X-Amz-Target": _TARGET,
-            "Content-Type": _CONTENT_TYPE,
-            "User-Agent": self.user_agent,
-        }
-        request_dict = {
+        request_dict: dict[str, Any] = {
             "url_path": "/",
             "query_string": "",
             "method": "POST",
-            "headers": headers,
+            "headers": {
+                "X-Amz-Target": _TARGET,
+                "Content-Type": _CONTENT_TYPE,
+                "User-Agent": self.user_agent,
+            },
             "body": body,
-            "url": self.url,
+            "url": route.url,
             "context": context,
         }
         _, stubbed = events.emit_until_response(
             f"before-call.dynamodb.{OPERATION}",
             model=self.model,
             params=request_dict,
-            request_signer=None,
+            request_signer=self.client._request_signer,
             context=context,
         )
         if stubbed is not None:
             http, parsed = stubbed
         else:
-            http, parsed = self._exchange(body, headers, context)
+            http, parsed = self._exchange(route, request_dict)
         events.emit(
             f"after-call.dynamodb.{OPERATION}",
             http_response=http,
@@ -239,45 +337,62 @@ class _Pipeline:
             raise self.client.exceptions.from_code(code)(parsed, OPERATION)
         return parsed  # type: ignore[no-any-return]
 
-    def _exchange(
-        self, body: bytes, headers: dict[str, str], context: dict[str, Any]
-    ) -> tuple[Any, dict[str, Any]]:
-        request = AWSRequest(method="POST", url=self.url, data=body, headers=headers)
-        request.context.update(context)
-        frozen = self.credentials.get_frozen_credentials()
-        CachedKeySigV4(frozen, _SIGNING_NAME, self.region).add_auth(request)
-        prepared = request.prepare()
-        # As botocore's endpoint does: every handler is called, the first answer is taken.
-        answered = first_non_none_response(
-            self.events.emit(f"before-send.dynamodb.{OPERATION}", request=prepared)
+    def _exchange(self, route: _Route, request_dict: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """One attempt: sign, send, and take the answer if it is one of the two this path
+        takes (see the module docstring); else hand the outcome to botocore."""
+        request = AWSRequest(
+            method="POST",
+            url=request_dict["url"],
+            data=request_dict["body"],
+            headers=request_dict["headers"],
         )
+        request.context.update(request_dict["context"])
+        frozen = self.credentials.get_frozen_credentials()
+        CachedKeySigV4(frozen, route.signing_name, route.region).add_auth(request)
+        prepared = request.prepare()
+        # As botocore's endpoint does: every handler is called, the first answer is taken;
+        # whatever a handler or the send raises is the attempt's outcome.
         try:
+            answered = first_non_none_response(
+                self.events.emit(f"before-send.dynamodb.{OPERATION}", request=prepared)
+            )
             http = answered if answered is not None else self.http.send(prepared)
-            content = http.content
-        except Exception:
-            raise _Fallback from None  # connection trouble: botocore retries it
+        except Exception as trouble:
+            raise _Fallback(trouble) from None  # botocore retries it or raises it
+        content = http.content
+        crc = http.headers.get("x-amz-crc32")
+        if crc is not None and (not crc.isdigit() or int(crc) != zlib.crc32(content)):
+            raise _Fallback(http)  # damaged in transit: botocore's check decides
+        metadata = {
+            "RequestId": http.headers.get("x-amzn-RequestId", ""),
+            "HTTPStatusCode": http.status_code,
+            "HTTPHeaders": {k.lower(): v for k, v in http.headers.items()},
+            "RetryAttempts": 0,
+        }
         if http.status_code == 200:
-            crc = http.headers.get("x-amz-crc32")
-            if crc is not None and int(crc) != zlib.crc32(content):
-                raise _Fallback  # damaged in transit: botocore checks and retries
-            parsed: dict[str, Any] = json.loads(content) if content else {}
+            try:
+                parsed = json.loads(content) if content else {}
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, dict):
+                raise _Fallback(http)  # not DynamoDB's JSON: botocore's parser decides
             if "Attributes" in parsed:  # values JSON cannot carry as Python does (binary)
-                parsed = self.parser.parse(
-                    {"status_code": 200, "headers": http.headers, "body": content},
-                    self.model.output_shape,
-                )
-            parsed["ResponseMetadata"] = {
-                "RequestId": http.headers.get("x-amzn-RequestId", ""),
-                "HTTPStatusCode": 200,
-                "RetryAttempts": 0,
-            }
+                parsed = self._parse(http, content, self.model.output_shape)
+            parsed["ResponseMetadata"] = metadata
             return http, parsed
-        answer = {"status_code": http.status_code, "headers": http.headers, "body": content}
-        parsed = self.parser.parse(answer, self.model.output_shape)
-        if parsed.get("Error", {}).get("Code") != _ANSWERED_HERE:
-            raise _Fallback  # throttles, 5xx, validation: botocore's to retry or raise
+        if http.status_code != 400:
+            raise _Fallback(http)  # 5xx and the rest: botocore's to retry or raise
+        parsed = self._parse(http, content, self.model.output_shape)
+        code = parsed.get("Error", {}).get("Code")
+        if code != _ANSWERED_HERE:
+            raise _Fallback(http)  # throttles, validation: botocore's to retry or raise
         # As botocore's endpoint does: the error's modeled fields (the old ``Item``).
-        shape = self.model.service_model.shape_for_error_code(_ANSWERED_HERE)
+        shape = self.model.service_model.shape_for_error_code(code)
         if shape is not None:
-            parsed.update(self.parser.parse(answer, shape))
+            parsed.update(self._parse(http, content, shape))
+        parsed["ResponseMetadata"] = metadata
         return http, parsed
+
+    def _parse(self, http: Any, content: bytes, shape: Any) -> dict[str, Any]:
+        answer = {"status_code": http.status_code, "headers": http.headers, "body": content}
+        return self.parser.parse(answer, shape)  # type: ignore[no-any-return]

@@ -21,6 +21,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials
+from botocore.exceptions import ClientError, ConnectionClosedError
 
 from durable.adapters import dynamodb_direct, dynamodb_units
 from durable.adapters.aws_services import LazyClient
@@ -29,7 +30,6 @@ from durable.adapters.dynamodb_direct import CachedKeySigV4, DirectPut
 from durable.model import StepRecord
 from durable.usage import REQUESTS, WRITE_UNITS, Meter
 from tests.conftest import ClientFactory, MakeTables
-from tests.support.faults import Throttle
 from tests.support.records import make_step
 
 # --- the signature ---------------------------------------------------------------------------
@@ -160,22 +160,6 @@ def test_the_meter_sees_a_direct_put_as_a_botocore_one(
     assert used.get(WRITE_UNITS) == 1.0
 
 
-def test_a_throttled_put_goes_back_through_botocore(
-    setup: tuple[Any, DynamoLedger, DirectPut], dynamodb_server: str
-) -> None:
-    """GIVEN the first PutItem answered with a throttle WHEN a step is written THEN the
-    put is sent again through botocore (its retry policy applies) and the record lands."""
-    if dynamodb_server == "moto":
-        pytest.skip("moto in-process answers from before-send too (tests/support/faults.py)")
-    client, ledger, put = setup
-    throttle = Throttle(client, operations=("PutItem",), times=1)
-    step = _step("0001", '"x"')
-    assert ledger.write_step(step) == step
-    assert (throttle.throttled, throttle.passed) == (1, 1)
-    assert (put.direct, put.fallbacks) == (0, 1)
-    assert ledger.get_step("RUN1", "0001") == step
-
-
 class _Body:
     def __init__(self, body: bytes) -> None:
         self._body = body
@@ -184,53 +168,115 @@ class _Body:
         yield self._body
 
 
-def test_a_damaged_answer_goes_back_through_botocore(
-    setup: tuple[Any, DynamoLedger, DirectPut], dynamodb_server: str
-) -> None:
-    """GIVEN the first PutItem answered 200 with a body whose CRC32 is not the header's
-    WHEN a step is written THEN the put is sent again through botocore and lands."""
-    if dynamodb_server == "moto":
-        pytest.skip("moto in-process answers from before-send too (tests/support/faults.py)")
-    client, ledger, put = setup
-    answered: list[int] = []
-
-    def damaged(request: Any, **_: Any) -> AWSResponse | None:
-        if answered:
-            return None
-        answered.append(1)
-        headers = HTTPHeaders()
-        headers["x-amz-crc32"] = str(zlib.crc32(b"{}") + 1)
-        return AWSResponse(request.url, 200, headers, _Body(b"{}"))
-
-    client.meta.events.register_first("before-send.dynamodb.PutItem", damaged)
-    step = _step("0001", '"x"')
-    assert ledger.write_step(step) == step
-    assert (answered, put.direct, put.fallbacks) == ([1], 0, 1)
-    assert ledger.get_step("RUN1", "0001") == step
+def _answer(url: str, status: int, body: bytes, crc: int | None = None) -> AWSResponse:
+    headers = HTTPHeaders()
+    headers["Content-Type"] = "application/x-amz-json-1.0"
+    if crc is not None:
+        headers["x-amz-crc32"] = str(crc)
+    return AWSResponse(url, status, headers, _Body(body))
 
 
-def test_a_dropped_connection_goes_back_through_botocore(
-    setup: tuple[Any, DynamoLedger, DirectPut], dynamodb_server: str
-) -> None:
-    """GIVEN the HTTP session failing the first send WHEN a step is written THEN the put
-    is sent again through botocore (which owns retries of connection errors)."""
-    if dynamodb_server == "moto":
-        pytest.skip("moto in-process never reaches the HTTP session")
-    client, ledger, put = setup
+def _count_sends(client: Any) -> list[Any]:
+    """The requests that reach the network (the HTTP session's sends)."""
     session = client._endpoint.http_session
     real_send = session.send
-    failed: list[int] = []
+    sent: list[Any] = []
 
     def send(request: Any) -> Any:
-        if not failed:
-            failed.append(1)
-            raise ConnectionResetError("dropped (injected)")
+        sent.append(request)
         return real_send(request)
 
     session.send = send
+    return sent
+
+
+def _answer_first(client: Any, answer: Any) -> list[int]:
+    """The first PutItem answered with ``answer`` (a response, or an error raised)."""
+    answered: list[int] = []
+
+    def first(request: Any, **_: Any) -> AWSResponse | None:
+        if answered:
+            return None
+        answered.append(1)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer(request.url) if callable(answer) else answer  # type: ignore[no-any-return]
+
+    client.meta.events.register_first("before-send.dynamodb.PutItem", first)
+    return answered
+
+
+HTTP_ONLY = "moto in-process answers from before-send and never reaches the HTTP session"
+REFUSAL = json.dumps(
+    {"__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException"}
+).encode()
+THROTTLE = json.dumps(
+    {"__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException"}
+).encode()
+# Answers this path must not take: botocore decides on each (retries it, here).
+NOT_OURS = {
+    "throttle": lambda url: _answer(url, 400, THROTTLE),
+    "200 with a damaged body": lambda url: _answer(url, 200, b"{}", zlib.crc32(b"{}") + 1),
+    "refusal with a damaged body": lambda url: _answer(url, 400, REFUSAL, zlib.crc32(REFUSAL) + 1),
+    "refusal in a 500": lambda url: _answer(url, 500, REFUSAL),
+    "dropped connection": ConnectionClosedError(endpoint_url="http://dropped"),
+}
+
+
+@pytest.mark.parametrize("answer", list(NOT_OURS))
+def test_an_answer_not_ours_is_botocores_without_sending_again(
+    setup: tuple[Any, DynamoLedger, DirectPut], dynamodb_server: str, answer: str
+) -> None:
+    """GIVEN the direct attempt's answer is one botocore must judge (a throttle, a damaged
+    body, a refusal that is not a 400, a dropped connection) WHEN a step is written THEN
+    botocore's first attempt takes that answer instead of sending again, retries it as
+    its own, and the record lands: one request reached the server, not two."""
+    if dynamodb_server == "moto":
+        pytest.skip(HTTP_ONLY)
+    client, ledger, put = setup
+    answered = _answer_first(client, NOT_OURS[answer])
+    sent = _count_sends(client)
     step = _step("0001", '"x"')
     assert ledger.write_step(step) == step
-    assert (failed, put.direct, put.fallbacks) == ([1], 0, 1)
+    assert (answered, len(sent), put.direct, put.fallbacks) == ([1], 1, 0, 1)
+    assert ledger.get_step("RUN1", "0001") == step
+
+
+def test_an_error_botocore_does_not_retry_is_raised_after_one_request(
+    setup: tuple[Any, DynamoLedger, DirectPut], dynamodb_server: str
+) -> None:
+    """GIVEN a put the server refuses as invalid WHEN it is put THEN botocore raises the
+    server's ValidationException, parsed from the direct attempt's answer: the request
+    was sent once."""
+    if dynamodb_server == "moto":
+        pytest.skip(HTTP_ONLY)
+    client, ledger, put = setup
+    sent = _count_sends(client)
+    with pytest.raises(ClientError) as info:
+        ledger.put_step(
+            TableName=ledger.table,
+            Item={"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}},
+            ConditionExpression="attribute_not_exists(#missing)",
+        )
+    assert info.value.response["Error"]["Code"] == "ValidationException"
+    assert info.value.response["ResponseMetadata"]["RetryAttempts"] == 0
+    assert (len(sent), put.fallbacks) == (1, 1)
+
+
+def test_a_200_that_is_not_dynamodb_json_is_botocores(
+    setup: tuple[Any, DynamoLedger, DirectPut],
+) -> None:
+    """GIVEN a 200 whose body is not a JSON object WHEN a step is put THEN botocore's
+    parser judges it (it takes it as an empty success), not a decoding error here."""
+    client, ledger, put = setup
+    _answer_first(client, lambda url: _answer(url, 200, b"<html>a proxy page</html>"))
+    meter = Meter()
+    dynamodb_units.watch(client, meter)
+    with meter.invocation(memory_mb=512, timer=False):
+        answer = ledger.put_step(TableName=ledger.table, Item={})
+        used = meter.so_far()
+    assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
+    assert (put.direct, put.fallbacks, used.get(REQUESTS)) == (0, 1, 1.0)
 
 
 def test_a_handler_answering_before_the_call_is_obeyed(
@@ -292,3 +338,130 @@ def test_off_every_put_is_botocores(
     ledger = DynamoLedger(client, table, direct_puts=False)
     ledger.write_step(_step("0001", '"x"'))
     assert created == ["botocore"]
+
+
+# --- where a put goes: botocore's endpoint rules ------------------------------------------------
+
+ROUTES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "regional": ({"region_name": "eu-west-1"}, {}),
+    "FIPS in GovCloud": ({"region_name": "us-gov-west-1"}, {"use_fips_endpoint": True}),
+    "a custom URL with a path": (
+        {"region_name": "us-east-1", "endpoint_url": "http://127.0.0.1:1/ddb"},
+        {},
+    ),
+    "an account endpoint": (
+        {"region_name": "us-east-1", "aws_account_id": "123456789012"},
+        {"account_id_endpoint_mode": "preferred"},
+    ),
+}
+
+
+def _scope(request: Any) -> tuple[str, str]:
+    """The URL a request goes to and the credential scope it is signed for."""
+    authorization = request.headers["Authorization"]
+    if isinstance(authorization, bytes):
+        authorization = authorization.decode()
+    credential = authorization.split("Credential=")[1].split(",")[0]
+    return request.url, credential.split("/", 2)[2]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("route", list(ROUTES))
+def test_a_put_goes_where_botocore_sends_it_signed_for_the_same_scope(route: str) -> None:
+    """GIVEN a client whose endpoint rules are not the plain regional URL (FIPS, a path,
+    an account endpoint) WHEN the same put is made directly and through botocore THEN
+    both go to the same URL, signed for the same region and service."""
+    import boto3
+    from botocore.config import Config
+
+    client_kwargs, config = ROUTES[route]
+    client = boto3.client(
+        "dynamodb",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(parameter_validation=False, **config),
+        **client_kwargs,
+    )
+    seen: list[tuple[str, str]] = []
+
+    def capture(request: Any, **_: Any) -> AWSResponse:
+        seen.append(_scope(request))
+        return _answer(request.url, 200, b"{}")
+
+    client.meta.events.register_first("before-send.dynamodb.PutItem", capture)  # type: ignore[arg-type]
+    params: Any = {"TableName": "ledger", "Item": {"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}}}
+    direct = DirectPut(client)
+    direct(**params)
+    client.put_item(**params)
+    assert direct.direct == 1
+    assert seen[0] == seen[1], seen
+
+
+@pytest.mark.unit
+def test_a_route_botocore_cannot_resolve_leaves_the_put_to_botocore() -> None:
+    """GIVEN account endpoints required but no account id WHEN a step is put THEN the
+    put is botocore's, which raises its own resolution error (nothing sent elsewhere)."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError
+
+    client = boto3.client(
+        "dynamodb",
+        region_name="us-east-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(account_id_endpoint_mode="required"),
+    )
+    direct = DirectPut(client)
+    with pytest.raises(BotoCoreError):
+        direct(TableName="ledger", Item={"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}})
+    assert direct.direct == 0
+
+
+@pytest.mark.unit
+def test_a_traced_botocore_gets_every_put(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN a tracer wrapping botocore's calls (as X-Ray and OpenTelemetry do) WHEN a put
+    is made THEN it goes through the wrapped call, to be traced."""
+    import boto3
+    from botocore.client import BaseClient
+
+    original = vars(BaseClient)["_make_api_call"]
+    traced: list[str] = []
+
+    class Wrapper:  # not a plain function, like wrapt's FunctionWrapper
+        def __get__(self, client: Any, owner: Any) -> Any:
+            def call(operation: str, params: Any) -> Any:
+                traced.append(operation)
+                return original(client, operation, params)
+
+            return call
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", Wrapper())
+    client = boto3.client(
+        "dynamodb",
+        region_name="us-east-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+    )
+    client.meta.events.register_first(
+        "before-send.dynamodb.PutItem",
+        lambda request, **_: _answer(request.url, 200, b"{}"),  # type: ignore[arg-type]
+    )
+    direct = DirectPut(client)
+    direct(TableName="ledger", Item={"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}})
+    assert (traced, direct.direct) == (["PutItem"], 0)
+
+
+@pytest.mark.unit
+def test_a_ledger_on_a_lazy_client_does_not_make_it() -> None:
+    """GIVEN a lazy client WHEN ledgers are built on it, direct puts on or off THEN the
+    client is not made until a request needs it (the worker's cold start)."""
+    made: list[int] = []
+
+    def factory() -> Any:
+        made.append(1)
+        raise AssertionError("made too early")
+
+    for direct in (True, False):
+        DynamoLedger(LazyClient(factory), "ledger", direct_puts=direct)  # type: ignore[arg-type]
+    assert made == []
