@@ -87,7 +87,6 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         dynamodb,
         settings.ledger_table,
         due_shards=settings.due_shards,
-        direct_puts=not settings.tracing,
     )
     units = dynamodb_units.RunWriteUnits(ledger)
     meter.units_of_create, meter.units_of_update = units.create, units.update

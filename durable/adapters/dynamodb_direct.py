@@ -24,18 +24,23 @@ The client's events that callers hook are emitted as botocore emits them:
 moto and the fault injection in the tests do), ``after-call`` (the meter counts the
 request and its units). A client that is not a botocore client (a test's fake) is
 called as it is.
+
+Tracing: under X-Ray's botocore patch (Powertools' ``Tracer``, ``DURABLE_TRACING``) each
+direct put records the subsegment and trace header the patch records for
+``client.put_item``, through the SDK's own functions; under any other wrapper of
+botocore's calls (OpenTelemetry) every put goes through botocore, to be traced there.
 """
 
 from __future__ import annotations
 
 import hmac
-import inspect
 import json
 import threading
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from hashlib import sha256
+from types import FunctionType
 from typing import Any
 
 import botocore.auth
@@ -159,13 +164,52 @@ class _Route:
     signing_name: str
 
 
-def _instrumented() -> bool:
-    """Whether a tracer wraps botocore's calls (X-Ray and OpenTelemetry patch
-    ``BaseClient._make_api_call`` with wrapt): then every put goes through botocore, to
-    be traced."""
+_XRAY_PATCH = "aws_xray_sdk.ext.botocore.patch"
+
+
+def _tracer() -> str:
+    """Who wraps botocore's calls: "" nobody; "xray" the X-Ray SDK's botocore patch (what
+    Powertools' Tracer applies), whose subsegment and trace header the direct put then
+    records itself, through the SDK's own functions; "other" any other wrapper
+    (OpenTelemetry's instrumentation, a test's): every put then goes through botocore."""
+    made = vars(BaseClient).get("_make_api_call")
     # botocore's own decorator leaves a plain function there; a tracer's wrapper (wrapt's
-    # FunctionWrapper, for both) is not one.
-    return not inspect.isfunction(vars(BaseClient).get("_make_api_call"))
+    # FunctionWrapper, for both X-Ray and OpenTelemetry) is not one. ``type``, not
+    # ``isinstance``: a wrapt proxy answers ``isinstance`` checks as the function it wraps.
+    if type(made) is FunctionType:
+        return ""
+    wrapper = getattr(made, "_self_wrapper", None)
+    return "xray" if getattr(wrapper, "__module__", None) == _XRAY_PATCH else "other"
+
+
+class _XRay:
+    """What X-Ray's botocore patch does around a call, done around the direct put with the
+    SDK's own functions: a subsegment named and annotated by its ``aws_meta_processor``
+    (operation, region, table, request id, status, error), and the trace header its
+    ``inject_header`` adds to the request."""
+
+    def __init__(self) -> None:
+        from aws_xray_sdk.core import xray_recorder
+        from aws_xray_sdk.ext.boto_utils import aws_meta_processor, inject_header
+
+        self.recorder = xray_recorder
+        self.meta = aws_meta_processor
+        self.inject = inject_header
+
+    def record(self, client: Any, put: Callable[..., Any], params: dict[str, Any]) -> Any:
+        # As the patch's wrapper: args (operation, params) are what the processor reads.
+        return self.recorder.record_subsegment(
+            lambda _operation, call: put(**call),
+            client,
+            (OPERATION, params),
+            {},
+            name=client.meta.service_model.metadata["endpointPrefix"],
+            namespace="aws",
+            meta_processor=self.meta,
+        )
+
+    def add_header(self, request: Any) -> None:
+        self.inject(lambda *_: None, None, (request,), {})
 
 
 class _Pipeline:
@@ -182,6 +226,7 @@ class _Pipeline:
         self.parser = create_parser("json")
         self.user_agent = f"{client.meta.config.user_agent or 'Botocore'} durable-direct"
         self.routes: dict[str, _Route | None] = {}
+        self.xray: _XRay | None = None
         # The outcome of a direct attempt handed to botocore, per thread (a client is
         # shared by threads): botocore's first attempt takes it instead of sending, so
         # its retry policy counts the direct attempt as its first and decides on it.
@@ -192,7 +237,9 @@ class _Pipeline:
     def of(cls, client: Any, counts: DirectPut) -> Callable[..., Mapping[str, Any]] | None:
         """The direct put of ``client``, or None when it is not a botocore DynamoDB
         client that signs with SigV4 (or one behind a lazy client), or when a tracer
-        wraps botocore's calls (then ``client.put_item`` is used as it is)."""
+        other than X-Ray's wraps botocore's calls (then ``client.put_item`` is used as it
+        is). Looked at on the first put: the tracer patches botocore when the handler
+        module is imported, before any put."""
         if not isinstance(client, BaseClient):
             # A lazy client (``aws_services.LazyClient``) is looked through; any other
             # wrapper is respected, its ``put_item`` may be there on purpose.
@@ -200,7 +247,8 @@ class _Pipeline:
             client = unwrap(client) if unwrap is not None else None
             if not isinstance(client, BaseClient):
                 return None
-        if _instrumented():
+        tracer = _tracer()
+        if tracer == "other":
             return None
         found: Any = client  # its private parts are not in botocore's stubs
         try:
@@ -211,7 +259,11 @@ class _Pipeline:
                 return None  # unsigned or a custom signer: botocore's business
             if found._request_signer._credentials is None:
                 return None
-            return cls(found, counts).put
+            pipeline = cls(found, counts)
+            if tracer == "xray":
+                pipeline.xray = _XRay()
+                return pipeline.traced_put
+            return pipeline.put
         except AttributeError:
             return None
 
@@ -250,6 +302,12 @@ class _Pipeline:
             route = None
         self.routes[table] = route
         return route
+
+    def traced_put(self, **params: Any) -> Mapping[str, Any]:
+        """``put`` in an X-Ray subsegment, as X-Ray's patch records ``client.put_item``
+        (a put handed to botocore shows its own subsegment inside this one)."""
+        assert self.xray is not None
+        return self.xray.record(self.client, self.put, params)  # type: ignore[no-any-return]
 
     def put(self, **params: Any) -> Mapping[str, Any]:
         route = self._route(str(params.get("TableName", "")))
@@ -350,6 +408,8 @@ class _Pipeline:
         frozen = self.credentials.get_frozen_credentials()
         CachedKeySigV4(frozen, route.signing_name, route.region).add_auth(request)
         prepared = request.prepare()
+        if self.xray is not None:  # as botocore's, after signing: the header is not signed
+            self.xray.add_header(prepared)
         # As botocore's endpoint does: every handler is called, the first answer is taken;
         # whatever a handler or the send raises is the attempt's outcome.
         try:

@@ -327,7 +327,7 @@ def test_a_lazy_client_is_looked_through_and_a_wrapper_respected(
 def test_off_every_put_is_botocores(
     dynamodb_factory: ClientFactory, make_tables: MakeTables
 ) -> None:
-    """GIVEN ``direct_puts=False`` (the composition root's choice under X-Ray tracing)
+    """GIVEN ``direct_puts=False``
     WHEN a step is written THEN it goes through botocore's pipeline."""
     client = dynamodb_factory()
     table, _ = make_tables(client)
@@ -420,23 +420,22 @@ def test_a_route_botocore_cannot_resolve_leaves_the_put_to_botocore() -> None:
 
 @pytest.mark.unit
 def test_a_traced_botocore_gets_every_put(monkeypatch: pytest.MonkeyPatch) -> None:
-    """GIVEN a tracer wrapping botocore's calls (as X-Ray and OpenTelemetry do) WHEN a put
-    is made THEN it goes through the wrapped call, to be traced."""
+    """GIVEN a tracer other than X-Ray wrapping botocore's calls with wrapt (as
+    OpenTelemetry's instrumentation does) WHEN a put is made THEN it goes through the
+    wrapped call, to be traced (a wrapt proxy passes ``inspect.isfunction``: the check
+    must not be fooled by it)."""
     import boto3
+    import wrapt
     from botocore.client import BaseClient
 
-    original = vars(BaseClient)["_make_api_call"]
     traced: list[str] = []
 
-    class Wrapper:  # not a plain function, like wrapt's FunctionWrapper
-        def __get__(self, client: Any, owner: Any) -> Any:
-            def call(operation: str, params: Any) -> Any:
-                traced.append(operation)
-                return original(client, operation, params)
+    def tracer(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        traced.append(args[0])
+        return wrapped(*args, **kwargs)
 
-            return call
-
-    monkeypatch.setattr(BaseClient, "_make_api_call", Wrapper())
+    original = vars(BaseClient)["_make_api_call"]
+    monkeypatch.setattr(BaseClient, "_make_api_call", wrapt.FunctionWrapper(original, tracer))
     client = boto3.client(
         "dynamodb",
         region_name="us-east-1",
@@ -450,6 +449,48 @@ def test_a_traced_botocore_gets_every_put(monkeypatch: pytest.MonkeyPatch) -> No
     direct = DirectPut(client)
     direct(TableName="ledger", Item={"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}})
     assert (traced, direct.direct) == (["PutItem"], 0)
+
+
+def _comparable(subsegment: dict[str, Any]) -> dict[str, Any]:
+    """A subsegment without what differs between any two calls (ids, times, the request
+    id, the stack of a refusal)."""
+    kept = {k: v for k, v in subsegment.items() if k not in ("id", "start_time", "end_time")}
+    kept["aws"] = {k: v for k, v in kept["aws"].items() if k != "request_id"}
+    if "cause" in kept:
+        kept["cause"] = [(e["type"], e["remote"]) for e in kept["cause"]["exceptions"]]
+    return kept
+
+
+@pytest.mark.unit
+def test_under_xray_a_direct_put_is_traced_as_botocores() -> None:
+    """GIVEN X-Ray's botocore patch (Powertools' Tracer applies it under DURABLE_TRACING)
+    WHEN a step put and a refused one go direct, and the same two go through botocore
+    THEN both went direct, and each direct put left the subsegment botocore's leaves
+    (name, namespace, operation, table, region, status, the refusal as a remote error)
+    and sent the trace header naming its subsegment as parent."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.xray_probe"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    probe = json.loads(done.stdout)
+    assert probe["direct"] == 2
+    assert probe["outcomes"] == ["ok", "ConditionalCheckFailedException"] * 2
+    (segment,) = probe["sent"]
+    subsegments = segment["subsegments"]
+    assert len(subsegments) == 4
+    direct, botocore_ = subsegments[:2], subsegments[2:]
+    assert [_comparable(s) for s in direct] == [_comparable(s) for s in botocore_]
+    assert direct[0]["aws"]["table_name"] == "ledger"
+    assert direct[0]["http"] == {"response": {"status": 200}}
+    assert direct[1]["cause"]["exceptions"][0]["type"] == "ConditionalCheckFailedException"
+    parents = [h.split("Parent=")[1].split(";")[0] for h in probe["headers"]]
+    assert parents == [s["id"] for s in subsegments]
 
 
 @pytest.mark.unit
