@@ -19,11 +19,16 @@ as its own, and the direct attempt counts as the first of its configured attempt
 body JSON cannot carry (binary values) is never sent here: the client sends it.
 
 The client's events that callers hook are emitted as botocore emits them:
-``before-parameter-build`` (the usage meter asks for consumed capacity there),
-``before-call`` and ``before-send`` (a handler may answer in place of the server, as
-moto and the fault injection in the tests do), ``after-call`` (the meter counts the
-request and its units). A client that is not a botocore client (a test's fake) is
-called as it is.
+``provide-client-params``, ``before-parameter-build`` (the usage meter asks for consumed
+capacity there), ``before-call`` and ``before-send`` (a handler may answer in place of
+the server, as moto and the fault injection in the tests do; a handed-over attempt emits
+``before-send`` twice, once here and once in botocore), ``after-call`` (the meter counts
+the request and its units). Whoever expects more of botocore gets botocore, looked at on
+every put: a handler that is not botocore's own on an event this path does not emit
+(``before-sign``, ``request-created``, ``needs-retry``...), the adaptive retry mode (its
+rate limiter learns from ``needs-retry``), a ``put_item`` set on the client (a test's
+mock), anything but botocore's own ``_make_api_call`` or X-Ray's wrapper of it. A client
+that is not a botocore client (a test's fake) is called as it is.
 
 Tracing: under X-Ray's botocore patch (Powertools' ``Tracer``, ``DURABLE_TRACING``) each
 direct put records the subsegment and trace header the patch records for
@@ -139,20 +144,21 @@ class DirectPut:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._call: Callable[..., Mapping[str, Any]] | None = None
+        self._pipeline: _Pipeline | None = None
+        self._resolved = False
         self._lock = threading.Lock()
         self.direct = 0  # puts answered here
         self.fallbacks = 0  # puts handed to botocore after a direct attempt
 
     def __call__(self, **params: Any) -> Mapping[str, Any]:
-        call = self._call or self._resolve()
-        return call(**params)
-
-    def _resolve(self) -> Callable[..., Mapping[str, Any]]:
-        with self._lock:
-            if self._call is None:
-                self._call = _Pipeline.of(self._client, self) or self._client.put_item
-            return self._call
+        if not self._resolved:
+            with self._lock:
+                if not self._resolved:
+                    self._pipeline = _Pipeline.of(self._client)
+                    self._resolved = True
+        if self._pipeline is None:
+            return self._client.put_item(**params)  # type: ignore[no-any-return]
+        return self._pipeline.put(self, params)
 
 
 @dataclass(frozen=True)
@@ -168,18 +174,47 @@ _XRAY_PATCH = "aws_xray_sdk.ext.botocore.patch"
 
 
 def _tracer() -> str:
-    """Who wraps botocore's calls: "" nobody; "xray" the X-Ray SDK's botocore patch (what
-    Powertools' Tracer applies), whose subsegment and trace header the direct put then
-    records itself, through the SDK's own functions; "other" any other wrapper
-    (OpenTelemetry's instrumentation, a test's): every put then goes through botocore."""
+    """Who wraps or replaces botocore's calls: "" nobody; "xray" the X-Ray SDK's botocore
+    patch (what Powertools' Tracer applies), whose subsegment and trace header the direct
+    put then records itself, through the SDK's own functions; "other" anything else
+    (OpenTelemetry's instrumentation, a test's mock): every put then goes through it."""
     made = vars(BaseClient).get("_make_api_call")
-    # botocore's own decorator leaves a plain function there; a tracer's wrapper (wrapt's
-    # FunctionWrapper, for both X-Ray and OpenTelemetry) is not one. ``type``, not
-    # ``isinstance``: a wrapt proxy answers ``isinstance`` checks as the function it wraps.
+    # botocore's own method is a plain function of botocore.client (its decorator keeps
+    # the name); a tracer's wrapper (wrapt's FunctionWrapper, for both X-Ray and
+    # OpenTelemetry) is not a function. ``type``, not ``isinstance``: a wrapt proxy
+    # answers ``isinstance`` checks, and ``__module__``, as the function it wraps.
     if type(made) is FunctionType:
-        return ""
+        own = made.__module__ == "botocore.client"
+        return "" if own and made.__qualname__ == "BaseClient._make_api_call" else "other"
     wrapper = getattr(made, "_self_wrapper", None)
     return "xray" if getattr(wrapper, "__module__", None) == _XRAY_PATCH else "other"
+
+
+# The events of a PutItem that the direct put does not emit. A handler on one of them that
+# is not botocore's own (a header added before signing, an SDK integration's span, a
+# test's hook) expects botocore's pipeline: then every put takes it.
+_NOT_EMITTED = tuple(
+    f"{event}.dynamodb.{OPERATION}"
+    for event in (
+        "before-endpoint-resolution",
+        "request-created",
+        "choose-signer",
+        "before-sign",
+        "before-parse",
+        "response-received",
+        "needs-retry",
+        "after-call-error",
+    )
+)
+
+
+def _foreign_hooks(emitter: Any) -> bool:
+    """Whether a handler other than botocore's own listens to an event in ``_NOT_EMITTED``."""
+    for event in _NOT_EMITTED:
+        for handler in emitter._handlers.prefix_search(event):
+            if not (getattr(handler, "__module__", None) or "").startswith("botocore."):
+                return True
+    return False
 
 
 class _XRay:
@@ -196,10 +231,10 @@ class _XRay:
         self.meta = aws_meta_processor
         self.inject = inject_header
 
-    def record(self, client: Any, put: Callable[..., Any], params: dict[str, Any]) -> Any:
+    def record(self, client: Any, put: Callable[[dict[str, Any]], Any], params: Any) -> Any:
         # As the patch's wrapper: args (operation, params) are what the processor reads.
         return self.recorder.record_subsegment(
-            lambda _operation, call: put(**call),
+            lambda _operation, call: put(call),
             client,
             (OPERATION, params),
             {},
@@ -212,13 +247,16 @@ class _XRay:
         self.inject(lambda *_: None, None, (request,), {})
 
 
-class _Pipeline:
-    """The direct put of one botocore client."""
+_PIPELINE = "_durable_direct_put"  # the attribute a client keeps its pipeline in
 
-    def __init__(self, client: Any, counts: DirectPut) -> None:
+
+class _Pipeline:
+    """The direct put of one botocore client (one per client, however many ledgers)."""
+
+    def __init__(self, client: Any) -> None:
         self.client = client
-        self.counts = counts
         self.events = client.meta.events
+        self.emitter = self.events._emitter
         self.model = client.meta.service_model.operation_model(OPERATION)
         self.region = client.meta.region_name
         self.http = client._endpoint.http_session
@@ -227,6 +265,11 @@ class _Pipeline:
         self.user_agent = f"{client.meta.config.user_agent or 'Botocore'} durable-direct"
         self.routes: dict[str, _Route | None] = {}
         self.xray: _XRay | None = None
+        # Whether foreign handlers listen (``_foreign_hooks``), as of the emitter's lookup
+        # cache: botocore replaces that dict whenever a handler is registered or removed,
+        # so an unchanged one means an unchanged answer.
+        self.hooks_seen: Any = None
+        self.hooked = False
         # The outcome of a direct attempt handed to botocore, per thread (a client is
         # shared by threads): botocore's first attempt takes it instead of sending, so
         # its retry policy counts the direct attempt as its first and decides on it.
@@ -234,12 +277,10 @@ class _Pipeline:
         self.events.register_first(f"before-send.dynamodb.{OPERATION}", self._hand_over)
 
     @classmethod
-    def of(cls, client: Any, counts: DirectPut) -> Callable[..., Mapping[str, Any]] | None:
+    def of(cls, client: Any) -> _Pipeline | None:
         """The direct put of ``client``, or None when it is not a botocore DynamoDB
-        client that signs with SigV4 (or one behind a lazy client), or when a tracer
-        other than X-Ray's wraps botocore's calls (then ``client.put_item`` is used as it
-        is). Looked at on the first put: the tracer patches botocore when the handler
-        module is imported, before any put."""
+        client that signs with SigV4 (or one behind a lazy client), or when its retry
+        mode is adaptive (a rate limiter fed by events the direct put does not emit)."""
         if not isinstance(client, BaseClient):
             # A lazy client (``aws_services.LazyClient``) is looked through; any other
             # wrapper is respected, its ``put_item`` may be there on purpose.
@@ -247,25 +288,44 @@ class _Pipeline:
             client = unwrap(client) if unwrap is not None else None
             if not isinstance(client, BaseClient):
                 return None
-        tracer = _tracer()
-        if tracer == "other":
-            return None
         found: Any = client  # its private parts are not in botocore's stubs
         try:
+            kept = vars(found).get(_PIPELINE)
+            if kept is not None:
+                return kept  # type: ignore[no-any-return]
             meta = found.meta
             if meta.service_model.service_name != "dynamodb":
                 return None
             if meta.config.signature_version not in (None, "v4"):
                 return None  # unsigned or a custom signer: botocore's business
+            if (meta.config.retries or {}).get("mode") == "adaptive":
+                return None
             if found._request_signer._credentials is None:
                 return None
-            pipeline = cls(found, counts)
-            if tracer == "xray":
-                pipeline.xray = _XRay()
-                return pipeline.traced_put
-            return pipeline.put
+            pipeline = cls(found)
         except AttributeError:
             return None
+        setattr(found, _PIPELINE, pipeline)
+        return pipeline
+
+    def _botocores_turn(self) -> bool:
+        """Whether this put goes through ``client.put_item``, looked at on every put (a
+        few attribute reads): a tracer other than X-Ray's or a mock in place of
+        botocore's call, a ``put_item`` set on the client itself (``mock.patch.object``),
+        a foreign handler on an event the direct put does not emit."""
+        tracer = _tracer()
+        if tracer == "other" or "put_item" in vars(self.client):
+            return True
+        if self.emitter._lookup_cache is not self.hooks_seen:
+            self.hooks_seen = self.emitter._lookup_cache
+            self.hooked = _foreign_hooks(self.emitter)
+        if self.hooked:
+            return True
+        if tracer == "xray" and self.xray is None:
+            self.xray = _XRay()
+        elif tracer == "":
+            self.xray = None
+        return False
 
     def _context(self) -> dict[str, Any]:
         return {
@@ -279,8 +339,10 @@ class _Pipeline:
     def _route(self, table: str) -> _Route | None:
         """The table's route, resolved once by botocore's own endpoint rules (FIPS,
         account endpoints, a custom URL with a path); None when they ask for anything
-        this path does not do (extra headers, another signer) or fail: botocore then
-        sends every put to that table, and raises what it raises."""
+        this path does not do (extra headers, another signer): botocore then sends every
+        put to that table. A resolution that fails (credentials that could not be
+        refreshed, for an account endpoint) is not kept: the next put tries again, and
+        this one goes to botocore, which raises what it raises."""
         if table in self.routes:
             return self.routes[table]
         route: _Route | None = None
@@ -289,39 +351,49 @@ class _Pipeline:
             url, headers, _ = self.client._resolve_endpoint_ruleset(
                 self.model, {"TableName": table}, context
             )
-            if not headers and context.get("auth_type") in ("v4", None):
-                signing = context.get("signing", {})
-                request: dict[str, Any] = {"url_path": "/", "query_string": "", "headers": {}}
-                prepare_request_dict(request, url)
-                route = _Route(
-                    url=request["url"],
-                    region=signing.get("region", self.region),
-                    signing_name=signing.get("signing_name", _SIGNING_NAME),
-                )
-        except Exception:  # botocore will raise it on the put itself
-            route = None
+        except Exception:
+            return None
+        if not headers and context.get("auth_type") in ("v4", None):
+            signing = context.get("signing", {})
+            request: dict[str, Any] = {"url_path": "/", "query_string": "", "headers": {}}
+            prepare_request_dict(request, url)
+            route = _Route(
+                url=request["url"],
+                region=signing.get("region", self.region),
+                signing_name=signing.get("signing_name", _SIGNING_NAME),
+            )
         self.routes[table] = route
         return route
 
-    def traced_put(self, **params: Any) -> Mapping[str, Any]:
-        """``put`` in an X-Ray subsegment, as X-Ray's patch records ``client.put_item``
-        (a put handed to botocore shows its own subsegment inside this one)."""
-        assert self.xray is not None
-        return self.xray.record(self.client, self.put, params)  # type: ignore[no-any-return]
+    def put(self, counts: DirectPut, params: dict[str, Any]) -> Mapping[str, Any]:
+        if self._botocores_turn():
+            return self.client.put_item(**params)  # type: ignore[no-any-return]
+        if self.xray is not None:
+            # In an X-Ray subsegment, as X-Ray's patch records ``client.put_item`` (a put
+            # handed to botocore shows its own subsegment inside this one).
+            return self.xray.record(  # type: ignore[no-any-return]
+                self.client, lambda call: self._put(counts, call), params
+            )
+        return self._put(counts, params)
 
-    def put(self, **params: Any) -> Mapping[str, Any]:
+    def _put(self, counts: DirectPut, params: dict[str, Any]) -> Mapping[str, Any]:
         route = self._route(str(params.get("TableName", "")))
         if route is None:
             return self.client.put_item(**params)  # type: ignore[no-any-return]
         try:
-            return self._send(route, params)
+            http, answer = self._send(route, params)
         except _Fallback as fallback:
-            self.counts.fallbacks += 1
+            counts.fallbacks += 1
             self.handed.outcome = fallback.outcome
             try:
                 return self.client.put_item(**params)  # type: ignore[no-any-return]
             finally:
                 self.handed.outcome = None
+        counts.direct += 1
+        if http.status_code >= 300:
+            code = answer.get("Error", {}).get("Code")
+            raise self.client.exceptions.from_code(code)(answer, OPERATION)
+        return answer
 
     def _hand_over(self, **_: Any) -> Any:
         """``before-send``: botocore's first attempt of a handed-over put takes the direct
@@ -335,7 +407,7 @@ class _Pipeline:
             raise outcome
         return outcome
 
-    def _send(self, route: _Route, params: dict[str, Any]) -> Mapping[str, Any]:
+    def _send(self, route: _Route, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         context = self._context()
         events = self.events
         # As botocore's ``_emit_api_params``: a handler may replace the parameters.
@@ -389,11 +461,7 @@ class _Pipeline:
             model=self.model,
             context=context,
         )
-        self.counts.direct += 1
-        if http.status_code >= 300:
-            code = parsed.get("Error", {}).get("Code")
-            raise self.client.exceptions.from_code(code)(parsed, OPERATION)
-        return parsed  # type: ignore[no-any-return]
+        return http, parsed
 
     def _exchange(self, route: _Route, request_dict: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """One attempt: sign, send, and take the answer if it is one of the two this path
@@ -436,7 +504,9 @@ class _Pipeline:
                 parsed = None
             if not isinstance(parsed, dict):
                 raise _Fallback(http)  # not DynamoDB's JSON: botocore's parser decides
-            if "Attributes" in parsed:  # values JSON cannot carry as Python does (binary)
+            if parsed.keys() - {"ConsumedCapacity"}:
+                # Old attributes, item collection metrics, a field botocore's model does
+                # not know: parsed by the model, as botocore does (binary values, names).
                 parsed = self._parse(http, content, self.model.output_shape)
             parsed["ResponseMetadata"] = metadata
             return http, parsed

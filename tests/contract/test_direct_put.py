@@ -130,18 +130,29 @@ def test_a_step_put_is_answered_directly_with_botocores_answers(
 ) -> None:
     """GIVEN a ledger on a botocore client WHEN a step is written, then a different final
     record at the same position THEN both went direct, never through botocore's pipeline
-    (no ``request-created`` for PutItem), the first stands and the second write was
+    (its endpoint never made a PutItem), the first stands and the second write was
     answered with it (the refusal's old item, parsed as botocore parses it)."""
     client, ledger, put = setup
-    created: list[str] = []
-    client.meta.events.register(
-        "request-created.dynamodb.PutItem", lambda **_: created.append("botocore")
-    )
+    made = _botocore_requests(client)
     first = _step("0001", '"first"')
     assert ledger.write_step(first) == first
     assert ledger.write_step(_step("0001", '"second"')) == first
     assert ledger.get_step("RUN1", "0001") == first
-    assert (put.direct, put.fallbacks, created) == (2, 0, [])
+    assert (put.direct, put.fallbacks, made) == (2, 0, ["GetItem"])
+
+
+def _botocore_requests(client: Any) -> list[str]:
+    """The operations botocore's own pipeline sends from now on (its endpoint's requests)."""
+    endpoint = client._endpoint
+    real = endpoint.make_request
+    made: list[str] = []
+
+    def make_request(model: Any, request_dict: Any) -> Any:
+        made.append(model.name)
+        return real(model, request_dict)
+
+    endpoint.make_request = make_request
+    return made
 
 
 def test_the_meter_sees_a_direct_put_as_a_botocore_one(
@@ -506,3 +517,142 @@ def test_a_ledger_on_a_lazy_client_does_not_make_it() -> None:
     for direct in (True, False):
         DynamoLedger(LazyClient(factory), "ledger", direct_puts=direct)  # type: ignore[arg-type]
     assert made == []
+
+
+# --- who else is listening: then botocore's pipeline ---------------------------------------
+
+
+def _answered(body: bytes = b"{}", **config: Any) -> Any:
+    """A botocore DynamoDB client whose every PutItem is answered 200 with ``body`` from a
+    ``before-send`` handler (the network is never reached)."""
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "dynamodb",
+        region_name="us-east-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+        config=Config(**config),
+    )
+    client.meta.events.register(
+        "before-send.dynamodb.PutItem",
+        lambda request, **_: _answer(request.url, 200, body, zlib.crc32(body)),  # type: ignore[arg-type]
+    )
+    return client
+
+
+ITEM = {"TableName": "ledger", "Item": {"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}}}
+
+
+@pytest.mark.unit
+def test_a_hook_on_an_event_the_direct_put_skips_gets_botocores_pipeline() -> None:
+    """GIVEN a handler adding a header before signing (an event the direct put does not
+    emit) WHEN puts are made THEN they go through botocore, so the handler runs; once it
+    is unregistered, puts go direct again."""
+    client = _answered()
+    signed: list[str] = []
+
+    def add_tenant(request: Any, **_: Any) -> None:
+        request.headers["x-tenant"] = "acme"
+        signed.append("PutItem")
+
+    client.meta.events.register("before-sign.dynamodb.PutItem", add_tenant)
+    direct = DirectPut(client)
+    direct(**ITEM)
+    assert (signed, direct.direct) == (["PutItem"], 0)
+    client.meta.events.unregister("before-sign.dynamodb.PutItem", add_tenant)
+    direct(**ITEM)
+    assert (signed, direct.direct) == (["PutItem"], 1)
+
+
+@pytest.mark.unit
+def test_adaptive_retries_get_botocores_pipeline() -> None:
+    """GIVEN the adaptive retry mode (a client-side rate limiter fed by ``needs-retry``)
+    WHEN a put is made THEN it goes through botocore, which feeds the limiter."""
+    client = _answered(retries={"mode": "adaptive"})
+    direct = DirectPut(client)
+    direct(**ITEM)
+    assert direct.direct == 0
+
+
+@pytest.mark.unit
+def test_a_mocked_put_item_or_api_call_is_called(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN a test's ``mock.patch.object(client, "put_item")``, then a plain function in
+    place of ``BaseClient._make_api_call`` WHEN a put is made THEN the mock is called."""
+    from unittest import mock
+
+    from botocore.client import BaseClient
+
+    client = _answered()
+    direct = DirectPut(client)
+    direct(**ITEM)  # resolved: the pipeline exists before the mocks
+    with mock.patch.object(client, "put_item", return_value={"mocked": True}) as put_item:
+        assert direct(**ITEM) == {"mocked": True}
+    put_item.assert_called_once_with(**ITEM)
+    calls: list[str] = []
+
+    def fake_call(self: Any, operation: str, params: Any) -> Any:
+        calls.append(operation)
+        return {"faked": True}
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", fake_call)
+    assert direct(**ITEM) == {"faked": True}
+    assert (calls, direct.direct) == (["PutItem"], 1)
+
+
+@pytest.mark.unit
+def test_a_200_with_more_than_capacity_is_parsed_by_the_model() -> None:
+    """GIVEN an answer carrying item collection metrics with a binary key WHEN the put is
+    direct THEN the key is bytes, as botocore parses it, and fields the model does not know
+    are dropped."""
+    body = json.dumps(
+        {
+            "ConsumedCapacity": {"TableName": "ledger", "CapacityUnits": 1.0},
+            "ItemCollectionMetrics": {"ItemCollectionKey": {"pk": {"B": "AAEC"}}},
+            "SomeFutureField": 1,
+        }
+    ).encode()
+    client = _answered(body)
+    direct = DirectPut(client)
+    answer = dict(direct(**ITEM))
+    botocores = dict(client.put_item(**ITEM))
+    assert direct.direct == 1
+    assert answer["ItemCollectionMetrics"]["ItemCollectionKey"]["pk"]["B"] == b"\x00\x01\x02"
+    del answer["ResponseMetadata"], botocores["ResponseMetadata"]
+    assert answer == botocores
+
+
+@pytest.mark.unit
+def test_ledgers_on_one_client_share_one_pipeline() -> None:
+    """GIVEN many ledgers built on one client WHEN each puts THEN one hand-over handler is
+    registered on the client, not one per ledger."""
+    client = _answered()
+    puts = [DirectPut(client) for _ in range(5)]
+    for put in puts:
+        put(**ITEM)
+    handlers = client.meta.events._emitter._handlers.prefix_search("before-send.dynamodb.PutItem")
+    ours = [h for h in handlers if getattr(h, "__name__", "") == "_hand_over"]
+    assert len(ours) == 1
+    assert [put.direct for put in puts] == [1] * 5
+
+
+@pytest.mark.unit
+def test_a_route_that_failed_once_is_resolved_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN endpoint resolution failing once (credentials that could not be refreshed)
+    WHEN puts are made THEN that one goes to botocore and the next ones go direct."""
+    client = _answered()
+    real = client._resolve_endpoint_ruleset
+    failures = [RuntimeError("credentials could not be refreshed")]
+
+    def resolve(*args: Any, **kwargs: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(client, "_resolve_endpoint_ruleset", resolve)
+    direct = DirectPut(client)
+    direct(**ITEM)  # botocore's own resolution, a moment later, succeeds
+    assert direct.direct == 0
+    direct(**ITEM)
+    assert direct.direct == 1

@@ -132,6 +132,9 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/children.py"),
     Target("durable/distributed.py"),
     Target("durable/adapters/dynamodb_children.py", ("ChildrenMixin",)),
+    # The step put sent without botocore's pipeline: its signer, what it takes itself and
+    # what it hands to botocore (every step write of a DynamoDB ledger goes through it).
+    Target("durable/adapters/dynamodb_direct.py"),
 )
 
 
