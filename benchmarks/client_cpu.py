@@ -33,6 +33,9 @@ PLANNED = [(NAME, f"<= {TARGET}")]
 
 
 def _client(endpoint: str, **options: Any) -> Any:
+    # As in the deployed worker, whose handler imports Powertools: it adds its user agent
+    # to every request from a ``request-created`` handler, on both sides here.
+    import aws_lambda_powertools  # noqa: F401
     import boto3
     from botocore.config import Config
 

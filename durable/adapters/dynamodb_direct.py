@@ -23,9 +23,11 @@ The client's events that callers hook are emitted as botocore emits them:
 capacity there), ``before-call`` and ``before-send`` (a handler may answer in place of
 the server, as moto and the fault injection in the tests do; a handed-over attempt emits
 ``before-send`` twice, once here and once in botocore), ``after-call`` (the meter counts
-the request and its units). Whoever expects more of botocore gets botocore, looked at on
-every put: a handler that is not botocore's own on an event this path does not emit
-(``before-sign``, ``request-created``, ``needs-retry``...), the adaptive retry mode (its
+the request and its units). Handlers other than botocore's own on ``request-created`` and
+``before-sign`` (Powertools adds its user agent there) are called before signing, as
+botocore calls them. Whoever expects more of botocore gets botocore, looked at on every
+put: a handler that is not botocore's own on an event this path does not emit
+(``needs-retry``, ``before-parse``, ``after-call-error``...), the adaptive retry mode (its
 rate limiter learns from ``needs-retry``), a ``put_item`` set on the client (a test's
 mock), anything but botocore's own ``_make_api_call`` or X-Ray's wrapper of it. A client
 that is not a botocore client (a test's fake) is called as it is.
@@ -190,16 +192,21 @@ def _tracer() -> str:
     return "xray" if getattr(wrapper, "__module__", None) == _XRAY_PATCH else "other"
 
 
-# The events of a PutItem that the direct put does not emit. A handler on one of them that
-# is not botocore's own (a header added before signing, an SDK integration's span, a
-# test's hook) expects botocore's pipeline: then every put takes it.
+# Around signing, botocore's own handlers are the work this path does itself (signing, the
+# user agent, retry bookkeeping headers); any other handler there (Powertools adds its
+# user agent on ``request-created``, a user adds a header ``before-sign``) is called by the
+# direct put with botocore's arguments, before it signs, as botocore calls it.
+_REQUEST_CREATED = f"request-created.dynamodb.{OPERATION}"
+_BEFORE_SIGN = f"before-sign.dynamodb.{OPERATION}"
+
+# The events of a PutItem that the direct put does not emit at all. A handler on one of
+# them that is not botocore's own (an SDK integration's hook on the answer, a rate
+# limiter) expects botocore's pipeline: then every put takes it.
 _NOT_EMITTED = tuple(
     f"{event}.dynamodb.{OPERATION}"
     for event in (
         "before-endpoint-resolution",
-        "request-created",
         "choose-signer",
-        "before-sign",
         "before-parse",
         "response-received",
         "needs-retry",
@@ -208,13 +215,30 @@ _NOT_EMITTED = tuple(
 )
 
 
-def _foreign_hooks(emitter: Any) -> bool:
-    """Whether a handler other than botocore's own listens to an event in ``_NOT_EMITTED``."""
-    for event in _NOT_EMITTED:
-        for handler in emitter._handlers.prefix_search(event):
-            if not (getattr(handler, "__module__", None) or "").startswith("botocore."):
-                return True
-    return False
+def _foreign(emitter: Any, event: str) -> list[Callable[..., Any]]:
+    """The handlers of ``event`` that are not botocore's own, in the order it calls them."""
+    return [
+        handler
+        for handler in emitter._handlers.prefix_search(event)
+        if not (getattr(handler, "__module__", None) or "").startswith("botocore.")
+    ]
+
+
+@dataclass(frozen=True)
+class _Hooks:
+    """The client's handlers that are not botocore's own, as far as the direct put cares."""
+
+    expect_botocore: bool  # one listens to an event the direct put does not emit
+    request_created: list[Callable[..., Any]]
+    before_sign: list[Callable[..., Any]]
+
+    @classmethod
+    def of(cls, emitter: Any) -> _Hooks:
+        return cls(
+            expect_botocore=any(_foreign(emitter, event) for event in _NOT_EMITTED),
+            request_created=_foreign(emitter, _REQUEST_CREATED),
+            before_sign=_foreign(emitter, _BEFORE_SIGN),
+        )
 
 
 class _XRay:
@@ -265,11 +289,11 @@ class _Pipeline:
         self.user_agent = f"{client.meta.config.user_agent or 'Botocore'} durable-direct"
         self.routes: dict[str, _Route | None] = {}
         self.xray: _XRay | None = None
-        # Whether foreign handlers listen (``_foreign_hooks``), as of the emitter's lookup
+        # The handlers that are not botocore's own (``_Hooks``), as of the emitter's lookup
         # cache: botocore replaces that dict whenever a handler is registered or removed,
-        # so an unchanged one means an unchanged answer.
+        # so an unchanged one means unchanged handlers.
         self.hooks_seen: Any = None
-        self.hooked = False
+        self.hooks = _Hooks(False, [], [])
         # The outcome of a direct attempt handed to botocore, per thread (a client is
         # shared by threads): botocore's first attempt takes it instead of sending, so
         # its retry policy counts the direct attempt as its first and decides on it.
@@ -318,8 +342,8 @@ class _Pipeline:
             return True
         if self.emitter._lookup_cache is not self.hooks_seen:
             self.hooks_seen = self.emitter._lookup_cache
-            self.hooked = _foreign_hooks(self.emitter)
-        if self.hooked:
+            self.hooks = _Hooks.of(self.emitter)
+        if self.hooks.expect_botocore:
             return True
         if tracer == "xray" and self.xray is None:
             self.xray = _XRay()
@@ -474,6 +498,19 @@ class _Pipeline:
         )
         request.context.update(request_dict["context"])
         frozen = self.credentials.get_frozen_credentials()
+        hooks = self.hooks
+        for handler in hooks.request_created:
+            handler(request=request, operation_name=OPERATION, event_name=_REQUEST_CREATED)
+        for handler in hooks.before_sign:
+            handler(
+                request=request,
+                signing_name=route.signing_name,
+                region_name=route.region,
+                signature_version="v4",
+                request_signer=self.client._request_signer,
+                operation_name=OPERATION,
+                event_name=_BEFORE_SIGN,
+            )
         CachedKeySigV4(frozen, route.signing_name, route.region).add_auth(request)
         prepared = request.prepare()
         if self.xray is not None:  # as botocore's, after signing: the header is not signed

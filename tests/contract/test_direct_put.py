@@ -542,28 +542,99 @@ def _answered(body: bytes = b"{}", **config: Any) -> Any:
     return client
 
 
-ITEM = {"TableName": "ledger", "Item": {"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}}}
+ITEM: dict[str, Any] = {
+    "TableName": "ledger",
+    "Item": {"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}},
+}
+
+
+def _sent_headers(client: Any) -> list[dict[str, str]]:
+    """The headers of each PutItem as sent (seen last on ``before-send``)."""
+    sent: list[dict[str, str]] = []
+    client.meta.events.register_last(
+        "before-send.dynamodb.PutItem",
+        lambda request, **_: sent.append(
+            {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()}
+        ),
+    )
+    return sent
 
 
 @pytest.mark.unit
 def test_a_hook_on_an_event_the_direct_put_skips_gets_botocores_pipeline() -> None:
-    """GIVEN a handler adding a header before signing (an event the direct put does not
-    emit) WHEN puts are made THEN they go through botocore, so the handler runs; once it
-    is unregistered, puts go direct again."""
+    """GIVEN a handler on an event the direct put does not emit (``needs-retry``) WHEN puts
+    are made THEN they go through botocore, so the handler runs; once it is unregistered,
+    puts go direct again."""
     client = _answered()
-    signed: list[str] = []
+    seen: list[str] = []
 
-    def add_tenant(request: Any, **_: Any) -> None:
-        request.headers["x-tenant"] = "acme"
-        signed.append("PutItem")
+    def retry_watch(**_: Any) -> None:
+        seen.append("PutItem")
 
-    client.meta.events.register("before-sign.dynamodb.PutItem", add_tenant)
+    client.meta.events.register("needs-retry.dynamodb.PutItem", retry_watch)
     direct = DirectPut(client)
     direct(**ITEM)
-    assert (signed, direct.direct) == (["PutItem"], 0)
-    client.meta.events.unregister("before-sign.dynamodb.PutItem", add_tenant)
+    assert (seen, direct.direct) == (["PutItem"], 0)
+    client.meta.events.unregister("needs-retry.dynamodb.PutItem", retry_watch)
     direct(**ITEM)
-    assert (signed, direct.direct) == (["PutItem"], 1)
+    assert (seen, direct.direct) == (["PutItem"], 1)
+
+
+@pytest.mark.unit
+def test_a_header_added_before_signing_is_sent_and_signed() -> None:
+    """GIVEN a handler adding a header ``before-sign`` WHEN the put goes direct THEN the
+    handler ran with botocore's arguments, and the header was sent and signed, as
+    botocore's put sends and signs it."""
+    client = _answered()
+    calls: list[dict[str, Any]] = []
+
+    def add_tenant(request: Any, **kwargs: Any) -> None:
+        request.headers["x-tenant"] = "acme"
+        calls.append(kwargs)
+
+    client.meta.events.register("before-sign.dynamodb.PutItem", add_tenant)
+    sent = _sent_headers(client)
+    direct = DirectPut(client)
+    direct(**ITEM)
+    client.put_item(**ITEM)
+    assert direct.direct == 1
+    ours, botocores = calls
+    assert {k: ours[k] for k in ("signing_name", "region_name", "operation_name")} == {
+        "signing_name": "dynamodb",
+        "region_name": "us-east-1",
+        "operation_name": "PutItem",
+    }
+    assert set(botocores) <= set(ours) | {"auth_type", "context"}
+    for headers in sent:
+        assert headers["x-tenant"] == "acme"
+        assert "x-tenant" in headers["Authorization"].split("SignedHeaders=")[1].split(",")[0]
+
+
+@pytest.mark.unit
+def test_under_powertools_a_step_put_is_still_direct() -> None:
+    """GIVEN Powertools imported (as every handler module does): it registers a
+    ``request-created`` handler on every botocore session to add its user agent WHEN a
+    step put is made THEN it goes direct, and carries Powertools' user agent as botocore's
+    put does."""
+    import aws_lambda_powertools  # noqa: F401  registers its session initializer
+    import boto3
+
+    client = boto3.session.Session().client(
+        "dynamodb",
+        region_name="us-east-1",
+        aws_access_key_id="AKIDEXAMPLE",
+        aws_secret_access_key="secret",
+    )
+    client.meta.events.register(
+        "before-send.dynamodb.PutItem",
+        lambda request, **_: _answer(request.url, 200, b"{}", zlib.crc32(b"{}")),  # type: ignore[arg-type]
+    )
+    sent = _sent_headers(client)
+    direct = DirectPut(client)
+    direct(**ITEM)
+    client.put_item(**ITEM)
+    assert direct.direct == 1
+    assert all(" PT/" in headers["User-Agent"] for headers in sent), sent
 
 
 @pytest.mark.unit
