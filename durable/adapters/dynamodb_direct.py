@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import threading
 import zlib
 from collections.abc import Callable, Mapping
@@ -50,6 +51,7 @@ from hashlib import sha256
 from types import FunctionType
 from typing import Any
 
+import botocore
 import botocore.auth
 from botocore.auth import SIGNED_HEADERS_BLACKLIST, SigV4Auth
 from botocore.awsrequest import AWSRequest, prepare_request_dict
@@ -133,8 +135,10 @@ class _Fallback(Exception):
     sending again; None: nothing was sent, the client sends it."""
 
     def __init__(self, outcome: Any = None) -> None:
-        super().__init__()
         self.outcome = outcome
+
+
+_UNRESOLVED = object()  # a DirectPut's pipeline before its first put
 
 
 class DirectPut:
@@ -146,21 +150,21 @@ class DirectPut:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._pipeline: _Pipeline | None = None
-        self._resolved = False
+        self._pipeline: object = _UNRESOLVED  # then a _Pipeline, or None: botocore
         self._lock = threading.Lock()
         self.direct = 0  # puts answered here
         self.fallbacks = 0  # puts handed to botocore after a direct attempt
 
     def __call__(self, **params: Any) -> Mapping[str, Any]:
-        if not self._resolved:
+        pipeline = self._pipeline
+        if pipeline is _UNRESOLVED:
             with self._lock:
-                if not self._resolved:
+                if self._pipeline is _UNRESOLVED:
                     self._pipeline = _Pipeline.of(self._client)
-                    self._resolved = True
-        if self._pipeline is None:
-            return self._client.put_item(**params)  # type: ignore[no-any-return]
-        return self._pipeline.put(self, params)
+                pipeline = self._pipeline
+        if isinstance(pipeline, _Pipeline):
+            return pipeline.put(self, params)
+        return self._client.put_item(**params)  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True)
@@ -173,6 +177,7 @@ class _Route:
 
 
 _XRAY_PATCH = "aws_xray_sdk.ext.botocore.patch"
+_BOTOCORE_DIR = os.path.dirname(botocore.__file__) + os.sep
 
 
 def _tracer() -> str:
@@ -181,13 +186,14 @@ def _tracer() -> str:
     put then records itself, through the SDK's own functions; "other" anything else
     (OpenTelemetry's instrumentation, a test's mock): every put then goes through it."""
     made = vars(BaseClient).get("_make_api_call")
-    # botocore's own method is a plain function of botocore.client (its decorator keeps
-    # the name); a tracer's wrapper (wrapt's FunctionWrapper, for both X-Ray and
-    # OpenTelemetry) is not a function. ``type``, not ``isinstance``: a wrapt proxy
-    # answers ``isinstance`` checks, and ``__module__``, as the function it wraps.
+    # botocore's own method is a plain function whose code is botocore's (its decorator's
+    # wrapper, in botocore's package); a tracer's wrapper (wrapt's FunctionWrapper, for
+    # both X-Ray and OpenTelemetry) is not a function, and a function wrapped in place
+    # (``functools.wraps`` copies the name and module, not the code) has code elsewhere.
+    # ``type``, not ``isinstance``: a wrapt proxy answers ``isinstance`` checks as the
+    # function it wraps.
     if type(made) is FunctionType:
-        own = made.__module__ == "botocore.client"
-        return "" if own and made.__qualname__ == "BaseClient._make_api_call" else "other"
+        return "" if made.__code__.co_filename.startswith(_BOTOCORE_DIR) else "other"
     wrapper = getattr(made, "_self_wrapper", None)
     return "xray" if getattr(wrapper, "__module__", None) == _XRAY_PATCH else "other"
 
@@ -289,16 +295,16 @@ class _Pipeline:
         self.user_agent = f"{client.meta.config.user_agent or 'Botocore'} durable-direct"
         self.routes: dict[str, _Route | None] = {}
         self.xray: _XRay | None = None
-        # The handlers that are not botocore's own (``_Hooks``), as of the emitter's lookup
-        # cache: botocore replaces that dict whenever a handler is registered or removed,
-        # so an unchanged one means unchanged handlers.
-        self.hooks_seen: Any = None
-        self.hooks = _Hooks(False, [], [])
         # The outcome of a direct attempt handed to botocore, per thread (a client is
         # shared by threads): botocore's first attempt takes it instead of sending, so
         # its retry policy counts the direct attempt as its first and decides on it.
         self.handed = threading.local()
         self.events.register_first(f"before-send.dynamodb.{OPERATION}", self._hand_over)
+        # The handlers that are not botocore's own (``_Hooks``), as of the emitter's lookup
+        # cache: botocore replaces that dict whenever a handler is registered or removed,
+        # so an unchanged one means unchanged handlers.
+        self.hooks_seen: Any = self.emitter._lookup_cache
+        self.hooks = _Hooks.of(self.emitter)
 
     @classmethod
     def of(cls, client: Any) -> _Pipeline | None:

@@ -9,6 +9,7 @@ take itself (a throttle, a damaged answer, a dropped connection).
 from __future__ import annotations
 
 import datetime
+import functools
 import itertools
 import json
 import zlib
@@ -19,8 +20,10 @@ import botocore.auth
 import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest, AWSResponse
+from botocore.client import BaseClient
 from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials
+from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError, ConnectionClosedError
 
 from durable.adapters import dynamodb_direct, dynamodb_units
@@ -462,6 +465,34 @@ def test_a_traced_botocore_gets_every_put(monkeypatch: pytest.MonkeyPatch) -> No
     assert (traced, direct.direct) == (["PutItem"], 0)
 
 
+@pytest.fixture
+def xray(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """X-Ray's botocore patch, as Powertools' Tracer applies it, undone afterwards (the
+    patch itself is global and permanent); the segments the recorder would send."""
+    import botocore.client
+    import botocore.endpoint
+    from aws_xray_sdk.core import patch, xray_recorder
+
+    from durable.adapters import dynamodb_direct
+
+    for owner, name in ((BaseClient, "_make_api_call"), (Endpoint, "prepare_request")):
+        monkeypatch.setattr(owner, name, vars(owner)[name])  # restored at teardown
+    request.addfinalizer(lambda: vars(botocore.client).pop("_xray_enabled", None))
+    sent: list[Any] = []
+
+    class Kept:  # an emitter keeping what it would send to the daemon
+        def send_entity(self, entity: Any) -> None:
+            sent.append(json.loads(entity.serialize()))
+
+        def set_daemon_address(self, address: str) -> None:
+            pass
+
+    xray_recorder.configure(emitter=Kept(), sampling=False, context_missing="IGNORE_ERROR")
+    patch(["botocore"])
+    assert dynamodb_direct._tracer() == "xray"
+    return sent
+
+
 def _comparable(subsegment: dict[str, Any]) -> dict[str, Any]:
     """A subsegment without what differs between any two calls (ids, times, the request
     id, the stack of a refusal)."""
@@ -473,34 +504,50 @@ def _comparable(subsegment: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.unit
-def test_under_xray_a_direct_put_is_traced_as_botocores() -> None:
+def test_under_xray_a_direct_put_is_traced_as_botocores(xray: list[Any]) -> None:
     """GIVEN X-Ray's botocore patch (Powertools' Tracer applies it under DURABLE_TRACING)
-    WHEN a step put and a refused one go direct, and the same two go through botocore
-    THEN both went direct, and each direct put left the subsegment botocore's leaves
-    (name, namespace, operation, table, region, status, the refusal as a remote error)
-    and sent the trace header naming its subsegment as parent."""
-    import subprocess
-    import sys
+    WHEN a put and a refused one go direct, and the same two go through botocore THEN both
+    went direct, and each direct put left the subsegment botocore's leaves (name,
+    namespace, operation, table, region, status, the refusal as a remote error) and sent
+    the trace header naming its subsegment as parent."""
+    from aws_xray_sdk.core import xray_recorder
 
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.xray_probe"],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    probe = json.loads(done.stdout)
-    assert probe["direct"] == 2
-    assert probe["outcomes"] == ["ok", "ConditionalCheckFailedException"] * 2
-    (segment,) = probe["sent"]
+    refused = json.dumps(
+        {
+            "__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+            "message": "The conditional request failed",
+        }
+    ).encode()
+    answers = iter([(200, b"{}"), (400, refused)] * 2)
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        status, body = next(answers)
+        return _answer(request.url, status, body, zlib.crc32(body))
+
+    client = _answered(answer=answer)
+    headers = _sent_headers(client)
+    direct = DirectPut(client)
+    outcomes: list[str] = []
+    xray_recorder.begin_segment("probe")
+    for put in (direct, client.put_item):
+        for _ in range(2):
+            try:
+                put(**ITEM)
+                outcomes.append("ok")
+            except ClientError as error:
+                outcomes.append(error.response["Error"]["Code"])
+    xray_recorder.end_segment()
+    assert direct.direct == 2
+    assert outcomes == ["ok", "ConditionalCheckFailedException"] * 2
+    (segment,) = xray
     subsegments = segment["subsegments"]
     assert len(subsegments) == 4
-    direct, botocore_ = subsegments[:2], subsegments[2:]
-    assert [_comparable(s) for s in direct] == [_comparable(s) for s in botocore_]
-    assert direct[0]["aws"]["table_name"] == "ledger"
-    assert direct[0]["http"] == {"response": {"status": 200}}
-    assert direct[1]["cause"]["exceptions"][0]["type"] == "ConditionalCheckFailedException"
-    parents = [h.split("Parent=")[1].split(";")[0] for h in probe["headers"]]
+    ours, botocores = subsegments[:2], subsegments[2:]
+    assert [_comparable(s) for s in ours] == [_comparable(s) for s in botocores]
+    assert ours[0]["aws"]["table_name"] == "ledger"
+    assert ours[0]["http"] == {"response": {"status": 200}}
+    assert ours[1]["cause"]["exceptions"][0]["type"] == "ConditionalCheckFailedException"
+    parents = [h["X-Amzn-Trace-Id"].split("Parent=")[1].split(";")[0] for h in headers]
     assert parents == [s["id"] for s in subsegments]
 
 
@@ -522,9 +569,9 @@ def test_a_ledger_on_a_lazy_client_does_not_make_it() -> None:
 # --- who else is listening: then botocore's pipeline ---------------------------------------
 
 
-def _answered(body: bytes = b"{}", **config: Any) -> Any:
-    """A botocore DynamoDB client whose every PutItem is answered 200 with ``body`` from a
-    ``before-send`` handler (the network is never reached)."""
+def _answered(body: bytes = b"{}", *, answer: Any = None, **config: Any) -> Any:
+    """A botocore DynamoDB client whose every PutItem is answered from a ``before-send``
+    handler (the network is never reached): by ``answer``, else 200 with ``body``."""
     import boto3
     from botocore.config import Config
 
@@ -537,7 +584,7 @@ def _answered(body: bytes = b"{}", **config: Any) -> Any:
     )
     client.meta.events.register(
         "before-send.dynamodb.PutItem",
-        lambda request, **_: _answer(request.url, 200, body, zlib.crc32(body)),  # type: ignore[arg-type]
+        answer or (lambda request, **_: _answer(request.url, 200, body, zlib.crc32(body))),  # type: ignore[arg-type]
     )
     return client
 
@@ -670,6 +717,18 @@ def test_a_mocked_put_item_or_api_call_is_called(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(BaseClient, "_make_api_call", fake_call)
     assert direct(**ITEM) == {"faked": True}
     assert (calls, direct.direct) == (["PutItem"], 1)
+    # a wrapper made with functools.wraps carries botocore's name and module, not its code
+    monkeypatch.undo()
+    original = vars(BaseClient)["_make_api_call"]
+
+    @functools.wraps(original)
+    def wrapped(self: Any, operation: str, params: Any) -> Any:
+        calls.append(operation)
+        return original(self, operation, params)
+
+    monkeypatch.setattr(BaseClient, "_make_api_call", wrapped)
+    direct(**ITEM)
+    assert (calls, direct.direct) == (["PutItem", "PutItem"], 1)
 
 
 @pytest.mark.unit
