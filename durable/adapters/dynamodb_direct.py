@@ -330,6 +330,8 @@ class _Pipeline:
                 return None  # unsigned or a custom signer: botocore's business
             if (meta.config.retries or {}).get("mode") == "adaptive":
                 return None
+            if getattr(meta.config, "auth_scheme_preference", None):
+                return None  # the auth type is chosen per operation: botocore's business
             if found._request_signer._credentials is None:
                 return None
             pipeline = cls(found)
@@ -351,19 +353,21 @@ class _Pipeline:
             self.hooks = _Hooks.of(self.emitter)
         if self.hooks.expect_botocore:
             return True
-        if tracer == "xray" and self.xray is None:
-            self.xray = _XRay()
-        elif tracer == "":
+        if tracer != "xray":
             self.xray = None
+        elif self.xray is None:
+            self.xray = _XRay()
         return False
 
     def _context(self) -> dict[str, Any]:
+        # As botocore's ``_make_api_call`` starts it (handlers read it).
         return {
             "client_region": self.region,
             "client_config": self.client.meta.config,
-            "has_streaming_input": False,
-            "auth_type": "v4",
-            "direct": True,
+            "has_streaming_input": self.model.has_streaming_input,
+            "auth_type": self.model.resolved_auth_type,
+            "unsigned_payload": self.model.unsigned_payload,
+            "auth_options": self.client.meta.service_model.metadata.get("auth"),
         }
 
     def _route(self, table: str) -> _Route | None:
@@ -497,7 +501,7 @@ class _Pipeline:
         """One attempt: sign, send, and take the answer if it is one of the two this path
         takes (see the module docstring); else hand the outcome to botocore."""
         request = AWSRequest(
-            method="POST",
+            method=request_dict["method"],
             url=request_dict["url"],
             data=request_dict["body"],
             headers=request_dict["headers"],
@@ -534,12 +538,13 @@ class _Pipeline:
         crc = http.headers.get("x-amz-crc32")
         if crc is not None and (not crc.isdigit() or int(crc) != zlib.crc32(content)):
             raise _Fallback(http)  # damaged in transit: botocore's check decides
-        metadata = {
-            "RequestId": http.headers.get("x-amzn-RequestId", ""),
-            "HTTPStatusCode": http.status_code,
-            "HTTPHeaders": {k.lower(): v for k, v in http.headers.items()},
-            "RetryAttempts": 0,
-        }
+        # As botocore's parser and endpoint build it: a request id only when one came.
+        headers = {k.lower(): v for k, v in http.headers.items()}
+        metadata: dict[str, Any] = {}
+        if "x-amzn-requestid" in headers:
+            metadata["RequestId"] = headers["x-amzn-requestid"]
+        metadata |= {"HTTPStatusCode": http.status_code, "HTTPHeaders": headers}
+        metadata["RetryAttempts"] = 0
         if http.status_code == 200:
             try:
                 parsed = json.loads(content) if content else {}
@@ -553,18 +558,17 @@ class _Pipeline:
                 parsed = self._parse(http, content, self.model.output_shape)
             parsed["ResponseMetadata"] = metadata
             return http, parsed
-        if http.status_code != 400:
-            raise _Fallback(http)  # 5xx and the rest: botocore's to retry or raise
-        parsed = self._parse(http, content, self.model.output_shape)
-        code = parsed.get("Error", {}).get("Code")
-        if code != _ANSWERED_HERE:
-            raise _Fallback(http)  # throttles, validation: botocore's to retry or raise
-        # As botocore's endpoint does: the error's modeled fields (the old ``Item``).
-        shape = self.model.service_model.shape_for_error_code(code)
-        if shape is not None:
-            parsed.update(self._parse(http, content, shape))
-        parsed["ResponseMetadata"] = metadata
-        return http, parsed
+        if http.status_code == 400:
+            parsed = self._parse(http, content, self.model.output_shape)
+            code = parsed.get("Error", {}).get("Code")
+            if code == _ANSWERED_HERE:
+                # As botocore's endpoint does: the error's modeled fields (the old ``Item``).
+                shape = self.model.service_model.shape_for_error_code(code)
+                if shape is not None:
+                    parsed.update(self._parse(http, content, shape))
+                parsed["ResponseMetadata"] = metadata
+                return http, parsed
+        raise _Fallback(http)  # throttles, validation, 5xx: botocore's to retry or raise
 
     def _parse(self, http: Any, content: bytes, shape: Any) -> dict[str, Any]:
         answer = {"status_code": http.status_code, "headers": http.headers, "body": content}

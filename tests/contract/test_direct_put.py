@@ -471,7 +471,8 @@ def xray(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> lis
     patch itself is global and permanent); the segments the recorder would send."""
     import botocore.client
     import botocore.endpoint
-    from aws_xray_sdk.core import patch, xray_recorder
+    from aws_xray_sdk.core import xray_recorder
+    from aws_xray_sdk.ext.botocore.patch import patch
 
     from durable.adapters import dynamodb_direct
 
@@ -488,7 +489,7 @@ def xray(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> lis
             pass
 
     xray_recorder.configure(emitter=Kept(), sampling=False, context_missing="IGNORE_ERROR")
-    patch(["botocore"])
+    patch()  # what the SDK's patch(["botocore"]) applies, once per process
     assert dynamodb_direct._tracer() == "xray"
     return sent
 
@@ -786,3 +787,140 @@ def test_a_route_that_failed_once_is_resolved_again(monkeypatch: pytest.MonkeyPa
     assert direct.direct == 0
     direct(**ITEM)
     assert direct.direct == 1
+
+
+# --- what a handler sees, and what is kept between puts ---------------------------------------
+
+
+def _refusal() -> bytes:
+    return json.dumps(
+        {
+            "__type": "com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",
+            "message": "The conditional request failed",
+            "Item": {"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}, "blob": {"B": "AAEC"}},
+        }
+    ).encode()
+
+
+@pytest.mark.unit
+def test_before_call_handlers_see_what_botocore_shows_them() -> None:
+    """GIVEN a ``before-call`` handler WHEN the same put goes direct and through botocore
+    THEN the request dict's method, URL, path, query and headers it sees are botocore's,
+    and the context holds nothing botocore's does not, with the same values."""
+    seen: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def watch(params: Any, context: Any, **_: Any) -> None:
+        seen.append((dict(params), dict(context)))
+
+    client = _answered()
+    client.meta.events.register("before-call.dynamodb.PutItem", watch)
+    direct = DirectPut(client)
+    direct(**ITEM)
+    client.put_item(**ITEM)
+    assert direct.direct == 1
+    (ours, our_context), (botocores, botocore_context) = seen
+    for key in ("method", "url", "url_path", "query_string"):
+        assert ours[key] == botocores[key], key
+    for header in ("X-Amz-Target", "Content-Type"):
+        assert ours["headers"][header] == botocores["headers"][header]
+    assert set(our_context) <= set(botocore_context)
+    shared = set(our_context) - {"client_config"}
+    assert {k: our_context[k] for k in shared} == {k: botocore_context[k] for k in shared}
+
+
+@pytest.mark.unit
+def test_a_refusal_is_raised_as_botocore_raises_it() -> None:
+    """GIVEN a conditional refusal carrying the old item (binary value included) WHEN the
+    put goes direct and through botocore THEN both raise the client's exception class with
+    the same response: the error, the old item as the model parses it, the metadata."""
+    body = _refusal()
+    client = _answered(
+        answer=lambda request, **_: _answer(request.url, 400, body, zlib.crc32(body))
+    )
+    direct = DirectPut(client)
+    errors = []
+    for put in (direct, client.put_item):
+        with pytest.raises(client.exceptions.ConditionalCheckFailedException) as caught:
+            put(**ITEM)
+        errors.append(caught.value.response)
+    assert direct.direct == 1
+    ours, botocores = errors
+    assert ours["Item"]["blob"] == {"B": b"\x00\x01\x02"}
+    assert ours == botocores
+
+
+@pytest.mark.unit
+def test_a_tables_route_is_resolved_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN puts to one table WHEN three are made THEN botocore's endpoint rules were run
+    once for them, not once a put."""
+    client = _answered()
+    real = client._resolve_endpoint_ruleset
+    resolved: list[str] = []
+
+    def resolve(model: Any, params: Any, context: Any) -> Any:
+        resolved.append(params.get("TableName"))
+        return real(model, params, context)
+
+    monkeypatch.setattr(client, "_resolve_endpoint_ruleset", resolve)
+    direct = DirectPut(client)
+    for _ in range(3):
+        direct(**ITEM)
+    assert (resolved, direct.direct) == (["ledger"], 3)
+
+
+@pytest.mark.unit
+def test_an_outcome_botocore_never_took_is_not_left_for_the_next_put() -> None:
+    """GIVEN a direct attempt answered 500, handed to botocore, whose call then fails before
+    sending (a ``before-call`` handler raises) WHEN the next put is made through the client
+    THEN it is sent and answered, not given the stale 500 (no retries: it would raise)."""
+    answers = iter([500, 200])
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        return _answer(request.url, next(answers), b"{}", zlib.crc32(b"{}"))
+
+    client = _answered(answer=answer, retries={"total_max_attempts": 1})
+    calls = itertools.count()
+
+    def fail_botocores_call(**_: Any) -> None:
+        if next(calls) == 1:  # the direct attempt's is the first, botocore's the second
+            raise RuntimeError("a handler failed")
+
+    client.meta.events.register("before-call.dynamodb.PutItem", fail_botocores_call)
+    direct = DirectPut(client)
+    with pytest.raises(RuntimeError):
+        direct(**ITEM)
+    assert client.put_item(**ITEM)["ResponseMetadata"]["HTTPStatusCode"] == 200
+
+
+@pytest.mark.unit
+def test_a_binary_value_is_sent_by_botocore() -> None:
+    """GIVEN an item with a binary value (JSON cannot carry bytes) WHEN it is put THEN
+    botocore serializes and sends it (base64), nothing goes direct."""
+    client = _answered()
+    bodies: list[bytes] = []
+    client.meta.events.register_last(
+        "before-send.dynamodb.PutItem", lambda request, **_: bodies.append(request.body)
+    )
+    direct = DirectPut(client)
+    direct(TableName="ledger", Item={"pk": {"S": "RUN#1"}, "blob": {"B": b"\x00\x01"}})
+    assert (direct.direct, direct.fallbacks) == (0, 1)
+    assert [json.loads(b)["Item"]["blob"] for b in bodies] == [{"B": "AAE="}]
+
+
+@pytest.mark.unit
+def test_once_xray_lets_go_puts_are_not_traced(
+    xray: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIVEN a direct put traced under X-Ray's patch WHEN the patch is undone and another
+    put is made in the same segment THEN only the first left a subsegment."""
+    from aws_xray_sdk.core import xray_recorder
+
+    client = _answered()
+    direct = DirectPut(client)
+    xray_recorder.begin_segment("probe")
+    direct(**ITEM)
+    monkeypatch.undo()  # botocore's own _make_api_call again
+    direct(**ITEM)
+    xray_recorder.end_segment()
+    (segment,) = xray
+    assert (len(segment["subsegments"]), direct.direct) == (1, 2)
