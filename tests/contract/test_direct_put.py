@@ -924,3 +924,103 @@ def test_once_xray_lets_go_puts_are_not_traced(
     xray_recorder.end_segment()
     (segment,) = xray
     assert (len(segment["subsegments"]), direct.direct) == (1, 2)
+
+
+def _scripted(*answers: tuple[int, bytes, int | None], **config: Any) -> Any:
+    """A client whose PutItems are answered in turn: (status, body, CRC32 header or None)."""
+    script = iter(answers)
+
+    def answer(request: Any, **_: Any) -> AWSResponse:
+        status, body, crc = next(script)
+        return _answer(request.url, status, body, crc)
+
+    return _answered(answer=answer, **config)
+
+
+THROTTLED = json.dumps(
+    {
+        "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+        "message": "Rate of requests exceeds the allowed throughput",
+    }
+).encode()
+
+
+@pytest.mark.unit
+def test_a_throttle_handed_over_is_botocores_first_attempt_only() -> None:
+    """GIVEN a direct attempt throttled, then an answer WHEN botocore retries THEN its second
+    attempt is sent (the handed outcome answered only the first) and the put succeeds
+    after one retry."""
+    # The handed-over attempt emits before-send again: the script's second answer is drawn
+    # then, and not taken (the handed outcome is); the third answers botocore's retry.
+    client = _scripted(
+        (400, THROTTLED, zlib.crc32(THROTTLED)),
+        (500, b"{}", zlib.crc32(b"{}")),
+        (200, b"{}", zlib.crc32(b"{}")),
+        retries={"mode": "standard", "total_max_attempts": 3},
+    )
+    direct = DirectPut(client)
+    answer = direct(**ITEM)
+    assert answer["ResponseMetadata"]["RetryAttempts"] == 1
+    assert (direct.direct, direct.fallbacks) == (0, 1)
+
+
+@pytest.mark.unit
+def test_a_damaged_answer_is_botocores_to_judge() -> None:
+    """GIVEN a 200 whose body does not match its CRC32 header, then a sound one WHEN the put
+    is made THEN the direct put does not take it: botocore's check retries it."""
+    client = _scripted(
+        (200, b"{}", zlib.crc32(b"{}") + 1),
+        (500, b"{}", zlib.crc32(b"{}")),  # drawn by the hand-over's emission, not taken
+        (200, b"{}", zlib.crc32(b"{}")),
+        retries={"mode": "standard", "total_max_attempts": 2},
+    )
+    direct = DirectPut(client)
+    assert direct(**ITEM)["ResponseMetadata"]["RetryAttempts"] == 1
+    assert (direct.direct, direct.fallbacks) == (0, 1)
+
+
+@pytest.mark.unit
+def test_a_stubbed_error_status_is_raised() -> None:
+    """GIVEN a ``before-call`` stub answering 300 with an error WHEN the put is made THEN
+    the client's error is raised, as botocore raises a stubbed status of 300 or more."""
+    client = _answered()
+
+    def stub(**_: Any) -> tuple[Any, dict[str, Any]]:
+        error = {"Error": {"Code": "Moved", "Message": "elsewhere"}}
+        return AWSResponse("", 300, HTTPHeaders(), _Body(b"")), error
+
+    client.meta.events.register_first("before-call.dynamodb.PutItem", stub)
+    with pytest.raises(ClientError) as caught:
+        DirectPut(client)(**ITEM)
+    assert error_code_of(caught.value) == "Moved"
+
+
+def error_code_of(error: ClientError) -> str:
+    return str(error.response["Error"]["Code"])
+
+
+@pytest.mark.unit
+def test_endpoint_rules_decide_the_scope_and_what_goes_to_botocore(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GIVEN endpoint rules that sign for another region on one table and ask for an extra
+    header on another WHEN puts are made THEN the first is signed for the rules' region,
+    the second goes through botocore (the direct put adds no headers of the rules')."""
+    client = _answered()
+    real = client._resolve_endpoint_ruleset
+
+    def resolve(model: Any, params: Any, context: Any) -> Any:
+        url, headers, properties = real(model, params, context)
+        if params.get("TableName") == "elsewhere":
+            context["signing"] = {"region": "eu-west-3", "signing_name": "dynamodb"}
+        if params.get("TableName") == "headed":
+            headers = {"x-rules": "1"}
+        return url, headers, properties
+
+    monkeypatch.setattr(client, "_resolve_endpoint_ruleset", resolve)
+    sent = _sent_headers(client)
+    direct = DirectPut(client)
+    direct(**{**ITEM, "TableName": "elsewhere"})
+    assert "/eu-west-3/dynamodb/aws4_request" in sent[-1]["Authorization"]
+    direct(**{**ITEM, "TableName": "headed"})
+    assert (direct.direct, direct.fallbacks) == (1, 0)
