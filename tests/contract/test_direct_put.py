@@ -438,7 +438,6 @@ def test_a_traced_botocore_gets_every_put(monkeypatch: pytest.MonkeyPatch) -> No
     OpenTelemetry's instrumentation does) WHEN a put is made THEN it goes through the
     wrapped call, to be traced (a wrapt proxy passes ``inspect.isfunction``: the check
     must not be fooled by it)."""
-    import boto3
     import wrapt
     from botocore.client import BaseClient
 
@@ -450,16 +449,7 @@ def test_a_traced_botocore_gets_every_put(monkeypatch: pytest.MonkeyPatch) -> No
 
     original = vars(BaseClient)["_make_api_call"]
     monkeypatch.setattr(BaseClient, "_make_api_call", wrapt.FunctionWrapper(original, tracer))
-    client = boto3.client(
-        "dynamodb",
-        region_name="us-east-1",
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-    )
-    client.meta.events.register_first(
-        "before-send.dynamodb.PutItem",
-        lambda request, **_: _answer(request.url, 200, b"{}"),  # type: ignore[arg-type]
-    )
+    client = _answered()
     direct = DirectPut(client)
     direct(TableName="ledger", Item={"pk": {"S": "RUN#1"}, "sk": {"S": "STEP#1"}})
     assert (traced, direct.direct) == (["PutItem"], 0)
@@ -570,13 +560,16 @@ def test_a_ledger_on_a_lazy_client_does_not_make_it() -> None:
 # --- who else is listening: then botocore's pipeline ---------------------------------------
 
 
-def _answered(body: bytes = b"{}", *, answer: Any = None, **config: Any) -> Any:
-    """A botocore DynamoDB client whose every PutItem is answered from a ``before-send``
-    handler (the network is never reached): by ``answer``, else 200 with ``body``."""
+def _answered(
+    body: bytes = b"{}", *, answer: Any = None, session: Any = None, **config: Any
+) -> Any:
+    """A botocore DynamoDB client (of ``session``, else boto3's default) whose every
+    PutItem is answered from a ``before-send`` handler (the network is never reached): by
+    ``answer``, else 200 with ``body``."""
     import boto3
     from botocore.config import Config
 
-    client = boto3.client(
+    client = (session or boto3).client(
         "dynamodb",
         region_name="us-east-1",
         aws_access_key_id="AKIDEXAMPLE",
@@ -585,7 +578,7 @@ def _answered(body: bytes = b"{}", *, answer: Any = None, **config: Any) -> Any:
     )
     client.meta.events.register(
         "before-send.dynamodb.PutItem",
-        answer or (lambda request, **_: _answer(request.url, 200, body, zlib.crc32(body))),  # type: ignore[arg-type]
+        answer or (lambda request, **_: _answer(request.url, 200, body, zlib.crc32(body))),
     )
     return client
 
@@ -667,16 +660,7 @@ def test_under_powertools_a_step_put_is_still_direct() -> None:
     import aws_lambda_powertools  # noqa: F401  registers its session initializer
     import boto3
 
-    client = boto3.session.Session().client(
-        "dynamodb",
-        region_name="us-east-1",
-        aws_access_key_id="AKIDEXAMPLE",
-        aws_secret_access_key="secret",
-    )
-    client.meta.events.register(
-        "before-send.dynamodb.PutItem",
-        lambda request, **_: _answer(request.url, 200, b"{}", zlib.crc32(b"{}")),  # type: ignore[arg-type]
-    )
+    client = _answered(session=boto3.session.Session())
     sent = _sent_headers(client)
     direct = DirectPut(client)
     direct(**ITEM)
