@@ -40,93 +40,32 @@ botocore's calls (OpenTelemetry) every put goes through botocore, to be traced t
 
 from __future__ import annotations
 
-import hmac
 import json
-import os
 import threading
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from hashlib import sha256
-from types import FunctionType
 from typing import Any
 
-import botocore
-import botocore.auth
-from botocore.auth import SIGNED_HEADERS_BLACKLIST, SigV4Auth
 from botocore.awsrequest import AWSRequest, prepare_request_dict
 from botocore.client import BaseClient
 from botocore.hooks import first_non_none_response
 from botocore.parsers import create_parser
 
-OPERATION = "PutItem"
+from durable.adapters.botocore_hooks import (
+    BEFORE_SIGN,
+    OPERATION,
+    REQUEST_CREATED,
+    Hooks,
+    XRay,
+    tracer,
+)
+from durable.adapters.cached_sigv4 import CachedKeySigV4
+
 _TARGET = "DynamoDB_20120810.PutItem"
 _CONTENT_TYPE = "application/x-amz-json-1.0"
 _SIGNING_NAME = "dynamodb"
 _ANSWERED_HERE = "ConditionalCheckFailedException"
-
-# Signing keys by (secret, day, region, service): one HMAC chain a day instead of one a
-# request. A few entries cover a credential rotation; the dict is cleared past that.
-_KEYS: dict[tuple[str, str, str, str], bytes] = {}
-_KEYS_KEPT = 8
-_HEADERS = "durable_signed_headers"  # the canonical headers, computed once per signing
-
-
-class CachedKeySigV4(SigV4Auth):
-    """botocore's SigV4 signer with its repeated work done once: the signing key is
-    derived once a day, and the headers to sign are canonicalized once per signing
-    instead of twice, into a sorted list instead of an email-header object. The rules
-    (which headers, how values are trimmed and joined, the scope) are botocore's own
-    methods and constants; only their data structure changes."""
-
-    def __init__(self, credentials: Any, service_name: str, region_name: str) -> None:
-        super().__init__(credentials, service_name, region_name)
-        self.service, self.region = service_name, region_name
-
-    def add_auth(self, request: AWSRequest) -> None:
-        request.context.pop(_HEADERS, None)  # a retry re-signs a request already signed
-        try:
-            super().add_auth(request)
-        finally:
-            request.context.pop(_HEADERS, None)
-
-    def headers_to_sign(self, request: AWSRequest) -> Any:
-        made = request.context.get(_HEADERS)
-        if made is None:
-            grouped: dict[str, list[str]] = {}
-            for name, value in request.headers.items():
-                lname = name.lower()
-                if lname not in SIGNED_HEADERS_BLACKLIST:
-                    grouped.setdefault(lname, []).append(value)
-            if "host" not in grouped:
-                host = botocore.auth._host_from_url(request.url)  # type: ignore[attr-defined]
-                grouped["host"] = [host]
-            made = request.context[_HEADERS] = sorted(grouped.items())
-        return made
-
-    def canonical_headers(self, headers_to_sign: Any) -> str:
-        return "\n".join(
-            f"{name}:" + ",".join(self._header_value(v) for v in values)  # type: ignore[attr-defined]
-            for name, values in headers_to_sign
-        )
-
-    def signed_headers(self, headers_to_sign: Any) -> str:
-        return ";".join(name.strip() for name, _ in headers_to_sign)
-
-    def signature(self, string_to_sign: str, request: AWSRequest) -> str:
-        day = request.context["timestamp"][0:8]
-        secret = str(self.credentials.secret_key)
-        # Keyed by the secret's digest: the module keeps no secret of its own.
-        slot = (sha256(secret.encode()).hexdigest(), day, self.region, self.service)
-        key = _KEYS.get(slot)
-        if key is None:
-            key = f"AWS4{secret}".encode()
-            for part in (day, self.region, self.service, "aws4_request"):
-                key = hmac.new(key, part.encode("utf-8"), sha256).digest()
-            if len(_KEYS) >= _KEYS_KEPT:
-                _KEYS.clear()
-            _KEYS[slot] = key
-        return hmac.new(key, string_to_sign.encode("utf-8"), sha256).hexdigest()
 
 
 class _Fallback(Exception):
@@ -176,107 +115,6 @@ class _Route:
     signing_name: str
 
 
-_XRAY_PATCH = "aws_xray_sdk.ext.botocore.patch"
-_BOTOCORE_DIR = os.path.dirname(botocore.__file__) + os.sep
-
-
-def _tracer() -> str:
-    """Who wraps or replaces botocore's calls: "" nobody; "xray" the X-Ray SDK's botocore
-    patch (what Powertools' Tracer applies), whose subsegment and trace header the direct
-    put then records itself, through the SDK's own functions; "other" anything else
-    (OpenTelemetry's instrumentation, a test's mock): every put then goes through it."""
-    made = vars(BaseClient).get("_make_api_call")
-    # botocore's own method is a plain function whose code is botocore's (its decorator's
-    # wrapper, in botocore's package); a tracer's wrapper (wrapt's FunctionWrapper, for
-    # both X-Ray and OpenTelemetry) is not a function, and a function wrapped in place
-    # (``functools.wraps`` copies the name and module, not the code) has code elsewhere.
-    # ``type``, not ``isinstance``: a wrapt proxy answers ``isinstance`` checks as the
-    # function it wraps.
-    if type(made) is FunctionType:
-        return "" if made.__code__.co_filename.startswith(_BOTOCORE_DIR) else "other"
-    wrapper = getattr(made, "_self_wrapper", None)
-    return "xray" if getattr(wrapper, "__module__", None) == _XRAY_PATCH else "other"
-
-
-# Around signing, botocore's own handlers are the work this path does itself (signing, the
-# user agent, retry bookkeeping headers); any other handler there (Powertools adds its
-# user agent on ``request-created``, a user adds a header ``before-sign``) is called by the
-# direct put with botocore's arguments, before it signs, as botocore calls it.
-_REQUEST_CREATED = f"request-created.dynamodb.{OPERATION}"
-_BEFORE_SIGN = f"before-sign.dynamodb.{OPERATION}"
-
-# The events of a PutItem that the direct put does not emit at all. A handler on one of
-# them that is not botocore's own (an SDK integration's hook on the answer, a rate
-# limiter) expects botocore's pipeline: then every put takes it.
-_NOT_EMITTED = tuple(
-    f"{event}.dynamodb.{OPERATION}"
-    for event in (
-        "before-endpoint-resolution",
-        "choose-signer",
-        "before-parse",
-        "response-received",
-        "needs-retry",
-        "after-call-error",
-    )
-)
-
-
-def _foreign(emitter: Any, event: str) -> list[Callable[..., Any]]:
-    """The handlers of ``event`` that are not botocore's own, in the order it calls them."""
-    return [
-        handler
-        for handler in emitter._handlers.prefix_search(event)
-        if not (getattr(handler, "__module__", None) or "").startswith("botocore.")
-    ]
-
-
-@dataclass(frozen=True)
-class _Hooks:
-    """The client's handlers that are not botocore's own, as far as the direct put cares."""
-
-    expect_botocore: bool  # one listens to an event the direct put does not emit
-    request_created: list[Callable[..., Any]]
-    before_sign: list[Callable[..., Any]]
-
-    @classmethod
-    def of(cls, emitter: Any) -> _Hooks:
-        return cls(
-            expect_botocore=any(_foreign(emitter, event) for event in _NOT_EMITTED),
-            request_created=_foreign(emitter, _REQUEST_CREATED),
-            before_sign=_foreign(emitter, _BEFORE_SIGN),
-        )
-
-
-class _XRay:
-    """What X-Ray's botocore patch does around a call, done around the direct put with the
-    SDK's own functions: a subsegment named and annotated by its ``aws_meta_processor``
-    (operation, region, table, request id, status, error), and the trace header its
-    ``inject_header`` adds to the request."""
-
-    def __init__(self) -> None:
-        from aws_xray_sdk.core import xray_recorder
-        from aws_xray_sdk.ext.boto_utils import aws_meta_processor, inject_header
-
-        self.recorder = xray_recorder
-        self.meta = aws_meta_processor
-        self.inject = inject_header
-
-    def record(self, client: Any, put: Callable[[dict[str, Any]], Any], params: Any) -> Any:
-        # As the patch's wrapper: args (operation, params) are what the processor reads.
-        return self.recorder.record_subsegment(
-            lambda _operation, call: put(call),
-            client,
-            (OPERATION, params),
-            {},
-            name=client.meta.service_model.metadata["endpointPrefix"],
-            namespace="aws",
-            meta_processor=self.meta,
-        )
-
-    def add_header(self, request: Any) -> None:
-        self.inject(lambda *_: None, None, (request,), {})
-
-
 _PIPELINE = "_durable_direct_put"  # the attribute a client keeps its pipeline in
 
 
@@ -294,17 +132,17 @@ class _Pipeline:
         self.parser = create_parser("json")
         self.user_agent = f"{client.meta.config.user_agent or 'Botocore'} durable-direct"
         self.routes: dict[str, _Route | None] = {}
-        self.xray: _XRay | None = None
+        self.xray: XRay | None = None
         # The outcome of a direct attempt handed to botocore, per thread (a client is
         # shared by threads): botocore's first attempt takes it instead of sending, so
         # its retry policy counts the direct attempt as its first and decides on it.
         self.handed = threading.local()
         self.events.register_first(f"before-send.dynamodb.{OPERATION}", self._hand_over)
-        # The handlers that are not botocore's own (``_Hooks``), as of the emitter's lookup
+        # The handlers that are not botocore's own (``Hooks``), as of the emitter's lookup
         # cache: botocore replaces that dict whenever a handler is registered or removed,
         # so an unchanged one means unchanged handlers.
         self.hooks_seen: Any = self.emitter._lookup_cache
-        self.hooks = _Hooks.of(self.emitter)
+        self.hooks = Hooks.of(self.emitter)
 
     @classmethod
     def of(cls, client: Any) -> _Pipeline | None:
@@ -345,18 +183,18 @@ class _Pipeline:
         few attribute reads): a tracer other than X-Ray's or a mock in place of
         botocore's call, a ``put_item`` set on the client itself (``mock.patch.object``),
         a foreign handler on an event the direct put does not emit."""
-        tracer = _tracer()
-        if tracer == "other" or "put_item" in vars(self.client):
+        wrapper = tracer()
+        if wrapper == "other" or "put_item" in vars(self.client):
             return True
         if self.emitter._lookup_cache is not self.hooks_seen:
             self.hooks_seen = self.emitter._lookup_cache
-            self.hooks = _Hooks.of(self.emitter)
+            self.hooks = Hooks.of(self.emitter)
         if self.hooks.expect_botocore:
             return True
-        if tracer != "xray":
+        if wrapper != "xray":
             self.xray = None
         elif self.xray is None:
-            self.xray = _XRay()
+            self.xray = XRay()
         return False
 
     def _context(self) -> dict[str, Any]:
@@ -510,7 +348,7 @@ class _Pipeline:
         frozen = self.credentials.get_frozen_credentials()
         hooks = self.hooks
         for handler in hooks.request_created:
-            handler(request=request, operation_name=OPERATION, event_name=_REQUEST_CREATED)
+            handler(request=request, operation_name=OPERATION, event_name=REQUEST_CREATED)
         for handler in hooks.before_sign:
             handler(
                 request=request,
@@ -519,7 +357,7 @@ class _Pipeline:
                 signature_version="v4",
                 request_signer=self.client._request_signer,
                 operation_name=OPERATION,
-                event_name=_BEFORE_SIGN,
+                event_name=BEFORE_SIGN,
             )
         CachedKeySigV4(frozen, route.signing_name, route.region).add_auth(request)
         prepared = request.prepare()

@@ -26,10 +26,11 @@ from botocore.credentials import Credentials
 from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError, ConnectionClosedError
 
-from durable.adapters import dynamodb_direct, dynamodb_units
+from durable.adapters import botocore_hooks, cached_sigv4, dynamodb_units
 from durable.adapters.aws_services import LazyClient
+from durable.adapters.cached_sigv4 import CachedKeySigV4
 from durable.adapters.dynamodb import DynamoLedger
-from durable.adapters.dynamodb_direct import CachedKeySigV4, DirectPut
+from durable.adapters.dynamodb_direct import DirectPut
 from durable.model import StepRecord
 from durable.usage import REQUESTS, WRITE_UNITS, Meter
 from tests.conftest import ClientFactory, MakeTables
@@ -103,10 +104,10 @@ def test_the_signing_keys_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     """GIVEN credentials rotated many times in one container WHEN each signs THEN only a
     few derived keys are kept (old secrets are not held for the container's life)."""
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: DAYS[0])
-    for i in range(3 * dynamodb_direct._KEYS_KEPT):
+    for i in range(3 * cached_sigv4._KEYS_KEPT):
         frozen = Credentials(f"AKID{i}", f"secret-{i}").get_frozen_credentials()
         CachedKeySigV4(frozen, "dynamodb", "eu-west-1").add_auth(_request(b"{}"))
-        assert len(dynamodb_direct._KEYS) <= dynamodb_direct._KEYS_KEPT
+        assert len(cached_sigv4._KEYS) <= cached_sigv4._KEYS_KEPT
 
 
 # --- the put on a server -----------------------------------------------------------------------
@@ -464,8 +465,6 @@ def xray(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> lis
     from aws_xray_sdk.core import xray_recorder
     from aws_xray_sdk.ext.botocore.patch import patch
 
-    from durable.adapters import dynamodb_direct
-
     for owner, name in ((BaseClient, "_make_api_call"), (Endpoint, "prepare_request")):
         monkeypatch.setattr(owner, name, vars(owner)[name])  # restored at teardown
     request.addfinalizer(lambda: vars(botocore.client).pop("_xray_enabled", None))
@@ -480,7 +479,7 @@ def xray(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> lis
 
     xray_recorder.configure(emitter=Kept(), sampling=False, context_missing="IGNORE_ERROR")
     patch()  # what the SDK's patch(["botocore"]) applies, once per process
-    assert dynamodb_direct._tracer() == "xray"
+    assert botocore_hooks.tracer() == "xray"
     return sent
 
 
