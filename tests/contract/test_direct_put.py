@@ -94,8 +94,9 @@ def test_the_cached_signer_signs_byte_for_byte_as_botocore(
             if resign:
                 CachedKeySigV4(frozen, "dynamodb", region).add_auth(ours)
                 SigV4Auth(frozen, "dynamodb", region).add_auth(theirs)
-                for request in (ours, theirs):
+                for request in (ours, theirs):  # given twice: both values are signed
                     request.headers["X-Added-Since"] = "yes"
+                    request.headers["X-Added-Since"] = "twice"
             assert _signed(CachedKeySigV4, frozen, ours, region) == _signed(
                 SigV4Auth, frozen, theirs, region
             )
