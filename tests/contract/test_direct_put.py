@@ -115,6 +115,31 @@ def test_the_signing_keys_kept_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
         assert len(cached_sigv4._KEYS) <= cached_sigv4._KEYS_KEPT
 
 
+def test_a_signing_key_is_derived_once_a_day_per_credential(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """GIVEN two credentials signing in turn on one day WHEN each signs again THEN no key is
+    derived again (one HMAC a request, the signature's), the point of the cache."""
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: DAYS[0])
+    monkeypatch.setattr(cached_sigv4, "_KEYS", {})
+    made = [Credentials(f"AKID{i}", f"kept-{i}").get_frozen_credentials() for i in (1, 2)]
+    real_new = cached_sigv4.hmac.new
+    calls: list[int] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real_new(*args, **kwargs)
+
+    monkeypatch.setattr(cached_sigv4.hmac, "new", counted)
+    for frozen in made:  # first signings: 4 HMACs to derive the key, 1 to sign
+        CachedKeySigV4(frozen, "dynamodb", "eu-west-1").add_auth(_request(b"{}"))
+    assert len(calls) == 2 * 5
+    calls.clear()
+    for frozen in made:
+        CachedKeySigV4(frozen, "dynamodb", "eu-west-1").add_auth(_request(b"{}"))
+    assert len(calls) == 2
+
+
 # --- the put on a server -----------------------------------------------------------------------
 
 
