@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import hmac
 import itertools
 import json
 import zlib
@@ -123,14 +124,14 @@ def test_a_signing_key_is_derived_once_a_day_per_credential(
     monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: DAYS[0])
     monkeypatch.setattr(cached_sigv4, "_KEYS", {})
     made = [Credentials(f"AKID{i}", f"kept-{i}").get_frozen_credentials() for i in (1, 2)]
-    real_new = cached_sigv4.hmac.new
+    real_new = hmac.new
     calls: list[int] = []
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real_new(*args, **kwargs)
 
-    monkeypatch.setattr(cached_sigv4.hmac, "new", counted)
+    monkeypatch.setattr(hmac, "new", counted)  # the module the signer derives keys with
     for frozen in made:  # first signings: 4 HMACs to derive the key, 1 to sign
         CachedKeySigV4(frozen, "dynamodb", "eu-west-1").add_auth(_request(b"{}"))
     assert len(calls) == 2 * 5
