@@ -133,6 +133,16 @@ class _Pipeline:
         self.user_agent = f"{client.meta.config.user_agent or 'Botocore'} durable-direct"
         self.routes: dict[str, _Route | None] = {}
         self.xray: XRay | None = None
+        # The call context as botocore's ``_make_api_call`` starts it (handlers read it):
+        # the same for every put, so built once and copied per put.
+        self.context: dict[str, Any] = {
+            "client_region": self.region,
+            "client_config": client.meta.config,
+            "has_streaming_input": self.model.has_streaming_input,
+            "auth_type": self.model.resolved_auth_type,
+            "unsigned_payload": self.model.unsigned_payload,
+            "auth_options": client.meta.service_model.metadata.get("auth"),
+        }
         # The outcome of a direct attempt handed to botocore, per thread (a client is
         # shared by threads): botocore's first attempt takes it instead of sending, so
         # its retry policy counts the direct attempt as its first and decides on it.
@@ -197,17 +207,6 @@ class _Pipeline:
             self.xray = XRay()
         return False
 
-    def _context(self) -> dict[str, Any]:
-        # As botocore's ``_make_api_call`` starts it (handlers read it).
-        return {
-            "client_region": self.region,
-            "client_config": self.client.meta.config,
-            "has_streaming_input": self.model.has_streaming_input,
-            "auth_type": self.model.resolved_auth_type,
-            "unsigned_payload": self.model.unsigned_payload,
-            "auth_options": self.client.meta.service_model.metadata.get("auth"),
-        }
-
     def _route(self, table: str) -> _Route | None:
         """The table's route, resolved once by botocore's own endpoint rules (FIPS,
         account endpoints, a custom URL with a path); None when they ask for anything
@@ -218,7 +217,7 @@ class _Pipeline:
         if table in self.routes:
             return self.routes[table]
         route: _Route | None = None
-        context = self._context()
+        context = dict(self.context)
         try:
             url, headers, _ = self.client._resolve_endpoint_ruleset(
                 self.model, {"TableName": table}, context
@@ -280,7 +279,7 @@ class _Pipeline:
         return outcome
 
     def _send(self, route: _Route, params: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        context = self._context()
+        context = dict(self.context)
         events = self.events
         # As botocore's ``_emit_api_params``: a handler may replace the parameters.
         params = first_non_none_response(
@@ -378,11 +377,9 @@ class _Pipeline:
             raise _Fallback(http)  # damaged in transit: botocore's check decides
         # As botocore's parser and endpoint build it: a request id only when one came.
         headers = {k.lower(): v for k, v in http.headers.items()}
-        metadata: dict[str, Any] = {}
-        if "x-amzn-requestid" in headers:
-            metadata["RequestId"] = headers["x-amzn-requestid"]
-        metadata |= {"HTTPStatusCode": http.status_code, "HTTPHeaders": headers}
-        metadata["RetryAttempts"] = 0
+        request_id = headers.get("x-amzn-requestid")
+        metadata: dict[str, Any] = {"RequestId": request_id} if request_id is not None else {}
+        metadata.update(HTTPStatusCode=http.status_code, HTTPHeaders=headers, RetryAttempts=0)
         if http.status_code == 200:
             try:
                 parsed = json.loads(content) if content else {}

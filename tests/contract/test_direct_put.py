@@ -22,7 +22,6 @@ import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest, AWSResponse
 from botocore.client import BaseClient
-from botocore.compat import HTTPHeaders
 from botocore.credentials import Credentials
 from botocore.endpoint import Endpoint
 from botocore.exceptions import ClientError, ConnectionClosedError
@@ -35,6 +34,7 @@ from durable.adapters.dynamodb_direct import DirectPut
 from durable.model import StepRecord
 from durable.usage import REQUESTS, WRITE_UNITS, Meter
 from tests.conftest import ClientFactory, MakeTables
+from tests.support.faults import dynamodb_answer
 from tests.support.records import make_step
 
 # --- the signature ---------------------------------------------------------------------------
@@ -206,20 +206,8 @@ def test_the_meter_sees_a_direct_put_as_a_botocore_one(
     assert used.get(WRITE_UNITS) == 1.0
 
 
-class _Body:
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def stream(self, **_: Any) -> Iterator[bytes]:
-        yield self._body
-
-
 def _answer(url: str, status: int, body: bytes, crc: int | None = None) -> AWSResponse:
-    headers = HTTPHeaders()
-    headers["Content-Type"] = "application/x-amz-json-1.0"
-    if crc is not None:
-        headers["x-amz-crc32"] = str(crc)
-    return AWSResponse(url, status, headers, _Body(body))
+    return dynamodb_answer(url, status, body, crc=crc)
 
 
 def _count_sends(client: Any) -> list[Any]:
@@ -333,7 +321,7 @@ def test_a_handler_answering_before_the_call_is_obeyed(
     client, ledger, put = setup
 
     def stub(**_: Any) -> tuple[Any, dict[str, Any]]:
-        return AWSResponse("", 200, HTTPHeaders(), _Body(b"")), {"stubbed": True}
+        return _answer("", 200, b""), {"stubbed": True}
 
     client.meta.events.register_first("before-call.dynamodb.PutItem", stub)
     assert ledger.put_step(TableName=ledger.table, Item={}) == {"stubbed": True}
@@ -1001,7 +989,7 @@ def test_a_stubbed_error_status_is_raised() -> None:
 
     def stub(**_: Any) -> tuple[Any, dict[str, Any]]:
         error = {"Error": {"Code": "Moved", "Message": "elsewhere"}}
-        return AWSResponse("", 300, HTTPHeaders(), _Body(b"")), error
+        return _answer("", 300, b""), error
 
     client.meta.events.register_first("before-call.dynamodb.PutItem", stub)
     with pytest.raises(ClientError) as caught:

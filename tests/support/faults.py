@@ -36,6 +36,21 @@ class _Body:
         yield self._body
 
 
+def dynamodb_answer(
+    url: str, status: int, body: bytes, *, crc: int | None = None, request_id: str = ""
+) -> AWSResponse:
+    """A response as DynamoDB sends it, for a ``before-send`` handler to answer with:
+    JSON content, the CRC32 header when ``crc`` is given, a request id when one is."""
+    headers = HTTPHeaders()
+    headers["Content-Type"] = "application/x-amz-json-1.0"
+    headers["Content-Length"] = str(len(body))
+    if crc is not None:
+        headers["x-amz-crc32"] = str(crc)
+    if request_id:
+        headers["x-amzn-RequestId"] = request_id
+    return AWSResponse(url, status, headers, _Body(body))
+
+
 class Throttle:
     """Answers DynamoDB requests of ``client`` with a throttling error: after letting ``skip``
     through, the next ``times`` (every one when None); only those of ``operations`` when given
@@ -73,8 +88,6 @@ class Throttle:
                 "message": "Rate of requests exceeds the allowed throughput (injected)",
             }
         ).encode()
-        headers = HTTPHeaders()
-        headers["Content-Type"] = "application/x-amz-json-1.0"
-        headers["Content-Length"] = str(len(body))
-        headers["x-amzn-RequestId"] = f"injected-throttle-{self.throttled}"
-        return AWSResponse(request.url, 400, headers, _Body(body))
+        return dynamodb_answer(
+            request.url, 400, body, request_id=f"injected-throttle-{self.throttled}"
+        )
