@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-deploy test test-localstack test-project test-browser lint typecheck unit integration soak mutation bench docs clean
+.PHONY: demo demo-deploy test test-localstack test-project test-browser test-deployed lint typecheck unit integration soak mutation bench docs lock clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,19 @@ test-project: $(STAMP)
 test-browser: $(STAMP)
 	infra/local/chromium.sh install >/dev/null
 	DURABLE_CHROMIUM=$$(command -v chromium) $(BIN)/pytest -m browser
+
+# What the Lambda package is (issue 30): sam build of this repo's stack, every handler run
+# from the built folders in a bare python3.12 (nothing but the package on its path) against
+# DynamoDB Local and moto's server, then the same with the oldest, the Lambda runtime's and
+# the newest boto3 in place of the locked one. Needs the registries (SAM CLI, wheels).
+test-deployed: $(STAMP)
+	$(BIN)/pytest -m deployed -s
+
+# The deployed dependencies, exact and hashed: deploy/lambda/requirements.in resolved for
+# python3.12 on arm64 into deploy/lambda/requirements.txt (and its pins into durable init's
+# scaffold). Then run make test-deployed.
+lock: $(STAMP)
+	$(BIN)/python -m infra.lock
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

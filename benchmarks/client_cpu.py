@@ -1,6 +1,6 @@
-"""Client CPU per step on DynamoDB Local: the deployed client (its options, and step
-records put by ``durable.adapters.dynamodb_direct``) against botocore's defaults with
-every request through botocore, in the same run (issue 15, target 3: <= 0.8 of today's).
+"""Client CPU per step on DynamoDB Local: the deployed client (its options,
+``DYNAMODB_CLIENT_OPTIONS``) against botocore's defaults, in the same run (issue 15's
+target 3 was <= 0.8 of the defaults; reported, the deployed path is botocore's own).
 
 Both engines drive the same 200-step runs against one DynamoDB Local, alternating, and
 ``time.process_time`` counts this process's CPU only (the server is another process), so
@@ -27,9 +27,8 @@ from durable.adapters.aws_services import DYNAMODB_CLIENT_OPTIONS
 
 N = 200
 ROUNDS = 5
-TARGET = 0.8
 NAME = "client CPU per step, deployed options / defaults"
-PLANNED = [(NAME, f"<= {TARGET}")]
+PLANNED = [(NAME, "(report)")]
 
 
 def _client(endpoint: str, **options: Any) -> Any:
@@ -63,12 +62,9 @@ def measure(endpoint: str) -> list[Figure]:
 
     say(f"client CPU: {N}-step runs, deployed options vs defaults, {ROUNDS} rounds ...")
     engines = {}
-    for label, options, direct in (
-        ("defaults", {}, False),
-        ("deployed", DYNAMODB_CLIENT_OPTIONS, True),
-    ):
+    for label, options in (("defaults", {}), ("deployed", DYNAMODB_CLIENT_OPTIONS)):
         client = _client(endpoint, **options)
-        ledger = DynamoLedger(client, fresh_tables(client), direct_puts=direct)
+        ledger = DynamoLedger(client, fresh_tables(client))
         engines[label], _ = make_engine(build_app(), ledger)
         _cpu_per_step(engines[label])  # warm: connections, caches
     ratios: list[float] = []
@@ -81,7 +77,7 @@ def measure(endpoint: str) -> list[Figure]:
         f"{median(spent['deployed']) * 1e6:.0f} us vs {median(spent['defaults']) * 1e6:.0f} us "
         f"of client CPU per step; per-round ratios {', '.join(f'{r:.2f}' for r in ratios)}"
     )
-    return [Figure.at_most(NAME, median(ratios), TARGET, ".2f", note=note)]
+    return [Figure.info(NAME, f"{median(ratios):.2f}", note=note)]
 
 
 def main() -> None:

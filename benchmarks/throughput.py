@@ -9,12 +9,10 @@ Both sides use the same DynamoDB Local server, table, boto3 client and number of
 
 The figure is steps per second over puts per second: a step's unit of work is its one
 conditional write, so 1.0 means the engine adds nothing a client would notice at that
-concurrency. The raw puts are boto3's ``put_item``, what a hand-written worker sends; the
-engine's step records go through ``durable.adapters.dynamodb_direct``, so a second line
-(info) sets the engine against raw puts sent that same way: the engine's own cost alone.
-The fixed requests of a run (create, claim, load, final update) are part of the engine
-side, amortized over ``STEPS`` steps, as they are in real runs. Rounds rotate which side
-goes first; each figure is the median of per-round ratios.
+concurrency. Both sides send their puts through boto3's ``put_item`` on the same client,
+what a hand-written worker sends. The fixed requests of a run (create, claim, load, final
+update) are part of the engine side, amortized over ``STEPS`` steps, as they are in real
+runs. Rounds rotate which side goes first; each figure is the median of per-round ratios.
 
     python -m benchmarks.throughput
 """
@@ -37,7 +35,6 @@ from benchmarks.common import (
 from benchmarks.common import fresh_tables as create_fresh_tables
 from benchmarks.step_vs_put import captured_step_put
 from durable.adapters.dynamodb import DynamoLedger
-from durable.adapters.dynamodb_direct import DirectPut
 from durable.engine import Engine
 
 THREADS = 4
@@ -46,8 +43,7 @@ RUNS_PER_THREAD = 5
 ROUNDS = 5
 TARGET = 0.8
 NAME = f"concurrent runs / raw puts ({THREADS} threads)"
-DIRECT_NAME = f"concurrent runs / raw direct puts ({THREADS} threads)"
-PLANNED = [(NAME, ">= 0.80"), (DIRECT_NAME, "(report)")]
+PLANNED = [(NAME, ">= 0.80")]
 
 
 def _raw(put: Any, template: dict[str, Any], tag: str) -> None:
@@ -86,31 +82,24 @@ def measure(endpoint: str) -> list[Figure]:
     template = captured_step_put(endpoint, table)
     engine, _ = make_engine(build_app(), DynamoLedger(client, table))
     units = THREADS * RUNS_PER_THREAD * STEPS
-    direct = DirectPut(client)
     raw_rates: list[float] = []
-    direct_rates: list[float] = []
     run_rates: list[float] = []
 
     def raw_round(r: int) -> None:
         raw_rates.append(_rate(lambda i: _raw(client.put_item, template, f"r{r}t{i}"), units))
 
-    def direct_round(r: int) -> None:
-        direct_rates.append(_rate(lambda i: _raw(direct, template, f"d{r}t{i}"), units))
-
     def run_round(r: int) -> None:
         run_rates.append(_rate(lambda i: _runs(engine), units))
 
-    sides = [raw_round, direct_round, run_round]
+    sides = [raw_round, run_round]
     for side in sides:  # warm-up: connections, the server's JIT
         side(-1)
     raw_rates.clear()
-    direct_rates.clear()
     run_rates.clear()
     for r in range(ROUNDS):
-        for side in sides[r % 3 :] + sides[: r % 3]:  # each side goes first once in 3
+        for side in sides[r % 2 :] + sides[: r % 2]:  # each side goes first in turn
             side(r)
     ratios = [s / p for s, p in zip(run_rates, raw_rates, strict=True)]
-    direct_ratios = [s / p for s, p in zip(run_rates, direct_rates, strict=True)]
     return [
         Figure.at_least(
             NAME,
@@ -121,14 +110,6 @@ def measure(endpoint: str) -> list[Figure]:
                 f"engine {median(run_rates):.0f} steps/s vs raw {median(raw_rates):.0f} puts/s "
                 f"on one client, {THREADS} threads, runs of {STEPS} steps; per-round ratios "
                 + ", ".join(f"{x:.2f}" for x in ratios)
-            ),
-        ),
-        Figure.info(
-            DIRECT_NAME,
-            f"{median(direct_ratios):.2f}",
-            note=(
-                f"raw direct {median(direct_rates):.0f} puts/s; per-round ratios "
-                + ", ".join(f"{x:.2f}" for x in direct_ratios)
             ),
         ),
     ]

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from durable.context import current_step
-from durable.errors import DurableError
+from durable.errors import DurableError, InvalidInput
 from durable.model import StepKind, StepRecord, StepStatus, parse_time
 from durable.ports import Ledger, RunGuard
 from durable.settings import Settings
@@ -47,9 +47,7 @@ class Telemetry:
         self.metrics = Metrics(namespace=settings.metrics_namespace, service=settings.service_name)
         self.tracer: Any = None
         if settings.tracing:
-            from aws_lambda_powertools import Tracer
-
-            self.tracer = Tracer(service=settings.service_name)
+            self.tracer = _xray_tracer(settings.service_name)
         # An invocation that records no metric (a read, a busy worker) is normal here.
         warnings.filterwarnings("ignore", "No application metrics to publish", UserWarning)
         for handler in self.logger.handlers:
@@ -82,6 +80,23 @@ class Telemetry:
         if self.tracer is not None:
             wrapped = self.tracer.capture_lambda_handler(wrapped, capture_response=False)
         return wrapped
+
+
+def _xray_tracer(service: str) -> Any:
+    """Powertools' X-Ray ``Tracer``, when the package has the X-Ray SDK (opt-in: it is not
+    deployed by default and reaches its end of support on 2027-02-25)."""
+    try:
+        import aws_xray_sdk  # noqa: F401  Powertools' Tracer imports it lazily, and late
+    except ImportError:
+        raise InvalidInput(
+            "DURABLE_TRACING is on but the X-Ray SDK is not in this function's package: add "
+            "aws-lambda-powertools[tracer] to deploy/lambda/requirements.txt, or turn "
+            "DURABLE_TRACING off and trace with OpenTelemetry (docs/operations.md, Tracing)",
+            field="DURABLE_TRACING",
+        ) from None
+    from aws_lambda_powertools import Tracer
+
+    return Tracer(service=service)
 
 
 class MeteredLedger:

@@ -37,6 +37,7 @@ from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryEffectStore, MemoryLedger
 from durable.adapters.schema import IDEMPOTENCY, LEDGER, create_tables
+from infra.local.deployed_stack import DeployedStack, runtime_python
 
 ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = ROOT / "template.yaml"
@@ -67,11 +68,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         path = str(item.path)
         own = {m.name for m in item.iter_markers()}
-        if not own & {"integration", "localstack", "project", "browser"}:
+        if not own & {"integration", "localstack", "project", "browser", "deployed"}:
             if f"{os.sep}integration{os.sep}" in path or f"{os.sep}e2e{os.sep}" in path:
                 item.add_marker(pytest.mark.integration)
             elif f"{os.sep}project{os.sep}" in path:
                 item.add_marker(pytest.mark.project)
+            elif f"{os.sep}deployed{os.sep}" in path:
+                item.add_marker(pytest.mark.deployed)
             elif f"{os.sep}localstack{os.sep}" in path:
                 item.add_marker(pytest.mark.localstack)
             else:
@@ -391,3 +394,45 @@ def _restore_logging() -> Iterator[None]:
     yield
     lib.__dict__.clear()
     lib.__dict__.update(saved)
+
+
+# --- deployed stacks: built functions in a bare python3.12 (tiers deployed and project) ---
+
+StackFactory = Callable[..., DeployedStack]
+
+
+@pytest.fixture(scope="session")
+def python312() -> str:
+    return runtime_python()
+
+
+@pytest.fixture
+def deployed_stacks(
+    dynamodb_local_endpoint: str,
+    moto_server_endpoint: str,
+    python312: str,
+    tmp_path: Path,
+) -> Iterator[StackFactory]:
+    """Makes stacks from a ``sam build`` folder (``infra.local.deployed_stack``; ``overlay``:
+    another SDK first on the path). Every stack gets its own tables, secrets and schedule
+    group (a stage of its own); its containers stop and its tables go after the test."""
+    made: list[DeployedStack] = []
+
+    def make(build: Path, *, overlay: Path | None = None, **parameters: str) -> DeployedStack:
+        work = tmp_path / f"stack{len(made)}"
+        work.mkdir()
+        stack = DeployedStack(
+            build,
+            dynamodb=dynamodb_local_endpoint,
+            moto=moto_server_endpoint,
+            python=python312,
+            work=work,
+            parameters=parameters,
+            overlay=overlay,
+        )
+        made.append(stack)
+        return stack
+
+    yield make
+    for stack in made:
+        stack.close()

@@ -11,7 +11,6 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_children import ChildrenMixin
-from durable.adapters.dynamodb_direct import DirectPut
 from durable.adapters.dynamodb_events import EventsMixin
 from durable.adapters.dynamodb_gates import GatesMixin
 from durable.adapters.dynamodb_items import (
@@ -73,16 +72,10 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
         table_name: str,
         *,
         due_shards: int = 4,
-        direct_puts: bool = True,
     ) -> None:
-        """``direct_puts``: step records are put by ``durable.adapters.dynamodb_direct``
-        (the same request for about 0.7 of botocore's CPU, recorded in X-Ray as botocore's
-        would be); off, by ``client.put_item``."""
         self.client = client
         self.table = table_name
         self.shards = due_shards
-        # A lambda, not ``client.put_item``: the client may be lazy (made on first use).
-        self.put_step = DirectPut(client) if direct_puts else lambda **p: client.put_item(**p)  # noqa: PLW0108
 
     # --- runs ----------------------------------------------------------------------
 

@@ -1,24 +1,16 @@
-"""pynamodb models of the ledger's items, and their translation to and from records.
+"""The ledger's items: their keys, and their translation to and from records.
 
-pynamodb defines the item layout (attribute names and types, console-readable: strings,
-numbers, booleans, maps). The ledger adapter serializes with these models but sends the
-requests with the low-level client, because pynamodb cannot pass
-``ReturnValuesOnConditionCheckFailure`` (first-writer-wins adoption needs it).
+The item layout (attribute names and types, console-readable: strings, numbers, booleans,
+maps) is declared by the pynamodb models in ``durable.adapters.dynamodb_models``; this
+codec writes and reads it by hand, and a contract test holds the two equal. The deployed
+functions import only this module: pynamodb is not in the Lambda package (see
+docs/architecture.md, "What a deployed function imports").
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
-
-from pynamodb.attributes import (
-    BooleanAttribute,
-    ListAttribute,
-    MapAttribute,
-    NumberAttribute,
-    UnicodeAttribute,
-)
-from pynamodb.models import Model
 
 from durable.ids import due_shard
 from durable.model import (
@@ -50,139 +42,12 @@ def list_sk(status: str, updated_at: str) -> str:
     return f"{status}#{updated_at}"
 
 
-class ErrorMap(MapAttribute[str, Any]):
-    type = UnicodeAttribute()
-    message = UnicodeAttribute()
-    retryable = BooleanAttribute(default=False)
-    position = UnicodeAttribute(null=True)
-
-
-class AttemptMap(MapAttribute[str, Any]):
-    n = NumberAttribute()
-    started_at = UnicodeAttribute()
-    finished_at = UnicodeAttribute(null=True)
-    error_class = UnicodeAttribute(null=True)
-    error = UnicodeAttribute(null=True)
-    request_id = UnicodeAttribute(null=True)
-    log_stream = UnicodeAttribute(null=True)
-
-
-class CheckpointMap(MapAttribute[str, Any]):
-    payload_version = NumberAttribute()
-    state = UnicodeAttribute()  # JSON text
-
-
-class RefMap(MapAttribute[str, Any]):
-    kind = UnicodeAttribute()
-    value = UnicodeAttribute()
-
-
-class OperationMap(MapAttribute[str, Any]):
-    action = UnicodeAttribute()
-    at = UnicodeAttribute()
-    by = UnicodeAttribute(null=True)
-    reason = UnicodeAttribute(null=True)
-    detail = UnicodeAttribute(null=True)
-
-
-class _Base(Model):
-    class Meta:
-        table_name = "durable-ledger"  # never used for I/O: the adapter's client is
-
-    pk = UnicodeAttribute(hash_key=True)
-    sk = UnicodeAttribute(range_key=True)
-
-
-class RunItem(_Base):
-    run_id = UnicodeAttribute()
-    workflow = UnicodeAttribute()
-    version = NumberAttribute()
-    status = UnicodeAttribute()
-    input = UnicodeAttribute()
-    input_hash = UnicodeAttribute()
-    created_at = UnicodeAttribute()
-    updated_at = UnicodeAttribute()
-    output = UnicodeAttribute(null=True)
-    error = ErrorMap(null=True)
-    requested_by = UnicodeAttribute(null=True)
-    idempotency_key = UnicodeAttribute(null=True)
-    needs_attention = BooleanAttribute(default=False)
-    lease_owner = UnicodeAttribute(null=True)
-    lease_until = UnicodeAttribute(null=True)
-    fence = NumberAttribute(default=0)
-    takeovers = NumberAttribute(default=0)
-    takeover_mark = NumberAttribute(default=0)
-    inbox = NumberAttribute(default=0)
-    cancel_requested = BooleanAttribute(default=False)
-    cancel_reason = UnicodeAttribute(null=True)
-    cancel_compensate = BooleanAttribute(default=False)
-    due_at = UnicodeAttribute(null=True)
-    purge_at = NumberAttribute(null=True)
-    continued_from = UnicodeAttribute(null=True)
-    forked_from = UnicodeAttribute(null=True)
-    parent = UnicodeAttribute(null=True)
-    children = NumberAttribute(null=True)
-    deferrals = NumberAttribute(null=True)
-    compensated = BooleanAttribute(null=True)
-    data_key = UnicodeAttribute(null=True)
-    operations = ListAttribute(of=OperationMap, null=True)
-    usage = MapAttribute(null=True)  # type: ignore[var-annotated]  # name -> number
-    gate = UnicodeAttribute(null=True)
-    queued_at = UnicodeAttribute(null=True)
-    start_at = UnicodeAttribute(null=True)
-    # Index keys, derived from the fields above by this adapter.
-    due_shard = UnicodeAttribute(null=True)
-    list_pk = UnicodeAttribute(null=True)
-    list_sk = UnicodeAttribute(null=True)
-    attention_pk = UnicodeAttribute(null=True)
-
-
-class StepItem(_Base):
-    run_id = UnicodeAttribute()
-    position = UnicodeAttribute()
-    name = UnicodeAttribute()
-    kind = UnicodeAttribute()
-    status = UnicodeAttribute()
-    updated_at = UnicodeAttribute()
-    step_version = NumberAttribute(default=1)
-    attempt = NumberAttribute(default=0)
-    attempts = ListAttribute(of=AttemptMap, null=True)
-    output = UnicodeAttribute(null=True)
-    error_type = UnicodeAttribute(null=True)
-    error_class = UnicodeAttribute(null=True)
-    error_summary = UnicodeAttribute(null=True)
-    checkpoint = CheckpointMap(null=True)
-    idempotency_key = UnicodeAttribute(null=True)
-    refs = ListAttribute(of=RefMap, null=True)
-    wake_at = UnicodeAttribute(null=True)
-    expires_at = UnicodeAttribute(null=True)
-    token_nonce = UnicodeAttribute(null=True)
-    token_hash = UnicodeAttribute(null=True)
-    detail = UnicodeAttribute(null=True)  # JSON text
-    fence = NumberAttribute(default=0)
-
-
-class SignalItem(_Base):
-    run_id = UnicodeAttribute()
-    name = UnicodeAttribute()
-    signal_id = UnicodeAttribute()
-    payload = UnicodeAttribute()
-    received_at = UnicodeAttribute()
-    consumed_by = UnicodeAttribute(null=True)
-    # Keyed signals only: never the key itself (it may be a secret), only hashes of it
-    # (also in the sort key) and of the payload (tells a retry from a reused key).
-    key_hash = UnicodeAttribute(null=True)
-    payload_hash = UnicodeAttribute(null=True)
-    seq = NumberAttribute(default=0)
-    sent_by = UnicodeAttribute(null=True)
-
-
 # --- the codec ---------------------------------------------------------------------------
 # Records are converted by hand rather than through pynamodb's Model instances: pynamodb
 # costs ~100 us to serialize and ~280 us to deserialize a step item, which would dominate
-# a step's CPU and a long run's wake-up. The models above stay the declared layout, and
-# tests/contract/test_item_layout.py checks every item this codec writes round-trips
-# through them unchanged, so the two cannot drift.
+# a step's CPU and a long run's wake-up. The models in dynamodb_models stay the declared
+# layout, and tests/contract/test_item_layout.py checks every item this codec writes
+# round-trips through them unchanged, so the two cannot drift.
 
 
 def attribute_value(value: Any) -> dict[str, Any]:
@@ -441,4 +306,15 @@ def run_attribute_value(name: str, value: Any) -> dict[str, Any]:
     return attribute_value(value)
 
 
-RUN_ATTRIBUTES = frozenset(RunItem.get_attributes())
+# Every attribute of a run item (``RunItem``'s; a contract test keeps the two equal).
+RUN_ATTRIBUTES = frozenset(
+    {
+        *("pk", "sk", "run_id", "workflow", "version", "status", "input", "input_hash"),
+        *("created_at", "updated_at", "output", "error", "requested_by", "idempotency_key"),
+        *("needs_attention", "lease_owner", "lease_until", "fence", "takeovers"),
+        *("takeover_mark", "inbox", "cancel_requested", "cancel_reason", "cancel_compensate"),
+        *("due_at", "purge_at", "continued_from", "forked_from", "parent", "children"),
+        *("deferrals", "compensated", "data_key", "operations", "usage", "gate", "queued_at"),
+        *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk"),
+    }
+)

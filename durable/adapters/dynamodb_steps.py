@@ -39,7 +39,7 @@ class StepsMixin(TableBase):
         e = Expr()
         condition = step_condition(e, step)
         try:
-            self.put_step(
+            self.client.put_item(
                 TableName=self.table,
                 Item=step_to_item(step),
                 ConditionExpression=condition,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_items import (
@@ -44,7 +44,6 @@ _HINTS = {"due_shard": "sh", "attention_pk": "att", "list_sk": "lsk"}
 
 class TableBase:
     client: DynamoDBClient
-    put_step: Callable[..., Any]  # ``client.put_item``, or its direct path for step records
     table: str
     shards: int
 

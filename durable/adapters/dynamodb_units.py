@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from durable.adapters.dynamodb_items import run_to_item
-from durable.adapters.schema import LEDGER, table_definitions
+from durable.adapters.ledger_layout import LEDGER_INDEXES
 from durable.model import RunRecord
 from durable.usage import READ_UNITS, REQUESTS, WRITE_UNITS, Meter
 
@@ -81,10 +81,10 @@ class Index:
 
 
 def ledger_indexes() -> tuple[Index, ...]:
-    """The ledger table's global secondary indexes, as the template declares them."""
-    definition = table_definitions()[LEDGER]
+    """The ledger table's global secondary indexes, as the template declares them
+    (``durable.adapters.ledger_layout``: deployed code reads no template)."""
     out = []
-    for gsi in definition.get("GlobalSecondaryIndexes", []):
+    for gsi in LEDGER_INDEXES:
         projection = gsi.get("Projection", {})
         kind = projection.get("ProjectionType", "ALL")
         projected = (
@@ -124,7 +124,7 @@ class RunWriteUnits:
 
     @property
     def _indexes(self) -> tuple[Index, ...]:
-        if self._known is None:  # read once, on first use (not at a cold start)
+        if self._known is None:  # built once, on first use
             self._known = ledger_indexes()
         return self._known
 

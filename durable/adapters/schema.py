@@ -48,16 +48,21 @@ def find_template(start: Path | None = None) -> Path | None:
     return None
 
 
+def library_template() -> dict[str, Any]:
+    """The stack template ``durable init`` writes: the tables every project's stack declares."""
+    from durable.scaffold import stack_template
+
+    text = stack_template({"app_reference": "app:app", "code_comment": ""})
+    data: dict[str, Any] = yaml.load(text, Loader=_CfnLoader)
+    return data
+
+
 def load_template(path: Path | None = None) -> dict[str, Any]:
     found = path or find_template()
-    if found is None:  # the tables every project's stack declares (durable init's template)
-        from durable.scaffold import stack_template
-
-        text = stack_template({"app_reference": "app:app", "code_comment": ""})
-        data: dict[str, Any] = yaml.load(text, Loader=_CfnLoader)
-        return data
+    if found is None:
+        return library_template()
     with open(found, encoding="utf-8") as fh:
-        data = yaml.load(fh, Loader=_CfnLoader)
+        data: dict[str, Any] = yaml.load(fh, Loader=_CfnLoader)
     return data
 
 

@@ -11,9 +11,7 @@ from typing import Any
 import pytest
 
 from durable.adapters.dynamodb_items import (
-    RunItem,
-    SignalItem,
-    StepItem,
+    RUN_ATTRIBUTES,
     item_to_run,
     item_to_signal,
     item_to_step,
@@ -21,6 +19,7 @@ from durable.adapters.dynamodb_items import (
     signal_to_item,
     step_to_item,
 )
+from durable.adapters.dynamodb_models import RunItem, SignalItem, StepItem
 from durable.model import Attempt, RunError, RunStatus, SignalRecord, StepKind, StepStatus
 from tests.support.records import make_run, make_step, t
 
@@ -75,6 +74,12 @@ def test_run_items_match_the_model(run: Any) -> None:
     item = run_to_item(run, 4)
     assert RunItem.from_raw_data(item).serialize() == item
     assert item_to_run(item) == run
+
+
+def test_the_codec_knows_every_attribute_of_the_run_model() -> None:
+    # run_attribute_value refuses a name outside RUN_ATTRIBUTES: a field added to the
+    # model must be added there too, or updates of it fail.
+    assert frozenset(RunItem.get_attributes()) == RUN_ATTRIBUTES
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -110,28 +110,3 @@ def test_the_deploy_hook_waits_for_a_whole_check_call_and_never_repeats_one(
     config = lambda_client.meta.config
     assert config.read_timeout >= 900
     assert config.retries["total_max_attempts"] == 1  # the first attempt only
-
-
-def test_the_production_composition_puts_step_records_directly(settings: Settings) -> None:
-    """GIVEN the ledger ``aws_services`` composes (the meter watching its client, Powertools
-    imported as in every handler) WHEN a run's steps are recorded by the worker THEN each
-    step record went by the direct put, not through botocore's pipeline."""
-    import aws_lambda_powertools  # noqa: F401  the handlers import it
-
-    from durable.adapters.dynamodb_direct import DirectPut
-    from durable.model import StepStatus
-
-    services = aws_services(settings)
-    ledger: Any = services.ledger
-    api = api_handler(None, settings, services=services)
-    worker = worker_handler(None, settings, services=services)
-    reply = api(api_event("POST", "/workflows/counter/runs", 3), LambdaContext())
-    run_id = json.loads(reply["body"])["run_id"]
-    assert worker({"run_id": run_id, "reason": "start", "hop": 0}, LambdaContext())["result"] == (
-        "succeeded"
-    )
-    put = ledger.put_step
-    assert isinstance(put, DirectPut)
-    done = [s for s in ledger.load(run_id).steps.values() if s.status == StepStatus.DONE]
-    assert len(done) == 3 and put.direct == 3
-    assert put.fallbacks == 0

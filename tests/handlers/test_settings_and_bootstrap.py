@@ -75,6 +75,64 @@ def test_handler_modules_compose_nothing_at_import() -> None:
     assert out.stdout.strip() == "[]"
 
 
+# What a deployed function's package lacks (issue 30): the template reader, pynamodb, the
+# X-Ray SDK. A handler that imports one fails on AWS at its first event.
+NOT_DEPLOYED = ("yaml", "pynamodb", "aws_xray_sdk")
+COMPOSE_ENV = {
+    **MINIMAL,
+    "PATH": "/usr/bin:/bin",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_ACCESS_KEY_ID": "x",
+    "AWS_SECRET_ACCESS_KEY": "x",
+    "DURABLE_WORKER_FUNCTION": "arn:aws:lambda:us-east-1:123456789012:function:w",
+    "DURABLE_SCHEDULER_GROUP": "durable-dev",
+    "DURABLE_SCHEDULER_ROLE_ARN": "arn:aws:iam::123456789012:role/s",
+    "DURABLE_KMS_KEY_ID": "arn:aws:kms:us-east-1:123456789012:key/k",
+}
+
+
+@pytest.mark.parametrize("function", ["worker", "api", "sweeper", "events", "purge"])
+def test_a_composed_handler_loads_nothing_the_lambda_package_lacks(function: str) -> None:
+    """GIVEN the deployed settings WHEN a handler is composed (its first event's work: the
+    settings, the clients, the engine, the workflows) THEN neither PyYAML, pynamodb nor the
+    X-Ray SDK was imported: the tier ``make test-deployed`` runs the built package itself;
+    this catches the same mistake in the unit tier, in a second."""
+    extra = "h.handler.runtime.api; h.handler.runtime.resolver\n" if function == "api" else ""
+    code = (
+        f"import sys, handlers.{function} as h\n"
+        "h.handler._compose()\n"
+        f"{extra}"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({NOT_DEPLOYED!r})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=COMPOSE_ENV,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_tracing_on_without_the_xray_sdk_says_how_to_fix_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The X-Ray SDK is no longer deployed (end of support 2027-02-25): a function turned
+    to DURABLE_TRACING without it fails with the fix, not an ImportError deep in Powertools."""
+    from durable.observability import Telemetry
+
+    monkeypatch.setitem(sys.modules, "aws_xray_sdk", None)  # not installed
+    settings = Settings.from_env({**MINIMAL, "DURABLE_TRACING": "true"})
+    with pytest.raises(InvalidInput) as caught:
+        Telemetry(settings, "worker")
+    assert caught.value.field == "DURABLE_TRACING"
+    assert "aws-lambda-powertools[tracer]" in str(caught.value)
+    monkeypatch.delitem(sys.modules, "aws_xray_sdk")
+    assert Telemetry(settings, "worker").tracer is not None  # with the SDK: the tracer
+
+
 def test_only_bootstrap_reads_the_environment_on_the_lambda_path() -> None:
     code = (
         "import sys, handlers.worker, handlers.api, handlers.sweeper, handlers.events\n"

@@ -304,17 +304,34 @@ def test_the_package_holds_the_code_and_the_runtime_requirements() -> None:
     for name in ("durable", "handlers", "examples"):
         assert (package / name).resolve() == (ROOT / name).resolve()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    declared = {re.split(r"[\[<>=]", d, maxsplit=1)[0].lower(): d for d in project}
-    lines = (package / "requirements.txt").read_text().splitlines()
-    for line in (x for x in lines if x and not x.startswith("#")):
-        name = re.split(r"[\[<>=]", line, maxsplit=1)[0].lower()
-        specifier = line[line.index("]") + 1 :] if "[" in line else line[len(name) :]
-        assert name in declared, line
-        assert declared[name].endswith(specifier), (line, declared[name])
+    wanted = [line.split("#")[0].strip() for line in (package / "requirements.in").open()]
+    # The deployed ranges are pyproject's, exactly (comments aside).
+    assert sorted(w for w in wanted if w) == sorted(d.split("#")[0].strip() for d in project)
 
 
-def test_ci_validates_the_template() -> None:
-    assert "infra/sam/validate.sh" in (ROOT / ".ci" / "run").read_text()
+def test_the_deployed_requirements_are_a_lock_within_pyprojects_ranges() -> None:
+    """deploy/lambda/requirements.txt pins every package to one version with its hashes
+    (what sam build installs is what the deployed tier ran), each within the ranges
+    pyproject declares, and durable init's scaffold pins the same versions."""
+    from packaging.requirements import Requirement
+
+    from infra.lock import LOCK, SCAFFOLD, normalize, pins
+
+    text = LOCK.read_text()
+    locked = pins(text)
+    entries = [e for e in re.split(r"\n(?=[A-Za-z])", text) if re.match(r"[A-Za-z]", e)]
+    assert len(entries) == len(locked) > 0
+    assert all("--hash=sha256:" in entry for entry in entries)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for declared in map(Requirement, project):
+        assert declared.specifier.contains(locked[normalize(declared.name)]), declared
+    assert pins(SCAFFOLD.read_text()) == locked, "run make lock: the scaffold's pins are stale"
+
+
+def test_ci_validates_the_template_and_runs_the_built_package() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "infra/sam/validate.sh" in ci
+    assert "make test-deployed" in ci
 
 
 # --- retention: TTL deletes the run item, the stream's purge the rest ------------------
@@ -447,3 +464,21 @@ def test_the_listing_indexes_project_what_a_listing_shows_and_nothing_else() -> 
         assert projection["ProjectionType"] == "INCLUDE"
         assert tuple(projection["NonKeyAttributes"]) == LISTED_FIELDS
     assert indexes["due-index"]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+
+
+def test_deployed_code_knows_the_ledger_indexes_the_templates_declare() -> None:
+    """The usage meter prices index writes from ``durable.adapters.ledger_layout`` (deployed
+    code reads no YAML, issue 30): it must say what this repo's template and the one
+    ``durable init`` writes declare, or a run's cost is priced for indexes it does not have."""
+    from durable.adapters.ledger_layout import LEDGER_INDEXES
+    from durable.adapters.schema import library_template
+
+    scaffold = library_template()
+    for declared in (
+        RESOURCES["LedgerTable"]["Properties"],
+        scaffold["Resources"]["LedgerTable"]["Properties"],
+    ):
+        assert list(LEDGER_INDEXES) == declared["GlobalSecondaryIndexes"], (
+            "durable/adapters/ledger_layout.py differs from the template's LedgerTable "
+            "indexes: change both together"
+        )

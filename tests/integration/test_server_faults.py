@@ -293,9 +293,7 @@ def test_a_throttled_ledger_call_is_a_retryable_storage_error(
     assert info.value.retryable, info.value
     assert error_code(info.value.__cause__) == throttle.code  # type: ignore[arg-type]
     assert info.value.__cause__.response["ResponseMetadata"]["RetryAttempts"] == 0  # type: ignore[union-attr]
-    # A step record goes the direct way first; its throttled attempt is handed to botocore's
-    # first attempt, which emits before-send again: one answer, two emissions (faults.py).
-    assert throttle.throttled == (2 if call == "write_step" else 1)
+    assert throttle.throttled == 1
 
 
 @pytest.mark.parametrize("code", THROTTLING_CODES)
@@ -336,10 +334,9 @@ def test_a_throttle_outlasting_the_retries_is_still_a_clean_retryable_error(
     with pytest.raises(StorageError) as info:
         ledger.write_step(make_step())
     assert info.value.retryable
-    # botocore made its 3 attempts, the first being the direct attempt handed over to it,
-    # which the Throttle saw twice (see faults.py)
+    # botocore made its 3 attempts, each answered by the Throttle
     assert info.value.__cause__.response["ResponseMetadata"]["RetryAttempts"] == 2  # type: ignore[union-attr]
-    assert throttle.throttled == 4
+    assert throttle.throttled == 3
 
 
 # --- a storage failure inside a run is the invocation's failure, not the run's ---------------

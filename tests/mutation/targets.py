@@ -132,12 +132,6 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/children.py"),
     Target("durable/distributed.py"),
     Target("durable/adapters/dynamodb_children.py", ("ChildrenMixin",)),
-    # The step put sent without botocore's pipeline: what it takes itself and what it
-    # hands to botocore (every step write of a DynamoDB ledger goes through it), its
-    # signer, and what tells it to leave a put to botocore.
-    Target("durable/adapters/dynamodb_direct.py"),
-    Target("durable/adapters/cached_sigv4.py"),
-    Target("durable/adapters/botocore_hooks.py"),
 )
 
 

@@ -5,8 +5,9 @@ What a new team does, in a temporary folder far from this checkout: build the wh
 (``make test``), start the whole stack (``make dev``), start a run and approve it with the
 CLI, see it finish, stop the stack with Ctrl-C (every process it started ends), then
 ``make validate`` and ``make build`` (the SAM CLI, installed by the project's own
-tooling, with ``python3.12`` found). Nothing here imports this checkout: every command is
-the installed one, so a file missing from the wheel fails this test.
+tooling, with ``python3.12`` found), and last the built functions run as Lambda runs them
+(``infra.local.deployed_stack``). Nothing the project runs imports this checkout: every
+command is the installed one, so a file missing from the wheel fails this test.
 
 Slow (a wheel, a virtualenv, a SAM build): its own tier, ``make test-project``. Each step's
 wall time is printed (``-s``) for the issue note.
@@ -30,6 +31,10 @@ from pathlib import Path
 import pytest
 
 from durable.local.harness import with_default_sigint
+from infra.local.deployed_stack import build_for_host
+from infra.lock import LOCK, normalize, pins
+from tests.conftest import StackFactory
+from tests.deployed import journeys
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT_ENV = "DURABLE_PROJECT_TEST_PORT"
@@ -251,7 +256,54 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
     assert _group_gone(dev.pid), "processes of `make dev` outlived its Ctrl-C"
 
 
-def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(workspace: Path) -> None:
+def _built_versions(folder: Path) -> dict[str, str]:
+    found = {}
+    for info in folder.glob("*.dist-info"):
+        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
+        found[normalize(name)] = version
+    return found
+
+
+def _deployed(steps: Steps, project: Path, venv: Path, stacks: StackFactory) -> None:
+    """The project's stack as sam build makes it (for this machine's CPU), each handler run
+    from its built folder in a bare python3.12: the API starts a run, the worker steps it,
+    an approval through the API, a lost timer found by the sweeper, children, a start by an
+    EventBridge event, the deploy gate, the purge after retention (issue 30)."""
+    began = time.perf_counter()
+    sam = [str(venv / "bin" / "durable"), "sam"]
+    build = build_for_host(project / "template.yaml", project / ".host-build", sam, env=steps.env)
+    locked = pins(LOCK.read_text())
+    built = _built_versions(build / "WorkerFunction")
+    assert built.pop("durable-lambda") == "0.1.0"  # the library, from the wheel
+    assert built == locked  # the scaffold's pins: what this repo's lock tested
+    assert not (build / "WorkerFunction" / "yaml").exists()
+    stack = stacks(build)
+    run_id = journeys.start(stack, "greet", {"name": "Ada"})
+    stack.drain()
+    (approval,) = journeys.waiting_on(stack, run_id)
+    assert approval["kind"] == "callback", approval
+    journeys.answer(stack, run_id, "approval", "ok")
+    stack.drain()
+    (nap,) = journeys.waiting_on(stack, run_id)
+    assert nap["kind"] == "sleep", nap
+    journeys.wake_by_sweeper(stack, 3600 + 180)
+    greeted = journeys.shown(stack, run_id)
+    assert greeted["status"] == "SUCCEEDED" and greeted["output"] == "sent: Hello, Ada!", greeted
+    team = journeys.start(stack, "greet-team", ["Ada", "Bob"])
+    stack.drain()
+    shown = journeys.shown(stack, team)
+    assert shown["output"] == ["sent: Hello, Ada!", "sent: Hello, Bob!"], shown
+    evented = journeys.start_by_event(stack, "greet-one", "Cy", "com.example.orders")
+    stack.drain()
+    assert journeys.shown(stack, evented)["output"] == "sent: Hello, Cy!"
+    assert journeys.deploy_gate(stack)["status"] == "Succeeded"
+    journeys.purge(stack, run_id, retention_days=30)
+    steps.times.append(("built functions, a run's life", time.perf_counter() - began))
+
+
+def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(
+    workspace: Path, deployed_stacks: StackFactory
+) -> None:
     env = _clean_env(workspace)
     steps = Steps(env)
     python = sys.executable
@@ -305,5 +357,9 @@ def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(workspac
         assert (built / "shop" / "workflows.py").exists()
         assert (built / "durable" / "engine.py").exists()  # the library, from the wheel
         assert not (built / "examples").exists() and not (built / "tests").exists()
+        assert "aarch64" in " ".join(p.name for p in built.glob("pydantic_core/*.so"))
+
+        # 7. What make build made, run: the same build for this machine's CPU.
+        _deployed(steps, project, venv, deployed_stacks)
     finally:
         steps.report()

@@ -7,11 +7,6 @@ LocalStack the request never leaves the process. Not in front of moto in-process
 from a ``before-send`` handler too, and botocore calls every such handler before it takes the
 first answer, so moto still applies a write the client saw throttled (tests that need the write
 not to happen use the HTTP servers, or a ``before-call`` hook as ``tests/handlers/test_purge.py``).
-
-A step record's ``PutItem`` is sent by ``durable.adapters.dynamodb_direct``, which emits
-``before-send`` for its attempt; an answer it does not take (a throttle) is handed to botocore's
-first attempt, which emits ``before-send`` once more. So ``Throttle`` counts two answers for
-that one attempt; botocore's ``RetryAttempts`` counts it once.
 """
 
 from __future__ import annotations
