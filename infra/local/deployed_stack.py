@@ -548,11 +548,11 @@ def runtime_python() -> str:
 
 
 def sdk_overlay(folder: Path, version: str | None, python: str) -> Path:
-    """``boto3==version`` (newest when None) and what it needs, installed into ``folder``
-    for the runtime's interpreter: put before a function's own folder, it replaces the
-    locked SDK. Returns ``folder``."""
+    """``boto3`` and ``botocore`` at ``version`` (the newest when None) and what they
+    need, installed into ``folder`` for the runtime's interpreter: put before a function's
+    own folder, they replace the locked SDK. Returns ``folder``."""
     shutil.rmtree(folder, ignore_errors=True)
-    spec = f"boto3=={version}" if version else "boto3"
+    spec = [f"boto3=={version}", f"botocore=={version}"] if version else ["boto3"]
     done = subprocess.run(
         [
             python,
@@ -564,7 +564,7 @@ def sdk_overlay(folder: Path, version: str | None, python: str) -> Path:
             "--no-compile",
             "--target",
             str(folder),
-            spec,
+            *spec,
         ],
         capture_output=True,
         text=True,
@@ -572,5 +572,5 @@ def sdk_overlay(folder: Path, version: str | None, python: str) -> Path:
         env={k: v for k, v in os.environ.items() if not k.startswith("PYTHON")},
     )
     if done.returncode != 0:
-        raise RuntimeError(f"pip install {spec} failed:\n{done.stdout}{done.stderr}")
+        raise RuntimeError(f"pip install {' '.join(spec)} failed:\n{done.stdout}{done.stderr}")
     return folder

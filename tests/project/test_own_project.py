@@ -277,6 +277,7 @@ def _deployed(steps: Steps, project: Path, venv: Path, stacks: StackFactory) -> 
     assert built.pop("durable-lambda") == "0.1.0"  # the library, from the wheel
     assert built == locked  # the scaffold's pins: what this repo's lock tested
     assert not (build / "WorkerFunction" / "yaml").exists()
+    assert list((build / "WorkerFunction" / "shop").glob("__pycache__/*.cpython-312.pyc"))
     stack = stacks(build)
     run_id = journeys.start(stack, "greet", {"name": "Ada"})
     stack.drain()

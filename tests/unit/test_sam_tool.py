@@ -96,3 +96,60 @@ def test_cfn_lint_runs_the_linter_sam_installed(
         [str(tmp_path / "venv/bin/cfn-lint"), "template.yaml"],
         [str(tmp_path / "venv/bin/sam"), "validate", "--lint"],
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["build"], ".aws-sam/build"),
+        (["build", "--build-dir", "out/b"], "out/b"),
+        (["build", "-b", "x"], "x"),
+        (["build", "--build-dir=y", "--cached"], "y"),
+    ],
+)
+def test_the_build_folder_is_where_sam_puts_it(args: list[str], expected: str) -> None:
+    assert sam.build_dir(args) == Path(expected)
+
+
+def test_what_sam_built_is_compiled_to_bytecode_that_needs_no_source_check(
+    tmp_path: Path,
+) -> None:
+    """GIVEN a built function's folder (sources only, as sam build leaves it) WHEN
+    compile_build runs THEN each module has a .pyc of the interpreter given, hash-based and
+    unchecked (flags 0b01): a zip's 2-second times cannot make it look stale on Lambda."""
+    import importlib.util
+    import sys
+
+    module = tmp_path / "WorkerFunction" / "pkg" / "mod.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("X = 1\n")
+    assert sam.compile_build(tmp_path, Path(sys.executable)) == 1
+    pyc = Path(importlib.util.cache_from_source(str(module)))
+    header = pyc.read_bytes()[:8]
+    assert header[:4] == importlib.util.MAGIC_NUMBER
+    assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, not checked
+
+
+def test_a_successful_build_is_compiled_with_the_runtimes_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = _fake_python(tmp_path / "py/bin")
+    (tmp_path / "out").mkdir()
+    compiled: list[tuple[Path, Path]] = []
+
+    class Done:
+        returncode = 0
+
+    monkeypatch.setattr(sam, "ensure_sam", lambda: tmp_path / "venv/bin/sam")
+    monkeypatch.setattr(sam, "find_runtime_python", lambda: runtime)
+    monkeypatch.setattr("durable.local.sam.subprocess.run", lambda *a, **k: Done())
+    def compile_build(folder: Path, python: Path) -> int:
+        compiled.append((folder, python))
+        return 0
+
+    monkeypatch.setattr(sam, "compile_build", compile_build)
+    assert sam.run(["build", "--build-dir", str(tmp_path / "out")]) == 0
+    assert compiled == [(tmp_path / "out", runtime)]
+    Done.returncode = 1  # a failed build is left as it is
+    assert sam.run(["build", "--build-dir", str(tmp_path / "out")]) == 1
+    assert len(compiled) == 1
