@@ -75,12 +75,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", default="3.12", help="the functions' runtime version")
     parser.add_argument("--platform", default="manylinux2014_aarch64", help="arm64 functions")
+    parser.add_argument(
+        "--function-dir",
+        type=Path,
+        help="measure a function folder sam build made (e.g. .aws-sam/build/WorkerFunction "
+        "after durable sam build, bytecode included) instead of installing here",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        target = Path(tmp) / "package"
-        build(target, args.python, args.platform)
+        target = args.function_dir or Path(tmp) / "package"
+        if args.function_dir is None:
+            build(target, args.python, args.platform)
         zipped, unzipped, by_entry = sizes(target)
-    print(f"deployment package (python {args.python}, {args.platform}), one per function:")
+    what = args.function_dir or f"python {args.python}, {args.platform}"
+    print(f"deployment package ({what}), one per function:")
     print(f"  zipped   {zipped / MB:6.1f} MB   (Lambda limit 50 MB for direct upload)")
     print(f"  unzipped {unzipped / MB:6.1f} MB   (Lambda limit 250 MB)")
     code = sum(by_entry.get(name, 0) for name in ("durable", "handlers", "examples"))
