@@ -41,6 +41,16 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def installed(folder: Path) -> dict[str, str]:
+    """``name -> version`` of the distributions installed in ``folder`` (its dist-info
+    folders, as pip and sam build leave them), names normalized."""
+    found = {}
+    for info in folder.glob("*.dist-info"):
+        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
+        found[normalize(name)] = version
+    return found
+
+
 def scaffold_block(locked: dict[str, str]) -> str:
     lines = [f"{name}=={version}" for name, version in sorted(locked.items())]
     return "\n".join([BEGIN, *lines, END])

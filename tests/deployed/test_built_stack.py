@@ -14,14 +14,13 @@ PyPI today, so the range pyproject declares is the range tested.
 
 from __future__ import annotations
 
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from infra.local.deployed_stack import DeployedStack, sdk_overlay
-from infra.lock import LOCK, pins
+from infra.lock import LOCK, installed, pins
 from tests.conftest import StackFactory
 from tests.deployed import journeys
 
@@ -42,15 +41,6 @@ OLDEST_BOTO3 = "1.34.0"
 LAMBDA_RUNTIME_BOTO3 = "1.38.36"
 SDKS = {"oldest": OLDEST_BOTO3, "lambda-runtime": LAMBDA_RUNTIME_BOTO3, "newest": None}
 NOT_DEPLOYED = ("yaml", "pynamodb", "aws_xray_sdk", "tests", "infra", "benchmarks")
-
-
-def installed(folder: Path) -> dict[str, str]:
-    """``name -> version`` of the distributions installed in ``folder`` (dist-info)."""
-    found = {}
-    for info in folder.glob("*.dist-info"):
-        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
-        found[re.sub(r"[-_.]+", "-", name).lower()] = version
-    return found
 
 
 def test_pyproject_allows_the_oldest_sdk_tested() -> None:

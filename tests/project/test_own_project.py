@@ -32,7 +32,7 @@ import pytest
 
 from durable.local.harness import with_default_sigint
 from infra.local.deployed_stack import build_for_host
-from infra.lock import LOCK, normalize, pins
+from infra.lock import LOCK, installed, pins
 from tests.conftest import StackFactory
 from tests.deployed import journeys
 
@@ -256,14 +256,6 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
     assert _group_gone(dev.pid), "processes of `make dev` outlived its Ctrl-C"
 
 
-def _built_versions(folder: Path) -> dict[str, str]:
-    found = {}
-    for info in folder.glob("*.dist-info"):
-        name, version = info.name.removesuffix(".dist-info").rsplit("-", 1)
-        found[normalize(name)] = version
-    return found
-
-
 def _deployed(steps: Steps, project: Path, venv: Path, stacks: StackFactory) -> None:
     """The project's stack as sam build makes it (for this machine's CPU), each handler run
     from its built folder in a bare python3.12: the API starts a run, the worker steps it,
@@ -273,7 +265,7 @@ def _deployed(steps: Steps, project: Path, venv: Path, stacks: StackFactory) -> 
     sam = [str(venv / "bin" / "durable"), "sam"]
     build = build_for_host(project / "template.yaml", project / ".host-build", sam, env=steps.env)
     locked = pins(LOCK.read_text())
-    built = _built_versions(build / "WorkerFunction")
+    built = installed(build / "WorkerFunction")
     assert built.pop("durable-lambda") == "0.1.0"  # the library, from the wheel
     assert built == locked  # the scaffold's pins: what this repo's lock tested
     assert not (build / "WorkerFunction" / "yaml").exists()

@@ -143,6 +143,7 @@ def test_a_successful_build_is_compiled_with_the_runtimes_python(
     monkeypatch.setattr(sam, "ensure_sam", lambda: tmp_path / "venv/bin/sam")
     monkeypatch.setattr(sam, "find_runtime_python", lambda: runtime)
     monkeypatch.setattr("durable.local.sam.subprocess.run", lambda *a, **k: Done())
+
     def compile_build(folder: Path, python: Path) -> int:
         compiled.append((folder, python))
         return 0
