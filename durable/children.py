@@ -71,12 +71,13 @@ class ChildHandle:
     workflow: str
     position: str
     _execution: Execution = field(repr=False)
-    _annotation: Any = field(repr=False, default=serde.NO_ANNOTATION)
+    _workflow: WorkflowDef | None = field(repr=False, default=None)
 
     def result(self) -> Any:
-        """The child's result (decoded by its workflow's return annotation), or
-        ``ChildFailed`` when it failed or was canceled. Suspends the parent until then."""
-        return await_child(self._execution, self.position, self._annotation)
+        """The child's result (decoded by its workflow's return annotation, at the version
+        the child ran), or ``ChildFailed`` when it failed or was canceled. Suspends the
+        parent until then."""
+        return await_child(self._execution, self.position, self._workflow)
 
 
 def link(parent_id: str, position: str) -> str:
@@ -121,7 +122,7 @@ def start_child(
     if rec is None:
         rec = _start(x, wf, input, id, position)
     child_id = str((rec.detail or {}).get("child", ""))
-    return ChildHandle(child_id, wf.name, position, x, wf.return_annotation)
+    return ChildHandle(child_id, wf.name, position, x, wf)
 
 
 def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: str) -> StepRecord:
@@ -169,7 +170,7 @@ def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: 
     return rec
 
 
-def await_child(x: Execution, position: str, annotation: Any) -> Any:
+def await_child(x: Execution, position: str, wf: WorkflowDef | None) -> Any:
     """The child's outcome once its report is in; else suspend until it is."""
     rec = x.steps[position]
     if not rec.status.final:
@@ -177,6 +178,7 @@ def await_child(x: Execution, position: str, annotation: Any) -> Any:
         if rec.status != StepStatus.WAITING:
             rec = _reopened(x, rec)
     if rec.status == StepStatus.DONE:
+        annotation = serde.NO_ANNOTATION if wf is None else child_annotation(x, rec, wf)
         return x.decode(rec.output, annotation)
     if rec.status.final:
         raise ChildFailed(
@@ -245,10 +247,23 @@ def report_of(child: RunRecord, changes: dict[str, Any]) -> ChildReport | None:
     if child.parent is None:
         return None
     parent_id, position = parse_link(child.parent)
-    status = RunStatus(str(changes.get("status", child.status.value)))
+    return outcome_report(child, changes, parent_id, position)
+
+
+def outcome_report(
+    run: RunRecord, changes: dict[str, Any], parent_id: str, position: str
+) -> ChildReport:
+    """The outcome of ``run`` (``changes`` being its final write) as a report to the
+    record at ``position`` of ``parent_id``, with the version of its workflow it ran."""
+    status = RunStatus(str(changes.get("status", run.status.value)))
     if status == RunStatus.SUCCEEDED:
         return ChildReport(
-            parent_id, position, child.run_id, StepStatus.DONE, output=changes.get("output")
+            parent_id,
+            position,
+            run.run_id,
+            StepStatus.DONE,
+            output=changes.get("output"),
+            version=run.version,
         )
     error = changes.get("error")
     error_type = error.type if error is not None else status.value.title()
@@ -256,21 +271,43 @@ def report_of(child: RunRecord, changes: dict[str, Any]) -> ChildReport | None:
     return ChildReport(
         parent_id,
         position,
-        child.run_id,
+        run.run_id,
         StepStatus.TERMINAL_FAILED,
         error_type=error_type,
         error_message=message,
+        version=run.version,
     )
 
 
 def _settled_from(rec: StepRecord, child: RunRecord, now: str) -> StepRecord:
+    """``rec`` settled by the outcome of the finished run ``child``: its own child, or a
+    run with the same key and input an operator (or the run this one was forked from)
+    started, which is adopted as if it had been started here."""
     changes: dict[str, Any] = {"status": child.status.value, "output": child.output}
     if child.error is not None:
         changes["error"] = child.error
-    report = report_of(child, changes)
-    if report is None:  # not a child any more (cannot happen: the link is never removed)
-        raise InvalidState(f"run {child.run_id} is not a child run")
-    return settle_child_record(rec, report, now)
+    return settle_child_record(rec, outcome_report(child, changes, rec.run_id, rec.position), now)
+
+
+def child_annotation(x: Execution, rec: StepRecord, newest: WorkflowDef) -> Any:
+    """The annotation a child's result is decoded by: its workflow's at the version the
+    child ran (``detail["version"]``, from its report), so a v1 child that ends after v2
+    was deployed decodes as v1 wrote it. The newest's when the record does not say (a
+    child of an older engine) or that version is no longer registered here."""
+    version = (rec.detail or {}).get("version")
+    if isinstance(version, int) and version != newest.version:
+        try:
+            return x.engine.app.get_workflow(newest.name, version).return_annotation
+        except WorkflowNotFound:
+            log.warning(
+                "child run %s ran %s version %d, which this worker does not serve: its "
+                "result is decoded as version %d's",
+                child_of(rec),
+                newest.name,
+                version,
+                newest.version,
+            )
+    return newest.return_annotation
 
 
 def pending_children(steps: dict[str, StepRecord]) -> list[str]:

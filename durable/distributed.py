@@ -40,7 +40,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
-from durable.children import child_detail, child_of, link
+from durable.children import child_annotation, child_detail, child_of, link
 from durable.completion import (
     BatchItem,
     BatchResult,
@@ -330,7 +330,7 @@ def _result(
         if index > started or index in open_ or rec is None or not rec.status.final:
             items.append(BatchItem(index - 1, "canceled"))
         elif rec.status == StepStatus.DONE:
-            value = x.decode(rec.output, wf.return_annotation)
+            value = x.decode(rec.output, child_annotation(x, rec, wf))
             items.append(BatchItem(index - 1, "succeeded", value=value))
         else:
             error = ChildFailed(

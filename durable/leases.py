@@ -149,19 +149,26 @@ def apply_changes(run: RunRecord, changes: dict[str, Any]) -> RunRecord:
 # What a child's report changes in its parent's WAITING record, and nothing else: the
 # DynamoDB ledger writes these attributes in its update expression, the memory ledger
 # calls ``settle_child_record``; the contract suite holds the two to the same record.
-CHILD_REPORT_FIELDS = ("status", "output", "error_type", "error_summary", "updated_at")
+# (``detail`` only when the report names the child's version.)
+CHILD_REPORT_FIELDS = ("status", "output", "error_type", "error_summary", "updated_at", "detail")
 
 
 def settle_child_record(waiting: StepRecord, report: ChildReport, now: str) -> StepRecord:
     """The parent's record at ``report.position`` once its child's report is in: the
-    child's result (DONE) or its error (TERMINAL_FAILED, error type and message), the
-    rest of the record (its name, the child's id in ``detail``, its fence) unchanged."""
+    child's result (DONE) or its error (TERMINAL_FAILED, error type and message), and
+    ``detail`` naming the child and the version it ran (the result is decoded by that
+    version's annotation); the rest of the record (its name, its fence) unchanged. A
+    report without a version (a child of an older engine) leaves the detail as it was."""
+    detail = waiting.detail
+    if report.version is not None:
+        detail = {"child": report.child_id, "version": report.version}
     return replace(
         waiting,
         status=report.status,
         output=report.output,
         error_type=report.error_type,
         error_summary=report.error_message,
+        detail=detail,
         updated_at=now,
     )
 

@@ -76,7 +76,8 @@ TRANSACTION_BYTES = 3_900_000
 class ChildReport:
     """What a child run's final write tells its parent (``durable.children``): the
     parent's record at ``position`` (WAITING for ``child_id``) becomes ``status`` (DONE
-    with the child's ``output``, or TERMINAL_FAILED with its error)."""
+    with the child's ``output``, or TERMINAL_FAILED with its error), and names the
+    ``version`` the child ran."""
 
     parent_id: str
     position: str
@@ -85,6 +86,9 @@ class ChildReport:
     output: str | None = None
     error_type: str | None = None
     error_message: str | None = None
+    # The version of its workflow the child ran: the parent decodes its result by that
+    # version's annotation, not the newest's (a v1 child may end after v2 is deployed).
+    version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,6 +175,13 @@ class LocalRunner:
 
     # --- operations -------------------------------------------------------------------
 
+    def deploy(self, app: App) -> None:
+        """New code takes over, as a deploy does: every run in flight goes on with ``app``
+        from its next invocation (replaying its ledger on the new code), and new starts
+        get ``app``'s newest versions. Keep the versions runs are pinned to registered."""
+        self.app = app
+        self.engine.app = app
+
     def start(self, workflow: str, input: Any = None, **kwargs: Any) -> RunRecord:
         """Start a run of ``workflow`` with ``input`` (keyword arguments go to
         ``Engine.start``, e.g. ``idempotency_key``); ``run_until_idle`` then runs it."""

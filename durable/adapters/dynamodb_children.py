@@ -155,6 +155,9 @@ class ChildrenMixin(TableBase):
                 removes.append(e.name(name))
             else:
                 sets.append(f"{e.name(name)} = {e.value(s(value), name)}")
+        if report.version is not None:  # the child and the version it ran
+            text = json.dumps(settled.detail, separators=(",", ":"))
+            sets.append(f"{e.name('detail')} = {e.value(s(text), 'settled')}")
         update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         kind, status, detail = e.name("kind"), e.name("status"), e.name("detail")
         # The record names this child (its detail, stored as compact JSON, is exactly

@@ -184,7 +184,25 @@ def test_a_report_never_settles_a_record_of_another_kind(ledger: Any) -> None:
 def test_the_report_changes_only_the_fields_the_rule_names() -> None:
     """DynamoDB's update expression and the memory ledger's ``settle_child_record``
     change the same attributes (the cases above compare whole records on both)."""
-    assert CHILD_REPORT_FIELDS == ("status", "output", "error_type", "error_summary", "updated_at")
+    assert CHILD_REPORT_FIELDS == (
+        "status",
+        "output",
+        "error_type",
+        "error_summary",
+        "updated_at",
+        "detail",
+    )
+
+
+def test_a_report_names_the_version_the_child_ran(ledger: Any) -> None:
+    """The settled record says which version of its workflow the child ran, so the
+    parent decodes its result by that version's annotation (issue 31, hole 2); a report
+    without one (an older engine's child) leaves the record's detail as it was."""
+    _, child = started(ledger)
+    versioned = ChildReport("RUN1", "0001", "KID1", StepStatus.DONE, output='"v1"', version=1)
+    assert ledger.finish_child("KID1", child, FINAL, versioned, now=t(5))[1]
+    settled = ledger.get_step("RUN1", "0001")
+    assert (settled.status, settled.detail) == (StepStatus.DONE, {"child": "KID1", "version": 1})
 
 
 def test_a_report_from_another_child_never_settles_the_record(ledger: Any) -> None:

@@ -1,0 +1,98 @@
+"""Child runs at the edges a reviewer found (issue 31, holes 1 and 2): a keyed child that
+an operator already ran, and a child that ends after a new version of its workflow."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from durable import App, Context, RunStatus, StepStatus
+from durable.model import StepKind
+from durable.testing import LocalRunner
+
+
+def test_a_keyed_child_adopts_the_finished_run_an_operator_started_with_that_key() -> None:
+    """GIVEN ``price`` already ran to SUCCEEDED with key K and input "abcd", started by an
+    operator (``durable start --key K``: not anybody's child) WHEN a workflow runs
+    ``ctx.run_child(price, "abcd", id=K)`` THEN it gets that run's result without running
+    it again, and succeeds (it failed with "is not a child run")."""
+    app = App()
+    ran: list[str] = []
+
+    @app.workflow(name="price")
+    def price(ctx: Context, sku: str) -> int:
+        ran.append(sku)
+        return len(sku)
+
+    @app.workflow(name="order")
+    def order(ctx: Context, key: str) -> int:
+        return int(ctx.run_child("price", "abcd", id=key)) * 10
+
+    runner = LocalRunner(app)
+    operator = runner.start("price", "abcd", idempotency_key="sku-1")
+    runner.run_until_idle()
+    assert runner.get_run(operator.run_id).status == RunStatus.SUCCEEDED
+    parent = runner.start("order", "sku-1")
+    runner.run_until_idle()
+    done = runner.get_run(parent.run_id)
+    assert (done.status, done.output) == (RunStatus.SUCCEEDED, "40"), done.error
+    assert ran == ["abcd"]  # the child's body ran once: for the operator
+    (record,) = [s for s in runner.history(parent.run_id) if s.kind == StepKind.CHILD]
+    assert record.detail == {"child": operator.run_id, "version": 1}
+
+
+class QuoteV1(BaseModel):
+    cents: int
+
+
+class QuoteV2(BaseModel):
+    amount: float
+    currency: str
+
+
+def _versions(app: App, *, with_v2: bool) -> None:
+    @app.workflow(name="quote", version=1)
+    def quote_v1(ctx: Context, sku: str) -> QuoteV1:
+        ctx.wait_for_signal("go")
+        return QuoteV1(cents=len(sku) * 100)
+
+    if with_v2:
+
+        @app.workflow(name="quote", version=2)
+        def quote_v2(ctx: Context, sku: str) -> QuoteV2:
+            ctx.wait_for_signal("go")
+            return QuoteV2(amount=len(sku), currency="EUR")
+
+
+def test_a_childs_result_is_decoded_by_the_version_the_child_ran() -> None:
+    """GIVEN a parent whose v1 child is still running WHEN v2 of the child's workflow
+    (another result type) is deployed and the v1 child then succeeds THEN the parent
+    decodes the result as v1 wrote it and succeeds (it failed with a ValidationError:
+    the newest version's annotation was used), in ``run_child`` and in a distributed map."""
+    before, after = App(), App()
+    _versions(before, with_v2=False)
+    _versions(after, with_v2=True)
+    for app in (before, after):
+
+        @app.workflow(name="order")
+        def order(ctx: Context, sku: str) -> int:
+            quote = ctx.run_child("quote", sku)
+            return int(quote.cents)
+
+        @app.workflow(name="orders")
+        def orders(ctx: Context, skus: list[str]) -> list[int]:
+            quotes = ctx.map("quote", skus, distributed=True).values()
+            return [int(q.cents) for q in quotes]
+
+    runner = LocalRunner(before)
+    one = runner.start("order", "abc")
+    many = runner.start("orders", ["a", "bb"])
+    runner.run_until_idle()
+    kids = [s for r in (one, many) for s in runner.history(r.run_id) if s.kind == StepKind.CHILD]
+    assert len(kids) == 3 and all(k.status == StepStatus.WAITING for k in kids)
+
+    runner.deploy(after)  # v2 is the newest now; the v1 children are still waiting
+    for kid in kids:
+        runner.signal(str((kid.detail or {})["child"]), "go")
+    runner.run_until_idle()
+    assert runner.get_run(one.run_id).output == "300", runner.get_run(one.run_id).error
+    assert runner.get_run(many.run_id).output == "[100,200]", runner.get_run(many.run_id).error
