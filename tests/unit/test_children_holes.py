@@ -75,12 +75,12 @@ def test_a_childs_result_is_decoded_by_the_version_the_child_ran() -> None:
 
         @app.workflow(name="order")
         def order(ctx: Context, sku: str) -> int:
-            quote = ctx.run_child("quote", sku)
+            quote: QuoteV1 = ctx.run_child("quote", sku)
             return int(quote.cents)
 
         @app.workflow(name="orders")
         def orders(ctx: Context, skus: list[str]) -> list[int]:
-            quotes = ctx.map("quote", skus, distributed=True).values()
+            quotes: list[QuoteV1] = ctx.map("quote", skus, distributed=True).values()
             return [int(q.cents) for q in quotes]
 
     runner = LocalRunner(before)
