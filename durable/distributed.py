@@ -96,6 +96,7 @@ def run_distributed(
     window = max_concurrency or DEFAULT_WINDOW
     position = x.next_position()
     rec = x.recorded(position, name, StepKind.BATCH)
+    _check_replayed_items(x, wf, position, items)
     if rec is not None and rec.status == StepStatus.DONE and rec.output is not None:
         decision = json.loads(rec.output)
         if decision["n"] != total:
@@ -208,6 +209,63 @@ def _item_position(position: str, index: int) -> str:
     return f"{position}.{position_path(index)}"
 
 
+def _item_digest(wf: WorkflowDef, item: Any) -> str | None:
+    """What an item's child id is derived from besides its position: the hash of the
+    child's input as it would be stored. None for a workflow whose input holds secrets
+    (sealing is randomized, so no stable digest): its children are told apart by
+    position only, and a change to their items is not seen."""
+    if serde.has_secrets(wf.input_annotation):
+        return None
+    text = serde.validate_input(item, wf.input_annotation, wf.name, None)
+    return serde.identity_hash(text)[:32]
+
+
+def _child_id(wf: WorkflowDef, stem: str, at: str, digest: str | None) -> str:
+    key = stem + at if digest is None else f"{stem}{at}#{digest}"
+    return derived_run_id(wf.name, key, "child")
+
+
+def _check_replayed_items(
+    x: Execution, wf: WorkflowDef, position: str, items: Sequence[Any]
+) -> None:
+    """The items of a map that started children are the items it started them with: a
+    replay with fewer items (the dropped ones' children would never be waited for nor
+    canceled), another workflow, or another item at a started position is a
+    ``NonDeterminismError``, as an inline map's is. An item's child id is derived from
+    its position and its input (``_item_digest``), so this reads nothing; a child started
+    by an engine that derived ids from the position alone is taken as it is."""
+    prefix = position + "."
+    started = [p for p in x.steps if p.startswith(prefix) and "." not in p[len(prefix) :]]
+    if not started:
+        return
+    stem = f"{x.run.run_id}.{incarnation(x.run)}@"
+    for at in sorted(started):
+        index = int(at[len(prefix) :])
+        rec = x.steps[at]
+        if index > len(items):
+            x.nondeterminism = NonDeterminismError(
+                at, f"map item {index} (child run {child_of(rec)})", f"a map of {len(items)}"
+            )
+            raise x.nondeterminism
+        if rec.name != wf.name:
+            x.nondeterminism = NonDeterminismError(
+                at, f"a child of {rec.name!r}", f"a map of workflow {wf.name!r}"
+            )
+            raise x.nondeterminism
+        found = child_of(rec)
+        try:
+            digest = _item_digest(wf, items[index - 1])
+        except InvalidInput:  # it was valid when its child started: it changed
+            digest = "an item that is no longer valid"
+        if found not in (_child_id(wf, stem, at, digest), _child_id(wf, stem, at, None)):
+            x.nondeterminism = NonDeterminismError(
+                at,
+                f"map item {index} started with another input (child run {found})",
+                f"item {index} changed",
+            )
+            raise x.nondeterminism
+
+
 def _count(x: Execution, position: str, total: int) -> tuple[int, list[int], int, int]:
     """(started, open indices, succeeded, failed) from the items' records. Items start
     in order, so the started ones are 1..started."""
@@ -237,7 +295,7 @@ def _start(
     pending: list[tuple[StepRecord, RunRecord]] = []
     for index in range(first, last + 1):
         at = _item_position(position, index)
-        child_id = derived_run_id(wf.name, stem + at, "child")
+        child_id = _child_id(wf, stem, at, _item_digest(wf, items[index - 1]))
         child = x.engine.new_run(
             wf,
             items[index - 1],

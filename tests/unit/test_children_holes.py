@@ -3,6 +3,7 @@ an operator already ran, and a child that ends after a new version of its workfl
 
 from __future__ import annotations
 
+import pytest
 from pydantic import BaseModel
 
 from durable import App, Context, RunStatus, StepStatus
@@ -96,3 +97,73 @@ def test_a_childs_result_is_decoded_by_the_version_the_child_ran() -> None:
     runner.run_until_idle()
     assert runner.get_run(one.run_id).output == "300", runner.get_run(one.run_id).error
     assert runner.get_run(many.run_id).output == "[100,200]", runner.get_run(many.run_id).error
+
+
+def _map_app(items: list[str]) -> App:
+    app = App()
+
+    @app.workflow(name="greet")
+    def greet(ctx: Context, name: str) -> str:
+        ctx.wait_for_signal("go")
+        return f"hi {name}"
+
+    @app.workflow(name="greet-all")
+    def greet_all(ctx: Context) -> list[str]:
+        return ctx.map("greet", items, distributed=True, max_concurrency=2).values()
+
+    return app
+
+
+def _open_map(items: list[str]) -> tuple[LocalRunner, str]:
+    runner = LocalRunner(_map_app(items))
+    run = runner.start("greet-all")
+    runner.run_until_idle()
+    kids = [s for s in runner.history(run.run_id) if s.kind == StepKind.CHILD]
+    assert len(kids) == 2 and runner.get_run(run.run_id).status == RunStatus.WAITING
+    return runner, run.run_id
+
+
+def _replayed_on(runner: LocalRunner, run_id: str, items: list[str]) -> str:
+    runner.deploy(_map_app(items))
+    runner.signal(run_id, "wake")  # any event: the parent replays on the new code
+    runner.run_until_idle()
+    return str(runner.get_run(run_id).status.value)
+
+
+def test_a_distributed_map_replayed_with_fewer_items_is_nondeterministic() -> None:
+    """GIVEN a distributed map whose first two children are running WHEN its code now
+    maps one item THEN the run is parked as nondeterministic (it succeeded over the
+    shorter list, leaving the dropped item's child waiting for ever)."""
+    runner, run_id = _open_map(["ada", "bob", "cy"])
+    assert _replayed_on(runner, run_id, ["ada"]) == "FAILED"
+    run = runner.get_run(run_id)
+    assert run.needs_attention and run.error is not None
+    assert run.error.type == "NonDeterminismError" and "map item 2" in run.error.message
+
+
+def test_a_distributed_map_replayed_with_another_item_is_nondeterministic() -> None:
+    runner, run_id = _open_map(["ada", "bob", "cy"])
+    assert _replayed_on(runner, run_id, ["ada", "eve", "cy"]) == "FAILED"
+    run = runner.get_run(run_id)
+    assert run.error is not None and run.error.type == "NonDeterminismError"
+    assert "item 2 changed" in run.error.message
+
+
+def test_the_same_items_replay_and_children_of_an_older_engine_are_taken_as_they_are(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Children whose ids an older engine derived from their position alone are the
+    map's own: a replay with the same items goes on and the map completes."""
+    from durable import distributed
+
+    monkeypatch.setattr(distributed, "_item_digest", lambda wf, item: None)
+    runner, run_id = _open_map(["ada", "bob", "cy"])
+    monkeypatch.undo()
+    assert _replayed_on(runner, run_id, ["ada", "bob", "cy"]) == "WAITING"
+    for _ in range(3):
+        for kid in [s for s in runner.history(run_id) if s.kind == StepKind.CHILD]:
+            if kid.status == StepStatus.WAITING:
+                runner.signal(str((kid.detail or {})["child"]), "go")
+        runner.run_until_idle()
+    done = runner.get_run(run_id)
+    assert (done.status, done.output) == (RunStatus.SUCCEEDED, '["hi ada","hi bob","hi cy"]')
