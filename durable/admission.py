@@ -58,10 +58,17 @@ class Admission:
         self.config = engine.config
 
     def gate_for(self, wf: WorkflowDef, input_text: str) -> str | None:
-        """The concurrency gate a new run of ``wf`` with this input takes a slot in."""
-        if wf.concurrency is None:
+        """The concurrency gate a new run of ``wf`` with this input takes a slot in. Its
+        rate limit's key is read too: an input that lacks either key is ``InvalidInput``
+        naming the field here, when the run is started, before anything is written (not
+        a failure of the run when a worker admits it)."""
+        if wf.concurrency is None and wf.rate_limit is None:
             return None
         value = json.loads(input_text) if input_text else None
+        if wf.rate_limit is not None:
+            key_value(wf.rate_limit.key, value, wf.name)
+        if wf.concurrency is None:
+            return None
         return gate_name("C", wf.name, key_value(wf.concurrency.key, value, wf.name))
 
     # --- before the replay -------------------------------------------------------------

@@ -134,7 +134,7 @@ def run_distributed(
         free = window - len(open_)
         if free > 0 and started < total:
             if started == 0:
-                _check_items(wf, items)
+                _check_items(x, wf, items)
             _start(x, wf, position, items, started + 1, min(total, started + free))
         elif not _refresh(x, position, open_, looked):
             raise x.suspend(None, position, replayed=True)
@@ -164,17 +164,18 @@ def _check(name: str, wf: WorkflowDef, total: int, rule: Completion) -> None:
         )
 
 
-def _check_items(wf: WorkflowDef, items: Sequence[Any]) -> None:
-    """Every item against the workflow's input type, before the first child starts: a bad
-    item is the caller's mistake, found at the call with nothing started (its children
-    would keep running after the parent failed). Inputs with secrets are checked as each
-    child starts (sealing them needs the child's key)."""
+def _check_items(x: Execution, wf: WorkflowDef, items: Sequence[Any]) -> None:
+    """Every item against the workflow's input type and its flow-control keys, before the
+    first child starts: a bad item is the caller's mistake, found at the call with nothing
+    started (its children would keep running after the parent failed). Inputs with
+    secrets are checked as each child starts (sealing them needs the child's key)."""
     annotation = wf.input_annotation
     if serde.has_secrets(annotation):
         return
     for index, item in enumerate(items, start=1):
         try:
-            serde.validate_input(item, annotation, wf.name, None)
+            text = serde.validate_input(item, annotation, wf.name, None)
+            x.engine.admission.gate_for(wf, text)
         except InvalidInput as e:
             raise InvalidInput(f"map item {index} (of {len(items)}): {e}", field="items") from e
 

@@ -108,7 +108,19 @@ def key_value(key: str | KeyFn | None, value: Any, workflow: str) -> str:
     if key is None:
         return ""
     if callable(key):
-        found = key(value)
+        try:
+            found = key(value)
+        except Exception as e:  # the function's own error: the input lacks what it reads
+            from durable.errors import InvalidInput
+
+            missing = f"input.{e.args[0]}" if isinstance(e, KeyError) and e.args else "input"
+            name = getattr(key, "__name__", "key function")
+            raise InvalidInput(
+                f"workflow {workflow!r} limits runs per the key {name} finds in the input, "
+                f"which failed on this input ({type(e).__name__}: {e}); send an input it "
+                "can read",
+                field=missing,
+            ) from e
     else:
         found = value
         for part in key.split("."):
