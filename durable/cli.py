@@ -536,6 +536,8 @@ def cmd_answer(args: argparse.Namespace, approve: bool) -> int:
             f"{_run_path(args, args.run)}/waits/{name}",
             ({"result": result} if approve else {"error": error}),
         )
+        if args.position:  # one of several callbacks of that name (map branches)
+            body["position"] = args.position
     answer = call(args, "POST", path, body)
     print(f"{'approved' if approve else 'rejected'}: run {answer['run_id']} will resume")
     return 0
@@ -765,6 +767,11 @@ def parser() -> argparse.ArgumentParser:
         "--workflow",
         help=SCOPED_HELP,
     )
+    approve.add_argument(
+        "--position",
+        help="which callback of that name, when several wait (map branches): its position, "
+        "as `durable show RUN_ID` lists it",
+    )
     approve.set_defaults(func=lambda a: cmd_answer(a, True))
 
     reject = sub.add_parser(
@@ -775,6 +782,11 @@ def parser() -> argparse.ArgumentParser:
     reject.add_argument(
         "--workflow",
         help=SCOPED_HELP,
+    )
+    reject.add_argument(
+        "--position",
+        help="which callback of that name, when several wait (map branches): its position, "
+        "as `durable show RUN_ID` lists it",
     )
     reject.add_argument("--reason")
     reject.set_defaults(func=lambda a: cmd_answer(a, False))

@@ -385,14 +385,17 @@ class Engine:
         result: Any = None,
         error: Any = None,
         requested_by: str | None = None,
+        position: str | None = None,
     ) -> StepRecord:
         """Answer the run's pending callback ``name`` as an operator (no token): ``result``
-        (any JSON) or ``error`` ({type, message}). Raises ``CallbackNotFound`` (no such
-        wait), ``CallbackAlreadyCompleted``, ``CallbackExpired``, ``InvalidState`` (the run
-        finished); nothing is written in any of these."""
+        (any JSON) or ``error`` ({type, message}). When several callbacks of that name wait
+        (map branches), ``position`` says which. Raises ``CallbackNotFound`` (no such
+        wait), ``AmbiguousWait`` (several wait and no position), ``CallbackAlreadyCompleted``,
+        ``CallbackExpired``, ``InvalidState`` (the run finished); nothing is written in any
+        of these."""
         from durable.events import complete_wait
 
-        return complete_wait(self, run_id, name, result, error, requested_by)
+        return complete_wait(self, run_id, name, result, error, requested_by, position)
 
     def signal(
         self,

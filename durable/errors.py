@@ -122,6 +122,15 @@ class CallbackAlreadyCompleted(DurableError):
     """The callback was already answered: HTTP 409."""
 
 
+class AmbiguousWait(DurableError):
+    """Several callbacks of that name are waiting (map branches that each wait on it): the
+    answer must name one by its position. HTTP 409; ``positions`` lists them."""
+
+    def __init__(self, message: str, positions: list[str]) -> None:
+        super().__init__(message)
+        self.positions = positions
+
+
 class CallbackExpired(DurableError):
     """The callback's timeout passed before the answer arrived: HTTP 410."""
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable import serde, tokens
 from durable.errors import (
+    AmbiguousWait,
     CallbackAlreadyCompleted,
     CallbackExpired,
     CallbackNotFound,
@@ -150,12 +151,18 @@ def complete_wait(
     result: Any = None,
     error: Any = None,
     requested_by: str | None = None,
+    position: str | None = None,
 ) -> StepRecord:
     """An operator's answer to a run's pending callback, by run id and wait name (the
     management API, IAM-authorized): no token needed, so nothing an operator sees or the
     ledger holds can answer in their place. The answer is the same conditional write a
     token's is (pending, not expired, with the inbox bump); ``completed_by`` records who.
-    Returns the answered step."""
+    Returns the answered step.
+
+    Which callback: the one waiting under that name. When several wait under it (map
+    branches that each ask for an approval), the answer must name one by ``position``;
+    without it, ``AmbiguousWait`` lists them and nothing is written. When none waits,
+    the latest of that name says why (answered: 409, expired: 410)."""
     try:
         check_wait_name(name, "callback")
     except ValueError as e:
@@ -176,7 +183,7 @@ def complete_wait(
         raise CallbackNotFound(
             f"run {run_id} has no callback named {name!r}; `durable show {run_id}` lists its waits"
         )
-    rec = named[-1]  # a loop may wait on the same name again: the latest is the live one
+    rec = _the_wait(run_id, name, named, position)
     now = format_time(engine.clock.now())
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
         _refuse(rec, now)
@@ -185,6 +192,30 @@ def complete_wait(
     answered.detail = {**(rec.detail or {}), "completed_by": requested_by or "operator"}
     _deliver(engine, answered, rec.token_hash, now)
     return answered
+
+
+def _the_wait(run_id: str, name: str, named: list[StepRecord], position: str | None) -> StepRecord:
+    """The callback an answer by name is for (see ``complete_wait``)."""
+    if position is not None:
+        for rec in named:
+            if rec.position == position:
+                return rec
+        raise CallbackNotFound(
+            f"run {run_id} has no callback named {name!r} at {position}; its callbacks of "
+            f"that name are at {', '.join(r.position for r in named)}"
+        )
+    waiting = [rec for rec in named if rec.status == StepStatus.WAITING]
+    if len(waiting) > 1:
+        at = [rec.position for rec in waiting]
+        raise AmbiguousWait(
+            f"run {run_id} has {len(at)} callbacks named {name!r} waiting, at "
+            f'{", ".join(at)}: answer one by its position ("position" in the request, '
+            f"`durable approve {run_id} {name} --position {at[0]}`)",
+            at,
+        )
+    # One waiting, or none: a loop may wait on the same name again, and the latest is
+    # the live one (or says why none is: answered, expired).
+    return waiting[0] if waiting else named[-1]
 
 
 def signal_key_hash(key: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from durable.api.models import ErrorDetail, ErrorResponse
 from durable.errors import (
+    AmbiguousWait,
     CallbackAlreadyCompleted,
     CallbackExpired,
     CallbackNotFound,
@@ -79,6 +80,10 @@ def answer(error: Exception) -> Answer:
         return _answer(
             error.status, error.kind, str(error), error.field, retry_after=error.retry_after
         )
+    if isinstance(error, AmbiguousWait):
+        found = _answer(409, "AmbiguousWait", str(error), "position")
+        found.body.error.positions = error.positions
+        return found
     for cls, status in _STATUS:
         if isinstance(error, cls):
             field = error.field if isinstance(error, InvalidInput) else None

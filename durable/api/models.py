@@ -54,6 +54,13 @@ class CallbackRequest(_Body):
         return self
 
 
+class WaitAnswer(CallbackRequest):
+    """An operator's answer to a callback by its name: ``position`` picks one when several
+    of that name wait (map branches each asking for an approval; a 409 lists them)."""
+
+    position: Annotated[str | None, Field(pattern=r"^\d{4}(\.\d{4})*$")] = None
+
+
 class CancelRequest(_Body):
     reason: Annotated[str, Field(min_length=1, max_length=1000)]
     compensate: bool = False
@@ -76,6 +83,8 @@ class ErrorDetail(BaseModel):
     type: str
     message: str
     field: str | None = None
+    # AmbiguousWait: the positions of the callbacks of that name that wait (send one).
+    positions: list[str] | None = None
 
 
 class ErrorResponse(BaseModel):

@@ -23,7 +23,6 @@ from durable.api.errors import Answer, HttpError, answer, validation_answer
 from durable.api.models import (
     CallbackAccepted,
     CallbackError,
-    CallbackRequest,
     CancelRequest,
     ErrorResponse,
     ForkRequest,
@@ -37,6 +36,7 @@ from durable.api.models import (
     ScheduleList,
     ScheduleView,
     SignalAccepted,
+    WaitAnswer,
     WorkflowList,
 )
 from durable.api.service import ApiService, StartRequest, parse_json
@@ -281,7 +281,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         tags=["operator"],
         responses={**_ok(202, "Answer recorded"), **_errors(*BODY, 404, 409, 410)},
     )
-    def complete_wait(run_id: str, name: str, body: CallbackRequest) -> Response[CallbackAccepted]:
+    def complete_wait(run_id: str, name: str, body: WaitAnswer) -> Response[CallbackAccepted]:
         answered = service().complete_wait(unquote(run_id), unquote(name), body, caller())
         return _json(202, answered)
 
@@ -377,7 +377,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         responses={**_ok(202, "Answer recorded"), **_errors(*BODY, 404, 409, 410)},
     )
     def complete_workflow_wait(
-        name: str, run_id: str, wait: str, body: CallbackRequest
+        name: str, run_id: str, wait: str, body: WaitAnswer
     ) -> Response[CallbackAccepted]:
         scoped = _scoped(name, run_id)
         return _json(202, service().complete_wait(scoped, unquote(wait), body, caller()))

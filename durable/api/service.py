@@ -20,7 +20,6 @@ from durable.api.models import (
     AuditEntry,
     CallbackAccepted,
     CallbackError,
-    CallbackRequest,
     CancelRequest,
     ForkRequest,
     HookAccepted,
@@ -35,6 +34,7 @@ from durable.api.models import (
     SignalAccepted,
     SignalView,
     StepView,
+    WaitAnswer,
     WorkflowList,
     WorkflowView,
     json_value,
@@ -393,7 +393,7 @@ class ApiService:
         return CallbackAccepted(run_id=run_id, outcome="error")
 
     def complete_wait(
-        self, run_id: str, name: str, request: CallbackRequest, requested_by: str | None
+        self, run_id: str, name: str, request: WaitAnswer, requested_by: str | None
     ) -> CallbackAccepted:
         """An operator answers the run's pending callback by its name (IAM, no token)."""
         error = request.error.model_dump() if request.error is not None else None
@@ -403,6 +403,7 @@ class ApiService:
             result=request.result,
             error=error,
             requested_by=requested_by,
+            position=request.position,
         )
         return CallbackAccepted(run_id=run_id, outcome="error" if error else "result")
 

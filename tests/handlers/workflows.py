@@ -61,6 +61,16 @@ def approval(ctx: Context, request: dict[str, Any]) -> dict[str, Any]:
     return {"approved": answer}
 
 
+@app.workflow(name="approvals")
+def approvals(ctx: Context, lines: list[str]) -> list[Any]:
+    """One approval per line, each branch waiting on a callback of the same name."""
+
+    def ask(c: Context, line: str) -> Any:
+        return c.wait_for_callback("approval", timeout=timedelta(days=1))
+
+    return ctx.map(ask, lines, name="lines").values()
+
+
 @app.workflow(name="signalled")
 def signalled(ctx: Context) -> Any:
     return ctx.wait_for_signal("go", timeout=timedelta(days=1))

@@ -444,21 +444,26 @@ function stepName(run, position) {
 function actions(run, refresh) {
   const buttons = [];
   const path = runPath(run);
-  for (const step of run.steps) {
-    if (step.kind !== "callback" || step.status !== "WAITING") continue;
+  const waiting = run.steps.filter((x) => x.kind === "callback" && x.status === "WAITING");
+  for (const step of waiting) {
     const wait = `${path}/waits/${encodeURIComponent(step.name)}`;
+    // Several callbacks of one name wait (map branches): each button answers its own,
+    // by position, and says which.
+    const twins = waiting.filter((x) => x.name === step.name).length > 1;
+    const label = twins ? `${step.name} at ${step.position}` : step.name;
+    const which = { position: step.position };
     buttons.push(
-      button(`Approve ${step.name}`, "approve", {
-        title: `Approve “${step.name}”`,
+      button(`Approve ${label}`, "approve", {
+        title: `Approve “${label}”`,
         text: "The run goes on with this result.",
         fields: [["result", "Result (JSON)", "true"]],
-        send: (v) => api("POST", wait, { result: parseJson(v.result, "result") }),
+        send: (v) => api("POST", wait, { result: parseJson(v.result, "result"), ...which }),
       }, refresh),
-      button(`Reject ${step.name}`, "reject", {
-        title: `Reject “${step.name}”`,
+      button(`Reject ${label}`, "reject", {
+        title: `Reject “${label}”`,
         text: "The wait fails with this error; the workflow decides what follows.",
         fields: [["message", "Reason", ""]],
-        send: (v) => api("POST", wait, { error: { type: "Rejected", message: v.message } }),
+        send: (v) => api("POST", wait, { error: { type: "Rejected", message: v.message }, ...which }),
       }, refresh),
     );
   }
