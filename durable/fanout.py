@@ -49,15 +49,18 @@ from durable.completion import (
 from durable.context import Context
 from durable.cursor import Cursor, bind_cursor
 from durable.determinism import carried
+from durable.children import child_of
 from durable.errors import (
     InvalidInput,
+    InvalidState,
     NonDeterminismError,
     RunCanceled,
+    RunNotFound,
     StepFailed,
     StorageError,
 )
 from durable.interrupts import BranchParked, BranchStopped, DryRunComplete, message_of
-from durable.model import StepKind, StepStatus, position_key
+from durable.model import StepKind, StepStatus, position_key, position_path
 from durable.retry import error_type_name
 from durable.sagas import run_compensations
 from durable.turns import Turn
@@ -129,6 +132,7 @@ def run_batch(
             )
             raise x.nondeterminism
         _rebuild(x, caller, runs, decision)
+        _cancel_children(x, position, decision)
         return _result(x, name, decision, runs)
     workers = max_concurrency or min(len(runs), DEFAULT_THREADS)
     _run_threads(x, runs, rule, workers, Context(x))
@@ -318,6 +322,7 @@ def _conclude(
         raise
     if stored.output and stored.output != text:
         decision = json.loads(stored.output)  # a decision recorded before this one wins
+    _cancel_children(x, position, decision)
     _compensate_canceled(x, caller, runs, decision)
     return _result(x, name, decision, runs)
 
@@ -354,6 +359,33 @@ def _merge(caller: Cursor, runs: list[_Branch]) -> None:
     for b in runs:
         caller.compensations.extend(b.cursor.compensations)
         b.cursor.compensations.clear()
+
+
+def _cancel_children(x: Execution, position: str, decision: dict[str, Any]) -> None:
+    """Cancel, with their compensations, the child runs a canceled branch still waits for
+    (``run_child``, ``start_child``, a distributed map's items, at any depth in it), as a
+    distributed map cancels its open items: the decision went on without the branch, so
+    nothing will wait for them. Idempotent, so it runs again on every replay of the
+    decision (a crash after the decision, before the cancels, leaves none running)."""
+    canceled = [
+        f"{position}.{position_path(i)}."
+        for i, item in enumerate(decision["items"], start=1)
+        if item["s"] == "canceled"
+    ]
+    if not canceled:
+        return
+    for at, rec in sorted(x.steps.items()):
+        if rec.kind != StepKind.CHILD or rec.status.final or not at.startswith(tuple(canceled)):
+            continue
+        try:
+            x.engine.cancel(
+                child_of(rec),
+                f"branch of batch {position} of run {x.run.run_id} was canceled",
+                compensate=True,
+                requested_by=f"run {x.run.run_id}",
+            )
+        except (InvalidState, RunNotFound):
+            continue  # it ended meanwhile, or its retention ended
 
 
 def _compensate_canceled(

@@ -167,3 +167,41 @@ def test_the_same_items_replay_and_children_of_an_older_engine_are_taken_as_they
         runner.run_until_idle()
     done = runner.get_run(run_id)
     assert (done.status, done.output) == (RunStatus.SUCCEEDED, '["hi ada","hi bob","hi cy"]')
+
+
+def test_a_canceled_inline_branch_cancels_the_child_it_waits_for_with_its_undo() -> None:
+    """GIVEN ``ctx.parallel(..., completion="first_successful")`` whose slower branch waits
+    for a child run WHEN the other branch wins THEN the losing branch's child is canceled
+    and its compensation runs (it stayed WAITING for ever), as a distributed map's open
+    items are."""
+    app = App()
+    undone: list[str] = []
+
+    def release(hold: str) -> None:
+        undone.append(hold)
+
+    @app.workflow(name="hold-room")
+    def hold_room(ctx: Context, room: str) -> str:
+        ctx.step(lambda: f"held {room}", name="hold", compensate=release)
+        ctx.wait_for_signal("confirm")
+        return room
+
+    @app.workflow(name="book")
+    def book(ctx: Context) -> str:
+        result = ctx.parallel(
+            lambda c: c.wait_for_signal("walk-in"),
+            lambda c: c.run_child("hold-room", "blue"),
+            completion="first_successful",
+        )
+        return str(result.values()[0])
+
+    runner = LocalRunner(app)
+    run = runner.start("book")
+    runner.run_until_idle()  # the child holds the room and waits; so does the parent
+    runner.signal(run.run_id, "walk-in", "lobby")
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    (record,) = [s for s in runner.history(run.run_id) if s.kind == StepKind.CHILD]
+    child = runner.get_run(str((record.detail or {})["child"]))
+    assert child.status == RunStatus.CANCELED, child.status
+    assert undone == ["held blue"]
