@@ -36,6 +36,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from durable.children import child_of
 from durable.completion import (
     BatchItem,
     BatchResult,
@@ -49,7 +50,6 @@ from durable.completion import (
 from durable.context import Context
 from durable.cursor import Cursor, bind_cursor
 from durable.determinism import carried
-from durable.children import child_of
 from durable.errors import (
     InvalidInput,
     InvalidState,
