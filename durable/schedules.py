@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from durable.errors import InvalidInput, RegistrationError
+from durable.errors import InvalidInput, RegistrationError, StorageError
 from durable.flow import gate_name
 from durable.ids import derived_run_id
 from durable.model import RunStatus, format_time
@@ -37,6 +37,7 @@ from durable.recurrence import Cron, InvalidExpression, Rate, parse
 
 if TYPE_CHECKING:
     from durable.engine import Engine
+    from durable.ports import EffectRecord
 
 Overlap = Literal["allow", "skip", "buffer_one"]
 Missed = Literal["skip", "catch_up"]
@@ -123,24 +124,68 @@ def fire(engine: Engine, schedule: Schedule, scheduled_time: str, *, manual: str
     run_id = derived_run_id(schedule.workflow, key, None)
     if engine.ledger.get_run(run_id) is not None:
         return Fired(schedule.name, "duplicate", run_id)
-    if not manual:
-        late = engine.clock.now() - when
-        if late > schedule.grace and schedule.missed == "skip":
-            return Fired(schedule.name, "skipped_missed", detail=f"{late} late")
-        if schedule.overlap == "skip":
-            going = _running(engine, schedule, 1)
-            if going:
-                return Fired(schedule.name, "skipped_overlap", going[0], "an earlier run is going")
-        if schedule.overlap == "buffer_one":
-            going = _running(engine, schedule, 2)
-            if len(going) > 1:  # one going, one waiting for it: this fire adds nothing
-                return Fired(schedule.name, "skipped_overlap", going[0], "a fire is buffered")
-            run = engine.start(
-                schedule.workflow, schedule.input, idempotency_key=key, gate=schedule_gate(schedule)
-            )
-            return Fired(schedule.name, "started", run.run_id)
-    run = engine.start(schedule.workflow, schedule.input, idempotency_key=key)
+    if manual:  # outside the clock: no lateness rule; its own key
+        return _start(engine, schedule, key)
+    now = int(engine.clock.now().timestamp())
+    claim = engine.effects.store.begin(_verdict_key(key), now + VERDICT_CLAIM, now=now)
+    if claim is not None:
+        return _repeat(engine, schedule, key, claim)
+    fired = _decide(engine, schedule, key, when)
+    verdict = json.dumps({"result": fired.result, "run_id": fired.run_id, "detail": fired.detail})
+    engine.effects.store.complete(_verdict_key(key), verdict, now + VERDICT_KEPT)
+    return _start(engine, schedule, key) if fired.result == "started" else fired
+
+
+# A fire's verdict is recorded (the idempotency table) before it is acted on, so every
+# delivery of one fire gets the same verdict: a fire skipped while an earlier run went on
+# stays skipped when Scheduler delivers it again after that run ended. Kept past
+# Scheduler's retry window (24 hours at most) with a day to spare; a claim not completed
+# in VERDICT_CLAIM seconds (its worker died) is decided again by the next delivery.
+VERDICT_KEPT = 2 * 86_400
+VERDICT_CLAIM = 60
+
+
+def _verdict_key(key: str) -> str:
+    return f"{key}#verdict"
+
+
+def _decide(engine: Engine, schedule: Schedule, key: str, when: datetime) -> Fired:
+    """What a clock fire does: "started" (not yet: the caller starts it once the verdict is
+    recorded), or skipped, by the schedule's rules."""
+    late = engine.clock.now() - when
+    if late > schedule.grace and schedule.missed == "skip":
+        return Fired(schedule.name, "skipped_missed", detail=f"{late} late")
+    if schedule.overlap == "skip":
+        going = _running(engine, schedule, 1)
+        if going:
+            return Fired(schedule.name, "skipped_overlap", going[0], "an earlier run is going")
+    if schedule.overlap == "buffer_one":
+        going = _running(engine, schedule, 2)
+        if len(going) > 1:  # one going, one waiting for it: this fire adds nothing
+            return Fired(schedule.name, "skipped_overlap", going[0], "a fire is buffered")
+    return Fired(schedule.name, "started")
+
+
+def _start(engine: Engine, schedule: Schedule, key: str) -> Fired:
+    """The fire's keyed start: at most one run per key, however often it is called."""
+    gate = schedule_gate(schedule) if schedule.overlap == "buffer_one" else None
+    run = engine.start(schedule.workflow, schedule.input, idempotency_key=key, gate=gate)
     return Fired(schedule.name, "started", run.run_id)
+
+
+def _repeat(engine: Engine, schedule: Schedule, key: str, claim: EffectRecord) -> Fired:
+    """Another delivery of a fire already decided: its verdict, not a new one. A fire
+    decided "started" whose start a crash cut short is started now (the keyed start
+    makes that once)."""
+    if claim.reference is None:  # being decided by another delivery right now
+        raise StorageError(
+            f"fire {key} is being decided by another delivery; try again", retryable=True
+        )
+    verdict = json.loads(claim.reference)
+    if verdict["result"] == "started":
+        started = _start(engine, schedule, key)
+        return Fired(schedule.name, "duplicate", started.run_id)
+    return Fired(schedule.name, "duplicate", verdict.get("run_id"), f"{verdict['result']} already")
 
 
 def schedule_gate(schedule: Schedule) -> str:
