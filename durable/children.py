@@ -64,8 +64,8 @@ _CHILD_SCOPE = "child"
 class ChildHandle:
     """A child run started by ``ctx.start_child``: ``run_id`` names it (``durable show``);
     ``result()`` waits for its end, as ``ctx.run_child`` does. Never calling ``result()``
-    is fire and forget: the child runs to its end whatever the parent does, unless the
-    parent is canceled while it waits."""
+    is fire and forget: the child runs to its end whether the parent succeeds or fails;
+    canceling the parent cancels it (a cancel stops the parent's work, children included)."""
 
     run_id: str
     workflow: str

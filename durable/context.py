@@ -315,8 +315,9 @@ class Context:
         self, workflow: str | Callable[..., Any], input: Any = None, *, id: str | None = None
     ) -> ChildHandle:
         """Start a child run (see ``run_child``) without waiting: ``handle.result()``
-        waits for it later, and never calling it is fire and forget (the child runs to
-        its end even after this run ends, unless this run is canceled first)."""
+        waits for it later, and never calling it is fire and forget: the child runs to its
+        end even after this run succeeds or fails. Canceling this run cancels it, awaited
+        or not, while it runs."""
         from durable.children import start_child
 
         return start_child(self._exec, workflow, input, id)

@@ -115,7 +115,19 @@ _PATCHES: list[tuple[Any, str]] = [
 ]
 
 
-class _GuardedDatetime(_dt.datetime):
+class _StandIn(type):
+    """The stand-ins' metaclass: ``isinstance(x, datetime)`` in guarded workflow code is
+    True for every real datetime (``ctx.now()`` returns one), as it is deployed, where
+    the name is the real class."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, cls.__mro__[1])
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, cls.__mro__[1])
+
+
+class _GuardedDatetime(_dt.datetime, metaclass=_StandIn):
     # While the guard is on, a module's ``datetime`` name is this class, so a dataclass
     # of that module whose string annotations pydantic resolves then (``from __future__
     # import annotations``) meets it as a field type: it is a datetime to pydantic.
@@ -142,7 +154,7 @@ class _GuardedDatetime(_dt.datetime):
         return super().today()
 
 
-class _GuardedDate(_dt.date):
+class _GuardedDate(_dt.date, metaclass=_StandIn):
     @classmethod
     def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
         return handler.generate_schema(_dt.date)

@@ -43,6 +43,7 @@ from durable.lease_keeping import LeaseKeeping
 from durable.model import (
     RunHistory,
     RunRecord,
+    RunStatus,
     StepKind,
     StepRecord,
     StepStatus,
@@ -525,8 +526,11 @@ class Execution(LeaseKeeping):
             )
         if cursor.parks:  # a branch: its batch decides whether the run suspends
             raise BranchParked(due_at)
+        # An undo waiting (a retry's backoff) keeps the run COMPENSATING: the run item says
+        # it is undoing, and a cancel cannot take it for a run merely waiting.
+        status = RunStatus.COMPENSATING if self.run.status == RunStatus.COMPENSATING else None
         changes: dict[str, Any] = {
-            "status": "WAITING",
+            "status": (status or RunStatus.WAITING).value,
             "lease_owner": None,
             "lease_until": None,
             "due_at": due_at,

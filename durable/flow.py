@@ -136,7 +136,24 @@ def key_value(key: str | KeyFn | None, value: Any, workflow: str) -> str:
                     f"send an input with {key!r}",
                     field=f"input.{key}",
                 )
+    if _sealed(found):
+        from durable.errors import InvalidInput
+
+        where = f"input.{key}" if isinstance(key, str) else "input"
+        raise InvalidInput(
+            f"workflow {workflow!r} limits runs per {where}, a secret-typed value: a gate's "
+            "name holds its key in clear in the ledger, and a sealed value differs in every "
+            "run; key on a field that is not secret (an account or customer id)",
+            field=where,
+        )
     return str(found)[:KEY_CHARS]
+
+
+def _sealed(value: Any) -> bool:
+    """Whether a key reads a sealed secret (``durable.secrets``' stored form)."""
+    from durable.secrets import SEALED
+
+    return SEALED in str(value)
 
 
 def gate_name(kind: str, workflow: str, key: str) -> str:

@@ -84,6 +84,14 @@ def cancel(
         )
     if run.cancel_requested:
         return run  # canceling twice is harmless
+    if run.status == RunStatus.COMPENSATING:
+        raise InvalidState(
+            f"run {run_id} is undoing its completed steps after a failure (COMPENSATING): a "
+            "cancel would stop the undo half way, leaving what it books or charges in place, "
+            "so it is refused. The run ends FAILED with its error once the undo is done "
+            "(`durable show` follows it); an undo that cannot succeed fails the run for "
+            "your attention"
+        )
     now = format_time(engine.clock.now())
     try:
         run = engine.ledger.operate(

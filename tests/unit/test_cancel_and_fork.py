@@ -18,8 +18,9 @@ def test_cancel_never_runs_a_compensation_inside_the_request() -> None:
     """GIVEN a failed run compensating one step per invocation (its lease released between
     two compensations)
     WHEN an operator cancels it without compensation
-    THEN the cancel call runs no compensation body, the compensations finish in workers,
-    and the run ends FAILED with the original error and position (hole 10)."""
+    THEN the cancel call runs no compensation body (it is refused: a run undoing its steps
+    cannot be canceled, issue 31 hole 8), the compensations finish in workers, and the run
+    ends FAILED with the original error and position (hole 10)."""
     app = App()
     undone: list[tuple[str, bool]] = []
     in_cancel = [False]
@@ -47,7 +48,8 @@ def test_cancel_never_runs_a_compensation_inside_the_request() -> None:
         runner.engine.resume(item.run_id, reason=item.reason)
     assert runner.get_run(run.run_id).lease_owner is None
     in_cancel[0] = True
-    runner.cancel(run.run_id, "give up")
+    with pytest.raises(InvalidState, match="undoing its completed steps"):
+        runner.cancel(run.run_id, "give up")
     in_cancel[0] = False
     runner.run_until_idle()
     assert [inside for _, inside in undone] == [False, False]
