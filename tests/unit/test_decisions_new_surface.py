@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, SecretStr
 
-from durable import App, Concurrency, Context, RetryPolicy, RunStatus, StepStatus
+from durable import App, BatchResult, Concurrency, Context, RetryPolicy, RunStatus, StepStatus
 from durable.errors import InvalidInput
 from durable.model import StepKind
 from durable.testing import LocalRunner
@@ -78,7 +78,7 @@ def test_an_operators_retry_of_a_failed_map_item_runs_outside_the_maps_window() 
 
     @app.workflow(name="all")
     def all_(ctx: Context) -> list[str]:
-        result = ctx.map(
+        result: BatchResult[str] = ctx.map(
             "item",
             ["bad", "a", "b"],
             distributed=True,
