@@ -24,6 +24,7 @@ from durable.clock import FakeClock
 from durable.config import EngineConfig
 from durable.engine import Engine
 from durable.errors import (
+    AmbiguousWait,
     CallbackAlreadyCompleted,
     CallbackExpired,
     CallbackNotFound,
@@ -31,6 +32,8 @@ from durable.errors import (
     InvalidInput,
     InvalidState,
     RunNotFound,
+    StorageError,
+    WorkflowNotFound,
 )
 from durable.history_cache import CachingLedger
 from durable.model import RunHistory, StepRecord, StepStatus, format_time
@@ -41,13 +44,23 @@ from durable.testing import SimulatedCrash
 from durable.tokens import token_hash
 from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor, WindowMonitor
 from tests.simulation.journal import Event, Journal
-from tests.simulation.programs import APP, GATED, WORKFLOW, Hooks, Op
+from tests.simulation.programs import (
+    APP,
+    APP_V2,
+    GATED,
+    RATED,
+    SCHEDULE,
+    WORKFLOW,
+    Hooks,
+    Op,
+)
 from tests.simulation.scheduler import Scheduler, SimPort, Task
 
 WORKERS = ("w1", "w2", "w3")
 SWEEPER, OUTSIDE = "sweeper", "outside"
 # What the API answers a caller with (404, 409, 410, ...): fine. Anything else is a bug.
 EXPECTED_API_ERRORS = (
+    AmbiguousWait,  # an answer by name when several callbacks of that name wait
     InvalidInput,  # an operator's fork from a step that is not settled
     InvalidState,
     RunNotFound,
@@ -55,6 +68,8 @@ EXPECTED_API_ERRORS = (
     CallbackExpired,
     CallbackAlreadyCompleted,
     IdempotencyConflict,
+    StorageError,  # retryable only (a 503): a fire another delivery is deciding
+    WorkflowNotFound,  # a retry upgrading to a version the workflow does not have
 )
 SECRET = b"simulation-callback-secret-0123456789"
 
@@ -152,6 +167,7 @@ class World:
         self.pool: list[tuple[str, str, int]] = []  # (run id, reason, hop) not yet taken
         self.runs: list[str] = []  # run ids the outside world knows, in order
         self.keys: dict[str, list[Op]] = {}  # start idempotency key -> its program
+        self.fired_at: list[datetime] = []  # the schedule's fire times delivered so far
         self.expired: list[str] = []  # run ids TTL deleted, for the purge
         self.requests = 0
         self.crashes = 0
@@ -288,6 +304,10 @@ class World:
                 raise
             except EXPECTED_API_ERRORS as error:
                 outcome = type(error).__name__
+                if isinstance(error, StorageError) and not error.retryable:
+                    raise
+                if isinstance(error, AmbiguousWait):
+                    self.journal.produced["engine.complete_wait refused as ambiguous"] += 1
                 if "token" in facts:  # refused: the outside world will not try it again
                     self.journal.answered.add(facts["token"])
                 if isinstance(error, CallbackNotFound):
@@ -314,6 +334,15 @@ class World:
             runs = active or runs
         return runs[index % len(runs)] if runs else None
 
+    def _pick_failed(self, index: int) -> str | None:
+        """A failed run to retry, a child (while its parent may go on) when there is one."""
+        failed = [
+            r for r in self.runs if (run := self.raw.get_run(r)) and run.status.value == "FAILED"
+        ]
+        children = [r for r in failed if (run := self.raw.get_run(r)) and run.parent]
+        pool = children or failed
+        return pool[index % len(pool)] if pool else None
+
     def _signal_name(self, run_id: str, arg: dict[str, Any]) -> str:
         """A signal the run's program waits for (what a real sender sends), if any."""
         run = self.raw.get_run(run_id)
@@ -324,20 +353,36 @@ class World:
     def _event(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
         kind = arg["type"]
         engine = self.engine
+        produced = self.journal.produced
         if kind == "start":
             key = arg.get("key")
-            # Keys starting with "g" (and unkeyed starts asked so) start the gated copy.
+            # Keys starting with "g" (and unkeyed starts asked so) start the gated copy;
+            # a start asked "rated" the copy behind a rate limit.
             gated = arg.get("gated") or (key or "").startswith("g")
-            workflow = GATED if gated else WORKFLOW
+            workflow = GATED if gated else RATED if arg.get("rated") else WORKFLOW
             record = engine.start(workflow, {"ops": arg["program"]}, idempotency_key=key)
+            produced[f"engine.start({'key' if key else 'no key'})"] += 1
             facts.update(run_id=record.run_id, run=f"{record.run_id}.{incarnation(record)}")
             self.know(record.run_id)
             if key is not None:
                 self.keys.setdefault(key, arg["program"])
             return
+        if kind == "fire":
+            self._fire(arg, facts)
+            return
+        if kind == "answer":
+            self._answer_by_name(arg, facts)
+            return
+        if kind == "deploy":
+            produced["deploy"] += 1
+            self.hooks.deployed = True
+            for each in (self.engine, *self.engines.values()):
+                each.app = APP_V2
+            return
         if kind == "purge":
             while self.expired:
                 engine.purge_expired(self.expired.pop(0))
+                produced["engine.purge_expired"] += 1
             return
         if kind == "callback":
             tokens = sorted(self.journal.mailbox)
@@ -353,27 +398,112 @@ class World:
                 engine.complete_callback(token, error={"type": "Rejected", "message": "no"})
             else:
                 engine.complete_callback(token, result={"answer": arg["value"]})
+            produced["engine.complete_callback"] += 1
             # Answered (a crash before this line leaves it to answer again, as a caller
             # that got no reply would).
             self.journal.answered.add(token)
             return
         run_id = arg.get("exact") or self._pick_run(arg["run"], live=arg.get("live", False))
+        if kind == "retry" and arg.get("failed"):
+            run_id = self._pick_failed(arg["run"]) or run_id
         if run_id is None:
             return
         facts.update(run_id=run_id, run=self.run_key(run_id))
+        self._on_run(kind, run_id, arg, facts)
+
+    def _on_run(self, kind: str, run_id: str, arg: dict[str, Any], facts: dict[str, Any]) -> None:
+        """An outside event or operator action on one known run."""
+        engine, produced = self.engine, self.journal.produced
         if kind == "signal":
             name = self._signal_name(run_id, arg) if arg.get("expected") else arg["name"]
             signal = engine.signal(run_id, name, arg["payload"], key=arg.get("key"))
+            produced[f"engine.signal({'key' if arg.get('key') else 'no key'})"] += 1
             facts.update(signal_id=signal.signal_id, name=name)
         elif kind == "cancel":
             record = engine.cancel(run_id, "simulated cancel", arg["compensate"])
+            produced[f"engine.cancel(compensate={arg['compensate']})"] += 1
             facts.update(run=f"{run_id}.{incarnation(record)}", compensate=arg["compensate"])
         elif kind == "retry":
-            engine.retry(run_id)
+            upgrade = 2 if arg.get("upgrade") and self.hooks.deployed else None
+            engine.retry(run_id, upgrade_to=upgrade)
+            produced["engine.retry(upgrade_to)" if upgrade else "engine.retry"] += 1
+            if (run := self.raw.get_run(run_id)) is not None and run.parent:
+                produced["engine.retry of a child"] += 1
         elif kind == "fork":
             record = engine.fork(run_id, arg["from"])
+            produced["engine.fork"] += 1
             facts.update(fork=record.run_id)
             self.know(record.run_id)
+
+    def _waiting_callbacks(self, run_id: str) -> dict[str, list[str]]:
+        """The positions of the run's WAITING callbacks, by name."""
+        history = self.raw.load(run_id)
+        waiting: dict[str, list[str]] = {}
+        for position, step in sorted(history.steps.items() if history else []):
+            if step.kind.value == "callback" and step.status == StepStatus.WAITING:
+                waiting.setdefault(step.name, []).append(position)
+        return waiting
+
+    def _answer_by_name(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
+        """An operator answers a run's callback by the wait's name (``durable approve RUN
+        NAME``), with its position now and then. An answer by name alone that the engine
+        takes while several callbacks of that name wait picked one of them for the
+        operator: a violation (issue 31, hole 5)."""
+        candidates = [(r, w) for r in self.runs if (w := self._waiting_callbacks(r))]
+        if arg["ambiguous"]:  # the runs where a name waits more than once, if any
+            candidates = [c for c in candidates if max(map(len, c[1].values())) > 1] or candidates
+        if not candidates:
+            return
+        run_id, waiting = candidates[arg["index"] % len(candidates)]
+        facts.update(run_id=run_id, run=self.run_key(run_id))
+        names = sorted(waiting, key=lambda n: (-len(waiting[n]), n))
+        name = names[0] if arg["ambiguous"] else names[arg["index"] % len(names)]
+        position = None
+        if arg["by_position"]:
+            position = waiting[name][arg["index"] % len(waiting[name])]
+        before = len(waiting[name])
+        where = {"position": position} if position else {}
+        answered = self.engine.complete_wait(run_id, name, result={"answer": arg["value"]}, **where)
+        call = "engine.complete_wait(position)" if position else "engine.complete_wait"
+        self.journal.produced[call] += 1
+        facts.update(kind="callback", position=answered.position)
+        for token, mail in self.journal.mailbox.items():
+            if (mail.run_id, mail.position) == (run_id, answered.position):
+                self.journal.answered.add(token)  # the outside world will not answer it too
+        if position is None and before > 1:
+            self.violate(
+                "ambiguous_wait_answered",
+                f"an answer to {name!r} of run {run_id} by name alone, while {before} "
+                f"callbacks of that name waited ({', '.join(waiting[name])}), was taken "
+                f"for the one at {answered.position}",
+            )
+
+    def _fire(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
+        """EventBridge Scheduler's delivery of a fire of the app's schedule (on time,
+        late, again), or an operator's "run now"; every delivery and its verdict is
+        journaled (``fire_verdicts_hold``)."""
+        from durable.schedules import fire, fire_key
+
+        schedule = APP.schedules()[SCHEDULE]
+        now = self.clock.now()
+        if arg["again"] and self.fired_at:  # the newest ones most often
+            when = self.fired_at[-1 - arg["index"] % min(3, len(self.fired_at))]
+            self.journal.produced["schedule fire, delivered again"] += 1
+        else:  # on time (within a minute or two), or late (past the grace, or not)
+            when = (now - timedelta(seconds=arg["late"])).replace(microsecond=0)
+            self.fired_at.append(when)
+            late = arg["late"] > 120
+            self.journal.produced[f"schedule fire, {'late' if late else 'on time'}"] += 1
+        stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        manual = f"now-{arg['index']}" if arg["manual"] else ""
+        if manual:
+            self.journal.produced["schedule run now"] += 1
+        fired = fire(self.engine, schedule, stamp, manual=manual)
+        key = fire_key(SCHEDULE, manual or format_time(when))
+        self.journal.fires.append((key, fired.result, fired.run_id, bool(manual)))
+        facts.update(run_id=fired.run_id, fire=key, verdict=fired.result)
+        if fired.run_id is not None:
+            self.know(fired.run_id)
 
     def _check_refusal(self, facts: dict[str, Any]) -> None:
         """A token a submit handed out, refused as unknown while its wait is pending."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ from tests.simulation.actors import OUTSIDE, SWEEPER, WEIGHTS, Settings, World
 from tests.simulation.invariants import FINAL_CHECKS, Final, no_stuck_runs
 from tests.simulation.journal import Violation
 from tests.simulation.policy import Policy
-from tests.simulation.programs import GATED, WORKFLOW, active
+from tests.simulation.programs import GATED, RATED, WORKFLOW, active
 from tests.simulation.scheduler import Decision, seeded_randomness
 
 SETTLE_ROUNDS = 300
@@ -39,6 +40,7 @@ class Result:
     ledger: Any = None
     run_ids: list[str] = field(default_factory=list)
     quiescence: list[str] = field(default_factory=list)  # in-flight actors finishing
+    produced: Counter[str] = field(default_factory=Counter)  # what the schedule made happen
 
     @property
     def names(self) -> set[str]:
@@ -102,6 +104,7 @@ def run_schedule(
         world.raw,
         sorted(all_runs(world)),
         quiet,
+        world.journal.produced,
     )
 
 
@@ -136,7 +139,7 @@ def _generate(world: World, policy: Policy) -> Iterator[Decision]:
 
 def all_runs(world: World) -> set[str]:
     ids = set(world.runs) | set(world.journal.runs_seen)
-    for workflow in (WORKFLOW, GATED):
+    for workflow in (WORKFLOW, GATED, RATED):
         cursor: str | None = None
         while True:
             page = world.raw.list_runs(workflow=workflow, limit=100, cursor=cursor)

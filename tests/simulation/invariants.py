@@ -33,6 +33,7 @@ from tests.simulation.journal import Journal, Stamp
 
 # Checked while the schedule runs (recorded by actors and the monitor).
 RUNTIME_CHECKS = (
+    "ambiguous_wait_answered",
     "map_window_kept",
     "resume_raises_nothing",
     "sweep_raises_nothing",
@@ -229,6 +230,9 @@ def events_consumed(f: Final) -> list[str]:
             step = h.steps.get(e.detail["position"])
             name = step.name if step is not None else ""
             text = name[2:] if name[:2] == "cb" else ""
+            if ".m." in text:  # a name every branch of a map shares: its branch's op
+                i, k = text.split(".m.")
+                text = f"{i}.{int(e.detail['position'].split('.')[1])}.{k}"
             index: int | str = int(text) if text.isdigit() else text  # "3.1.2" in a branch
             if (e.run, index) not in f.journal.observed and not _in_canceled_branch(
                 h, e.detail["position"]
@@ -338,7 +342,8 @@ def child_reports_match(f: Final) -> list[str]:
     child's output for a SUCCEEDED child, TERMINAL_FAILED for a FAILED or CANCELED one
     (unless an operator retried the child after its parent took the failure: the
     parent keeps what it saw); and every child names, as its parent, a record that
-    started it (the run's own, or one a fork copied from its source)."""
+    started it (the run's own, or one a fork copied from its source), unless it is a
+    keyed run the parent adopted finished."""
     problems = []
     for run_id, h in sorted(f.histories.items()):
         for position, rec in sorted(h.steps.items()):
@@ -350,7 +355,10 @@ def child_reports_match(f: Final) -> list[str]:
                 if not rec.status.final and not h.run.terminal:
                     problems.append(f"run {run_id} waits at {position} on a missing child")
                 continue
-            if child.run.parent not in {f"{r}@{position}" for r in _fork_chain(f, run_id)}:
+            mine = {f"{r}@{position}" for r in _fork_chain(f, run_id)}
+            # A keyed child (``id=``) that was there already, finished, is adopted: it
+            # names whoever started it (another parent, or none: an operator).
+            if child.run.parent not in mine and child.run.idempotency_key is None:
                 problems.append(f"child {child_id} names parent {child.run.parent!r}")
             if not rec.status.final:
                 continue
@@ -367,7 +375,100 @@ def child_reports_match(f: Final) -> list[str]:
     return problems
 
 
+# Errors the engine raises about itself: a run must never end FAILED with one (a keyed
+# child refused as "not a child run", a result decoded by another version's type).
+ENGINE_ERRORS = ("InvalidState", "ValidationError", "KeyError")
+
+
+def no_engine_error_fails_a_run(f: Final) -> list[str]:
+    """A run fails with its workflow's error or a typed refusal, never with an error the
+    engine raised about its own state (issue 31, holes 1 and 2)."""
+    return [
+        f"run {run_id} failed with {h.run.error.type}: {h.run.error.message[:200]}"
+        for run_id, h in sorted(f.histories.items())
+        if h.run.status == RunStatus.FAILED
+        and h.run.error is not None
+        and h.run.error.type in ENGINE_ERRORS
+    ]
+
+
+def _decisions(h: RunHistory) -> Iterable[tuple[str, StepRecord, dict[str, Any]]]:
+    for position, rec in sorted(h.steps.items()):
+        if rec.kind == StepKind.BATCH and rec.status == StepStatus.DONE and rec.output:
+            yield position, rec, json.loads(rec.output)
+
+
+def canceled_branches_leave_no_child(f: Final) -> list[str]:
+    """A child run that a branch started and still waited for when its batch's rule
+    canceled the branch does not run on to success: it is canceled with the branch (its
+    report never settled the branch's record, since the batch went on without it). A
+    child that ended before the decision reported it and is not counted (issue 31,
+    hole 6)."""
+    problems = []
+    for run_id, h in sorted(f.histories.items()):
+        for position, _, decision in _decisions(h):
+            if decision.get("distributed"):
+                continue
+            canceled = tuple(
+                f"{position}.{i:04d}."
+                for i, item in enumerate(decision["items"], start=1)
+                if item["s"] == "canceled"
+            )
+            for at, rec in sorted(h.steps.items()):
+                if rec.kind != StepKind.CHILD or rec.status.final or not at.startswith(canceled):
+                    continue
+                child = f.histories.get(str((rec.detail or {}).get("child")))
+                if child is not None and child.run.status == RunStatus.SUCCEEDED:
+                    problems.append(
+                        f"run {run_id}: the child {child.run.run_id} of canceled branch {at} "
+                        "ran on to SUCCEEDED"
+                    )
+    return problems
+
+
+def decided_maps_cover_their_items(f: Final) -> list[str]:
+    """A distributed map decided over n items has no item record past n: a replay with
+    fewer items than the children it had started is refused, not decided over the
+    shorter list (issue 31, hole 3)."""
+    problems = []
+    for run_id, h in sorted(f.histories.items()):
+        for position, _, decision in _decisions(h):
+            if not decision.get("distributed"):
+                continue
+            beyond = [
+                at
+                for at in h.steps
+                if at.startswith(position + ".")
+                and at.count(".") == position.count(".") + 1
+                and int(at.rsplit(".", 1)[1]) > decision["n"]
+            ]
+            if beyond:
+                problems.append(
+                    f"run {run_id}: the map at {position} was decided over {decision['n']} "
+                    f"items, with item records at {sorted(beyond)}"
+                )
+    return problems
+
+
+def fire_verdicts_hold(f: Final) -> list[str]:
+    """Every delivery of one schedule fire gets the verdict its first got: a fire skipped
+    (overlap, missed) never starts a run on a later delivery (issue 31, hole 7)."""
+    problems = []
+    verdicts: dict[str, str] = {}
+    for key, result, run_id, manual in f.journal.fires:
+        if manual:
+            continue
+        first = verdicts.setdefault(key, result)
+        if first.startswith("skipped") and result == "started":
+            problems.append(f"fire {key} was {first}, then a delivery started run {run_id}")
+    return problems
+
+
 FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
+    "no_engine_error_fails_a_run": no_engine_error_fails_a_run,
+    "canceled_branches_leave_no_child": canceled_branches_leave_no_child,
+    "decided_maps_cover_their_items": decided_maps_cover_their_items,
+    "fire_verdicts_hold": fire_verdicts_hold,
     "at_most_once_body_per_attempt": at_most_once_body_per_attempt,
     "effect_once_per_key": effect_once_per_key,
     "effect_once_per_key_with_zombies": effect_once_per_key_with_zombies,

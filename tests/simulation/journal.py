@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +83,11 @@ class Journal:
     runs_seen: list[str] = field(default_factory=list)  # run ids workflow code ran in
     events: list[Event] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+    # Each delivery of a schedule's fire: (fire key, its verdict, the run, run now or not).
+    fires: list[tuple[str, str, str | None, bool]] = field(default_factory=list)
+    # What the schedule made the system do, by name (``tests/simulation/coverage.py``):
+    # a durable call workflow code made, an operator's action, an outside event.
+    produced: Counter[str] = field(default_factory=Counter)
 
     def violate(self, name: str, detail: str, seq: int) -> None:
         self.violations.append(Violation(name, detail, seq))

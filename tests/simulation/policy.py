@@ -14,7 +14,7 @@ from typing import Any
 
 from durable.sweeper import SweepReport
 from tests.simulation.actors import OUTSIDE, SWEEPER, WORKERS, World
-from tests.simulation.programs import SIGNALS, generate_program
+from tests.simulation.programs import CHILD_KEYS, SIGNALS, generate_program, keyed_program
 from tests.simulation.scheduler import CRASH, CRASH_AFTER, PAUSE_AFTER, RUN, Decision
 
 CLOCK_JUMPS = (1, 5, 20, 70, 600, 3600, 3 * 3600, 86400)
@@ -103,24 +103,26 @@ class Policy:
         self.starts += 1
         key = None
         gated = r.random() < 0.3  # the copy behind a concurrency limit
+        rated = not gated and r.random() < 0.1  # the copy behind a rate limit
         if r.random() < 0.4:
             self.keys += 1
             key = f"{'g' if gated else 'k'}{self.keys}"
-        return {"type": "start", "program": generate_program(r), "key": key, "gated": gated}
+        program = generate_program(r)
+        return {"type": "start", "program": program, "key": key, "gated": gated, "rated": rated}
 
     def _event(self) -> dict[str, Any]:
         w, r = self.world, self.rng
-        kinds = ["signal", "cancel", "retry", "fork"]
-        weights = [2.0, 1.0, 0.7, 0.4]
+        kinds = ["signal", "cancel", "retry", "fork", "answer", "fire", "restart"]
+        weights = [2.0, 1.0, 0.7, 0.4, 1.2, 1.2, 0.6]
+        if not w.hooks.deployed:
+            kinds.append("deploy")
+            weights.append(0.4)
         if self.starts < w.settings.max_starts:
             kinds.append("start")
             weights.append(1.5)
         if w.journal.mailbox:
             kinds.append("callback")
             weights.append(4.0)
-        if w.keys:
-            kinds.append("restart")
-            weights.append(0.6)
         if w.expired:
             kinds.append("purge")
             weights.append(1.0)
@@ -129,10 +131,33 @@ class Policy:
         if kind == "start":
             return self._start()
         if kind == "restart":
-            used = r.choice(sorted(w.keys))
+            # A key used before (a start's, or a keyed child's: an operator's ``durable
+            # start --key`` of the run a workflow also starts as its child).
+            keys = {**{k: keyed_program(k) for k in CHILD_KEYS}, **w.keys}
+            used = r.choice(sorted(keys))
             same = r.random() < 0.8
-            program = w.keys[used] if same else generate_program(r)
+            program = keys[used] if same else generate_program(r)
             return {"type": "start", "program": program, "key": used}
+        if kind == "answer":
+            return {
+                "type": "answer",
+                "run": run,
+                "live": True,
+                "ambiguous": r.random() < 0.5,  # the name most callbacks wait on
+                "by_position": r.random() < 0.3,
+                "index": r.randrange(99),
+                "value": r.randrange(1000),
+            }
+        if kind == "fire":
+            return {
+                "type": "fire",
+                "again": r.random() < 0.5,  # a fire time delivered before, once more
+                "late": r.choice((0, 30, 90, 600, 1200, 7200)),  # seconds after its time
+                "manual": r.random() < 0.1,  # run now
+                "index": r.randrange(99),
+            }
+        if kind == "deploy":
+            return {"type": "deploy"}
         if kind == "callback":
             return {
                 "type": "callback",
@@ -158,6 +183,13 @@ class Policy:
             return {"type": "cancel", "run": run, "live": live, "compensate": r.random() < 0.4}
         if kind == "fork":
             return {"type": "fork", "run": run, "from": r.randint(1, 4)}
+        if kind == "retry":
+            return {
+                "type": "retry",
+                "run": run,
+                "upgrade": r.random() < 0.3,
+                "failed": r.random() < 0.6,  # a run that failed (a child, if one did)
+            }
         return {"type": kind, "run": run}
 
     # --- applying ---------------------------------------------------------------------
@@ -172,6 +204,8 @@ class Policy:
             if task is None:
                 return None
             label = f"{d.actor} {d.arg['do']}: {task.label}"
+            if d.arg["do"] != RUN:
+                w.journal.produced[f"a worker {d.arg['do']}"] += 1
             w.sched.step(task, d.arg["do"])
             return label
         if d.kind == "invoke":
@@ -185,6 +219,7 @@ class Policy:
                 return None
             reports: list[SweepReport] = []
             w.sched.step(w.spawn(SWEEPER, w.sweep_job(reports)))
+            w.journal.produced["engine.sweep"] += 1
             return "sweeper starts"
         if d.kind == "event":
             if w.busy(OUTSIDE):
@@ -196,6 +231,7 @@ class Policy:
     def _apply_direct(self, d: Decision) -> str | None:
         w = self.world
         if d.kind == "timer":
+            w.journal.produced[f"timer {d.arg['mode']}"] += 1
             return f"timer {d.arg['mode']}: {w.fire_timer(d.arg['mode'], d.arg['index'])}"
         if d.kind == "clock":
             w.clock.advance(timedelta(seconds=d.arg["s"]))
@@ -205,6 +241,7 @@ class Policy:
             if stalled is None:
                 return None
             stalled.stalled = d.arg["for"]
+            w.journal.produced["a worker stalls past its lease (a zombie)"] += 1
             lapse = w.config.lease + w.config.clock_skew + timedelta(seconds=1)
             w.clock.advance(lapse)
             return f"stall {d.actor} at {stalled.label} for {d.arg['for']}, clock +{lapse}"
@@ -217,8 +254,11 @@ class Policy:
                 w.pool.pop(index)
             else:
                 w.pool.insert(index, item)
+            w.journal.produced[f"invocation {d.kind}"] += 1
             return f"invocation {d.kind} {item[1]} of {item[0][-6:]}"
         if d.kind == "ttl":
             gone = w.ttl()
+            if gone:
+                w.journal.produced["ttl expires a run"] += 1
             return f"ttl expired {[g[-6:] for g in gone]}" if gone else None
         raise ValueError(f"unknown decision {d}")

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 import durable
-from durable import App, Context, RetryPolicy, TerminalError
+from durable import App, Context, RateLimit, RetryPolicy, TerminalError
 from durable.clock import FakeClock
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
 from durable.model import RunRecord, format_time
@@ -39,6 +39,7 @@ T = TypeVar("T")
 WORKFLOW = "sim"
 GATED = "sim-gated"  # the same workflow behind a concurrency limit (``durable.flow``)
 GATE_LIMIT = 2
+RATED = "sim-rated"  # the same workflow behind a rate limit
 BIG = 410_000  # characters: a result over DynamoDB's 400 KB item limit
 SIGNALS = ("siga", "sigb")
 
@@ -57,12 +58,17 @@ class Point(BaseModel):
 
 
 def generate_program(rng: random.Random) -> list[Op]:
-    kinds = ("step", "sleep", "callback", "signal", "condition", "value", "batch", "child")
+    kinds = (
+        *("step", "sleep", "callback", "signal", "condition", "value", "batch", "child"),
+        *("sleep_until", "changed", "compensate", "approvals"),
+    )
     ops: list[Op] = []
     for i in range(rng.randint(1, 5)):
-        kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1, 2, 2))[0]
+        kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1, 2, 2, 0.5, 0.5, 0.5, 1))[0]
         if kind == "batch":
             ops.append(_batch(rng, i))
+        elif kind == "approvals":
+            ops.append(_approvals(rng, i))
         elif kind == "child" and rng.random() < 0.3:
             ops.append(_distributed_map(rng, i))
         elif kind == "child":
@@ -85,10 +91,10 @@ def _batch(rng: random.Random, i: int) -> Op:
     time (``max_concurrency=1``): the explorer's actors are one thread each; what the
     threads of a wider batch add, taking turns on the engine's state, is tested in
     tests/unit/test_fanout.py."""
-    kinds = ("step", "sleep", "callback", "signal", "value")
+    kinds = ("step", "sleep", "callback", "signal", "value", "child")
     branches = [
         [
-            _op(rng, rng.choices(kinds, weights=(6, 2, 2, 1, 1))[0], f"{i}.{j}.{k}")
+            _branch_op(rng, rng.choices(kinds, weights=(6, 2, 2, 1, 1, 1))[0], f"{i}.{j}.{k}")
             for k in range(1, rng.randint(1, 3) + 1)
         ]
         for j in range(1, rng.randint(1, 3) + 1)
@@ -96,31 +102,91 @@ def _batch(rng: random.Random, i: int) -> Op:
     rule = rng.choice(
         ("all", "all", "first_successful", {"min_successful": 1}, {"tolerated_failures": 1})
     )
-    return {"op": "batch", "map": rng.random() < 0.3, "rule": rule, "branches": branches}
+    mapped = rng.random() < 0.3
+    if mapped and rng.random() < 0.5:
+        # A map runs one function per item: every branch the same ops, and its callbacks
+        # of one name (an approval per item), so an operator's answer by name alone cannot
+        # say which (issue 31, hole 5). ``shared_name`` says how the journal finds each.
+        template = branches[0]
+        if not any(op["op"] == "callback" for op in template):
+            template.append(_op(rng, "callback", f"{i}.1.{len(template) + 1}"))
+        branches = [[dict(op) for op in template] for _ in range(max(2, len(branches)))]
+        for branch_ops in branches:
+            for k, op in enumerate(branch_ops, start=1):
+                if op["op"] == "callback":
+                    op["name"] = shared_name(i, k)
+    return {"op": "batch", "map": mapped, "rule": rule, "branches": branches}
 
 
-def _child(rng: random.Random, i: int) -> Op:
+def _approvals(rng: random.Random, i: int) -> Op:
+    """An approval per item: a map whose 2-3 branches each wait on a callback of one
+    name, as ``ctx.map(ask_manager, expenses)`` does (issue 31, hole 5)."""
+    ask = _op(rng, "callback", f"{i}.1.1")
+    ask["name"] = shared_name(i, 1)
+    branches = [[dict(ask)] for _ in range(rng.randint(2, 3))]
+    rule = rng.choice(("all", {"tolerated_failures": 1}, {"min_successful": 1}))
+    return {"op": "batch", "map": True, "rule": rule, "branches": branches}
+
+
+def shared_name(i: int | str, k: int) -> str:
+    """A callback name every branch of the map at op ``i`` uses for its op ``k``."""
+    return f"cb{i}.m.{k}"
+
+
+def _branch_op(rng: random.Random, kind: str, i: str) -> Op:
+    """An op of a batch's branch: a child run among them (keyed or not, awaited or not),
+    so a branch the rule cancels leaves a child to cancel (issue 31, hole 6)."""
+    return _child(rng, i) if kind == "child" else _op(rng, kind, i)
+
+
+# Keys a keyed child (``id=``) takes, each with a program of its own that an operator can
+# also start under that key (``durable start --key``), so a parent meets a finished run of
+# that key it did not start (issue 31, hole 1).
+CHILD_KEYS = ("kc1", "kc2", "kc3")
+
+
+def keyed_program(key: str) -> list[Op]:
+    """What a keyed child of ``key`` runs: always the same, so the operator's start and
+    the child's are the same run (same id, same input)."""
+    return [{"op": "step", "ret": "int", "tries": 1, "undo": False, "catch": False, **_PLAIN}]
+
+
+def _child(rng: random.Random, i: int | str, depth: int = 0) -> Op:
     """A child run of the same workflow with a program of its own (1-3 ops that may run
-    steps, sleep, wait for callbacks and signals; now and then its own code fails), that
-    the parent waits for (``run_child``) or starts and forgets (``start_child``)."""
-    kinds = ("step", "sleep", "callback", "signal")
-    ops = [
-        _op(rng, rng.choices(kinds, weights=(6, 2, 2, 1))[0], f"c{i}.{k}")
-        for k in range(1, rng.randint(1, 3) + 1)
-    ]
+    steps, sleep, wait for callbacks and signals, start a grandchild; now and then its own
+    code fails), that the parent waits for (``run_child``) or starts and forgets
+    (``start_child``); now and then keyed (``id=``, ``CHILD_KEYS``)."""
+    wait, catch = rng.random() < 0.75, rng.random() < 0.6
+    if rng.random() < 0.25:
+        key = rng.choice(CHILD_KEYS)
+        return {"op": "child", "ops": keyed_program(key), "id": key, "wait": wait, "catch": catch}
+    kinds = ("step", "sleep", "callback", "signal", "child")
+    ops = []
+    for k in range(1, rng.randint(1, 3) + 1):
+        kind = rng.choices(kinds, weights=(6, 2, 2, 1, 1 if depth < 1 else 0))[0]
+        at = f"c{i}.{k}".replace(".", "_")
+        ops.append(_child(rng, at, depth + 1) if kind == "child" else _op(rng, kind, f"c{i}.{k}"))
     if rng.random() < 0.15:
         ops.append({"op": "fail"})
-    return {"op": "child", "ops": ops, "wait": rng.random() < 0.75, "catch": rng.random() < 0.6}
+    return {"op": "child", "ops": ops, "wait": wait, "catch": catch}
 
 
 def _distributed_map(rng: random.Random, i: int) -> Op:
     """A distributed map of 1-4 items, each a child run of this workflow with a program
     of its own, a window of 1-2 children, and any completion rule."""
-    programs = [_child(rng, i)["ops"] for _ in range(rng.randint(1, 4))]
-    rule = rng.choice(
-        ("all", "all", "first_successful", {"min_successful": 1}, {"tolerated_failures": 1})
-    )
-    return {"op": "dmap", "items": programs, "window": rng.randint(1, 2), "rule": rule}
+    programs = [_child(rng, i)["ops"] for _ in range(rng.choice((0, 1, 2, 3, 4, 6)))]
+    rules: list[Any] = ["all", "all", "first_successful", {"tolerated_failures": 1}]
+    if programs:
+        rules.append({"min_successful": 1})
+    return {
+        "op": "dmap",
+        "items": programs,
+        "window": rng.randint(1, 3),
+        "rule": rng.choice(rules),
+        # After a deploy (``Hooks.deployed``) the code maps one item fewer: a replay of an
+        # open map with fewer items (issue 31, hole 3).
+        "shrinks": bool(programs) and rng.random() < 0.4,
+    }
 
 
 def _op(rng: random.Random, kind: str, i: int | str) -> Op:
@@ -157,6 +223,12 @@ def _op(rng: random.Random, kind: str, i: int | str) -> Op:
         }
     if kind == "condition":
         return {"op": "condition", "polls": rng.randint(1, 3), "timeout": rng.choice((None, 3600))}
+    if kind == "sleep_until":
+        return {"op": "sleep_until", "s": rng.choice((1, 600, 3600))}
+    if kind == "changed":
+        return {"op": "changed", "patch": rng.choice(("fix-a", "fix-b"))}
+    if kind == "compensate":
+        return {"op": "compensate"}
     return {"op": "value", "kind": rng.choice(("now", "uuid", "random"))}
 
 
@@ -177,6 +249,9 @@ class Hooks:
         self.clock = clock
         self.sched = sched
         self.ledger = ledger  # unwrapped: the simulation's own reads do not interleave
+        # A deploy happened (the "deploy" decision): from then on the workflow's code is
+        # the new one (a distributed map that ``shrinks`` maps one item fewer).
+        self.deployed = False
 
     def stamp(self, *, zombie: bool = False) -> Stamp:
         now = format_time(self.clock.now())
@@ -339,6 +414,7 @@ def poll(run: str, index: int | str, needed: int) -> dict[str, int] | None:
 APP = App()
 
 
+@APP.workflow(name=RATED, rate_limit=RateLimit(2, timedelta(minutes=1)))
 @APP.workflow(name=GATED, concurrency=GATE_LIMIT)
 @APP.workflow(name=WORKFLOW)
 def sim(ctx: Context, spec: SimInput) -> dict[str, Any]:
@@ -394,13 +470,37 @@ def _batch_summary(result: durable.BatchResult[Any]) -> list[Any]:
     ] + [result.ok, result.rule]
 
 
+def context_call(op: Op) -> str:
+    """The public ``Context`` method an op calls (``tests/simulation/coverage.py``)."""
+    kind = op["op"]
+    if kind == "child":
+        made = "ctx.run_child" if op["wait"] else "ctx.start_child"
+        return f"{made}(id=)" if op.get("id") else made
+    if kind == "callback":
+        return "ctx.wait_for_callback" if op["submit"] else "ctx.create_callback"
+    if kind == "batch":
+        return "ctx.map" if op["map"] else "ctx.parallel"
+    if kind == "value":
+        return f"ctx.{op['kind']}"
+    return {
+        "dmap": "ctx.map(distributed=True)",
+        "signal": "ctx.wait_for_signal",
+        "condition": "ctx.wait_for_condition",
+        "continue": "ctx.continue_as_new",
+        "fail": "workflow code fails",
+        "big": "a result over the item limit",
+    }.get(kind, f"ctx.{kind}")
+
+
 def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> Any:
     kind = op["op"]
+    hooks().journal.produced[context_call(op)] += 1
     timeout = timedelta(seconds=op["timeout"]) if op.get("timeout") else None
     if kind == "dmap":
+        items = op["items"][:-1] if op.get("shrinks") and hooks().deployed else op["items"]
         result: durable.BatchResult[Any] = ctx.map(
             WORKFLOW,
-            [{"ops": ops} for ops in op["items"]],
+            [{"ops": ops} for ops in items],
             name=f"op{i}",
             distributed=True,
             max_concurrency=op["window"],
@@ -433,8 +533,8 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
         if kind == "child":
             program = {"ops": op["ops"]}
             if op["wait"]:
-                return ctx.run_child(WORKFLOW, program)
-            return ctx.start_child(WORKFLOW, program).run_id
+                return ctx.run_child(WORKFLOW, program, id=op.get("id"))
+            return ctx.start_child(WORKFLOW, program, id=op.get("id")).run_id
         if kind == "step":
             return ctx.step(
                 BODIES[op["ret"]],
@@ -464,6 +564,14 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
             )
         if kind == "value":
             return {"now": ctx.now, "uuid": ctx.uuid, "random": ctx.random}[op["kind"]]()
+        if kind == "sleep_until":
+            ctx.sleep_until(ctx.now() + timedelta(seconds=op["s"]))
+            return None
+        if kind == "changed":
+            return ctx.changed(op["patch"])
+        if kind == "compensate":
+            ctx.compensate()
+            return None
         if kind == "continue" and spec.iteration < op["times"]:
             following = -1 if op["bad"] else spec.iteration + 1
             ctx.continue_as_new({"ops": spec.ops, "iteration": following})
@@ -474,3 +582,22 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
         if not op.get("catch"):
             raise
         return ["caught", type(error).__name__, str(error)]
+
+
+# The schedule the explorer fires (``World.fire``): its runs wait for a signal, so a fire
+# may find the one before still going and be skipped.
+SCHEDULE = "sim-every-hour"
+APP.schedule(
+    WORKFLOW,
+    "rate(1 hour)",
+    name=SCHEDULE,
+    input={"ops": [{"op": "signal", "name": SIGNALS[0], "timeout": None, "catch": True}]},
+    overlap="skip",
+)
+
+# The code after a deploy: the same workflow as version 2 as well, so runs started (and
+# children started) after it take version 2 while runs in flight replay on version 1
+# (version skew between a parent and its children), and an operator may retry a failed
+# run with ``upgrade_to=2``.
+APP_V2 = App().include(APP)
+APP_V2.workflow(name=WORKFLOW, version=2)(sim)
