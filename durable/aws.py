@@ -413,6 +413,7 @@ def start_from(runtime: Runtime, request: Any) -> str:
         idempotency_key=request.idempotency_key,
         requested_by=request.requested_by,
         version=request.version,
+        key_scope=request.key_scope or None,
     )
     if run.created_at >= before:  # not a redelivery
         runtime.metric("RunsStarted")

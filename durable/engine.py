@@ -62,6 +62,7 @@ from durable.retention import (
 )
 from durable.secrets import KeyService, Sealer, key_record
 from durable.sweeper import SweepReport, sweep
+from durable.write_boundary import WriteBoundary
 
 log = logging.getLogger("durable.engine")
 
@@ -81,7 +82,9 @@ class Engine:
         keys: KeyService | None = None,
     ) -> None:
         self.app = app
-        self.ledger = ledger
+        # Every write passes the boundary that keeps live callback tokens out of storage
+        # (``durable.write_boundary``): whatever workflow code puts them in.
+        self.ledger: Ledger = WriteBoundary(ledger)
         self.invoker = invoker
         self.clock = clock or SystemClock()
         self.config = config or EngineConfig()

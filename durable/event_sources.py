@@ -30,6 +30,10 @@ class StartCall:
     idempotency_key: str
     requested_by: str
     version: int | None
+    # Each kind of sender keys runs in a namespace of its own (``Engine.start``'s
+    # ``key_scope``), as hooks do: a queue message or an event naming a schedule fire's
+    # key (``schedule/<name>/<time>``) or an operator's cannot take that run's place.
+    key_scope: str = ""
 
 
 def eventbridge_start(
@@ -60,9 +64,10 @@ def eventbridge_start(
     return StartCall(
         workflow=start.workflow,
         input=start.input,
-        idempotency_key=start.idempotency_key or f"eventbridge:{parsed.id}",
+        idempotency_key=start.idempotency_key or parsed.id,
         requested_by=f"eventbridge:{parsed.account}/{parsed.source}",
         version=start.version,
+        key_scope="eventbridge",
     )
 
 
@@ -73,9 +78,10 @@ def sqs_start(record: Any) -> StartCall:
     return StartCall(
         workflow=start.workflow,
         input=start.input,
-        idempotency_key=start.idempotency_key or f"sqs:{record.messageId}",
+        idempotency_key=start.idempotency_key or record.messageId,
         requested_by=f"sqs:{queue}",
         version=start.version,
+        key_scope="sqs",
     )
 
 

@@ -41,7 +41,7 @@ def test_an_eventbridge_event_starts_one_run_however_often_delivered(stack: Stac
     (run,) = greet_runs(stack)
     assert run["run_id"] == first["run_id"]
     assert run["requested_by"] == f"eventbridge:{ACCOUNT}/com.example.signup"
-    assert run["idempotency_key"] == f"eventbridge:{event['id']}"
+    assert run["idempotency_key"] == f"eventbridge/{event['id']}"  # the sender's namespace
     assert [w["result"] for w in stack.drain()] == ["succeeded"]
 
 
@@ -102,7 +102,7 @@ def test_sqs_batch_reports_only_the_failed_messages(stack: Stack) -> None:
     failed = {f["itemIdentifier"] for f in result["batchItemFailures"]}
     assert failed == {malformed["messageId"], unknown["messageId"]}
     (run,) = greet_runs(stack)
-    assert run["idempotency_key"] == f"sqs:{good['messageId']}"
+    assert run["idempotency_key"] == f"sqs/{good['messageId']}"
     assert run["requested_by"] == "sqs:durable-start-test"
 
 
