@@ -482,3 +482,19 @@ def test_deployed_code_knows_the_ledger_indexes_the_templates_declare() -> None:
             "durable/adapters/ledger_layout.py differs from the template's LedgerTable "
             "indexes: change both together"
         )
+
+
+def test_only_the_functions_that_open_sealed_values_may_decrypt() -> None:
+    """The internet-facing API makes a new run's data key (a secret-typed input is sealed
+    at the start) but opens no sealed value, so it holds kms:GenerateDataKey and not
+    kms:Decrypt (issue 32, finding 10); the worker, which replays sealed values, holds
+    both. The code agrees: only the replay (``durable.execution``) opens a data key."""
+    api, worker = actions(FUNCTIONS["ApiFunction"]), actions(FUNCTIONS["WorkerFunction"])
+    assert {a for a in api if a.startswith("kms:")} == {"kms:GenerateDataKey"}
+    assert {"kms:GenerateDataKey", "kms:Decrypt"} <= worker
+    openers = [
+        path.relative_to(ROOT).as_posix()
+        for path in sorted((ROOT / "durable").rglob("*.py"))
+        if "open_sealer(" in path.read_text() and path.name != "secrets.py"
+    ]
+    assert openers == ["durable/execution.py"]
