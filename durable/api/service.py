@@ -7,6 +7,7 @@ that can refuse a request runs before the engine writes anything.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -56,6 +57,15 @@ from durable.serde import NO_ANNOTATION
 from durable.usage import Prices
 
 _RUN_ID = re.compile(r"^[0-9A-Z]{26}$")
+
+
+log = logging.getLogger("durable.api")
+
+# What every refused signature is answered with (the reason is logged, not sent).
+UNSIGNED_DELIVERY = (
+    "the delivery does not carry a valid signature for this hook: sign it with the hook's "
+    "key, the way its sender's scheme says (docs/operations.md, Webhooks)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +213,11 @@ class ApiService:
         try:
             delivery = spec.verifier.verify(keys, name, headers, (body or "").encode(), now)
         except HookRejected as e:
-            raise HttpError(401, "Unauthorized", str(e)) from e
+            # One answer for every unsigned or badly signed delivery, to a hook that exists
+            # or not, whatever its scheme: the answer must not tell an outsider which hook
+            # names exist nor which provider each expects. The reason is in the log.
+            log.info("hook delivery refused at %r: %s", name[:100], e)
+            raise HttpError(401, "Unauthorized", UNSIGNED_DELIVERY) from e
         if workflow is None:
             # Signed, but for a hook with no workflow: say nothing an outsider could use to
             # list what is registered.

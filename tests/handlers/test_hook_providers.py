@@ -115,3 +115,16 @@ def test_a_shopify_order_starts_its_workflow_and_a_bad_payload_is_422(stack: Sta
     bad = post(stack, "shopify-order", bad_body, bad_headers)
     assert bad.status == 422 and bad.error["field"] == "id"
     assert stack.snapshot() == before
+
+
+def test_unsigned_deliveries_get_one_answer_whatever_the_hook(stack: Stack) -> None:
+    """An unsigned POST to a GitHub hook, a Stripe hook, a hook of our scheme and a name
+    no workflow has are answered alike (issue 32, finding 9): the answer tells an
+    outsider neither which hook names exist nor which provider each expects."""
+    body = json.dumps({"hello": "world"})
+    answers = {
+        hook: post(stack, hook, body, {"Content-Type": "application/json"})
+        for hook in ("github-push", "stripe-payment", "signalled", "no-such-hook")
+    }
+    assert {r.status for r in answers.values()} == {401}
+    assert len({json.dumps(r.body, sort_keys=True) for r in answers.values()}) == 1
