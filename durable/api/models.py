@@ -255,6 +255,12 @@ class HookAccepted(BaseModel):
     status: RunStatusName
 
 
+class HookChallenge(BaseModel):
+    """Slack's URL verification, answered: its challenge back (no run is started)."""
+
+    challenge: str
+
+
 class CallbackAccepted(BaseModel):
     run_id: str
     outcome: Literal["result", "error"]

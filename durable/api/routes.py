@@ -27,6 +27,7 @@ from durable.api.models import (
     ErrorResponse,
     ForkRequest,
     HookAccepted,
+    HookChallenge,
     RetryRequest,
     RunDetail,
     RunPage,
@@ -207,14 +208,17 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         tags=["webhooks"],
         responses={
             **_ok(202, "Run accepted: its id and status", HookAccepted),
+            **_ok(200, "Slack's URL verification: its challenge back", HookChallenge),
             **_errors(*BODY, 401, 404, 409),
         },
     )
-    def hook(name: str, idempotency_key: IdempotencyKey = None) -> Response[HookAccepted]:
+    def hook(
+        name: str, idempotency_key: IdempotencyKey = None
+    ) -> Response[HookAccepted | HookChallenge]:
         event = app.current_event
         headers = dict(event.headers or {})
-        run = service().hook(unquote(name), headers, event.body, idempotency_key)
-        return _json(202, run)
+        answer = service().hook(unquote(name), headers, event.body, idempotency_key)
+        return _json(200 if isinstance(answer, HookChallenge) else 202, answer)
 
     @app.get(
         "/runs/<run_id>",

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+from urllib.parse import parse_qs
 
 from durable import serde
 from durable.api import hooks
@@ -24,6 +25,7 @@ from durable.api.models import (
     CancelRequest,
     ForkRequest,
     HookAccepted,
+    HookChallenge,
     RetryRequest,
     RunCost,
     RunDetail,
@@ -40,6 +42,7 @@ from durable.api.models import (
     WorkflowView,
     json_value,
 )
+from durable.api.preflight import FORM, check_body
 from durable.api.served import ServedVersions
 from durable.clock import Clock
 from durable.engine import Engine
@@ -60,6 +63,27 @@ _RUN_ID = re.compile(r"^[0-9A-Z]{26}$")
 
 
 log = logging.getLogger("durable.api")
+
+
+def hook_payload(headers: Mapping[str, str], body: str | None) -> Any:
+    """A signed delivery's JSON: the body, or, form-encoded (GitHub's default content
+    type), its ``payload`` field. Parsed only after the signature over the raw body passed."""
+    media = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    if media.split(";", 1)[0].strip().lower() != FORM:
+        return parse_json(body)
+    fields = parse_qs(body or "", keep_blank_values=True)
+    if "payload" not in fields:
+        raise InvalidInput(
+            "a form-encoded delivery carries its JSON in a payload field (GitHub's form "
+            "content type); send payload=<JSON>, or send the JSON as application/json",
+            field="payload",
+        )
+    payload = parse_json(fields["payload"][0])
+    refused = check_body({"httpMethod": "POST", "body": json.dumps(payload)})
+    if refused is not None:
+        raise refused
+    return payload
+
 
 # What every refused signature is answered with (the reason is logged, not sent).
 UNSIGNED_DELIVERY = (
@@ -195,7 +219,7 @@ class ApiService:
 
     def hook(
         self, name: str, headers: Mapping[str, str], body: str | None, key: str | None
-    ) -> HookAccepted:
+    ) -> HookAccepted | HookChallenge:
         """A signed third-party delivery: authenticate (the workflow's scheme), refuse
         replays, map the payload, then start.
 
@@ -222,7 +246,10 @@ class ApiService:
             # Signed, but for a hook with no workflow: say nothing an outsider could use to
             # list what is registered.
             raise HttpError(404, "NotFound", "no such hook")
-        payload = parse_json(body)
+        payload = hook_payload(headers, body)
+        slack = spec.verifier.name == "slack" and isinstance(payload, dict)
+        if slack and payload.get("type") == "url_verification":  # Slack checks the URL first
+            return HookChallenge(challenge=str(payload.get("challenge", "")))
         if spec.to_input is not None:
             try:
                 payload = spec.to_input(payload, headers)

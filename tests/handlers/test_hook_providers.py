@@ -128,3 +128,45 @@ def test_unsigned_deliveries_get_one_answer_whatever_the_hook(stack: Stack) -> N
     }
     assert {r.status for r in answers.values()} == {401}
     assert len({json.dumps(r.body, sort_keys=True) for r in answers.values()}) == 1
+
+
+def test_a_github_delivery_form_encoded_is_accepted_as_github_sends_it(stack: Stack) -> None:
+    """GitHub's default content type is form-encoded, the JSON in a ``payload`` field,
+    signed over the raw form body (issue 32, finding 7: it was refused, 415, before its
+    signature was even checked)."""
+    from urllib.parse import urlencode
+
+    payload = {"ref": "refs/heads/main", "repository": {"full_name": "acme/shop"}, "commits": []}
+    body = urlencode({"payload": json.dumps(payload)})
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "X-Hub-Signature-256": "sha256=" + mac(KEYS["github-push"], body.encode()).hex(),
+        "X-GitHub-Delivery": "d-form-1",
+        "X-GitHub-Event": "push",
+    }
+    assert result(stack, post(stack, "github-push", body, headers)) == "acme/shop: 0"
+    unsigned = {**headers, "X-Hub-Signature-256": "sha256=" + "0" * 64}
+    assert post(stack, "github-push", body, unsigned).status == 401
+    bare = urlencode({"other": "x"})
+    fieldless = {
+        **headers,
+        "X-Hub-Signature-256": "sha256=" + mac(KEYS["github-push"], bare.encode()).hex(),
+    }
+    missing = post(stack, "github-push", bare, {**fieldless, "X-GitHub-Delivery": "d-form-2"})
+    assert missing.status == 422 and missing.body["error"]["field"] == "payload"
+
+
+def test_slacks_url_verification_is_answered_with_its_challenge(stack: Stack) -> None:
+    """Slack checks an Events API URL with a signed ``url_verification`` request and
+    expects its challenge back; it started a run instead, so the subscription could not
+    be enabled (issue 32, finding 7). An unsigned one is refused as any delivery is."""
+    body = json.dumps({"type": "url_verification", "challenge": "3eZbrw1aB", "token": "t"})
+    ts = str(int(time.time()))
+    signature = "v0=" + mac(KEYS["slack-event"], f"v0:{ts}:".encode() + body.encode()).hex()
+    headers = {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
+    before = stack.snapshot()
+    reply = post(stack, "slack-event", body, headers)
+    assert (reply.status, reply.body) == (200, {"challenge": "3eZbrw1aB"})
+    assert stack.snapshot() == before  # no run
+    forged = {**headers, "X-Slack-Signature": "v0=" + "0" * 64}
+    assert post(stack, "slack-event", body, forged).status == 401
