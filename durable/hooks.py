@@ -53,11 +53,23 @@ class HookRejected(DurableError):
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """What a verified delivery is: its single-use marker (None: the key dedupes), until
-    when the marker must be kept, and the sender's idempotency key."""
+    when the marker must be kept, and the sender's idempotency key. ``bound``: the key is
+    derived from what is signed (a scheme with no signed time), so no header of the
+    caller's may replace it."""
 
     marker: str | None
     keep_until: int
     idempotency_key: str | None
+    bound: bool = False
+
+
+def body_key(body: bytes) -> str:
+    """The idempotency key of a delivery whose scheme signs no time (GitHub, Shopify): the
+    signed body's own digest. Headers such as a delivery id are not signed: anyone who
+    saw one delivery could re-post it with a new id and start a run each time; a digest
+    of the signed body makes every re-post of it the same run, for as long as that run is
+    kept (its retention)."""
+    return "body-sha256:" + hashlib.sha256(body).hexdigest()
 
 
 class Verifier(Protocol):
@@ -202,11 +214,12 @@ class _GitHub:
         mac = _matching(keys, body, _hexes([digest]) if scheme == "sha256" else [])
         if mac is None:
             raise _refused("GitHub (X-Hub-Signature-256)")
-        return Delivery(None, 0, header(headers, "X-GitHub-Delivery"))
+        return Delivery(None, 0, body_key(body), bound=True)
 
 
 def github(*, to_input: ToInput | None = None) -> HookSpec:
-    """GitHub webhooks: ``X-Hub-Signature-256``; the delivery id dedupes redeliveries."""
+    """GitHub webhooks: ``X-Hub-Signature-256`` (no signed time); the signed body's
+    digest dedupes redeliveries and replays (``body_key``)."""
     return HookSpec(_GitHub(), to_input)
 
 
@@ -276,11 +289,12 @@ class _Shopify:
         mac = _matching(keys, body, given)
         if mac is None:
             raise _refused("Shopify (X-Shopify-Hmac-Sha256)")
-        return Delivery(None, 0, header(headers, "X-Shopify-Webhook-Id"))
+        return Delivery(None, 0, body_key(body), bound=True)
 
 
 def shopify(*, to_input: ToInput | None = None) -> HookSpec:
-    """Shopify webhooks: ``X-Shopify-Hmac-Sha256``; the webhook id dedupes redeliveries."""
+    """Shopify webhooks: ``X-Shopify-Hmac-Sha256`` (no signed time); the signed body's
+    digest dedupes redeliveries and replays (``body_key``)."""
     return HookSpec(_Shopify(), to_input)
 
 

@@ -262,9 +262,10 @@ class ApiService:
         marker = delivery.marker
         if marker is not None and not self.nonces.claim(marker, delivery.keep_until, int(now)):
             raise HttpError(401, "Unauthorized", "replayed signature: sign each delivery anew")
-        request = StartRequest(
-            name, payload, key or delivery.idempotency_key, f"hook:{name}", f"hook:{name}"
-        )
+        # A key bound to the signed body is the key: a caller's header cannot replace it
+        # (else a re-post of one signed body with a new Idempotency-Key starts a run).
+        chosen = delivery.idempotency_key if delivery.bound else key or delivery.idempotency_key
+        request = StartRequest(name, payload, chosen, f"hook:{name}", f"hook:{name}")
         try:
             run = self.start(request)
         except BaseException:

@@ -170,3 +170,27 @@ def test_slacks_url_verification_is_answered_with_its_challenge(stack: Stack) ->
     assert stack.snapshot() == before  # no run
     forged = {**headers, "X-Slack-Signature": "v0=" + "0" * 64}
     assert post(stack, "slack-event", body, forged).status == 401
+
+
+def test_a_signed_github_or_shopify_body_reposted_starts_no_second_run(stack: Stack) -> None:
+    """GitHub and Shopify sign no time, and their delivery ids are unsigned headers: one
+    genuinely signed body re-posted with a new delivery id, none, or an Idempotency-Key
+    of the caller's started a new run each time (issue 32, finding 4). The key is now the
+    signed body's digest: every re-post is the first delivery's run."""
+    body, headers = github_delivery(delivery="d-original")
+    first = post(stack, "github-push", body, headers)
+    assert first.status == 202
+    without = {k: v for k, v in headers.items() if k != "X-GitHub-Delivery"}
+    for replay in (
+        {**headers, "X-GitHub-Delivery": "d-forged"},
+        without,
+        {**headers, "Idempotency-Key": "attacker-chosen"},
+    ):
+        again = post(stack, "github-push", body, replay)
+        assert again.status == 202 and again.body["run_id"] == first.body["run_id"]
+    order = json.dumps({"id": 42, "email": "a@example.com", "line_items": [{"sku": "x"}]})
+    digest = base64.b64encode(mac(KEYS["shopify-order"], order.encode())).decode()
+    signed = {"X-Shopify-Hmac-Sha256": digest, "X-Shopify-Webhook-Id": "w-1"}
+    shop = post(stack, "shopify-order", order, signed)
+    resent = post(stack, "shopify-order", order, {**signed, "X-Shopify-Webhook-Id": "w-2"})
+    assert shop.status == resent.status == 202 and shop.body["run_id"] == resent.body["run_id"]

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from durable.hooks import HookRejected, github, shopify, sign, slack, stripe
+from durable.hooks import HookRejected, body_key, github, shopify, sign, slack, stripe
 from durable.hooks import durable as durable_scheme
 
 # docs.github.com, "Validating webhook deliveries": the example secret, payload, signature.
@@ -35,11 +35,16 @@ SLACK_BODY = (
 SLACK_SIGNATURE = "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
 
 
-def test_githubs_published_example_verifies_and_dedupes_by_delivery() -> None:
+def test_githubs_published_example_verifies_and_dedupes_by_its_signed_body() -> None:
+    """GitHub signs no time and not its delivery id: the key is the signed body's digest,
+    bound (no header may replace it), whatever delivery id a re-post carries."""
     verifier = github().verifier
     headers = {"X-Hub-Signature-256": GITHUB_SIGNATURE, "X-GitHub-Delivery": "72d3162e"}
     delivery = verifier.verify([b"old", GITHUB_KEY], "h", headers, GITHUB_BODY, 0)
-    assert (delivery.marker, delivery.idempotency_key) == (None, "72d3162e")
+    assert (delivery.marker, delivery.idempotency_key) == (None, body_key(GITHUB_BODY))
+    assert delivery.bound
+    other_id = {**headers, "X-GitHub-Delivery": "another"}
+    assert verifier.verify([GITHUB_KEY], "h", other_id, GITHUB_BODY, 0) == delivery
     for bad in (b"Hello, World?", GITHUB_BODY + b" "):
         with pytest.raises(HookRejected):
             verifier.verify([GITHUB_KEY], "h", headers, bad, 0)
@@ -83,7 +88,8 @@ def test_shopify_signatures_verify_by_the_documented_scheme() -> None:
     mac = base64.b64encode(hmac.new(key, body, hashlib.sha256).digest()).decode()
     headers = {"X-Shopify-Hmac-Sha256": mac, "X-Shopify-Webhook-Id": "b54557e4-bdd9-4b37"}
     delivery = shopify().verifier.verify([key], "h", headers, body, 0)
-    assert (delivery.marker, delivery.idempotency_key) == (None, "b54557e4-bdd9-4b37")
+    assert (delivery.marker, delivery.idempotency_key) == (None, body_key(body))
+    assert delivery.bound
     with pytest.raises(HookRejected):
         shopify().verifier.verify([key], "h", {**headers, "X-Shopify-Hmac-Sha256": "%%"}, body, 0)
 
