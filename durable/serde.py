@@ -181,6 +181,22 @@ def canonical_json(value: Any) -> str:
     )
 
 
+def masked_hash(value: Any, annotation: Any = NO_ANNOTATION) -> str:
+    """The hash of an input as given, its secret-typed fields (by ``annotation``) masked
+    first: what may be stored to tell a retry from a different request, with nothing a
+    reader could guess a secret back from. Without secret fields, the hash of its
+    canonical JSON."""
+    if has_secrets(annotation):
+        adapter = adapter_for(annotation)
+        assert adapter is not None  # a type with secrets has an adapter
+        try:
+            # pydantic writes every secret type as "**********" in JSON.
+            value = json.loads(adapter.dump_json(adapter.validate_python(value), by_alias=True))
+        except ValidationError:  # the start refuses it, naming the field: hash no secret
+            value = "an input its type refuses"
+    return sha256_hex(canonical_json(value))
+
+
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

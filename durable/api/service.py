@@ -102,14 +102,17 @@ class StartRequest:
     # hook's own namespace (``durable.ids.derived_run_id``).
     key_scope: str | None = None
 
-    def fingerprint(self) -> dict[str, str]:
+    def fingerprint(self, annotation: Any = NO_ANNOTATION) -> dict[str, str]:
         """What identifies a delivery (workflow, scope, key) and what must match on a
-        retry."""
+        retry: the input's hash with its secret-typed fields masked (``annotation``, the
+        workflow's input type). The idempotency table keeps it; a hash of the raw input
+        would let a reader of the table guess a low-entropy secret (a PIN) back by trying
+        every value."""
         return {
             "workflow": self.workflow,
             "key": self.idempotency_key or "",
             "scope": self.key_scope or "",
-            "input_hash": serde.sha256_hex(serde.canonical_json(self.input)),
+            "input_hash": serde.masked_hash(self.input, annotation),
         }
 
 
@@ -210,7 +213,8 @@ class ApiService:
         if request.idempotency_key is None:
             return RunSummary.model_validate(run())
         self._check_key(request.idempotency_key)
-        return RunSummary.model_validate(self.guard(request.fingerprint(), run))
+        annotation = self.engine.app.get_workflow(request.workflow).input_annotation
+        return RunSummary.model_validate(self.guard(request.fingerprint(annotation), run))
 
     @staticmethod
     def _check_key(key: str) -> None:

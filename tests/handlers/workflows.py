@@ -6,7 +6,7 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from durable import App, CallbackFailed, Concurrency, Context, TerminalError, current_step
 from durable.hooks import github, shopify, slack, stripe
@@ -69,6 +69,16 @@ def approvals(ctx: Context, lines: list[str]) -> list[Any]:
         return c.wait_for_callback("approval", timeout=timedelta(days=1))
 
     return ctx.map(ask, lines, name="lines").values()
+
+
+class Unlock(BaseModel):
+    door: str
+    pin: SecretStr
+
+
+@app.workflow(name="unlock")
+def unlock(ctx: Context, request: Unlock) -> str:
+    return request.door
 
 
 @app.workflow(name="signalled")
