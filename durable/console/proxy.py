@@ -28,6 +28,7 @@ from typing import Any
 
 from durable.adapters.sigv4 import NoCredentials, is_aws_api, signed_headers
 from durable.console import HEADERS, PREFIX, asset, is_console_path
+from durable.local.front_door import allowed_host
 
 TOKEN_HEADER = "X-Durable-Console"
 # Headers of the page's calls the API reads: the body's type and a signal's retry key.
@@ -68,7 +69,7 @@ class ConsoleProxy:
             self._http.server_close()
 
     def allowed_host(self, host: str | None) -> bool:
-        return host in (f"127.0.0.1:{self.port}", f"localhost:{self.port}")
+        return allowed_host(host, self.port)
 
     def forward(
         self, method: str, path: str, body: bytes, headers: dict[str, str]

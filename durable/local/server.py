@@ -26,6 +26,7 @@ from typing import Any
 from durable.console import HEADERS, PREFIX, asset, is_console_path
 from durable.local import clock as vclock
 from durable.local.apigw import from_proxy_result, to_rest_event
+from durable.local.front_door import refusal
 from durable.local.lambda_runtime import DEADLINE_OVERRUN, LocalContext, WorkerPool, load_handler
 from durable.local.servers.dynamodb_local import DynamoDBLocal, dynamodb_local_problem
 from durable.local.timers import SchedulerLoop
@@ -419,6 +420,11 @@ class DevServer:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 path = self.path
+                refused = refusal(self.command, path, dict(self.headers.items()), server.o.port)
+                if refused is not None:  # a rebound name, another site, a form post
+                    status, kind, message, field = refused
+                    error = {"type": kind, "message": message, "field": field}
+                    return self._json(status, {"error": error})
                 if path.startswith("/2015-03-31/functions/"):
                     return self._invoke(path, body)
                 if path.startswith("/_local/"):

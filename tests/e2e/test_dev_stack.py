@@ -13,6 +13,8 @@ import re
 import shutil
 import signal
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,6 +152,31 @@ def test_bad_cli_input_gets_one_line_with_the_fix(dev: DevProcess) -> None:
 
     invalid = dev.cli("start", "onboarding", "--input", '{"user_id": 5}', check=False)
     assert invalid.returncode == 1 and "user_id" in invalid.stderr
+
+
+def test_a_page_elsewhere_cannot_read_or_change_the_stack(dev: DevProcess) -> None:
+    """A rebound name, another site's form post and a body that is not JSON are refused
+    by a running ``durable dev`` (issue 32, finding 6): ``Host: rebind.attacker.test`` got
+    200, and a cross-origin POST without a content type canceled a run. The CLI works."""
+    run_id = dev.cli("start", "onboarding", "--input", '{"user_id": "u1", "email": "e@x"}', "-q")
+    run_id = run_id.stdout.strip()
+    cancel = f"/runs/{run_id}/cancel"
+    for method, path, headers, data in (
+        ("GET", "/runs?workflow=onboarding", {"Host": "rebind.attacker.test"}, None),
+        (
+            "POST",
+            cancel,
+            {"Origin": "http://127.0.0.1:3000", "Content-Type": "text/plain"},
+            b'{"reason": "x"}',
+        ),
+        ("POST", cancel, {}, b'{"reason": "x"}'),
+    ):
+        request = urllib.request.Request(dev.base + path, data=data, method=method, headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code in (403, 415)
+    assert dev.http("GET", f"/runs/{run_id}")["cancel_requested"] is False
+    assert dev.cli("cancel", run_id, "--reason", "the CLI still works").returncode == 0
 
 
 CONSOLE_LINE = re.compile(r"^\d\d:\d\d:\d\d  \S")
