@@ -158,8 +158,8 @@ def test_a_page_elsewhere_cannot_read_or_change_the_stack(dev: DevProcess) -> No
     """A rebound name, another site's form post and a body that is not JSON are refused
     by a running ``durable dev`` (issue 32, finding 6): ``Host: rebind.attacker.test`` got
     200, and a cross-origin POST without a content type canceled a run. The CLI works."""
-    run_id = dev.cli("start", "onboarding", "--input", '{"user_id": "u1", "email": "e@x"}', "-q")
-    run_id = run_id.stdout.strip()
+    started = dev.cli("start", "onboarding", "--input", '{"user_id": "u1", "email": "e@x"}', "-q")
+    run_id = started.stdout.strip()
     cancel = f"/runs/{run_id}/cancel"
     for method, path, headers, data in (
         ("GET", "/runs?workflow=onboarding", {"Host": "rebind.attacker.test"}, None),
