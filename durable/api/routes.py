@@ -11,9 +11,11 @@ decoded), and Powertools matches on the path: each path parameter is decoded her
 from __future__ import annotations
 
 import json
+import re
+import string
 from collections.abc import Callable
 from typing import Annotated, Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
@@ -95,6 +97,30 @@ def _ok(status: int, description: str, model: Any = None) -> dict[int, Any]:
     return {status: {"description": description, "content": {JSON: {"model": model}}}}
 
 
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
+
+
+def named(segment: str) -> str:
+    """The name a path segment carries. A letter, digit or ``-._~`` sent percent-encoded is
+    refused (RFC 3986 section 6.2.2.2 says those are never encoded): an IAM policy allows
+    or denies a workflow by its path, and ``/workflows/cardwai%74/...`` must not reach
+    ``cardwait`` past a rule written for ``/workflows/cardwait/*`` (issue 32). Any other
+    character may come encoded either way, as Python's ``quote`` and the browser's
+    ``encodeURIComponent`` differ on ``!'()*``."""
+    for escape in _ESCAPE.finditer(segment):
+        if chr(int(escape.group(1), 16)) in _UNRESERVED:
+            name = unquote(segment)
+            raise HttpError(
+                400,
+                "NonCanonicalPath",
+                f"the path names {name[:100]!r} with {escape.group(0)!r} encoded; send it as "
+                f"{quote(name, safe='')!r} (letters, digits and -._~ are sent as they are)",
+                field="path",
+            )
+    return unquote(segment)
+
+
 def _json(status: int, model: Any) -> Response[Any]:
     return Response(status_code=status, content_type=JSON, body=model)
 
@@ -128,7 +154,7 @@ def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiServi
         responses={**_ok(202, "Paused", ScheduleView), **_errors(*BODY, 404, 409)},
     )
     def pause_schedule(name: str) -> Response[ScheduleView]:
-        return _json(202, service().pause_schedule(unquote(name), True))
+        return _json(202, service().pause_schedule(named(name), True))
 
     @app.post(
         "/schedules/<name>/resume",
@@ -137,7 +163,7 @@ def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiServi
         responses={**_ok(202, "Resumed", ScheduleView), **_errors(*BODY, 404, 409)},
     )
     def resume_schedule(name: str) -> Response[ScheduleView]:
-        return _json(202, service().pause_schedule(unquote(name), False))
+        return _json(202, service().pause_schedule(named(name), False))
 
     @app.post(
         "/schedules/<name>/run",
@@ -149,7 +175,7 @@ def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiServi
         },
     )
     def run_schedule(name: str, idempotency_key: IdempotencyKey = None) -> Response[ScheduleFired]:
-        return _json(202, service().run_schedule(unquote(name), idempotency_key))
+        return _json(202, service().run_schedule(named(name), idempotency_key))
 
 
 def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
@@ -199,7 +225,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     )
     def start(name: str, idempotency_key: IdempotencyKey = None) -> Response[RunSummary]:
         payload = parse_json(app.current_event.body)
-        run = service().start(StartRequest(unquote(name), payload, idempotency_key, caller()))
+        run = service().start(StartRequest(named(name), payload, idempotency_key, caller()))
         return _json(202, run)
 
     @app.post(
@@ -217,7 +243,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     ) -> Response[HookAccepted | HookChallenge]:
         event = app.current_event
         headers = dict(event.headers or {})
-        answer = service().hook(unquote(name), headers, event.body, idempotency_key)
+        answer = service().hook(named(name), headers, event.body, idempotency_key)
         return _json(200 if isinstance(answer, HookChallenge) else 202, answer)
 
     @app.get(
@@ -227,7 +253,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         responses={**_ok(200, "The run", RunDetail), **_errors(404)},
     )
     def get_run(run_id: str) -> RunDetail:
-        return service().get_run(unquote(run_id))
+        return service().get_run(named(run_id))
 
     @app.get(
         "/runs",
@@ -265,7 +291,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         # The sender's own JSON, as it posts it: nothing to wrap. A callback that declared
         # its result's type refuses a body that does not fit it (422, naming the field).
         body = app.current_event.body
-        return _json(202, service().complete_callback(unquote(token), body))
+        return _json(202, service().complete_callback(named(token), body))
 
     @app.post(
         "/callbacks/<token>/fail",
@@ -277,7 +303,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         },
     )
     def callback_failed(token: str, body: CallbackError) -> Response[CallbackAccepted]:
-        return _json(202, service().fail_callback(unquote(token), body))
+        return _json(202, service().fail_callback(named(token), body))
 
     @app.post(
         "/runs/<run_id>/waits/<name>",
@@ -286,7 +312,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         responses={**_ok(202, "Answer recorded"), **_errors(*BODY, 404, 409, 410)},
     )
     def complete_wait(run_id: str, name: str, body: WaitAnswer) -> Response[CallbackAccepted]:
-        answered = service().complete_wait(unquote(run_id), unquote(name), body, caller())
+        answered = service().complete_wait(named(run_id), named(name), body, caller())
         return _json(202, answered)
 
     @app.post(
@@ -302,9 +328,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         run_id: str, name: str, idempotency_key: SignalIdempotencyKey = None
     ) -> Response[SignalAccepted]:
         payload = parse_json(app.current_event.body)
-        accepted = service().signal(
-            unquote(run_id), unquote(name), payload, idempotency_key, caller()
-        )
+        accepted = service().signal(named(run_id), named(name), payload, idempotency_key, caller())
         return _json(202, accepted)
 
     @app.post(
@@ -314,7 +338,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         responses={**_ok(202, "Cancel accepted"), **_errors(*BODY, 404, 409)},
     )
     def cancel(run_id: str, body: CancelRequest) -> Response[RunSummary]:
-        return _json(202, service().cancel(unquote(run_id), body, caller()))
+        return _json(202, service().cancel(named(run_id), body, caller()))
 
     @app.post(
         "/runs/<run_id>/retry",
@@ -323,7 +347,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         responses={**_ok(202, "Retry accepted"), **_errors(*BODY, 404, 409)},
     )
     def retry(run_id: str, body: RetryRequest) -> Response[RunSummary]:
-        return _json(202, service().retry(unquote(run_id), body, caller()))
+        return _json(202, service().retry(named(run_id), body, caller()))
 
     @app.post(
         "/runs/<run_id>/fork",
@@ -332,7 +356,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         responses={**_ok(201, "Forked run created"), **_errors(*BODY, 404, 409)},
     )
     def fork(run_id: str, body: ForkRequest) -> Response[RunSummary]:
-        return _json(201, service().fork(unquote(run_id), body, caller()))
+        return _json(201, service().fork(named(run_id), body, caller()))
 
     # --- the same routes scoped to one workflow --------------------------------------
     # execute-api resource ARNs name the path, so an IAM policy can allow these for one
@@ -340,7 +364,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     # expenses); each acts only on runs of the workflow in its path (else 404).
 
     def _scoped(name: str, run_id: str) -> str:
-        return service().of_workflow(unquote(name), unquote(run_id))
+        return service().of_workflow(named(name), named(run_id))
 
     @app.get(
         "/workflows/<name>/runs",
@@ -357,7 +381,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         cursor: Annotated[str | None, Query(max_length=2048)] = None,
     ) -> RunPage:
         return service().list_runs(
-            workflow=unquote(name),
+            workflow=named(name),
             status=status,
             needs_attention=needs_attention,
             version=version,
@@ -372,7 +396,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         responses={**_ok(200, "The run", RunDetail), **_errors(404)},
     )
     def get_workflow_run(name: str, run_id: str) -> RunDetail:
-        return service().get_run(unquote(run_id), workflow=unquote(name))  # one read
+        return service().get_run(named(run_id), workflow=named(name))  # one read
 
     @app.post(
         "/workflows/<name>/runs/<run_id>/waits/<wait>",
@@ -384,7 +408,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         name: str, run_id: str, wait: str, body: WaitAnswer
     ) -> Response[CallbackAccepted]:
         scoped = _scoped(name, run_id)
-        return _json(202, service().complete_wait(scoped, unquote(wait), body, caller()))
+        return _json(202, service().complete_wait(scoped, named(wait), body, caller()))
 
     @app.post(
         "/workflows/<name>/runs/<run_id>/signals/<signal>",
@@ -397,7 +421,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     ) -> Response[SignalAccepted]:
         scoped = _scoped(name, run_id)
         payload = parse_json(app.current_event.body)
-        accepted = service().signal(scoped, unquote(signal), payload, idempotency_key, caller())
+        accepted = service().signal(scoped, named(signal), payload, idempotency_key, caller())
         return _json(202, accepted)
 
     @app.post(

@@ -152,3 +152,48 @@ def test_the_cli_reads_and_approves_through_the_scoped_routes(
     ]
     assert cli.main([*base, "show", run_id, "--workflow", "greet"]) != 0  # not its run
     capsys.readouterr()
+
+
+# --- one spelling per path ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/workflows/approva%6C/runs/{run}", None),
+        ("POST", "/workflows/%61pproval/runs/{run}/waits/manager", {"result": "ok"}),
+        ("POST", "/workflows/approval/runs/{run}/waits/m%61nager", {"result": "ok"}),
+        ("POST", "/workflows/approval/runs", {"amount": 1}),
+        ("POST", "/workflows/appr%6Fval/runs", {"amount": 1}),
+        ("POST", "/runs/{run}/cancel", {"reason": "x"}),
+        ("POST", "/runs/{run}%2D/cancel", {"reason": "x"}),
+        ("POST", "/schedules/nightly%2Dimport/pause", {}),
+    ],
+)
+def test_a_path_spelled_with_an_encoded_letter_is_refused_before_anything_is_read(
+    stack: Stack, method: str, path: str, body: Any
+) -> None:
+    """An IAM rule names a workflow by its path: '/workflows/approva%6C/...' would reach
+    'approval' past a Deny on '/workflows/approval/*' if the API decoded it. Refused
+    with 400 naming the canonical spelling; nothing written. The plain spelling in the
+    same list is the control: it is served."""
+    run_id = run_to_wait(stack, "approval", {"amount": 5})
+    before = stack.snapshot()
+    reply = stack.call(api_event(method, path.format(run=run_id), body))
+    if "%" not in path:
+        assert reply.status in (201, 202), reply.body
+        return
+    assert reply.status == 400 and reply.error["type"] == "NonCanonicalPath", reply.body
+    assert reply.error["field"] == "path"
+    assert "%" in reply.error["message"] and "send it as" in reply.error["message"]
+    assert stack.snapshot() == before and stack.invoker.pop() is None
+
+
+def test_characters_that_must_be_encoded_may_come_either_way(stack: Stack) -> None:
+    """Python's quote encodes '(' and ')', the console's encodeURIComponent does not:
+    both spellings name the same wait, and a space must come encoded."""
+    run_id = run_to_wait(stack, "approval", {"amount": 5})
+    for spelled in ("manager%20%28lead%29", "manager%20(lead)"):
+        reply = stack.call(api_event("POST", f"/runs/{run_id}/waits/{spelled}", {"result": "ok"}))
+        assert reply.status == 404 and reply.error["type"] != "NonCanonicalPath", reply.body
+        assert "manager (lead)" in reply.error["message"], reply.body
