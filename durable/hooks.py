@@ -11,18 +11,19 @@ hook in the webhook secret, ``{"new-order": "<key>"}``). Built in:
   the time (``X-Durable-Timestamp``), POST, the hook's path and the body; the key is the
   ``Idempotency-Key`` header.
 * ``github()``: ``X-Hub-Signature-256: sha256=<hex>`` of the body; no time bound; the key
-  is ``X-GitHub-Delivery``.
+  is the signed body's digest (``body_key``).
 * ``stripe()``: ``Stripe-Signature: t=<time>,v1=<hex>`` of ``{t}.{body}``; the key is the
   event's ``id``.
 * ``slack()``: ``X-Slack-Signature: v0=<hex>`` of ``v0:{ts}:{body}`` with ``ts`` from
   ``X-Slack-Request-Timestamp``; the key is the event's ``event_id``.
 * ``shopify()``: ``X-Shopify-Hmac-Sha256: <base64>`` of the body; no time bound; the key is
-  ``X-Shopify-Webhook-Id``.
+  the signed body's digest.
 
-A scheme with a time bound also refuses a replay inside it (one marker per delivery,
-across hooks). One without (GitHub, Shopify) deduplicates by the sender's delivery id
-instead: a replayed delivery gets the run it started, never a second one. Every MAC is
-compared in constant time against every key of the hook (a rotation keeps two).
+A scheme with a time bound also refuses a replay inside it (one marker per hook and signed
+message, whichever of its signatures matched). One without (GitHub, Shopify) deduplicates
+by the signed body instead: a replayed delivery gets the run it started, never a second.
+Every MAC is compared in constant time against every key of the hook (a rotation keeps
+two).
 ``to_input(payload, headers)`` maps the sender's JSON to the workflow's input (default:
 the payload as it is, validated against the input's type).
 """
@@ -145,9 +146,15 @@ def _hexes(values: list[str]) -> list[bytes]:
     return out
 
 
-def _marker(mac: bytes) -> str:
-    # One per delivery: the MAC covers what was sent, so it names the delivery itself.
-    return "hook-signature#" + hashlib.sha256(mac).hexdigest()
+def _marker(hook: str, signed: bytes) -> str:
+    """A delivery's single-use marker: a digest of the hook and of what was signed, not of
+    the MAC that matched. Mid-rotation a sender signs with both keys; were the marker the
+    matched MAC, the same delivery re-posted with only the other signature would name a
+    new marker and pass as new (issue 32). The hook is named because a provider's scheme
+    (Stripe, Slack) does not sign it: one event sent to two endpoints in the same second
+    is two deliveries."""
+    digest = hashlib.sha256(hook.encode() + b"\n" + signed).hexdigest()
+    return "hook-signature#" + digest
 
 
 def _refused(scheme: str) -> HookRejected:
@@ -188,10 +195,10 @@ class _Durable:
         ]
         if not given:
             raise HookRejected(f"{SIGNATURE_HEADER} must be '{DURABLE_SCHEME}=<hex HMAC-SHA256>'")
-        mac = _matching(keys, durable_signed_bytes(hook, timestamp, body), _hexes(given))
-        if mac is None:
+        signed = durable_signed_bytes(hook, timestamp, body)
+        if _matching(keys, signed, _hexes(given)) is None:
             raise _refused("durable v2 (time, POST, the hook's path and the body)")
-        return Delivery(_marker(mac), timestamp + self.tolerance + 1, None)
+        return Delivery(_marker(hook, signed), timestamp + self.tolerance + 1, None)
 
 
 def durable(*, tolerance: int = 300, to_input: ToInput | None = None) -> HookSpec:
@@ -238,10 +245,11 @@ class _Stripe:
             raise HookRejected("Stripe-Signature must carry one t=<timestamp>")
         timestamp = _fresh(stamps[0], now, self.tolerance, "Stripe-Signature t")
         given = _hexes([v for k, _, v in parts if k == "v1"])
-        mac = _matching(keys, f"{timestamp}.".encode() + body, given)
-        if mac is None:
+        signed = f"{timestamp}.".encode() + body
+        if _matching(keys, signed, given) is None:
             raise _refused("Stripe (Stripe-Signature v1)")
-        return Delivery(_marker(mac), timestamp + self.tolerance + 1, _json_field(body, "id"))
+        key = _json_field(body, "id")
+        return Delivery(_marker(hook, signed), timestamp + self.tolerance + 1, key)
 
 
 def stripe(*, tolerance: int = 300, to_input: ToInput | None = None) -> HookSpec:
@@ -262,11 +270,11 @@ class _Slack:
         timestamp = _fresh(stamp, now, self.tolerance, "X-Slack-Request-Timestamp")
         scheme, _, digest = signature.partition("=")
         given = _hexes([digest]) if scheme == "v0" else []
-        mac = _matching(keys, f"v0:{timestamp}:".encode() + body, given)
-        if mac is None:
+        signed = f"v0:{timestamp}:".encode() + body
+        if _matching(keys, signed, given) is None:
             raise _refused("Slack (X-Slack-Signature v0)")
         key = _json_field(body, "event_id")
-        return Delivery(_marker(mac), timestamp + self.tolerance + 1, key)
+        return Delivery(_marker(hook, signed), timestamp + self.tolerance + 1, key)
 
 
 def slack(*, tolerance: int = 300, to_input: ToInput | None = None) -> HookSpec:

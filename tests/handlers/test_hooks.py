@@ -209,3 +209,24 @@ def test_no_signed_delivery_is_accepted_on_another_hook_or_twice(
     assert not (first.status == 202 and second.status == 202)
     if first.status == 202:
         assert second.status == 401
+
+
+@pytest.mark.parametrize("kept", ["new", "old", "both reversed"])
+def test_a_delivery_signed_with_both_keys_of_a_rotation_is_single_use(
+    stack: Stack, kept: str
+) -> None:
+    """GIVEN a hook mid-rotation (two keys) and a delivery carrying a signature by each
+    WHEN it is replayed carrying only one of them (or both, in the other order)
+    THEN it is refused as a replay: single use belongs to what was signed (time, path,
+    body), not to whichever MAC matched first (issue 32)."""
+    stack.secrets["durable/webhook"] = json.dumps({"greet": ["new-secret", "old-secret"]})
+    now = int(time.time())
+    old = sign(b"old-secret", now, BODY.encode(), "greet")
+    new = sign(b"new-secret", now, BODY.encode(), "greet")
+    assert deliver(stack, at=now, signature=f"{old},{new}").status == 202
+    stack.drain()
+    before = stack.snapshot()
+    replayed = {"new": new, "old": old, "both reversed": f"{new},{old}"}[kept]
+    replay = deliver(stack, at=now, signature=replayed)
+    assert replay.status == 401 and "replayed" in replay.error["message"], replay.body
+    assert stack.snapshot() == before and stack.invoker.pop() is None
