@@ -1,17 +1,23 @@
 """Third-party senders through POST /hooks/{name}: each workflow names its sender's scheme
-and maps the sender's JSON to its input (issue 13, "real senders")."""
+and maps the sender's JSON to its input (issue 13, "real senders"). Every delivery here is
+signed by the provider's own library (``tests/providers.py``: stripe, slack_sdk, Octokit's
+webhooks-methods; Shopify's documented scheme), so a verifier that drifts from what the
+providers send fails here (issue 32)."""
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import time
 from typing import Any
 
 from tests.handlers.conftest import Reply, Stack
 from tests.handlers.events import api_event
+from tests.providers import (
+    github_signature,
+    shopify_signature,
+    slack_headers,
+    stripe_signature,
+)
 
 KEYS = {
     "github-push": "gh-key-0123456789",
@@ -26,10 +32,6 @@ def post(stack: Stack, hook: str, body: str, headers: dict[str, str]) -> Reply:
     return stack.call(api_event("POST", f"/hooks/{hook}", raw=body, headers=headers, caller=None))
 
 
-def mac(key: str, message: bytes) -> bytes:
-    return hmac.new(key.encode(), message, hashlib.sha256).digest()
-
-
 def result(stack: Stack, reply: Reply) -> Any:
     assert reply.status == 202, reply.body
     stack.drain()
@@ -42,9 +44,8 @@ def github_delivery(
     body = json.dumps(
         {"ref": "refs/heads/main", "repository": {"full_name": "acme/shop"}, "commits": [{}, {}]}
     )
-    signature = "sha256=" + mac(key, body.encode()).hex()
     headers = {
-        "X-Hub-Signature-256": signature,
+        "X-Hub-Signature-256": github_signature(key, body),
         "X-GitHub-Delivery": delivery,
         "X-GitHub-Event": "push",
     }
@@ -81,14 +82,13 @@ def test_a_stripe_event_starts_its_workflow_once_per_event(stack: Stack) -> None
     }
     body = json.dumps(event)
     t = int(time.time())
-    signature = mac(KEYS["stripe-payment"], f"{t}.".encode() + body.encode()).hex()
-    headers = {"Stripe-Signature": f"t={t},v1={signature}"}
+    headers = {"Stripe-Signature": stripe_signature(KEYS["stripe-payment"], body, t)}
     first = post(stack, "stripe-payment", body, headers)
     assert result(stack, first) == "charge.succeeded 2000"
     assert post(stack, "stripe-payment", body, headers).status == 401  # a replay
-    t2 = t + 1  # Stripe's retry signs anew: the event id finds the first run
-    resigned = mac(KEYS["stripe-payment"], f"{t2}.".encode() + body.encode()).hex()
-    retry = post(stack, "stripe-payment", body, {"Stripe-Signature": f"t={t2},v1={resigned}"})
+    # Stripe's retry signs anew: the event id finds the first run
+    resigned = {"Stripe-Signature": stripe_signature(KEYS["stripe-payment"], body, t + 1)}
+    retry = post(stack, "stripe-payment", body, resigned)
     assert retry.body["run_id"] == first.body["run_id"]
 
 
@@ -96,16 +96,14 @@ def test_a_slack_event_starts_its_workflow(stack: Stack) -> None:
     body = json.dumps(
         {"type": "event_callback", "event_id": "Ev01", "event": {"type": "message", "text": "hi"}}
     )
-    ts = str(int(time.time()))
-    signature = "v0=" + mac(KEYS["slack-event"], f"v0:{ts}:".encode() + body.encode()).hex()
-    headers = {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
+    headers = slack_headers(KEYS["slack-event"], body)
     assert result(stack, post(stack, "slack-event", body, headers)) == "hi"
 
 
 def test_a_shopify_order_starts_its_workflow_and_a_bad_payload_is_422(stack: Stack) -> None:
     def signed(payload: dict[str, Any], webhook_id: str) -> tuple[str, dict[str, str]]:
         body = json.dumps(payload)
-        digest = base64.b64encode(mac(KEYS["shopify-order"], body.encode())).decode()
+        digest = shopify_signature(KEYS["shopify-order"], body)
         return body, {"X-Shopify-Hmac-Sha256": digest, "X-Shopify-Webhook-Id": webhook_id}
 
     body, headers = signed({"id": 820982911946154508, "email": "jon@example.com"}, "w-1")
@@ -140,7 +138,7 @@ def test_a_github_delivery_form_encoded_is_accepted_as_github_sends_it(stack: St
     body = urlencode({"payload": json.dumps(payload)})
     headers = {
         "Content-Type": "application/x-www-form-urlencoded",
-        "X-Hub-Signature-256": "sha256=" + mac(KEYS["github-push"], body.encode()).hex(),
+        "X-Hub-Signature-256": github_signature(KEYS["github-push"], body),
         "X-GitHub-Delivery": "d-form-1",
         "X-GitHub-Event": "push",
     }
@@ -150,7 +148,7 @@ def test_a_github_delivery_form_encoded_is_accepted_as_github_sends_it(stack: St
     bare = urlencode({"other": "x"})
     fieldless = {
         **headers,
-        "X-Hub-Signature-256": "sha256=" + mac(KEYS["github-push"], bare.encode()).hex(),
+        "X-Hub-Signature-256": github_signature(KEYS["github-push"], bare),
     }
     missing = post(stack, "github-push", bare, {**fieldless, "X-GitHub-Delivery": "d-form-2"})
     assert missing.status == 422 and missing.body["error"]["field"] == "payload"
@@ -161,9 +159,7 @@ def test_slacks_url_verification_is_answered_with_its_challenge(stack: Stack) ->
     expects its challenge back; it started a run instead, so the subscription could not
     be enabled (issue 32, finding 7). An unsigned one is refused as any delivery is."""
     body = json.dumps({"type": "url_verification", "challenge": "3eZbrw1aB", "token": "t"})
-    ts = str(int(time.time()))
-    signature = "v0=" + mac(KEYS["slack-event"], f"v0:{ts}:".encode() + body.encode()).hex()
-    headers = {"X-Slack-Request-Timestamp": ts, "X-Slack-Signature": signature}
+    headers = slack_headers(KEYS["slack-event"], body)
     before = stack.snapshot()
     reply = post(stack, "slack-event", body, headers)
     assert (reply.status, reply.body) == (200, {"challenge": "3eZbrw1aB"})
@@ -189,8 +185,78 @@ def test_a_signed_github_or_shopify_body_reposted_starts_no_second_run(stack: St
         again = post(stack, "github-push", body, replay)
         assert again.status == 202 and again.body["run_id"] == first.body["run_id"]
     order = json.dumps({"id": 42, "email": "a@example.com", "line_items": [{"sku": "x"}]})
-    digest = base64.b64encode(mac(KEYS["shopify-order"], order.encode())).decode()
+    digest = shopify_signature(KEYS["shopify-order"], order)
     signed = {"X-Shopify-Hmac-Sha256": digest, "X-Shopify-Webhook-Id": "w-1"}
     shop = post(stack, "shopify-order", order, signed)
     resent = post(stack, "shopify-order", order, {**signed, "X-Shopify-Webhook-Id": "w-2"})
     assert shop.status == resent.status == 202 and shop.body["run_id"] == resent.body["run_id"]
+
+
+def test_provider_signed_deliveries_tampered_stale_or_for_another_hook_are_401(
+    stack: Stack,
+) -> None:
+    """What each provider's library signed, changed by a byte, signed too long ago, or
+    signed with another hook's key: refused, nothing written."""
+    event = json.dumps({"id": "evt_2", "type": "charge.succeeded", "data": {"object": {}}})
+    slack = json.dumps({"type": "event_callback", "event_id": "Ev02", "event": {"text": "x"}})
+    push, _ = github_delivery()
+    old = int(time.time()) - 301
+    stripe_key, slack_key, github_key = (
+        KEYS["stripe-payment"],
+        KEYS["slack-event"],
+        KEYS["github-push"],
+    )
+    refused = [
+        ("stripe-payment", event + " ", {"Stripe-Signature": stripe_signature(stripe_key, event)}),
+        ("stripe-payment", event, {"Stripe-Signature": stripe_signature(stripe_key, event, old)}),
+        ("stripe-payment", event, {"Stripe-Signature": stripe_signature(slack_key, event)}),
+        ("slack-event", slack.replace("x", "y"), slack_headers(slack_key, slack)),
+        ("slack-event", slack, slack_headers(slack_key, slack, old)),
+        ("slack-event", slack, slack_headers(stripe_key, slack)),
+        ("github-push", push.replace("main", "prod"), github_delivery()[1]),
+        ("github-push", push, github_delivery(key=stripe_key)[1]),
+        ("shopify-order", "{}", {"X-Shopify-Hmac-Sha256": shopify_signature(github_key, "{}")}),
+    ]
+    before = stack.snapshot()
+    for hook, body, headers in refused:
+        reply = post(stack, hook, body, headers)
+        assert reply.status == 401, (hook, body, reply.body)
+    assert stack.snapshot() == before and stack.invoker.pop() is None
+
+
+def test_stripes_rotation_header_with_two_signatures_is_single_use(stack: Stack) -> None:
+    """While an endpoint's secret rolls, Stripe sends one ``v1`` per secret; the delivery
+    is accepted once, and re-posted with either signature alone it is a replay."""
+    stack.secrets["durable/webhook"] = json.dumps(
+        {**KEYS, "stripe-payment": ["whsec_new", "whsec_old"]}
+    )
+    body = json.dumps(
+        {"id": "evt_3", "type": "charge.succeeded", "data": {"object": {"amount": 1}}}
+    )
+    t = int(time.time())
+    new = stripe_signature("whsec_new", body, t)
+    old = stripe_signature("whsec_old", body, t)
+    both = new + "," + old.split(",", 1)[1]
+    assert (
+        stack.call(
+            api_event(
+                "POST",
+                "/hooks/stripe-payment",
+                raw=body,
+                headers={"Stripe-Signature": both},
+                caller=None,
+            )
+        ).status
+        == 202
+    )
+    for alone in (new, old):
+        replay = stack.call(
+            api_event(
+                "POST",
+                "/hooks/stripe-payment",
+                raw=body,
+                headers={"Stripe-Signature": alone},
+                caller=None,
+            )
+        )
+        assert replay.status == 401 and "replayed" in replay.error["message"], replay.body
