@@ -498,3 +498,69 @@ def test_only_the_functions_that_open_sealed_values_may_decrypt() -> None:
         if "open_sealer(" in path.read_text() and path.name != "secrets.py"
     ]
     assert openers == ["durable/execution.py"]
+
+
+def _throttles() -> dict[tuple[str, str], tuple[str, str]]:
+    """(path, method) -> the parameters naming its rate and burst, from the stage's
+    MethodSettings (a resource path's slashes are written ~1 there)."""
+    found = {}
+    for setting in RESOURCES["Api"]["Properties"]["MethodSettings"]:
+        path = setting["ResourcePath"]
+        path = path if path == "/*" else path[1:].replace("~1", "/")
+        found[(path, setting["HttpMethod"])] = (
+            setting["ThrottlingRateLimit"]["Ref"],
+            setting["ThrottlingBurstLimit"]["Ref"],
+        )
+    return found
+
+
+def test_the_stage_throttles_and_every_unsigned_route_tighter() -> None:
+    """A flood on /hooks or /callbacks must not take the concurrency the workers need
+    (issue 32): the stage has a rate, and every route the internet reaches unsigned
+    (Authorizer NONE, read from the function's events so a new one cannot be missed)
+    has its own, lower one; a throttle names a route that exists."""
+    routes = {
+        (e["Properties"]["Path"], e["Properties"]["Method"].upper()): e["Properties"]
+        for e in FUNCTIONS["ApiFunction"]["Events"].values()
+        if e["Type"] == "Api"
+    }
+    unsigned = {r for r, p in routes.items() if p.get("Auth", {}).get("Authorizer") == "NONE"}
+    assert unsigned == {
+        ("/hooks/{name}", "POST"),
+        ("/callbacks/{token}", "POST"),
+        ("/callbacks/{token}/fail", "POST"),
+    }
+    throttles = _throttles()
+    assert throttles.pop(("/*", "*")) == ("ApiRateLimit", "ApiBurstLimit")
+    assert set(throttles) == unsigned and set(throttles) <= set(routes)
+    assert set(throttles.values()) == {("PublicRateLimit", "PublicBurstLimit")}
+    params = TEMPLATE["Parameters"]
+    for public, stage in (
+        ("PublicRateLimit", "ApiRateLimit"),
+        ("PublicBurstLimit", "ApiBurstLimit"),
+    ):
+        assert 1 <= params[public]["Default"] <= params[stage]["Default"]
+        assert params[public]["MinValue"] == params[stage]["MinValue"] == 1
+
+
+@pytest.mark.parametrize(
+    ("function", "parameter"),
+    [("ApiFunction", "ApiReservedConcurrency"), ("WorkerFunction", "WorkerReservedConcurrency")],
+)
+def test_reserved_concurrency_is_a_parameter_unset_by_default(
+    function: str, parameter: str
+) -> None:
+    """Reserving concurrency caps the API (a flood cannot take the workers' share) and
+    guarantees the workers theirs, but an account whose quota is below 100 + the
+    reservation cannot deploy it (new accounts start at 10): a parameter, -1 leaving
+    the property out (AWS::NoValue), 0 a real value (the function stopped)."""
+    param = TEMPLATE["Parameters"][parameter]
+    assert (param["Type"], param["Default"], param["MinValue"]) == ("Number", -1, -1)
+    (condition,) = [
+        name
+        for name, rule in TEMPLATE["Conditions"].items()
+        if rule == {"Not": [{"Equals": [{"Ref": parameter}, "-1"]}]}
+    ]
+    assert FUNCTIONS[function]["ReservedConcurrentExecutions"] == {
+        "If": [condition, {"Ref": parameter}, {"Ref": "AWS::NoValue"}]
+    }
