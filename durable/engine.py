@@ -213,6 +213,19 @@ class Engine:
         key, wrapped = self.keys.new_data_key(run_id)
         return Sealer(key, run_id), key_record(run_id, wrapped)
 
+    def answer_sealer(self, run_id: str) -> Sealer:
+        """A sealer for a callback's answer to ``run_id``: a fresh data key whose record
+        its nodes carry (``durable.secrets``), as the API cannot open the run's key."""
+        if self.keys is None:
+            raise InvalidInput(
+                "this answer has secret-typed fields but no key service is configured to "
+                "seal them: set DURABLE_KMS_KEY_ID",
+                field="result",
+            )
+        key, wrapped = self.keys.new_data_key(run_id)
+        record = key_record(run_id, wrapped)
+        return Sealer(key, run_id, record)
+
     def invoke_worker(self, run_id: str, reason: str, hop: int = 0) -> None:
         try:
             self.invoker.invoke(run_id, reason, hop)

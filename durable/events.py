@@ -35,6 +35,7 @@ from durable.model import (
 )
 from durable.ports import RunFinished, SignalExists, WaitNotPending
 from durable.retention import leftover_cutoff
+from durable.secrets import SEALED, is_sealed, transform
 from durable.waits import check_wait_name
 
 if TYPE_CHECKING:
@@ -128,20 +129,54 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
     now = format_time(engine.clock.now())
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
         _refuse(rec, now)
-    _check_answer(rec, result, failure)
+    output = _answer_text(engine, rec, result, output, failure)
     _deliver(engine, _answered(rec, output, failure, now), digest, now)
     return run_id
 
 
-def _check_answer(rec: StepRecord, result: Any, failure: tuple[str, str] | None) -> None:
-    """Refuse (422, naming the field) an answer that does not fit the type the callback
-    declared, when this process can import it; the workflow decodes it again anyway."""
-    reference = (rec.detail or {}).get("result_type")
+def _answer_text(
+    engine: Engine, rec: StepRecord, result: Any, output: str | None, failure: Any
+) -> str | None:
+    """What is stored of an answer. One that does not fit the type the callback declared
+    is refused (422, naming the field) when this process can import the type; the
+    workflow decodes it again anyway. A type with secret-typed fields (the callback says
+    ``sealed``) has them sealed under a data key of the answer's own (``durable.secrets``):
+    refused, nothing written, when the type cannot be imported here to know which."""
+    detail = rec.detail or {}
+    reference = detail.get("result_type")
     if failure is not None or not isinstance(reference, str):
-        return
+        return output
+    _refuse_sealed_shapes(result)
     annotation = serde.resolve_reference(reference)
-    if annotation is not None:
-        serde.check_value(result, annotation, f"callback {rec.name!r} expects {reference}")
+    if annotation is None:
+        if detail.get("sealed"):
+            raise InvalidInput(
+                f"callback {rec.name!r} expects {reference}, whose secret-typed fields must "
+                "be sealed, but the API cannot import it: deploy the API with the "
+                "workflow's code (the same AppReference)",
+                field="result",
+            )
+        return output
+    value = serde.check_value(result, annotation, f"callback {rec.name!r} expects {reference}")
+    if not detail.get("sealed"):
+        return output
+    return serde.encode(value, annotation, engine.answer_sealer(rec.run_id))
+
+
+def _refuse_sealed_shapes(result: Any) -> None:
+    """An answer from outside may not carry sealed nodes of its own: the worker would try
+    to open them as the run's secrets."""
+
+    def found(node: Any) -> Any:
+        if is_sealed(node):
+            raise InvalidInput(
+                f"an answer may not hold {{{SEALED!r}: ...}} objects: that shape is how "
+                "sealed secrets are stored; send the plain value",
+                field="result",
+            )
+        return None
+
+    transform(result, found)
 
 
 def complete_wait(
@@ -187,7 +222,7 @@ def complete_wait(
     now = format_time(engine.clock.now())
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
         _refuse(rec, now)
-    _check_answer(rec, result, failure)
+    output = _answer_text(engine, rec, result, output, failure)
     answered = _answered(rec, output, failure, now)
     answered.detail = {**(rec.detail or {}), "completed_by": requested_by or "operator"}
     _deliver(engine, answered, rec.token_hash, now)

@@ -30,6 +30,7 @@ from durable.errors import (
     RunCanceled,
     StepFailed,
     Suspend,
+    TerminalError,
 )
 from durable.interrupts import (
     BranchParked,
@@ -62,7 +63,7 @@ from durable.registry import (
     return_annotation,
 )
 from durable.retry import RetryPolicy
-from durable.secrets import SEALED, Sealer, key_record, open_sealer
+from durable.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
 from durable.steps import StepOptionsResolved, StepRun
 from durable.turns import Turn
 from durable.values import RECORDED_VALUES
@@ -141,6 +142,7 @@ class Execution(LeaseKeeping):
         # every text this run stores.
         self.tokens: set[str] = set()
         self._sealer: Sealer | None = None
+        self._answer_sealers: dict[str, Sealer] = {}  # a callback answer's own keys
         self.compensated = False  # compensations of a failure or a cancel were started
         self.dry_run = False  # replay recorded results only; stop where new work begins
 
@@ -434,9 +436,37 @@ class Execution(LeaseKeeping):
         return serde.encode(value, annotation, sealer)
 
     def decode(self, text: str | None, annotation: Any) -> Any:
-        """A stored value, its sealed secrets opened."""
-        sealer = self.sealer() if text is not None and SEALED in text else None
-        return serde.decode(text, annotation, sealer)
+        """A stored value, its sealed secrets opened: by the run's key, or, for a
+        callback's answer the API sealed, by the key its nodes carry."""
+        if text is None or SEALED not in text:
+            return serde.decode(text, annotation)
+        sealer = self.sealer() if self.run.data_key else None
+        return serde.decode(text, annotation, sealer, self._answer_sealer)
+
+    def _answer_sealer(self, record: str) -> Sealer:
+        """The sealer of a key a node carries (``durable.secrets``), opened once per
+        invocation. Only a key made for this run, or for the run it was forked from (whose
+        sealed values a fork copies), opens here: the run id is the key's associated data
+        and KMS's encryption context."""
+        sealer = self._answer_sealers.get(record)
+        if sealer is None:
+            owner = record.partition(":")[0]
+            run = self.run
+            lineage = {run.run_id, (run.data_key or "").partition(":")[0]}
+            lineage.add((run.forked_from or "").partition("@")[0])
+            if owner not in lineage:
+                raise TerminalError(
+                    f"a sealed value in run {run.run_id} names a key of run {owner}: sealed "
+                    "values do not move between runs"
+                )
+            keys = self.engine.keys
+            if keys is None:
+                raise SecretsNeedKeys(
+                    "a callback's answer is sealed but no key service is configured to open "
+                    "it: set DURABLE_KMS_KEY_ID"
+                )
+            sealer = self._answer_sealers[record] = open_sealer(keys, record)
+        return sealer
 
     def redact(self, text: str) -> str:
         """``text`` with every callback token of this run (and so every callback URL)

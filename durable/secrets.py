@@ -11,6 +11,12 @@ invocation. So a reader of the table, a backup or an export sees ciphertext, and
 the CLI and the console show ``***`` (``masked``). Workflow code sees the secret types,
 whose repr is masked too: a log line of the value shows nothing.
 
+A callback's answer is the exception: the API receives it, and the API may make data
+keys but never open one (it holds ``kms:GenerateDataKey``, not ``kms:Decrypt``), so it
+cannot use the run's key. It seals the answer's secret-typed fields under a data key of
+their own, whose wrapped form travels in the node, ``{"$sealed": ..., "$key": "<run>:
+<wrapped>"}``; the worker opens that key when it replays the answer.
+
 Values without secret types take the plain path (``durable.serde``), at no cost.
 """
 
@@ -24,6 +30,7 @@ from typing import Any, Protocol
 from durable.errors import TerminalError
 
 SEALED = "$sealed"
+KEY = "$key"  # a node sealed under a data key of its own: that key's record
 MASK = "***"
 _NONCE_BYTES = 12
 
@@ -45,13 +52,15 @@ class SecretsNeedKeys(TerminalError):
 
 
 class Sealer:
-    """Seals and opens one run's secret values with its data key."""
+    """Seals and opens one run's secret values with a data key. ``record``: the key's
+    record, when the nodes it seals must carry it (a key of their own, not the run's)."""
 
-    def __init__(self, key: bytes, run_id: str) -> None:
+    def __init__(self, key: bytes, run_id: str, record: str | None = None) -> None:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         self._aead = AESGCM(key)
         self._aad = run_id.encode()
+        self.record = record
 
     def seal(self, plaintext: bytes) -> str:
         nonce = os.urandom(_NONCE_BYTES)
@@ -75,7 +84,9 @@ def open_sealer(keys: KeyService, record: str) -> Sealer:
 
 
 def is_sealed(value: Any) -> bool:
-    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(SEALED), str)
+    if not isinstance(value, dict) or not isinstance(value.get(SEALED), str):
+        return False
+    return len(value) == 1 or (len(value) == 2 and isinstance(value.get(KEY), str))
 
 
 def transform(value: Any, change: Callable[[Any], Any | None]) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -17,7 +18,7 @@ from pydantic import Secret, SecretBytes, SecretStr, TypeAdapter, ValidationErro
 from pydantic_core import to_json
 
 from durable.errors import InvalidInput
-from durable.secrets import SEALED, Sealer, SecretsNeedKeys, is_sealed, masked, transform
+from durable.secrets import KEY, SEALED, Sealer, SecretsNeedKeys, is_sealed, masked, transform
 
 NO_ANNOTATION: Any = inspect.Signature.empty
 
@@ -69,18 +70,22 @@ def _seal_node(sealer: Sealer | None) -> Any:
             raw = b"b" + node.get_secret_value()
         else:
             raw = b"j" + to_json(node.get_secret_value())
+        if sealer.record is not None:  # a key of its own: the node says which
+            return {SEALED: sealer.seal(raw), KEY: sealer.record}
         return {SEALED: sealer.seal(raw)}
 
     return seal
 
 
-def _open_node(sealer: Sealer | None) -> Any:
+def _open_node(sealer: Sealer | None, keyed: Callable[[str], Sealer] | None) -> Any:
     def open_(node: Any) -> Any:
         if not is_sealed(node):
             return None
-        if sealer is None:
+        record = node.get(KEY)
+        opener = sealer if record is None else keyed(record) if keyed is not None else None
+        if opener is None:
             raise SecretsNeedKeys("a stored value is sealed but this run has no data key")
-        raw = sealer.open(node[SEALED])
+        raw = opener.open(node[SEALED])
         kind, body = raw[:1], raw[1:]
         if kind == b"s":
             return body.decode()
@@ -116,15 +121,21 @@ def encode(value: Any, annotation: Any = NO_ANNOTATION, sealer: Sealer | None = 
     return adapter.dump_json(value, by_alias=True).decode()
 
 
-def decode(text: str | None, annotation: Any = NO_ANNOTATION, sealer: Sealer | None = None) -> Any:
-    """The value ``text`` encodes, sealed secrets opened by ``sealer``."""
+def decode(
+    text: str | None,
+    annotation: Any = NO_ANNOTATION,
+    sealer: Sealer | None = None,
+    keyed: Callable[[str], Sealer] | None = None,
+) -> Any:
+    """The value ``text`` encodes, sealed secrets opened by ``sealer`` (the run's key) or,
+    for a node that carries its own key's record, by ``keyed(record)``."""
     if text is None:
         return None
     adapter = adapter_for(annotation)
     if adapter is None:
         return json.loads(text)
     if SEALED in text:
-        data = transform(json.loads(text), _open_node(sealer))
+        data = transform(json.loads(text), _open_node(sealer, keyed))
         return adapter.validate_python(data, by_alias=True, by_name=True)
     return adapter.validate_json(text, by_alias=True, by_name=True)
 
@@ -155,13 +166,14 @@ def resolve_reference(reference: str) -> Any | None:
     return target if isinstance(target, type) else None
 
 
-def check_value(value: Any, annotation: Any, what: str) -> None:
-    """``InvalidInput`` naming the first field ``value`` gets wrong for ``annotation``."""
+def check_value(value: Any, annotation: Any, what: str) -> Any:
+    """``value`` validated as ``annotation``, or ``InvalidInput`` naming the first field it
+    gets wrong."""
     adapter = adapter_for(annotation)
     if adapter is None:
-        return
+        return value
     try:
-        adapter.validate_python(value, by_alias=True, by_name=True)
+        return adapter.validate_python(value, by_alias=True, by_name=True)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"

@@ -102,6 +102,17 @@ def create_callback(
         token = tokens.make_token(secret, x.run.run_id, position, nonce)
         # The API validates answers against the type, when it can import it by name.
         reference = serde.type_reference(result_type) if result_type is not None else None
+        detail: dict[str, Any] | None = {"result_type": reference} if reference else None
+        if result_type is not None and serde.has_secrets(result_type):
+            if reference is None:
+                # The API seals an answer by the type's fields: a type it cannot import
+                # would be stored in clear. Said before any token exists.
+                raise TerminalError(
+                    f"callback {name!r}: result_type {result_type!r} has secret-typed fields, "
+                    "so the API must import it to seal them: define it at module level "
+                    "(a class, not a generic alias) in a module the API's code has"
+                )
+            detail = {"result_type": reference, "sealed": True}
         # Written WAITING (with its expiry) before the token leaves this function.
         rec = x.write_fenced(
             x.new_record(
@@ -112,7 +123,7 @@ def create_callback(
                 token_nonce=nonce,
                 token_hash=tokens.token_hash(token),
                 expires_at=expires,
-                detail={"result_type": reference} if reference else None,
+                detail=detail,
             )
         )
         if rec.token_nonce != nonce:  # another writer's record was adopted: not ours

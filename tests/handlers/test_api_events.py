@@ -425,3 +425,25 @@ def test_every_outside_action_on_a_run_names_who_took_it(
     assert OPERATOR_ARN in audits[approved]
     assert "cancel" in audits[canceled] and "duplicate" in audits[canceled]
     assert OPERATOR_ARN in audits[canceled]
+
+
+def test_a_secret_typed_callback_answer_is_sealed_by_the_api_and_opened_by_the_worker(
+    stack: Stack,
+) -> None:
+    """Issue 32, finding 3: a card number posted to a callback whose result_type types it
+    SecretStr was stored in the step item and shown by GET /runs. Now no item of either
+    table holds it, the API shows ***, and the workflow charges the real number."""
+    number = "5555555555554444"
+    reply = stack.call(api_event("POST", "/workflows/card-entry/runs", None))
+    run_id = reply.body["run_id"]
+    stack.drain()
+    token = workflows.OUTBOX[run_id].rsplit("/", 1)[1]
+    sent = answer(stack, token, {"holder": "Grace", "number": number})
+    assert sent.status == 202, sent.body
+    assert number not in json.dumps(stack.snapshot())
+    (card,) = [s for s in show(stack, run_id)["steps"] if s["name"] == "card"]
+    assert card["output"] == {"holder": "Grace", "number": "***"}
+    stack.drain()
+    shown = show(stack, run_id)
+    assert (shown["status"], shown["output"]) == ("SUCCEEDED", "charged 4444")
+    assert number in workflows.CHARGED and number not in json.dumps(stack.snapshot())

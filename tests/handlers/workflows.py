@@ -81,6 +81,29 @@ def unlock(ctx: Context, request: Unlock) -> str:
     return request.door
 
 
+class Card(BaseModel):
+    holder: str
+    number: SecretStr
+
+
+CHARGED: list[str] = []  # the card numbers the card-entry workflow charged
+
+
+@app.step
+def charge_card(number: str) -> str:
+    CHARGED.append(number)
+    return f"charged {number[-4:]}"
+
+
+@app.workflow(name="card-entry")
+def card_entry(ctx: Context) -> str:
+    """A sender posts a card to the callback URL; its number is secret-typed."""
+    card = ctx.wait_for_callback(
+        "card", timeout=timedelta(days=1), submit=publish, result_type=Card
+    )
+    return charge_card(card.number.get_secret_value())
+
+
 @app.workflow(name="signalled")
 def signalled(ctx: Context) -> Any:
     return ctx.wait_for_signal("go", timeout=timedelta(days=1))

@@ -24,7 +24,7 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
     "map": ("ctx.map", "ctx.map(distributed=True)"),
     "run_child": ("ctx.run_child", "ctx.run_child(id=)"),
     "start_child": ("ctx.start_child", "ctx.start_child(id=)"),
-    "continue_as_new": ("ctx.continue_as_new",),
+    "continue_as_new": ("ctx.continue_as_new", "ctx.continue_as_new in a branch"),
     "compensate": ("ctx.compensate",),
     "changed": ("ctx.changed",),
     "now": ("ctx.now",),
@@ -53,6 +53,7 @@ ENGINE_CALLS: dict[str, tuple[str, ...]] = {
 # the outside world (each is exercised through the ones above).
 ENGINE_INTERNAL = frozenset(
     {
+        "answer_sealer",
         "arm_timer",
         "cancel_timers",
         "get_run",

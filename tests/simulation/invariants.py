@@ -355,6 +355,11 @@ def child_reports_match(f: Final) -> list[str]:
                 if not rec.status.final and not h.run.terminal:
                     problems.append(f"run {run_id} waits at {position} on a missing child")
                 continue
+            if child.run.created_at > rec.updated_at:
+                # A keyed child's id outlives it: expired, then started again under its
+                # key (an operator's ``durable start --key``), it is a later run the
+                # parent's record never saw.
+                continue
             mine = {f"{r}@{position}" for r in _fork_chain(f, run_id)}
             # A keyed child (``id=``) that was there already, finished, is adopted: it
             # names whoever started it (another parent, or none: an operator).

@@ -91,10 +91,10 @@ def _batch(rng: random.Random, i: int) -> Op:
     time (``max_concurrency=1``): the explorer's actors are one thread each; what the
     threads of a wider batch add, taking turns on the engine's state, is tested in
     tests/unit/test_fanout.py."""
-    kinds = ("step", "sleep", "callback", "signal", "value", "child")
+    kinds = ("step", "sleep", "callback", "signal", "value", "child", "continue")
     branches = [
         [
-            _branch_op(rng, rng.choices(kinds, weights=(6, 2, 2, 1, 1, 1))[0], f"{i}.{j}.{k}")
+            _branch_op(rng, rng.choices(kinds, weights=(6, 2, 2, 1, 1, 1, 0.5))[0], f"{i}.{j}.{k}")
             for k in range(1, rng.randint(1, 3) + 1)
         ]
         for j in range(1, rng.randint(1, 3) + 1)
@@ -229,6 +229,8 @@ def _op(rng: random.Random, kind: str, i: int | str) -> Op:
         return {"op": "changed", "patch": rng.choice(("fix-a", "fix-b"))}
     if kind == "compensate":
         return {"op": "compensate"}
+    if kind == "continue":  # in a branch: the run goes on as a new run from inside a batch
+        return {"op": "continue", "times": rng.randint(1, 2), "bad": False}
     return {"op": "value", "kind": rng.choice(("now", "uuid", "random"))}
 
 
@@ -495,6 +497,8 @@ def context_call(op: Op) -> str:
 def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> Any:
     kind = op["op"]
     hooks().journal.produced[context_call(op)] += 1
+    if kind == "continue" and isinstance(i, str) and "." in i:
+        hooks().journal.produced["ctx.continue_as_new in a branch"] += 1
     timeout = timedelta(seconds=op["timeout"]) if op.get("timeout") else None
     if kind == "dmap":
         items = op["items"][:-1] if op.get("shrinks") and hooks().deployed else op["items"]

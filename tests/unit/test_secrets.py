@@ -180,3 +180,131 @@ def test_no_secrets_plaintext_is_in_any_stored_item(card: str, key: str) -> None
     text = stored_text(runner)
     stored = json.dumps([card, key])[1:-1]  # as JSON text would carry them
     assert card not in text and key not in text and stored not in text
+
+
+# --- a callback's secret-typed answer (issue 32, finding 3) -----------------------------
+
+NUMBER = "4000056655665556"
+
+
+class Card(BaseModel):
+    holder: str
+    number: SecretStr
+
+
+def card_app(seen: list[str], tokens: list[str]) -> App:
+    app = App()
+
+    def charge(number: str) -> str:
+        seen.append(number)
+        return "ch_1"
+
+    @app.workflow
+    def collect(ctx: Context) -> str:
+        card = ctx.wait_for_callback(
+            "card", submit=lambda cb: tokens.append(cb.token), result_type=Card
+        )
+        ctx.sleep(timedelta(minutes=1))  # the charge runs on replay, from the ledger
+        return ctx.step(charge, card.number.get_secret_value())
+
+    return app
+
+
+@pytest.mark.parametrize("answered_by", ["token", "operator"])
+def test_a_secret_typed_callback_answer_is_sealed_and_whole_in_workflow_code(
+    answered_by: str,
+) -> None:
+    """GIVEN a callback whose result_type has a SecretStr field
+    WHEN the sender (by token) or an operator (by name) answers it
+    THEN the step item holds it sealed, GET /runs shows ***, and the workflow, replayed
+    from the ledger, charges the real number. The answer is sealed under a data key of
+    its own (the API may make keys but not open them: finding 10)."""
+    seen: list[str] = []
+    tokens: list[str] = []
+    runner = LocalRunner(card_app(seen, tokens))
+    run = runner.start("collect")
+    runner.run_until_idle()
+    answer = {"holder": "Ada", "number": NUMBER}
+    if answered_by == "token":
+        runner.complete_callback(tokens[0], answer)
+    else:
+        runner.complete_wait(run.run_id, "card", answer)
+    text = stored_text(runner)
+    assert NUMBER not in text and "$sealed" in text
+    runner.run_until_idle()
+    runner.advance(minutes=1)
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    assert seen == [NUMBER]
+    api = ApiService(
+        runner.engine, clock=runner.clock, nonces=MemoryNonceStore(), webhook_secret=lambda: None
+    )
+    view = api.get_run(run.run_id).model_dump_json()
+    assert NUMBER not in view and NUMBER not in stored_text(runner) and '"***"' in view
+    assert "Ada" in view  # the rest of the answer is shown as it came
+
+
+def test_a_secret_typed_answer_without_a_key_service_is_refused_and_nothing_written() -> None:
+    seen: list[str] = []
+    tokens: list[str] = []
+    runner = LocalRunner(card_app(seen, tokens))
+    run = runner.start("collect")
+    runner.run_until_idle()
+    runner.engine.keys = None
+    before = stored_text(runner)
+    with pytest.raises(InvalidInput, match="DURABLE_KMS_KEY_ID"):
+        runner.complete_callback(tokens[0], {"holder": "Ada", "number": NUMBER})
+    assert stored_text(runner) == before and runner.get_run(run.run_id).status == RunStatus.WAITING
+
+
+def test_a_secret_typed_result_type_must_be_importable_by_the_api() -> None:
+    """The API seals the answer by the type's fields, so it must import the type: a class
+    defined inside a function cannot be, and the workflow is told so at the callback,
+    before any token exists (else the answer would be stored in clear)."""
+
+    class Local(BaseModel):
+        number: SecretStr
+
+    app = App()
+
+    @app.workflow
+    def collect(ctx: Context) -> object:
+        return ctx.create_callback("card", result_type=Local).result()
+
+    runner = LocalRunner(app)
+    run = runner.start("collect")
+    runner.run_until_idle()
+    stored = runner.get_run(run.run_id)
+    assert stored.status == RunStatus.FAILED and stored.error is not None
+    assert "module level" in stored.error.message and "Local" in stored.error.message
+
+
+def test_a_sealed_answer_copied_to_another_run_does_not_open_there() -> None:
+    """The node carries its key's record, so the copy could be opened by KMS: the worker
+    refuses a key made for another run (and the key's associated data would too)."""
+    tokens: list[str] = []
+    runner = LocalRunner(card_app([], tokens))
+    a, b = runner.start("collect"), runner.start("collect")
+    runner.run_until_idle()
+    runner.complete_callback(tokens[0], {"holder": "Ada", "number": NUMBER})
+    steps = runner.memory_ledger._steps
+    runner.complete_callback(tokens[1], {"holder": "Bob", "number": "4111111111111111"})
+    (sealed,) = [s for s in steps[a.run_id].values() if s.name == "card"]
+    (answered,) = [s for s in steps[b.run_id].values() if s.name == "card"]
+    assert sealed.output is not None and "$key" in sealed.output
+    answered.output = sealed.output  # a reader of the table pastes run a's answer into b
+    runner.run_until_idle()
+    runner.advance(minutes=1)
+    stored = runner.get_run(b.run_id)
+    assert stored.status == RunStatus.FAILED and stored.error is not None
+    assert "do not move between runs" in stored.error.message
+    assert runner.get_run(a.run_id).status == RunStatus.SUCCEEDED
+
+
+def test_an_answer_holding_a_sealed_shape_is_refused() -> None:
+    tokens: list[str] = []
+    runner = LocalRunner(card_app([], tokens))
+    runner.start("collect")
+    runner.run_until_idle()
+    forged = {"holder": "Eve", "number": {"$sealed": "AAAA", "$key": "01J:x"}}
+    with pytest.raises(InvalidInput, match=r"\$sealed"):
+        runner.complete_callback(tokens[0], forged)
