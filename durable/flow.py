@@ -136,6 +136,17 @@ def key_value(key: str | KeyFn | None, value: Any, workflow: str) -> str:
                     f"send an input with {key!r}",
                     field=f"input.{key}",
                 )
+    if found is None:
+        # Taken as the text "None", every run without a key would share one gate.
+        from durable.errors import InvalidInput
+
+        where = f"input.{key}" if isinstance(key, str) else "input"
+        name = key if isinstance(key, str) else getattr(key, "__name__", "key function")
+        raise InvalidInput(
+            f"workflow {workflow!r} limits runs per {name!r}, which is null (None) in this "
+            "input; send a value (runs without one would all wait behind one gate)",
+            field=where,
+        )
     if _sealed(found):
         from durable.errors import InvalidInput
 

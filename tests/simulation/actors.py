@@ -47,6 +47,7 @@ from tests.simulation.journal import Event, Journal
 from tests.simulation.programs import (
     APP,
     APP_V2,
+    BUFFERED,
     GATED,
     RATED,
     SCHEDULE,
@@ -167,7 +168,7 @@ class World:
         self.pool: list[tuple[str, str, int]] = []  # (run id, reason, hop) not yet taken
         self.runs: list[str] = []  # run ids the outside world knows, in order
         self.keys: dict[str, list[Op]] = {}  # start idempotency key -> its program
-        self.fired_at: list[datetime] = []  # the schedule's fire times delivered so far
+        self.fired_at: dict[str, list[datetime]] = {}  # per schedule: times delivered
         self.expired: list[str] = []  # run ids TTL deleted, for the purge
         self.requests = 0
         self.crashes = 0
@@ -484,14 +485,18 @@ class World:
         journaled (``fire_verdicts_hold``)."""
         from durable.schedules import fire, fire_key
 
-        schedule = APP.schedules()[SCHEDULE]
+        name = BUFFERED if arg.get("buffered") else SCHEDULE
+        schedule = APP.schedules()[name]
+        if name == BUFFERED:
+            self.journal.produced["schedule fire, buffer_one"] += 1
         now = self.clock.now()
-        if arg["again"] and self.fired_at:  # the newest ones most often
-            when = self.fired_at[-1 - arg["index"] % min(3, len(self.fired_at))]
+        fired_at = self.fired_at.setdefault(name, [])
+        if arg["again"] and fired_at:  # the newest ones most often
+            when = fired_at[-1 - arg["index"] % min(3, len(fired_at))]
             self.journal.produced["schedule fire, delivered again"] += 1
         else:  # on time (within a minute or two), or late (past the grace, or not)
             when = (now - timedelta(seconds=arg["late"])).replace(microsecond=0)
-            self.fired_at.append(when)
+            fired_at.append(when)
             late = arg["late"] > 120
             self.journal.produced[f"schedule fire, {'late' if late else 'on time'}"] += 1
         stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -499,7 +504,7 @@ class World:
         if manual:
             self.journal.produced["schedule run now"] += 1
         fired = fire(self.engine, schedule, stamp, manual=manual)
-        key = fire_key(SCHEDULE, manual or format_time(when))
+        key = fire_key(name, manual or format_time(when))
         self.journal.fires.append((key, fired.result, fired.run_id, bool(manual)))
         facts.update(run_id=fired.run_id, fire=key, verdict=fired.result)
         if fired.run_id is not None:

@@ -21,7 +21,12 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
     "wait_for_signal": ("ctx.wait_for_signal",),
     "wait_for_condition": ("ctx.wait_for_condition",),
     "parallel": ("ctx.parallel",),
-    "map": ("ctx.map", "ctx.map(distributed=True)"),
+    "map": (
+        "ctx.map",
+        "ctx.map(distributed=True)",
+        "ctx.map(distributed=True) over a keyed gate",
+        "a map item missing its gate key",
+    ),
     "run_child": ("ctx.run_child", "ctx.run_child(id=)"),
     "start_child": ("ctx.start_child", "ctx.start_child(id=)"),
     "continue_as_new": ("ctx.continue_as_new", "ctx.continue_as_new in a branch"),
@@ -82,6 +87,7 @@ OUTSIDE_EVENTS = (
     "schedule fire, late",
     "schedule fire, delivered again",
     "schedule run now",
+    "schedule fire, buffer_one",
     "workflow code fails",
     "a result over the item limit",
 )

@@ -23,7 +23,7 @@ from tests.simulation.actors import OUTSIDE, SWEEPER, WEIGHTS, Settings, World
 from tests.simulation.invariants import FINAL_CHECKS, Final, no_stuck_runs
 from tests.simulation.journal import Violation
 from tests.simulation.policy import Policy
-from tests.simulation.programs import GATED, RATED, WORKFLOW, active
+from tests.simulation.programs import GATED, LANED, RATED, WORKFLOW, active
 from tests.simulation.scheduler import Decision, seeded_randomness
 
 SETTLE_ROUNDS = 300
@@ -139,7 +139,7 @@ def _generate(world: World, policy: Policy) -> Iterator[Decision]:
 
 def all_runs(world: World) -> set[str]:
     ids = set(world.runs) | set(world.journal.runs_seen)
-    for workflow in (WORKFLOW, GATED, RATED):
+    for workflow in (WORKFLOW, GATED, RATED, LANED):
         cursor: str | None = None
         while True:
             page = world.raw.list_runs(workflow=workflow, limit=100, cursor=cursor)

@@ -30,11 +30,13 @@ from durable.retention import visible_history
 from durable.serde import decode
 from durable.tokens import token_hash
 from tests.simulation.journal import Journal, Stamp
+from tests.simulation.programs import REFUSED
 
 # Checked while the schedule runs (recorded by actors and the monitor).
 RUNTIME_CHECKS = (
     "ambiguous_wait_answered",
     "map_window_kept",
+    "gate_limit_holds",
     "resume_raises_nothing",
     "sweep_raises_nothing",
     "api_errors_are_typed",
@@ -469,7 +471,19 @@ def fire_verdicts_hold(f: Final) -> list[str]:
     return problems
 
 
+def refused_maps_start_nothing(f: Final) -> list[str]:
+    """A distributed map one of whose items lacks its gate key is refused before any child
+    starts (issue 31, hole 4): no run ever has one of its other items' lanes."""
+    return [
+        f"run {run_id} started from a refused map (lane {lane!r}, parent {h.run.parent})"
+        for run_id, h in sorted(f.histories.items())
+        if isinstance(lane := json.loads(h.run.input or "{}").get("lane"), str)
+        and lane.startswith(REFUSED)
+    ]
+
+
 FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
+    "refused_maps_start_nothing": refused_maps_start_nothing,
     "no_engine_error_fails_a_run": no_engine_error_fails_a_run,
     "canceled_branches_leave_no_child": canceled_branches_leave_no_child,
     "decided_maps_cover_their_items": decided_maps_cover_their_items,

@@ -154,6 +154,7 @@ class Policy:
                 "again": r.random() < 0.5,  # a fire time delivered before, once more
                 "late": r.choice((0, 30, 90, 600, 1200, 7200)),  # seconds after its time
                 "manual": r.random() < 0.1,  # run now
+                "buffered": r.random() < 0.4,  # the buffer_one schedule's, else the skip one
                 "index": r.randrange(99),
             }
         if kind == "deploy":

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 
 import durable
-from durable import App, Context, RateLimit, RetryPolicy, TerminalError
+from durable import App, Concurrency, Context, RateLimit, RetryPolicy, TerminalError
 from durable.clock import FakeClock
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
 from durable.model import RunRecord, format_time
@@ -40,6 +40,9 @@ WORKFLOW = "sim"
 GATED = "sim-gated"  # the same workflow behind a concurrency limit (``durable.flow``)
 GATE_LIMIT = 2
 RATED = "sim-rated"  # the same workflow behind a rate limit
+LANED = "sim-laned"  # behind a keyed gate: one run at a time per ``lane`` of the input
+LANES = ("east", "west")
+REFUSED = "refused-"  # the lanes of a map one of whose items lacks its lane
 BIG = 410_000  # characters: a result over DynamoDB's 400 KB item limit
 SIGNALS = ("siga", "sigb")
 
@@ -47,6 +50,7 @@ SIGNALS = ("siga", "sigb")
 class SimInput(BaseModel):
     ops: list[dict[str, Any]]
     iteration: int = Field(default=0, ge=0)  # continue_as_new with -1 is refused
+    lane: str | None = None  # the gate key of a ``LANED`` run
 
 
 class Point(BaseModel):
@@ -178,6 +182,16 @@ def _distributed_map(rng: random.Random, i: int) -> Op:
     rules: list[Any] = ["all", "all", "first_successful", {"tolerated_failures": 1}]
     if programs:
         rules.append({"min_successful": 1})
+    # Now and then over the workflow behind a keyed gate (a lane per item), and now and
+    # then one item lacks its lane: the map must refuse before any child starts (issue
+    # 31, hole 4), so the others get lanes no run may ever have (``REFUSED``).
+    laned = bool(programs) and rng.random() < 0.3
+    missing = laned and rng.random() < 0.35
+    lanes: list[str | None] = [
+        f"{REFUSED}{n}" if missing else rng.choice(LANES) for n in range(len(programs))
+    ]
+    if missing:
+        lanes[rng.randrange(len(lanes))] = None
     return {
         "op": "dmap",
         "items": programs,
@@ -185,7 +199,8 @@ def _distributed_map(rng: random.Random, i: int) -> Op:
         "rule": rng.choice(rules),
         # After a deploy (``Hooks.deployed``) the code maps one item fewer: a replay of an
         # open map with fewer items (issue 31, hole 3).
-        "shrinks": bool(programs) and rng.random() < 0.4,
+        "shrinks": bool(programs) and not missing and rng.random() < 0.4,
+        **({"lanes": lanes} if laned else {}),
     }
 
 
@@ -282,14 +297,17 @@ class Hooks:
     def _check_gate(self, run: RunRecord, stamp: Stamp) -> None:
         """Flow control: a body of a gated run starts only while its run holds a slot,
         and the gate never holds more runs than its limit (zombies aside: a worker that
-        lost its lease may still be running a body it began, as with any step)."""
-        if run.workflow != GATED or run.gate is None:
+        lost its lease may still be running a body it began, as with any step). Gates:
+        ``GATED``'s (``GATE_LIMIT``), one per lane of ``LANED``, and the ``buffer_one``
+        schedule's (one)."""
+        if run.gate is None:
             return
+        limit = GATE_LIMIT if run.workflow == GATED else 1
         gate = self.ledger.read_gate(run.gate)
-        if run.run_id not in gate.holders or len(gate.holders) > GATE_LIMIT:
+        if run.run_id not in gate.holders or len(gate.holders) > limit:
             self.journal.violate(
                 "gate_limit_holds",
-                f"{run.run_id} started a body holding {gate.holders} (limit {GATE_LIMIT})",
+                f"{run.run_id} started a body holding {gate.holders} (limit {limit})",
                 stamp.seq,
             )
 
@@ -416,6 +434,7 @@ def poll(run: str, index: int | str, needed: int) -> dict[str, int] | None:
 APP = App()
 
 
+@APP.workflow(name=LANED, concurrency=Concurrency(1, key="lane"))
 @APP.workflow(name=RATED, rate_limit=RateLimit(2, timedelta(minutes=1)))
 @APP.workflow(name=GATED, concurrency=GATE_LIMIT)
 @APP.workflow(name=WORKFLOW)
@@ -494,6 +513,29 @@ def context_call(op: Op) -> str:
     }.get(kind, f"ctx.{kind}")
 
 
+def _distributed(ctx: Context, i: int | str, op: Op) -> Any:
+    """A distributed map over this workflow, or over ``LANED`` with a lane per item."""
+    items = op["items"][:-1] if op.get("shrinks") and hooks().deployed else op["items"]
+    lanes = op.get("lanes")
+    if lanes is not None:
+        hooks().journal.produced["ctx.map(distributed=True) over a keyed gate"] += 1
+        if None in lanes:
+            hooks().journal.produced["a map item missing its gate key"] += 1
+    inputs = [
+        {"ops": ops, **({} if lanes is None or lanes[n] is None else {"lane": lanes[n]})}
+        for n, ops in enumerate(items)
+    ]
+    result: durable.BatchResult[Any] = ctx.map(
+        WORKFLOW if lanes is None else LANED,
+        inputs,
+        name=f"op{i}",
+        distributed=True,
+        max_concurrency=op["window"],
+        completion=op["rule"],
+    )
+    return _batch_summary(result)
+
+
 def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> Any:
     kind = op["op"]
     hooks().journal.produced[context_call(op)] += 1
@@ -501,16 +543,7 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
         hooks().journal.produced["ctx.continue_as_new in a branch"] += 1
     timeout = timedelta(seconds=op["timeout"]) if op.get("timeout") else None
     if kind == "dmap":
-        items = op["items"][:-1] if op.get("shrinks") and hooks().deployed else op["items"]
-        result: durable.BatchResult[Any] = ctx.map(
-            WORKFLOW,
-            [{"ops": ops} for ops in items],
-            name=f"op{i}",
-            distributed=True,
-            max_concurrency=op["window"],
-            completion=op["rule"],
-        )
-        return _batch_summary(result)
+        return _distributed(ctx, i, op)
     if kind == "batch":
         branches = op["branches"]
         if op["map"]:
@@ -597,6 +630,15 @@ APP.schedule(
     name=SCHEDULE,
     input={"ops": [{"op": "signal", "name": SIGNALS[0], "timeout": None, "catch": True}]},
     overlap="skip",
+)
+# The same with ``buffer_one``: a fire while one runs waits for it (its gate holds one).
+BUFFERED = "sim-buffered"
+APP.schedule(
+    WORKFLOW,
+    "rate(1 hour)",
+    name=BUFFERED,
+    input={"ops": [{"op": "signal", "name": SIGNALS[1], "timeout": None, "catch": True}]},
+    overlap="buffer_one",
 )
 
 # The code after a deploy: the same workflow as version 2 as well, so runs started (and

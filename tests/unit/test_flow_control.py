@@ -89,6 +89,27 @@ def test_a_key_the_input_lacks_is_refused_at_the_start_and_nothing_is_written() 
     assert r.memory_ledger.all_run_ids() == []
 
 
+def test_a_key_that_is_null_is_refused_as_one_the_input_lacks() -> None:
+    """A null key is a missing one: taken as the text "None" it put every such run of
+    every customer behind one gate, one at a time (found by the explorer's keyed-gate
+    maps, issue 31). A key function that answers None is refused the same way."""
+    r = LocalRunner(_app())
+    with pytest.raises(InvalidInput) as e:
+        r.start("per-customer", {"customer": {"id": None}, "n": 1})
+    assert e.value.field == "input.customer.id" and "null" in str(e.value)
+    app = App()
+
+    @app.workflow(name="by-fn", concurrency=Concurrency(1, key=lambda x: x.get("region")))
+    def by_fn(ctx: Context, x: dict[str, Any]) -> None:
+        return None
+
+    runner = LocalRunner(app)
+    with pytest.raises(InvalidInput) as e:
+        runner.start("by-fn", {"other": 1})
+    assert e.value.field == "input" and "None" in str(e.value)
+    assert r.memory_ledger.all_run_ids() == [] and runner.memory_ledger.all_run_ids() == []
+
+
 @pytest.mark.parametrize("compensate", [False, True])
 def test_canceling_a_holder_or_a_waiter_frees_its_place(compensate: bool) -> None:
     r = LocalRunner(_app())
