@@ -3,8 +3,14 @@
     runner = LocalRunner(app)
     run = runner.start("onboarding", {"user_id": "u1"})
     runner.run_until_idle()
-    runner.advance(timedelta(days=3))        # fires sleeps and retry timers
-    assert runner.get_run(run.run_id).status == "SUCCEEDED"
+    runner.advance(days=3)                   # every sleep, retry and timeout on the way
+    assert runner.result(run.run_id) == Welcome(user_id="u1")
+    runner.fire_schedule("nightly")          # a schedule's fire, as Scheduler delivers it
+
+``advance`` moves time the way time moves: it stops at every wake-up before the target
+(a timer, a retry's backoff, a run due, a lease that ran out; with ``schedules=True`` each
+fire of the app's schedules) and runs what is due there, so a step retried three times an
+hour apart succeeds within one ``advance(days=1)``, each attempt at its own time.
 
 Crash injection wraps the ports: ``runner.crash_at("ledger.write_step", call=2,
 when="after")`` makes the worker "die" right after the second ``write_step`` call (the
@@ -19,9 +25,10 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
+from durable import serde
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
 from durable.clock import FakeClock
 from durable.config import EngineConfig
@@ -29,12 +36,28 @@ from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine import Engine, Outcome
 from durable.errors import RunNotFound
 from durable.fanout import BRANCH_THREAD
-from durable.model import RunRecord, SignalRecord, StepRecord
+from durable.model import RunRecord, RunStatus, SignalRecord, StepRecord, parse_time
 from durable.ports import CRASH_TARGETS, EffectStore, Invocation, check_crash_target
+from durable.recurrence import Rate
 from durable.registry import App
-from durable.secrets import LocalKeys
+from durable.schedules import Fired, fire
+from durable.secrets import SEALED, LocalKeys, open_sealer
 
 When = Literal["before", "after"]
+# Wake-ups one ``advance`` stops at, at most: a run that polls every second for a year
+# is a test that should advance less.
+MAX_WAKES = 100_000
+_TICK = timedelta(milliseconds=1)  # the ledger's time resolution
+
+
+class RunNotSucceeded(AssertionError):
+    """``LocalRunner.result`` of a run that has not succeeded: its status and error."""
+
+    def __init__(self, run: RunRecord) -> None:
+        self.run_id, self.status, self.error = run.run_id, run.status, run.error
+        why = f": {run.error.type}: {run.error.message}" if run.error else ""
+        hint = "" if run.status.terminal else " (advance the clock, answer its waits)"
+        super().__init__(f"run {run.run_id} is {run.status.value}{why}{hint}")
 
 
 class SimulatedCrash(BaseException):
@@ -147,6 +170,7 @@ class LocalRunner:
             keys=self.keys,
         )
         self.remaining_seconds = remaining_seconds
+        self.origin = self.clock.now()  # when a rate(...) schedule's clock started
         self.crashes: list[SimulatedCrash] = []
         self.outcomes: list[Outcome] = []
         self._request = 0
@@ -217,10 +241,93 @@ class LocalRunner:
             "never waits nor ends?)"
         )
 
-    def advance(self, delta: timedelta | None = None, **kwargs: float) -> list[Outcome]:
-        """Move the fake clock forward (``advance(days=3)`` works too) and run what is due."""
-        self.clock.advance(delta if delta is not None else timedelta(**kwargs))
-        return self.run_until_idle()
+    def advance(
+        self, delta: timedelta | None = None, *, schedules: bool = False, **kwargs: float
+    ) -> list[Outcome]:
+        """Move the fake clock forward by ``delta`` (or ``days=3``, ``hours=1``, ...), as
+        time passes: stopping at every wake-up on the way (a timer, a retry's backoff, a
+        run due, a lease that ran out) and running what is due there. With ``schedules``,
+        each fire of the app's schedules on the way is delivered at its time too."""
+        target = self.clock.now() + (delta if delta is not None else timedelta(**kwargs))
+        outcomes = self.run_until_idle()
+        for _ in range(MAX_WAKES):
+            wake = self._next_wake(target, schedules)
+            if wake is None:
+                break
+            at, due = wake
+            self.clock.set(at)
+            for name in due:
+                self._deliver(name, at)
+            outcomes.extend(self.run_until_idle())
+        else:
+            raise RuntimeError(
+                f"advance: more than {MAX_WAKES} wake-ups before {target:%Y-%m-%d %H:%M}; "
+                "advance by less at a time"
+            )
+        if target > self.clock.now():
+            self.clock.set(target)
+        outcomes.extend(self.run_until_idle())
+        return outcomes
+
+    def _next_wake(self, target: datetime, schedules: bool) -> tuple[datetime, list[str]] | None:
+        """The first moment after now and not after ``target`` at which something is due,
+        and the schedules that fire then (only those with ``schedules``)."""
+        now = self.clock.now()
+        times = [at for _, at in self.timers.armed.values()]
+        # A run due (the sweeper's fallback, a dead worker's lease) is taken a millisecond
+        # after its due time, as a real sweeper always comes: a lease is taken over only
+        # strictly after its end and the skew allowance (``durable.leases``).
+        runs = (self.memory_ledger.get_run(r) for r in self.memory_ledger.all_run_ids())
+        times += [parse_time(r.due_at) + _TICK for r in runs if r is not None and r.due_at]
+        fires: dict[str, datetime] = {}
+        if schedules:
+            for name, schedule in self.app.schedules().items():
+                rule = schedule.recurrence
+                fires[name] = (
+                    rule.next_after(now, self.origin)
+                    if isinstance(rule, Rate)
+                    else rule.next_after(now)
+                )
+        candidates = [t for t in [*times, *fires.values()] if now < t <= target]
+        if not candidates:
+            return None
+        first = min(candidates)
+        return first, sorted(n for n, t in fires.items() if t == first)
+
+    def fire_schedule(self, name: str, at: datetime | None = None) -> Fired:
+        """Deliver a fire of the app's schedule ``name`` for the time ``at`` (default now)
+        as EventBridge Scheduler does: with the schedule's overlap and lateness rules (an
+        ``at`` before now is a late delivery), once per fire time however often it is
+        delivered. A fire in the future is delivered when the clock gets there (``advance``
+        runs what is due on the way). Returns what the fire did; its run is run."""
+        known = self.app.schedules()
+        if name not in known:
+            listed = ", ".join(sorted(known)) or "none declared"
+            raise ValueError(f"no schedule {name!r} in this app (its schedules: {listed})")
+        when = at or self.clock.now()
+        if when > self.clock.now():
+            self.advance(when - self.clock.now())
+        fired = self._deliver(name, when)
+        self.run_until_idle()
+        return fired
+
+    def _deliver(self, name: str, at: datetime) -> Fired:
+        stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return fire(self.engine, self.app.schedules()[name], stamp)
+
+    def result(self, run_id: str) -> Any:
+        """The run's result, decoded by its workflow's return type (a pydantic model comes
+        back as one, secrets opened), as ``ctx.run_child`` would return it; raises
+        ``RunNotSucceeded`` (its status and error) for a run that has not succeeded."""
+        run = self.get_run(run_id)
+        if run.status != RunStatus.SUCCEEDED:
+            raise RunNotSucceeded(run)
+        annotation = self.app.get_workflow(run.workflow, run.version).return_annotation
+        text = run.output
+        if text is None or SEALED not in text or run.data_key is None:
+            return serde.decode(text, annotation)
+        # This runner's own key service: the test reads what the workflow returned.
+        return serde.decode(text, annotation, open_sealer(self.keys, run.data_key))
 
     def complete_callback(self, token: str, result: Any = None, error: Any = None) -> str:
         """Answer a callback (as the API route would); ``run_until_idle`` then resumes it."""
@@ -307,5 +414,6 @@ __all__ = [
     "CrashingPort",
     "LocalRunner",
     "NonDeterministicCall",
+    "RunNotSucceeded",
     "SimulatedCrash",
 ]

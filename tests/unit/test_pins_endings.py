@@ -609,7 +609,10 @@ def test_a_cancel_requested_while_workers_die_in_the_ending_wins() -> None:
     stored = runner.get_run(run_id)
     assert stored.status == RunStatus.CANCELED
     assert stored.error is not None and stored.error.message == "stop"
-    assert [o.result for o in outcomes if o.run_id == run_id] == ["canceled"]
+    # ``advance`` stops at each due time on the way: a wake-up while a dead worker's lease
+    # still holds finds the run busy, as a sweeper's would.
+    ended = [o.result for o in outcomes if o.run_id == run_id and o.result != "busy"]
+    assert ended == ["canceled"]
 
 
 def test_a_deferred_run_that_has_steps_waits_rather_than_pends() -> None:
