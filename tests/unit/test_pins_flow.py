@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -91,3 +92,62 @@ def test_no_two_workflow_and_key_pairs_share_a_gate() -> None:
     assert gate_name("C", "a#b", "c") != gate_name("C", "a", "b#c")
     assert gate_name("C", "a%23b", "") != gate_name("C", "a#b", "")
     assert gate_name("C", "crm-sync v2/eu", "acme") == "C#crm-sync v2/eu#acme"  # readable
+
+
+def test_a_key_functions_failure_names_what_it_looked_for_and_the_function() -> None:
+    """The field is the key a KeyError names (``input.region``), else the input; the
+    message names the function, or says "key function" for a callable without a name.
+    Kills the ``e.args`` / ``isinstance(e, KeyError)`` and the name fallback mutants."""
+
+    def by_region(job: dict[str, str]) -> str:
+        return job["region"]
+
+    def bare_key_error(job: object) -> str:
+        raise KeyError
+
+    def value_error(job: object) -> str:
+        raise ValueError("region")
+
+    class NoName:
+        def __call__(self, job: object) -> str:
+            raise KeyError("lane")
+
+    cases: list[tuple[Any, str, str]] = [
+        (by_region, "input.region", "by_region"),
+        (bare_key_error, "input", "bare_key_error"),
+        (value_error, "input", "value_error"),
+        (NoName(), "input.lane", "key function"),
+    ]
+    for fn, field, named in cases:
+        with pytest.raises(InvalidInput) as e:
+            key_value(fn, {}, "w")
+        assert e.value.field == field, (fn, e.value.field)
+        assert f"the key {named} finds" in str(e.value)
+
+
+def test_a_null_key_names_the_field_or_the_function() -> None:
+    with pytest.raises(InvalidInput) as by_field:
+        key_value("customer.id", {"customer": {"id": None}}, "w")
+    assert by_field.value.field == "input.customer.id"
+    assert "per 'customer.id', which is null" in str(by_field.value)
+
+    def lane(job: object) -> None:
+        return None
+
+    with pytest.raises(InvalidInput) as by_fn:
+        key_value(lane, {}, "w")
+    assert by_fn.value.field == "input" and "per 'lane', which is null" in str(by_fn.value)
+    with pytest.raises(InvalidInput, match="per 'key function', which is null"):
+        key_value(type("Unnamed", (), {"__call__": lambda self, job: None})(), {}, "w")
+
+
+def test_a_sealed_key_names_the_field_or_the_input() -> None:
+    sealed = {"card": {"$sealed": "AAAA"}}
+    with pytest.raises(InvalidInput) as by_field:
+        key_value("card", sealed, "w")
+    assert by_field.value.field == "input.card" and "per input.card, a secret" in str(
+        by_field.value
+    )
+    with pytest.raises(InvalidInput) as by_fn:
+        key_value(lambda job: job["card"], sealed, "w")
+    assert by_fn.value.field == "input" and "per input, a secret" in str(by_fn.value)
