@@ -61,3 +61,15 @@ def test_masked_reaches_sealed_values_inside_lists_and_tuples() -> None:
         "not_sealed": {SEALED: 1},
     }
     assert masked([sealed]) == [MASK]
+
+
+def test_a_sealed_node_is_its_text_alone_or_with_its_keys_record() -> None:
+    """Kills secrets-457b5702 (``len == 2 and isinstance(KEY, str)`` -> ``or``): a dict
+    that merely holds ``$sealed`` beside another field is data, not a sealed node."""
+    from durable.secrets import is_sealed
+
+    assert is_sealed({"$sealed": "AAAA"})
+    assert is_sealed({"$sealed": "AAAA", "$key": "01J:wrapped"})
+    assert not is_sealed({"$sealed": "AAAA", "note": "x"})
+    assert not is_sealed({"$sealed": "AAAA", "$key": 7})
+    assert not is_sealed({"$sealed": 1})
