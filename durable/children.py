@@ -18,6 +18,14 @@ canceled meanwhile) takes no report: the child's write happens alone.
 The parent waits like it waits for a callback: suspended with no due time until the
 report arrives. Its own cancel cancels the children it is still waiting for (with their
 compensations when the cancel asks for them); any other end leaves them running.
+
+A keyed child (``id=``) whose key a running run already holds (started by another
+parent, or by an operator under that key) is refused by default (``if_running="fail"``);
+``if_running="attach"`` takes that run instead: "start it unless it is already running",
+the commonest reason to key a run. The record names the run with ``attached``; the run
+is not this parent's child, so it reports elsewhere, and neither this run's cancel nor
+its batch's decision cancels it. A parent that waits for it (``run_child``,
+``handle.result()``) looks at it on a backoff (10 s, growing to 15 minutes) until it ends.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
 
 from durable import serde
 from durable.errors import (
@@ -44,6 +53,8 @@ from durable.model import (
     StepKind,
     StepRecord,
     StepStatus,
+    format_time,
+    parse_time,
 )
 from durable.ports import ChildReport, ConditionFailed, RunExists
 from durable.retention import incarnation
@@ -58,6 +69,13 @@ log = logging.getLogger("durable.children")
 # The scope of the ids derived for children started without ``id=``: no caller's
 # idempotency key can produce one of them (``durable.ids.derived_run_id``).
 _CHILD_SCOPE = "child"
+
+IfRunning = Literal["fail", "attach"]
+IF_RUNNING: tuple[IfRunning, ...] = ("fail", "attach")
+# How often a parent looks at a run it attached to and waits for: a tenth of the time
+# it has waited so far, within these bounds.
+ATTACHED_LOOK_MIN = timedelta(seconds=10)
+ATTACHED_LOOK_MAX = timedelta(minutes=15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +123,25 @@ def resolve_workflow(engine: Engine, workflow: str | Callable[..., Any]) -> Work
     )
 
 
+def check_if_running(if_running: Any) -> IfRunning:
+    if if_running not in IF_RUNNING:
+        raise InvalidInput(
+            f'if_running is "fail" (refuse a key a running run holds) or "attach" (take '
+            f"that run), not {if_running!r}",
+            field="if_running",
+        )
+    value: IfRunning = if_running
+    return value
+
+
 def start_child(
-    x: Execution, workflow: str | Callable[..., Any], input: Any, id: str | None
+    x: Execution,
+    workflow: str | Callable[..., Any],
+    input: Any,
+    id: str | None,
+    if_running: IfRunning = "fail",
 ) -> ChildHandle:
+    check_if_running(if_running)
     wf = resolve_workflow(x.engine, workflow)
     if serde.has_secrets(wf.return_annotation):
         raise InvalidInput(
@@ -120,12 +154,19 @@ def start_child(
     position = x.next_position()
     rec = x.recorded(position, wf.name, StepKind.CHILD)
     if rec is None:
-        rec = _start(x, wf, input, id, position)
+        rec = _start(x, wf, input, id, position, if_running)
     child_id = str((rec.detail or {}).get("child", ""))
     return ChildHandle(child_id, wf.name, position, x, wf)
 
 
-def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: str) -> StepRecord:
+def _start(
+    x: Execution,
+    wf: WorkflowDef,
+    input: Any,
+    id: str | None,
+    position: str,
+    if_running: IfRunning = "fail",
+) -> StepRecord:
     parent_id = x.run.run_id
     if id is None:
         # This incarnation's: a keyed parent restarted after its retention ended reuses
@@ -159,9 +200,23 @@ def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: 
             child.input_hash,
         ):
             return x.write_fenced(_settled_from(step, existing, x.now_text()))
+        if not existing.terminal and if_running == "attach":
+            _check_not_own_line(x, existing.run_id, id)
+            step.detail = {**child_detail(existing.run_id), "attached": True}
+            return x.write_fenced(step)
+        if existing.terminal:
+            advice = (
+                "it has ended with another input; a key names one run for its retention, "
+                "so key each new run apart (add the date, say)"
+            )
+        else:
+            advice = (
+                'it is still running: pass if_running="attach" to take that run instead '
+                "of starting one, or key each new run apart"
+            )
         raise InvalidInput(
             f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
-            f"{existing.status.value}); pass an id no other run of that workflow used",
+            f"{existing.status.value}): {advice}",
             field="id",
         ) from e
     rec = x.kept(step, stored)
@@ -170,12 +225,34 @@ def _start(x: Execution, wf: WorkflowDef, input: Any, id: str | None, position: 
     return rec
 
 
+def _check_not_own_line(x: Execution, run_id: str, id: str | None) -> None:
+    """A run cannot attach to itself or to a run it descends from: each would wait for
+    the other for ever (found by the explorer: a run started under key K whose code
+    starts a child with ``id=K``)."""
+    line: list[str] = []
+    current: RunRecord | None = x.run
+    while current is not None and len(line) < 100:
+        line.append(current.run_id)
+        if run_id == current.run_id:
+            raise InvalidInput(
+                f"child id {id!r} names run {run_id}, which is "
+                f"{'this run' if len(line) == 1 else 'an ancestor of this run'}: it would "
+                "wait for itself; key the child apart from the runs above it",
+                field="id",
+            )
+        if current.parent is None:
+            return
+        current = x.ledger.get_run(parse_link(current.parent)[0])
+
+
 def await_child(x: Execution, position: str, wf: WorkflowDef | None) -> Any:
     """The child's outcome once its report is in; else suspend until it is."""
     rec = x.steps[position]
     if not rec.status.final:
         x.check_cancel()
-        if rec.status != StepStatus.WAITING:
+        if is_attached(rec):
+            rec = _look_at_attached(x, rec)
+        elif rec.status != StepStatus.WAITING:
             rec = _reopened(x, rec)
     if rec.status == StepStatus.DONE:
         annotation = serde.NO_ANNOTATION if wf is None else child_annotation(x, rec, wf)
@@ -185,6 +262,33 @@ def await_child(x: Execution, position: str, wf: WorkflowDef | None) -> Any:
             child_of(rec), rec.name, position, rec.error_type or "Failed", rec.error_summary or ""
         )
     raise x.suspend(None, position, replayed=True)
+
+
+def is_attached(rec: StepRecord) -> bool:
+    """A record naming a run this run attached to (``if_running="attach"``): not its child."""
+    return rec.kind == StepKind.CHILD and bool((rec.detail or {}).get("attached"))
+
+
+def _look_at_attached(x: Execution, rec: StepRecord) -> StepRecord:
+    """Settle the record from the attached run once it has ended; until then, suspend to
+    look again after a tenth of the time waited so far (``ATTACHED_LOOK_MIN`` to
+    ``_MAX``): no report comes from a run that is not this run's child."""
+    attached = x.ledger.get_run(child_of(rec))
+    if attached is None:
+        gone = replace(
+            rec,
+            status=StepStatus.TERMINAL_FAILED,
+            error_type="ChildGone",
+            error_summary=f"run {child_of(rec)} no longer exists (its retention ended)",
+            updated_at=x.now_text(),
+        )
+        return x.write_fenced(gone)
+    if attached.terminal:
+        return x.write_fenced(_settled_from(rec, attached, x.now_text()))
+    now = x.clock.now()
+    waited = now - parse_time(rec.updated_at)
+    look = min(max(waited / 10, ATTACHED_LOOK_MIN), ATTACHED_LOOK_MAX)
+    raise x.suspend(format_time(now + look), rec.position, replayed=True)
 
 
 def child_detail(child_id: str) -> dict[str, Any]:
@@ -315,7 +419,10 @@ def pending_children(steps: dict[str, StepRecord]) -> list[str]:
     return [
         child_of(rec)
         for rec in steps.values()
-        if rec.kind == StepKind.CHILD and not rec.status.final and child_of(rec)
+        if rec.kind == StepKind.CHILD
+        and not rec.status.final
+        and child_of(rec)
+        and not is_attached(rec)
     ]
 
 

@@ -312,7 +312,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     payload = parse_json(args.input, "input") if args.input is not None else None
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
     name = urllib.parse.quote(args.workflow, safe="")
-    run = call(args, "POST", f"/workflows/{name}/runs", payload, headers)
+    query = "?if_running=attach" if args.if_running == "attach" else ""
+    run = call(args, "POST", f"/workflows/{name}/runs{query}", payload, headers)
     print(run["run_id"] if args.quiet else f"started run {run['run_id']} ({run['status']})")
     return 0
 
@@ -497,8 +498,32 @@ SCOPED_HELP = (
 )
 
 
+RUN_HELP = "the run's id, or key:<KEY> with --workflow: the run started under that key"
+
+
+def _resolved(args: argparse.Namespace, given: str) -> str:
+    """A run's id: as given, or ``key:<KEY>`` (with ``--workflow``): the run of that
+    workflow started under that idempotency key (a key names one run of its workflow)."""
+    if not given.startswith("key:"):
+        return given
+    key = given[len("key:") :]
+    workflow = getattr(args, "workflow", None)
+    if not workflow:
+        fail(f"{given!r} names a run by its key within a workflow: add --workflow <name>")
+    path = f"/workflows/{urllib.parse.quote(workflow, safe='')}/runs?"
+    runs = call(args, "GET", path + urllib.parse.urlencode({"key": key}))["runs"]
+    if not runs:
+        fail(
+            f"no run of {workflow!r} has the key {key!r} "
+            f"(`durable runs --workflow {workflow}` lists its runs and their keys)"
+        )
+    return str(runs[0]["run_id"])
+
+
 def _run_path(args: argparse.Namespace, run_id: str) -> str:
-    """``/runs/RUN``, or with ``--workflow`` the route scoped to that workflow."""
+    """``/runs/RUN``, or with ``--workflow`` the route scoped to that workflow; ``RUN``
+    may be ``key:<KEY>`` (``_resolved``)."""
+    run_id = _resolved(args, run_id)
     quoted = urllib.parse.quote(run_id, safe="")
     workflow = getattr(args, "workflow", None)
     if workflow:
@@ -507,6 +532,10 @@ def _run_path(args: argparse.Namespace, run_id: str) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    if args.key is not None:
+        args.run_id = f"key:{args.key}"
+    if args.run_id is None:
+        fail("show which run? give RUN_ID, or --key KEY with --workflow")
     run = call(args, "GET", _run_path(args, args.run_id))
     if args.json:
         print(json.dumps(run, indent=2))
@@ -549,7 +578,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
     # $KEY then gets the API's 422 instead of quietly becoming an unkeyed, at-least-once send.
     headers = {"Idempotency-Key": args.key} if args.key is not None else None
     name = urllib.parse.quote(args.name, safe="")
-    path = f"/runs/{urllib.parse.quote(args.run_id, safe='')}/signals/{name}"
+    path = f"{_run_path(args, args.run_id)}/signals/{name}"
     sent = call(args, "POST", path, payload, headers)
     if sent.get("duplicate"):
         print(
@@ -565,7 +594,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     run = call(
         args,
         "POST",
-        f"/runs/{urllib.parse.quote(args.run_id)}/cancel",
+        f"{_run_path(args, args.run_id)}/cancel",
         {"reason": args.reason, "compensate": args.compensate},
     )
     print(
@@ -736,6 +765,13 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("workflow")
     start.add_argument("--input", help="the input as JSON")
     start.add_argument("--idempotency-key")
+    start.add_argument(
+        "--if-running",
+        choices=("fail", "attach"),
+        default="fail",
+        help="a run holding the key is still going: fail (409 for another input, the "
+        "default) or attach (that run is the answer)",
+    )
     start.add_argument("-q", "--quiet", action="store_true", help="print only the run id")
     start.set_defaults(func=cmd_start)
 
@@ -748,7 +784,8 @@ def parser() -> argparse.ArgumentParser:
     runs.set_defaults(func=cmd_runs)
 
     show = sub.add_parser("show", help="a run and its ledger")
-    show.add_argument("run_id")
+    show.add_argument("run_id", nargs="?", help=RUN_HELP)
+    show.add_argument("--key", help="the run of --workflow started under this idempotency key")
     show.add_argument(
         "--workflow",
         help=SCOPED_HELP,
@@ -792,7 +829,8 @@ def parser() -> argparse.ArgumentParser:
     reject.set_defaults(func=lambda a: cmd_answer(a, False))
 
     signal_ = sub.add_parser("signal", help="send a signal to a run")
-    signal_.add_argument("run_id")
+    signal_.add_argument("run_id", help=RUN_HELP)
+    signal_.add_argument("--workflow", help=SCOPED_HELP)
     signal_.add_argument("name")
     signal_.add_argument("--payload", help="JSON payload")
     signal_.add_argument(
@@ -804,7 +842,8 @@ def parser() -> argparse.ArgumentParser:
     signal_.set_defaults(func=cmd_signal)
 
     cancel = sub.add_parser("cancel", help="cancel a run")
-    cancel.add_argument("run_id")
+    cancel.add_argument("run_id", help=RUN_HELP)
+    cancel.add_argument("--workflow", help=SCOPED_HELP)
     cancel.add_argument("--reason", required=True)
     cancel.add_argument("--compensate", action="store_true")
     cancel.set_defaults(func=cmd_cancel)

@@ -17,7 +17,7 @@ from durable.errors import DurableError, InvalidInput
 from durable.registry import Semantics, return_annotation
 
 if TYPE_CHECKING:
-    from durable.children import ChildHandle
+    from durable.children import ChildHandle, IfRunning
     from durable.completion import BatchResult
     from durable.execution import Execution
     from durable.retry import RetryPolicy
@@ -296,7 +296,12 @@ class Context:
         return result
 
     def run_child(
-        self, workflow: str | Callable[..., R], input: Any = None, *, id: str | None = None
+        self,
+        workflow: str | Callable[..., R],
+        input: Any = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
     ) -> R:
         """Start a run of ``workflow`` (a registered workflow, or its name) as this run's
         child and wait for its result, which comes back decoded by that workflow's return
@@ -306,21 +311,31 @@ class Context:
         workflow's newest version, listed with its parent). ``id`` (optional) is its
         idempotency key within its workflow: the same id is the same run. Canceling this
         run cancels the children it waits for. The wait costs nothing while it lasts:
-        this run suspends and the child's end wakes it."""
-        handle: ChildHandle = self.start_child(workflow, input, id=id)
+        this run suspends and the child's end wakes it.
+
+        ``if_running`` says what a key a running run already holds means: ``"fail"``
+        (``InvalidInput``) or ``"attach"``: wait for that run instead of starting one
+        (it stays that run's, not this one's: this run's cancel leaves it running)."""
+        handle: ChildHandle = self.start_child(workflow, input, id=id, if_running=if_running)
         result: R = handle.result()
         return result
 
     def start_child(
-        self, workflow: str | Callable[..., Any], input: Any = None, *, id: str | None = None
+        self,
+        workflow: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
     ) -> ChildHandle:
         """Start a child run (see ``run_child``) without waiting: ``handle.result()``
         waits for it later, and never calling it is fire and forget: the child runs to its
         end even after this run succeeds or fails. Canceling this run cancels it, awaited
-        or not, while it runs."""
+        or not, while it runs. With ``if_running="attach"`` a run already running under
+        ``id`` is taken instead ("start it unless it is running"): the handle names it."""
         from durable.children import start_child
 
-        return start_child(self._exec, workflow, input, id)
+        return start_child(self._exec, workflow, input, id, if_running)
 
     def changed(self, patch_id: str) -> bool:
         """Ship a small fix to runs already in flight, without a new version.

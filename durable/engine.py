@@ -14,6 +14,7 @@ from typing import Any
 
 from durable import serde
 from durable.admission import Admission
+from durable.children import IfRunning, check_if_running
 from durable.clock import Clock, SystemClock
 from durable.config import EngineConfig
 from durable.determinism import Guard, NoGuard
@@ -127,14 +128,18 @@ class Engine:
         version: int | None = None,
         key_scope: str | None = None,
         gate: str | None = None,
+        if_running: IfRunning = "fail",
     ) -> RunRecord:
         """Create a run and invoke a worker for it.
 
         Invalid input raises ``InvalidInput`` and writes nothing. With an idempotency key
         (scoped to the workflow, and to ``key_scope`` when given: a hook's keys never meet
         an operator's) the same key and input return the same run; the same key with
-        another input raises ``IdempotencyConflict``.
+        another input raises ``IdempotencyConflict``, unless the run is still going and
+        ``if_running="attach"``: then that run is returned ("start it unless it is
+        running").
         """
+        check_if_running(if_running)
         wf = self.app.get_workflow(workflow, version)
         if idempotency_key is not None:
             check_idempotency_key(idempotency_key, "idempotency_key")
@@ -156,12 +161,21 @@ class Engine:
         try:
             created = self.ledger.create_run(run)
         except RunExists as e:
-            if e.existing.input_hash != input_hash or e.existing.workflow != wf.name:
+            existing = e.existing
+            if if_running == "attach" and not existing.terminal and existing.workflow == wf.name:
+                return existing
+            if existing.input_hash != input_hash or existing.workflow != wf.name:
+                hint = (
+                    'use a new key, or if_running="attach" to take that run'
+                    if not existing.terminal
+                    else "use a new key"
+                )
                 raise IdempotencyConflict(
                     f"idempotency key {idempotency_key!r} was already used for run "
-                    f"{e.existing.run_id} with a different input; use a new key"
+                    f"{existing.run_id} ({existing.status.value}) with a different input; "
+                    f"{hint}"
                 ) from e
-            return e.existing
+            return existing
         self.invoke_worker(run_id, "start")
         return created
 
@@ -492,6 +506,23 @@ class Engine:
         """The run's step records in position order."""
         loaded = self.load(run_id)
         return [loaded.steps[p] for p in sorted(loaded.steps, key=position_key)]
+
+    def run_by_key(self, workflow: str, key: str) -> RunRecord | None:
+        """The run of ``workflow`` started under idempotency key ``key`` as the run shows
+        it (an operator's or a keyed child's key as given; a sender's with its namespace:
+        ``eventbridge/<id>``, ``sqs/<id>``, ``hook:<name>/<key>``, a schedule's
+        ``schedule/<name>/<time>``), or None. A key names one run for its retention, so
+        this is a read of the run id the key derives, not a search."""
+        check_idempotency_key(key, "key")
+        candidates: list[tuple[str, str | None]] = [(key, None)]
+        candidates += [(key[i + 1 :], key[:i]) for i, c in enumerate(key) if c == "/"]
+        for given, scope in candidates:
+            if not given:
+                continue
+            run = self.ledger.get_run(derived_run_id(workflow, given, scope))
+            if run is not None and run.workflow == workflow and run.idempotency_key == key:
+                return run
+        return None
 
     def list_runs(
         self,

@@ -36,7 +36,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from durable.children import child_of
+from durable.children import child_of, is_attached
 from durable.completion import (
     BatchItem,
     BatchResult,
@@ -376,6 +376,8 @@ def _cancel_children(x: Execution, position: str, decision: dict[str, Any]) -> N
         return
     for at, rec in sorted(x.steps.items()):
         if rec.kind != StepKind.CHILD or rec.status.final or not at.startswith(tuple(canceled)):
+            continue
+        if is_attached(rec):  # another's run, taken with if_running="attach": left be
             continue
         try:
             x.engine.cancel(

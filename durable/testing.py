@@ -399,6 +399,15 @@ class LocalRunner:
             raise RunNotFound(f"no run {run_id!r}")
         return run
 
+    def run_by_key(self, workflow: str, key: str) -> RunRecord:
+        """The run of ``workflow`` started under idempotency key ``key`` (a keyed child's
+        ``id=``, an operator's key, a sender's with its namespace); ``RunNotFound`` if
+        none holds it."""
+        run = self.engine.run_by_key(workflow, key)
+        if run is None:
+            raise RunNotFound(f"no run of {workflow!r} has the key {key!r}")
+        return run
+
     def history(self, run_id: str) -> list[StepRecord]:
         """The run's step records in position order, as stored now."""
         loaded = self.memory_ledger.load(run_id)

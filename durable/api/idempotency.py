@@ -70,7 +70,8 @@ def powertools_guard(
         except IdempotencyValidationError as e:
             raise IdempotencyConflict(
                 f"Idempotency-Key {fingerprint['key']!r} was already used with a different "
-                "body; use a new key for a new run"
+                'body; use a new key for a new run, or if_running="attach" to take the run '
+                "it started while that run is still going"
             ) from e
         except IdempotencyAlreadyInProgressError:
             # The same delivery is being handled right now: the run id derived from the

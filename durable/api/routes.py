@@ -14,7 +14,7 @@ import json
 import re
 import string
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
@@ -51,6 +51,17 @@ IdempotencyKey = Annotated[
         alias="Idempotency-Key",
         description="Retries with the same key and body return the same run; a reused key "
         "with another body is 409.",
+    ),
+]
+
+# A run found by the key it was started under (a key names one run of its workflow).
+RunKey = Annotated[
+    str | None,
+    Query(
+        max_length=300,
+        description="The idempotency key the run shows (an operator's as given, a "
+        "sender's with its namespace, e.g. `eventbridge/<id>`): the page holds that run "
+        "or is empty. Needs the workflow.",
     ),
 ]
 
@@ -223,10 +234,22 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         tags=["runs"],
         responses={**_ok(202, "Run accepted"), **_errors(*BODY, 404, 409)},
     )
-    def start(name: str, idempotency_key: IdempotencyKey = None) -> Response[RunSummary]:
+    def start(
+        name: str,
+        idempotency_key: IdempotencyKey = None,
+        if_running: Annotated[
+            Literal["fail", "attach"],
+            Query(
+                description='With an Idempotency-Key a running run already holds: "fail" '
+                '(409 for another input) or "attach" (that run is the answer)'
+            ),
+        ] = "fail",
+    ) -> Response[RunSummary]:
         payload = parse_json(app.current_event.body)
-        run = service().start(StartRequest(named(name), payload, idempotency_key, caller()))
-        return _json(202, run)
+        request = StartRequest(
+            named(name), payload, idempotency_key, caller(), if_running=if_running
+        )
+        return _json(202, service().start(request))
 
     @app.post(
         "/hooks/<name>",
@@ -268,6 +291,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         version: Annotated[int | None, Query(ge=1)] = None,
         limit: Annotated[int, Query(ge=1, le=100)] = 50,
         cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        key: RunKey = None,
     ) -> RunPage:
         return service().list_runs(
             workflow=workflow,
@@ -276,6 +300,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
             version=version,
             limit=limit,
             cursor=cursor,
+            key=key,
         )
 
     @app.post(
@@ -379,6 +404,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         version: Annotated[int | None, Query(ge=1)] = None,
         limit: Annotated[int, Query(ge=1, le=100)] = 50,
         cursor: Annotated[str | None, Query(max_length=2048)] = None,
+        key: RunKey = None,
     ) -> RunPage:
         return service().list_runs(
             workflow=named(name),
@@ -387,6 +413,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
             version=version,
             limit=limit,
             cursor=cursor,
+            key=key,
         )
 
     @app.get(

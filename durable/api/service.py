@@ -44,6 +44,7 @@ from durable.api.models import (
 )
 from durable.api.preflight import FORM, check_body
 from durable.api.served import ServedVersions
+from durable.children import check_if_running
 from durable.clock import Clock
 from durable.engine import Engine
 from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound, WorkflowNotFound
@@ -101,6 +102,8 @@ class StartRequest:
     # Whose idempotency keys these are: None for the management API (operators), or a
     # hook's own namespace (``durable.ids.derived_run_id``).
     key_scope: str | None = None
+    # What a key a running run holds means: refuse another input, or take that run.
+    if_running: str = "fail"
 
     def fingerprint(self, annotation: Any = NO_ANNOTATION) -> dict[str, str]:
         """What identifies a delivery (workflow, scope, key) and what must match on a
@@ -205,12 +208,15 @@ class ApiService:
                 idempotency_key=request.idempotency_key,
                 requested_by=request.requested_by,
                 key_scope=request.key_scope,
+                if_running=check_if_running(request.if_running),
             )
             if record.created_at >= before:  # not a deduplicated delivery
                 self.metric("RunsStarted")
             return RunSummary.of(record).model_dump(mode="json")
 
-        if request.idempotency_key is None:
+        if request.idempotency_key is None or request.if_running == "attach":
+            # Attaching takes whatever run holds the key now, with whatever input: no
+            # delivery to deduplicate, and the guard would refuse the other input.
             return RunSummary.model_validate(run())
         self._check_key(request.idempotency_key)
         annotation = self.engine.app.get_workflow(request.workflow).input_annotation
@@ -333,7 +339,19 @@ class ApiService:
         version: int | None,
         limit: int,
         cursor: str | None,
+        key: str | None = None,
     ) -> RunPage:
+        if key is not None:
+            # A key names one run: the page holds it, or nothing.
+            if workflow is None:
+                raise HttpError(
+                    400,
+                    "MissingFilter",
+                    "a key names a run within its workflow: pass workflow=<name> with key=",
+                    field="workflow",
+                )
+            found = self.engine.run_by_key(workflow, key)
+            return RunPage(runs=[RunSummary.of(found)] if found else [], next_cursor=None)
         if workflow is None and not needs_attention:
             # Served by the listing index (per workflow) or the attention index: never a
             # scan, so one of the two keys is required.

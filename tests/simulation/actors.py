@@ -361,8 +361,18 @@ class World:
             # a start asked "rated" the copy behind a rate limit.
             gated = arg.get("gated") or (key or "").startswith("g")
             workflow = GATED if gated else RATED if arg.get("rated") else WORKFLOW
-            record = engine.start(workflow, {"ops": arg["program"]}, idempotency_key=key)
-            produced[f"engine.start({'key' if key else 'no key'})"] += 1
+            attach = bool(key) and bool(arg.get("attach"))
+            record = engine.start(
+                workflow,
+                {"ops": arg["program"]},
+                idempotency_key=key,
+                if_running="attach" if attach else "fail",
+            )
+            produced[
+                "engine.start(key, attach)"
+                if attach
+                else f"engine.start({'key' if key else 'no key'})"
+            ] += 1
             facts.update(run_id=record.run_id, run=f"{record.run_id}.{incarnation(record)}")
             self.know(record.run_id)
             if key is not None:

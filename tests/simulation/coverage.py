@@ -27,8 +27,8 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
         "ctx.map(distributed=True) over a keyed gate",
         "a map item missing its gate key",
     ),
-    "run_child": ("ctx.run_child", "ctx.run_child(id=)"),
-    "start_child": ("ctx.start_child", "ctx.start_child(id=)"),
+    "run_child": ("ctx.run_child", "ctx.run_child(id=)", "ctx.run_child(id=, attach)"),
+    "start_child": ("ctx.start_child", "ctx.start_child(id=)", "ctx.start_child(id=, attach)"),
     "continue_as_new": ("ctx.continue_as_new", "ctx.continue_as_new in a branch"),
     "compensate": ("ctx.compensate",),
     "changed": ("ctx.changed",),
@@ -39,7 +39,7 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
 
 # Each public ``Engine`` method an operator, a trigger or AWS calls, and its names.
 ENGINE_CALLS: dict[str, tuple[str, ...]] = {
-    "start": ("engine.start(key)", "engine.start(no key)"),
+    "start": ("engine.start(key)", "engine.start(no key)", "engine.start(key, attach)"),
     "cancel": ("engine.cancel(compensate=False)", "engine.cancel(compensate=True)"),
     "retry": ("engine.retry", "engine.retry(upgrade_to)", "engine.retry of a child"),
     "fork": ("engine.fork",),
@@ -69,6 +69,7 @@ ENGINE_INTERNAL = frozenset(
         "load",
         "new_run",
         "new_sealer",
+        "run_by_key",
     }
 )
 

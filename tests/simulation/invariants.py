@@ -424,6 +424,8 @@ def canceled_branches_leave_no_child(f: Final) -> list[str]:
             for at, rec in sorted(h.steps.items()):
                 if rec.kind != StepKind.CHILD or rec.status.final or not at.startswith(canceled):
                     continue
+                if (rec.detail or {}).get("attached"):
+                    continue  # another run's, taken with if_running="attach": left be
                 child = f.histories.get(str((rec.detail or {}).get("child")))
                 if child is not None and child.run.status == RunStatus.SUCCEEDED:
                     problems.append(

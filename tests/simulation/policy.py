@@ -137,7 +137,8 @@ class Policy:
             used = r.choice(sorted(keys))
             same = r.random() < 0.8
             program = keys[used] if same else generate_program(r)
-            return {"type": "start", "program": program, "key": used}
+            attach = r.random() < 0.3  # take the run holding the key if it is running
+            return {"type": "start", "program": program, "key": used, "attach": attach}
         if kind == "answer":
             return {
                 "type": "answer",

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 import durable
 from durable import App, Concurrency, Context, RateLimit, RetryPolicy, TerminalError
+from durable.children import IfRunning
 from durable.clock import FakeClock
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
 from durable.model import RunRecord, format_time
@@ -163,7 +164,16 @@ def _child(rng: random.Random, i: int | str, depth: int = 0) -> Op:
     wait, catch = rng.random() < 0.75, rng.random() < 0.6
     if rng.random() < 0.25:
         key = rng.choice(CHILD_KEYS)
-        return {"op": "child", "ops": keyed_program(key), "id": key, "wait": wait, "catch": catch}
+        # Now and then "start it unless it is running": a run holding the key is taken.
+        attach = rng.random() < 0.5
+        return {
+            "op": "child",
+            "ops": keyed_program(key),
+            "id": key,
+            "wait": wait,
+            "catch": catch,
+            "attach": attach,
+        }
     kinds = ("step", "sleep", "callback", "signal", "child")
     ops = []
     for k in range(1, rng.randint(1, 3) + 1):
@@ -496,7 +506,9 @@ def context_call(op: Op) -> str:
     kind = op["op"]
     if kind == "child":
         made = "ctx.run_child" if op["wait"] else "ctx.start_child"
-        return f"{made}(id=)" if op.get("id") else made
+        if op.get("id"):
+            return f"{made}(id=, attach)" if op.get("attach") else f"{made}(id=)"
+        return made
     if kind == "callback":
         return "ctx.wait_for_callback" if op["submit"] else "ctx.create_callback"
     if kind == "batch":
@@ -569,9 +581,10 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
     try:
         if kind == "child":
             program = {"ops": op["ops"]}
+            policy: IfRunning = "attach" if op.get("attach") else "fail"
             if op["wait"]:
-                return ctx.run_child(WORKFLOW, program, id=op.get("id"))
-            return ctx.start_child(WORKFLOW, program, id=op.get("id")).run_id
+                return ctx.run_child(WORKFLOW, program, id=op.get("id"), if_running=policy)
+            return ctx.start_child(WORKFLOW, program, id=op.get("id"), if_running=policy).run_id
         if kind == "step":
             return ctx.step(
                 BODIES[op["ret"]],
