@@ -88,9 +88,12 @@ class LambdaHandler:
             if settings.console_events:
                 from durable.local.console import Console, ConsoleLedger
 
-                console = ConsoleLedger(services.ledger, Console())
+                lines = Console(scale=settings.time_scale)
+                console = ConsoleLedger(services.ledger, lines)
                 services = replace(services, ledger=cast("Ledger", console))
             telemetry = Telemetry(settings, self.function)
+            if settings.console_events:
+                _log_to_console(lines)
             ledger: Any = services.ledger
             if services.meter is not None:
                 # Each invocation's last write (and a start) records what the run used.
@@ -116,6 +119,26 @@ class LambdaHandler:
             self.runtime = runtime
             self._handle = telemetry.wrap(handle, self._correlation)
             return self._handle
+
+
+def _log_to_console(console: Any) -> None:
+    """Under ``durable dev``'s console, ``ctx.logger`` and step logger records print as
+    console lines at INFO and up, while the engine's own loggers stay at the quiet level
+    the console chose: a developer sees what their code says, next to what the run did,
+    not JSON meant for CloudWatch. Once per process (the dev server composes the API and
+    the sweeper in one), so a line is never printed twice."""
+    import logging
+
+    from durable.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
+
+    for logger in (WORKFLOW_LOGGER, STEP_LOGGER):
+        for old in [h for h in logger.handlers if getattr(h, "durable_console", False)]:
+            logger.removeHandler(old)
+        handler = console.log_handler()
+        handler.durable_console = True
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
 
 
 def _traced(ledger: Any) -> Any:

@@ -10,7 +10,8 @@
     durable cancel RUN_ID --reason "duplicate" [--compensate]
     durable retry RUN_ID [--upgrade-to 2]   /  durable fork RUN_ID --from-step 3
 
-The operate commands talk to ``durable dev`` (found through ``.durable/dev.json``) or,
+The operate commands talk to ``durable dev`` (found through ``.durable/dev.json``, or the
+newest dev running on this machine) or,
 with ``--endpoint``, to a deployed API (requests to AWS are signed with SigV4 for the
 IAM-authorized operator routes). Errors are one line saying what to do, exit status 1.
 """
@@ -58,15 +59,31 @@ def parse_json(text: str, what: str) -> Any:
 # --- HTTP client ----------------------------------------------------------------------
 
 
+def dev_info() -> dict[str, Any] | None:
+    """The running ``durable dev`` to talk to (``durable.local.dev_file``), or None."""
+    from durable.local.dev_file import running_dev
+
+    return running_dev(STATE_DIR)
+
+
 def endpoint(args: argparse.Namespace) -> str:
     if args.endpoint:
         return str(args.endpoint).rstrip("/")
     if os.environ.get("DURABLE_ENDPOINT"):
         return os.environ["DURABLE_ENDPOINT"].rstrip("/")
-    info = STATE_DIR / "dev.json"
-    if info.exists():
-        return str(json.loads(info.read_text())["endpoint"])
+    dev = dev_info()
+    if dev is not None:
+        return str(dev["endpoint"])
     return DEFAULT_ENDPOINT
+
+
+def time_scale(args: argparse.Namespace) -> float:
+    """The virtual seconds per real one of the stack the CLI talks to (durable dev's
+    ``--time-scale``; 1 for a deployed stack)."""
+    dev = dev_info()
+    if dev is None or endpoint(args) != dev.get("endpoint"):
+        return 1.0
+    return float(dev.get("time_scale") or 1.0)
 
 
 def call(
@@ -283,13 +300,12 @@ def _check_engine(args: argparse.Namespace, app: Any, read_only: Any) -> Any:
     endpoint, table = args.dynamodb_endpoint, args.table
     keys: KeyService | None = None
     if table is None:
-        info = STATE_DIR / "dev.json"
-        if not info.exists():
+        dev = dev_info()
+        if dev is None:
             fail(
                 "no ledger to check: pass --table (the stack's LedgerTableName output) or "
                 "start `durable dev` in this folder"
             )
-        dev = json.loads(info.read_text())
         endpoint, table = dev["dynamodb"], dev["ledger_table"]
         keys = LocalKeys(bytes.fromhex(Path(dev["key_file"]).read_text().strip()))
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
@@ -543,7 +559,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(render.render_run(run))
     print()
     steps = run.get("steps", [])
-    print(render.timeline(run, steps) if args.timeline else render.render_steps(steps))
+    if args.timeline:
+        print(render.timeline(run, steps, scale=time_scale(args)))
+    else:
+        print(render.render_steps(steps))
     audit = render.render_audit(run)
     if audit:
         print(f"\nwho acted on this run:\n{audit}")
@@ -627,14 +646,14 @@ def cmd_console(args: argparse.Namespace) -> int:
     """The web console: durable dev's own, or a signing proxy to a deployed API."""
     base = args.endpoint or os.environ.get("DURABLE_ENDPOINT")
     if not base:
-        info = STATE_DIR / "dev.json"
-        if not info.exists():
+        dev = dev_info()
+        if dev is None:
             fail(
                 "no durable dev is running here and no --endpoint was given: start the local "
                 "stack with `durable dev`, or pass --endpoint https://<id>.execute-api."
                 "<region>.amazonaws.com/<stage> for a deployed one"
             )
-        url = str(json.loads(info.read_text())["endpoint"]) + "/console/"
+        url = str(dev["endpoint"]) + "/console/"
         print(f"durable dev serves the console at {url}")
         _open(url, args.open)
         return 0

@@ -157,7 +157,12 @@ def _answer_text(
                 field="result",
             )
         return output
-    value = serde.check_value(result, annotation, f"callback {rec.name!r} expects {reference}")
+    # The refusal shows a value of the type's shape: what to send (`durable approve
+    # --result '...'`) rather than only what was wrong with what was sent.
+    example = serde.example_answer(annotation)
+    value = serde.check_value(
+        result, annotation, f"callback {rec.name!r} expects {reference} (like {example})"
+    )
     if not detail.get("sealed"):
         return output
     return serde.encode(value, annotation, engine.answer_sealer(rec.run_id))

@@ -45,6 +45,13 @@ class Telemetry:
         self.logger = Logger(service=settings.service_name, level=settings.log_level)
         self.logger.append_keys(handler=function)
         self.metrics = Metrics(namespace=settings.metrics_namespace, service=settings.service_name)
+        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+
+        # Powertools prints a metric set by itself once a metric holds 100 values, and
+        # that path ignores POWERTOOLS_METRICS_DISABLED: durable dev's sweeper (one
+        # process, a sweep a second) printed a 5 KB blob every 100 s. Disabled means
+        # nothing is recorded at all.
+        self.metrics_on = not is_metrics_disabled()
         self.tracer: Any = None
         if settings.tracing:
             self.tracer = _xray_tracer(settings.service_name)
@@ -58,22 +65,20 @@ class Telemetry:
     def count(self, name: str, value: float = 1) -> None:
         from aws_lambda_powertools.metrics import MetricUnit
 
-        self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+        if self.metrics_on:
+            self.metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
     def milliseconds(self, name: str, value: float) -> None:
         from aws_lambda_powertools.metrics import MetricUnit
 
-        self.metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
+        if self.metrics_on:
+            self.metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=value)
 
     def wrap(self, handler: Handler, correlation_id_path: str | None = None) -> Handler:
         """Logger context (cleared per event), metrics flush, X-Ray segment."""
-        from aws_lambda_powertools.metrics.functions import is_metrics_disabled
-
         # The cold-start metric is printed by a path of its own that ignores
         # POWERTOOLS_METRICS_DISABLED (durable dev's console sets it): honour it here.
-        wrapped = self.metrics.log_metrics(
-            handler, capture_cold_start_metric=not is_metrics_disabled()
-        )
+        wrapped = self.metrics.log_metrics(handler, capture_cold_start_metric=self.metrics_on)
         wrapped = self.logger.inject_lambda_context(
             wrapped, correlation_id_path=correlation_id_path, clear_state=True
         )

@@ -268,8 +268,11 @@ def _span(step: Row, previous_end: datetime | None) -> tuple[datetime | None, da
     return start, end or _t(step.get("updated_at"))
 
 
-def timeline(run: Row, steps: Sequence[Row], width: int = 50) -> str:
-    """A bar per step on the run's time axis: █ work, ░ waiting, ✗ failed."""
+def timeline(run: Row, steps: Sequence[Row], width: int = 50, scale: float = 1.0) -> str:
+    """A bar per step on the run's time axis: █ work, ░ waiting, ✗ failed.
+
+    ``scale``: durable dev's ``--time-scale``; the ledger's times are then virtual, and the
+    axis says so with the real time beside it."""
     begin = _t(run.get("created_at"))
     spans: list[tuple[Row, datetime | None, datetime | None]] = []
     previous = begin
@@ -282,8 +285,11 @@ def timeline(run: Row, steps: Sequence[Row], width: int = 50) -> str:
         return "(no timeline: the run has no timed steps yet)"
     finish = max(ends)
     total = max((finish - begin).total_seconds(), 1e-3)
-    label_width = max([len(str(s.get("name"))) for s in steps] + [4]) + 6
+    # Wide enough for the longest label: a nested position (0004.0002.0001) is 14 wide.
+    label_width = max([len(f"{s.get('position')} {s.get('name')}") for s in steps] + [4]) + 2
     out = [f"{'':<{label_width}}|{'0':<{width // 2}}{human(total):>{width - width // 2}}|"]
+    if scale != 1:
+        out[0] += f" virtual time x{scale:g} ({human(total / scale)} real)"
     for step, start, end in spans:
         a = int(((start or begin) - begin).total_seconds() / total * (width - 1))
         b = int(((end or start or begin) - begin).total_seconds() / total * (width - 1))

@@ -166,6 +166,49 @@ def resolve_reference(reference: str) -> Any | None:
     return target if isinstance(target, type) else None
 
 
+_PLACEHOLDERS: dict[str, Any] = {
+    "boolean": True,
+    "integer": 0,
+    "number": 0,
+    "string": "...",
+    "array": [],
+    "object": {},
+    "null": None,
+}
+
+
+def example_answer(annotation: Any) -> str:
+    """A JSON value of ``annotation``'s shape with a placeholder in each required field
+    (``{"approved": true, "note": "..."}``): what ``durable approve --result`` needs for a
+    typed callback, where the default answer ``true`` would be refused (422)."""
+
+    def sample(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
+        if "$ref" in schema:
+            return sample(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
+        if schema.get("enum"):
+            return schema["enum"][0]
+        if "const" in schema:
+            return schema["const"]
+        for choice in ("anyOf", "oneOf", "allOf"):
+            if schema.get(choice):
+                options = [o for o in schema[choice] if o.get("type") != "null"]
+                return sample((options or schema[choice])[0], defs)
+        kind = schema.get("type")
+        if kind == "object" and "properties" in schema:
+            required = schema.get("required", [])
+            return {name: sample(schema["properties"][name], defs) for name in required}
+        return _PLACEHOLDERS.get(kind if isinstance(kind, str) else "", "...")
+
+    adapter = adapter_for(annotation)
+    if adapter is None:
+        return "true"
+    try:
+        schema = adapter.json_schema()
+    except Exception:  # a type with no JSON schema (arbitrary classes): no example
+        return "true"
+    return json.dumps(sample(schema, schema.get("$defs", {})), separators=(", ", ": "))
+
+
 def check_value(value: Any, annotation: Any, what: str) -> Any:
     """``value`` validated as ``annotation``, or ``InvalidInput`` naming the first field it
     gets wrong."""

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from durable.model import RunRecord, SignalRecord, StepRecord
+from durable import serde
+from durable.model import RunRecord, SignalRecord, StepKind, StepRecord, StepStatus
 from durable.secrets import masked
 
 RunStatusName = Literal[
@@ -159,6 +160,10 @@ class StepView(BaseModel):
     completed_by: str | None = None
     # The run a child record started (``ctx.run_child``): open it for its own steps.
     child: str | None = None
+    # A waiting callback's declared answer type (``module:Class``) and an answer of its
+    # shape with placeholders: the console's Approve dialog starts from it.
+    result_type: str | None = None
+    answer_example: str | None = None
 
     @classmethod
     def of(cls, step: StepRecord) -> StepView:
@@ -180,7 +185,21 @@ class StepView(BaseModel):
             expires_at=step.expires_at,
             completed_by=(step.detail or {}).get("completed_by"),
             child=(step.detail or {}).get("child"),
+            **_answer_shape(step),
         )
+
+
+def _answer_shape(step: StepRecord) -> dict[str, str]:
+    reference = (step.detail or {}).get("result_type")
+    if step.kind != StepKind.CALLBACK or step.status != StepStatus.WAITING or not reference:
+        return {}
+    annotation = serde.resolve_reference(str(reference))
+    shape = {"result_type": str(reference)}
+    return (
+        shape
+        if annotation is None
+        else {**shape, "answer_example": serde.example_answer(annotation)}
+    )
 
 
 class SignalView(BaseModel):

@@ -16,6 +16,7 @@ processes interleave but never mix.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -97,10 +98,14 @@ class Console:
         out: TextIO | None = None,
         clock: Callable[[], float] = time.time,
         colour: bool | None = None,
+        scale: float = 1.0,
     ) -> None:
         self._out = out
         self._clock = clock
         self._colour = colour
+        # ``durable dev --time-scale``: the ledger's times are virtual, a person reads real
+        # ones, so a duration is said in both (``span``) wherever they differ.
+        self.scale = scale
         # Run id -> workflow name, learned from the run writes this process saw.
         self.workflows: dict[str, str] = {}
 
@@ -127,6 +132,48 @@ class Console:
 
     def learn(self, run: RunRecord) -> None:
         self.workflows[run.run_id] = f"{run.workflow} v{run.version}"
+
+    def span(self, virtual_seconds: float) -> str:
+        """A duration of the ledger's clock as a person lives it: ``9 min`` at real time,
+        ``150 ms real, 9 min virtual`` under a time scale (a 3-second step is not 9 min)."""
+        virtual, real = human(virtual_seconds), human(virtual_seconds / self.scale)
+        return virtual if real == virtual else f"{real} real, {virtual} virtual"
+
+    def log_handler(self) -> logging.Handler:
+        """A handler that prints ``ctx.logger`` and step logger records as console lines
+        (the console's own format, not the JSON CloudWatch reads)."""
+        return _LogLines(self)
+
+
+# What a log record's level looks like in the console (INFO needs no word).
+_LEVEL_MARK = {"WARNING": "warning: ", "ERROR": "error: ", "CRITICAL": "critical: "}
+
+
+class _LogLines(logging.Handler):
+    """``ctx.logger.info("...")`` as ``HH:MM:SS  workflow  run_id  » message``: in
+    ``durable dev``'s console, next to the event lines of the same run."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.INFO)
+        self._console = console
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            run_id = str(getattr(record, "run_id", "") or "")
+            if run_id and run_id not in self._console.workflows:
+                workflow = getattr(record, "workflow", None)
+                if workflow:
+                    self._console.workflows[run_id] = (
+                        f"{workflow} v{getattr(record, 'version', '?')}"
+                    )
+            step = getattr(record, "step", None)
+            where = f"step {step}: " if step else ""
+            text = f"{_LEVEL_MARK.get(record.levelname, '')}{where}{record.getMessage()}"
+            if record.exc_info and record.exc_info[1] is not None:
+                text += f" ({type(record.exc_info[1]).__name__}: {record.exc_info[1]})"
+            self._console.say(run_id or "-" * 26, "»", text)
+        except Exception:  # a log line must never break the code that logs it
+            self.handleError(record)
 
 
 class ConsoleLedger(WatchedLedger):
@@ -240,7 +287,7 @@ class ConsoleLedger(WatchedLedger):
         if step.kind in (StepKind.STEP, StepKind.COMPENSATION):
             label = "compensation" if step.kind == StepKind.COMPENSATION else "step"
             if step.status in (StepStatus.DONE, StepStatus.COMPENSATED):
-                say(step.run_id, "✓", f"{label} {step.name}{_took(step)}")
+                say(step.run_id, "✓", f"{label} {step.name}{_took(step, self._console)}")
             elif step.status == StepStatus.TERMINAL_FAILED:
                 say(step.run_id, "✗", f"{label} {step.name} failed: {_error(step)}")
             elif step.error_class == "retryable" and step.status in (
@@ -254,7 +301,7 @@ class ConsoleLedger(WatchedLedger):
                     f"{label} {step.name} attempt {step.attempt} failed: {_error(step)}{when}",
                 )
         elif step.kind in _WAITS and step.status == StepStatus.WAITING:
-            say(step.run_id, "⏸", _waiting(step))
+            say(step.run_id, "⏸", _waiting(step, self._console))
         elif step.kind in _WAITS and step.status == StepStatus.TIMED_OUT:
             say(step.run_id, "⌛", f"{_WAITS[step.kind]} {step.name} timed out")
         elif step.kind == StepKind.BATCH and step.status == StepStatus.DONE:
@@ -263,7 +310,7 @@ class ConsoleLedger(WatchedLedger):
     def _run_status(self, run: RunRecord) -> None:
         if run.status.terminal:
             took = parse_time(run.updated_at) - parse_time(run.created_at)
-            text = f"{run.status.value.lower()} after {human(took.total_seconds())}"
+            text = f"{run.status.value.lower()} after {self._console.span(took.total_seconds())}"
             if run.error is not None and run.status != RunStatus.SUCCEEDED:
                 # Runs stored before the fix carry their type inside the message too.
                 message = run.error.message.removeprefix(f"{run.error.type}: ")
@@ -281,12 +328,12 @@ def _batch(step: StepRecord) -> str:
         return "recorded"
 
 
-def _took(step: StepRecord) -> str:
+def _took(step: StepRecord, console: Console) -> str:
     last = step.attempts[-1] if step.attempts else None
     if last is None or last.finished_at is None:
         return ""
     seconds = (parse_time(last.finished_at) - parse_time(last.started_at)).total_seconds()
-    took = human(seconds)  # virtual time under durable dev --time-scale
+    took = console.span(seconds)
     tries = f", attempt {last.n}" if last.n > 1 else ""
     return f" ({took}{tries})"
 
@@ -302,19 +349,46 @@ def _clock(iso: str) -> str:
     return iso[11:19] + "Z" if len(iso) >= 19 else iso
 
 
-def _waiting(step: StepRecord) -> str:
+def _until(console: Console, step: StepRecord, at: str | None) -> str:
+    """`` until 14:02:00Z (in 72 s real, 3.0 d virtual)``: a wake-up or a deadline, with
+    the time left as a person will wait it."""
+    if not at:
+        return ""
+    left = max(0.0, (parse_time(at) - parse_time(step.updated_at)).total_seconds())
+    # The time of day alone when it is today's (on the ledger's clock), else the date too.
+    when = _clock(at) if at[:10] == step.updated_at[:10] else f"{at[:10]} {_clock(at)}"
+    return f" until {when} (in {console.span(left)})"
+
+
+def answer_hint(step: StepRecord) -> str:
+    """The command that answers a waiting callback: with ``--result`` of its type's shape
+    when the callback is typed (a bare ``durable approve`` sends ``true``, which a model
+    refuses), or its reference when this process cannot import the type."""
+    base = f"durable approve {step.run_id} {step.name}"
+    reference = (step.detail or {}).get("result_type")
+    if not reference:
+        return base
+    from durable import serde
+
+    annotation = serde.resolve_reference(str(reference))
+    if annotation is None:
+        return f"{base} --result '<JSON of {reference}>'"
+    return f"{base} --result '{serde.example_answer(annotation)}'"
+
+
+def _waiting(step: StepRecord, console: Console) -> str:
     if step.kind == StepKind.SLEEP:
         named = "" if step.name == "sleep" else f" {step.name}"
-        return f"waiting: sleep{named} until {step.wake_at}"
+        return f"waiting: sleep{named}{_until(console, step, step.wake_at)}"
     if step.kind == StepKind.CALLBACK:
         return (
-            f"waiting for callback {step.name}: answer with "
-            f"`durable approve {step.run_id} {step.name}` (or reject)"
+            f"waiting for callback {step.name}{_until(console, step, step.expires_at)}: "
+            f"answer with `{answer_hint(step)}` (or reject)"
         )
     if step.kind == StepKind.SIGNAL:
         return (
             f"waiting for signal {step.name}: send with "
             f"`durable signal {step.run_id} {step.name} --payload '{{...}}'`"
         )
-    until = f" (checks until {step.expires_at})" if step.expires_at else ""
+    until = f" (checks{_until(console, step, step.expires_at)})" if step.expires_at else ""
     return f"waiting for condition {step.name}{until}"

@@ -25,11 +25,13 @@ from typing import Any
 
 from durable.console import HEADERS, PREFIX, asset, is_console_path
 from durable.local import clock as vclock
+from durable.local import dev_file
 from durable.local.apigw import from_proxy_result, to_rest_event
 from durable.local.front_door import refusal
 from durable.local.lambda_runtime import DEADLINE_OVERRUN, LocalContext, WorkerPool, load_handler
 from durable.local.servers.dynamodb_local import DynamoDBLocal, dynamodb_local_problem
 from durable.local.timers import SchedulerLoop
+from durable.render import human
 
 log = logging.getLogger("durable.local")
 
@@ -52,6 +54,18 @@ DUMMY_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "local",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+
+
+def time_banner(scale: float) -> str:
+    """The clock a developer reads the runs by: virtual time at ``scale`` times real."""
+    if scale == 1:
+        return "real (--time-scale N runs it N times faster)"
+    hour = human(3600 / scale)
+    day = human(86400 / scale)
+    return (
+        f"x{scale:g}: an hour passes in {hour}, a day in {day} (durations below: real "
+        "and the ledger's virtual)"
+    )
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -250,7 +264,7 @@ class DevServer:
                 close()
             except Exception:
                 log.warning("stopping a local server failed", exc_info=True)
-        (self.o.state_dir / "dev.json").unlink(missing_ok=True)
+        dev_file.remove(self.o.state_dir)
 
     def _start_servers(self) -> None:
         from moto.server import ThreadedMotoServer
@@ -372,7 +386,8 @@ class DevServer:
             f"  DynamoDB     {self.stack.storage_endpoint}  ({storage})",
             f"  tables       {LEDGER_TABLE}, {IDEMPOTENCY_TABLE}",
             f"  state        {self.o.state_dir.resolve()}  (delete it to start from nothing)",
-            f"  app          {self.o.app}  ({self.o.workers} workers, time x{self.o.time_scale:g})",
+            f"  app          {self.o.app}  ({self.o.workers} workers)",
+            f"  time         {time_banner(self.o.time_scale)}",
             *(
                 [f"  workers run  {self.o.worker_app}  (not the API's app: a deploy halfway)"]
                 if self.o.worker_app and self.o.worker_app != self.o.app
@@ -389,8 +404,10 @@ class DevServer:
             "dynamodb": self.stack.storage_endpoint,
             "ledger_table": LEDGER_TABLE,
             "key_file": str(self._master_key_file().resolve()),
+            # Virtual seconds per real one: `durable show --timeline` says both clocks.
+            "time_scale": self.o.time_scale,
         }
-        (self.o.state_dir / "dev.json").write_text(json.dumps(info))
+        dev_file.write(self.o.state_dir, info)
 
     # --- the HTTP front door -----------------------------------------------------------
 

@@ -101,7 +101,11 @@ def _start_dev(project: Path, venv: Path, env: dict[str, str]) -> subprocess.Pop
         port = probe.getsockname()[1]
     return subprocess.Popen(
         # A terminal's foreground job: Ctrl-C interrupts it (not so under a CI runner).
-        with_default_sigint(["make", "dev", f"VENV={venv}", f"DEV_ARGS=--port {port}"]),
+        # TIME_SCALE: the scaffold's 60 leaves a person time to answer (its hour of sleep
+        # takes a minute); this test answers at once and would wait that minute for nothing.
+        with_default_sigint(
+            ["make", "dev", f"VENV={venv}", "TIME_SCALE=600", f"DEV_ARGS=--port {port}"]
+        ),
         cwd=project,
         env=env,
         stdout=subprocess.PIPE,
@@ -209,6 +213,7 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         banner = output.text
         assert "durable dev ready" in banner and "durable-ledger-dev" in banner
         assert "shop.workflows:app" in banner
+        assert "x600: an hour passes in 6.0 s" in banner, banner
         start = [durable, "start", "greet", "--input", '{"name": "Ada"}', "-q"]
         run_id = steps.run("durable start", start, project).strip()
         output.wait_for("waiting for callback approval")
@@ -244,16 +249,23 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
             raise AssertionError(f"`make dev` did not stop on Ctrl-C:\n{output.text}") from None
         output.join(10)
     steps.times.append(("make dev, a run, Ctrl-C", time.perf_counter() - began))
-    console = output.text
-    assert "• stopped" in console, console
-    assert "Traceback" not in console, console
-    assert f"{run_id}  ▶ started" in console and "✓ step" in console
-    assert '"_aws"' not in console  # no metric JSON on the console
+    _console_said(output.text, run_id)
     for _ in range(100):  # every process the stack started has ended
         if _group_gone(dev.pid):
             break
         time.sleep(0.1)
     assert _group_gone(dev.pid), "processes of `make dev` outlived its Ctrl-C"
+
+
+def _console_said(console: str, run_id: str) -> None:
+    """What `make dev` printed: event lines, the code's own log line, no JSON."""
+    assert "• stopped" in console, console
+    assert "Traceback" not in console, console
+    assert f"{run_id}  ▶ started" in console and "✓ step" in console
+    assert '"_aws"' not in console  # no metric JSON on the console
+    # ctx.logger's line, in the console's format (not CloudWatch's JSON), once.
+    assert console.count(f"{run_id}  » waiting for approval to greet Ada") == 1, console
+    assert "real, " in console and " virtual)" in console, console
 
 
 def _deployed(steps: Steps, project: Path, venv: Path, stacks: StackFactory) -> None:

@@ -45,6 +45,8 @@ def test_an_answer_that_does_not_fit_the_declared_type_is_refused_naming_the_fie
     with pytest.raises(InvalidInput) as refused:
         runner.complete_callback(token, {"tracking": "1Z9", "delivered": "maybe"})
     assert refused.value.field == "delivered" and "Delivery" in str(refused.value)
+    # What to send instead: a value of the type's shape (`durable approve --result` it).
+    assert '(like {"tracking": "...", "delivered": true})' in str(refused.value)
     assert runner.history(run.run_id) == before  # nothing written: the sender may resend
     runner.complete_callback(token, {"tracking": "1Z9", "delivered": True})
     runner.run_until_idle()
@@ -58,3 +60,6 @@ def test_an_operator_answer_is_checked_the_same_way() -> None:
     runner.run_until_idle()
     with pytest.raises(InvalidInput, match="tracking"):
         runner.complete_wait(run.run_id, "delivery", {"delivered": True})
+    with pytest.raises(InvalidInput, match="like ") as bare:  # `durable approve` sends true
+        runner.complete_wait(run.run_id, "delivery", True)
+    assert '{"tracking": "...", "delivered": true}' in str(bare.value)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import enum
 import io
+import json
 from datetime import timedelta
 from typing import Any, cast
 
-from durable import App, Context, RetryPolicy
+import pytest
+from pydantic import BaseModel
+
+from durable import App, Context, RetryPolicy, current_step, serde
 from durable.local.console import Console, ConsoleLedger, short
 from durable.ports import Ledger
 from durable.testing import LocalRunner
@@ -52,11 +57,9 @@ def test_a_run_prints_start_steps_waits_answers_and_its_end() -> None:
     fetched = [line for line in lines if f"{rid} ✓ step " in line]
     assert len(fetched) == 1 and "fetch (" in fetched[0]  # replays print nothing
     waiting = [line for line in lines if "⏸" in line]
-    assert (
-        f"waiting for callback approval: answer with `durable approve {rid} approval`"
-        in (waiting[0])
-    )
-    assert "waiting: sleep cool_off until" in waiting[1]
+    assert "waiting for callback approval until " in waiting[0]
+    assert f"(in 24.0 h): answer with `durable approve {rid} approval` (or reject)" in waiting[0]
+    assert "waiting: sleep cool_off until " in waiting[1] and "(in 60 min)" in waiting[1]
     assert any(line.endswith("✉ callback approval answered") for line in lines)
     assert any(line.endswith("▷ resumed") for line in lines)
     assert lines[-1].startswith(f"onboard v1 {rid} ✓ succeeded after")
@@ -211,3 +214,166 @@ def test_durable_show_summarizes_a_batch_decision() -> None:
     )
     assert batch_summary({"rule": "all", "ok": False, "items": []}) == "failed (all): no branches"
     assert batch_summary({"items": 3}) == "recorded"
+
+
+class Decision(BaseModel):
+    approved: bool
+    note: str
+    amount: int = 0
+
+
+def test_a_typed_callback_is_answered_with_the_fields_its_type_needs() -> None:
+    """The hint for a typed callback is a command that works: `durable approve RUN name`
+    alone sends `true`, which the API refuses (422) for a model."""
+    app = App()
+
+    @app.workflow
+    def expense(ctx: Context) -> bool:
+        decision: Decision = ctx.wait_for_callback("approval", result_type=Decision)
+        return decision.approved
+
+    runner, out = _watched(app)
+    rid = runner.start("expense").run_id
+    runner.run_until_idle()
+    (waiting,) = [line for line in _events(out) if "⏸" in line]
+    example = '{"approved": true, "note": "..."}'
+    assert f"`durable approve {rid} approval --result '{example}'`" in waiting
+    assert Decision.model_validate_json(example).approved is True  # the example is valid
+    runner.complete_wait(rid, "approval", json.loads(example))
+    runner.run_until_idle()
+    assert runner.result(rid) is True
+
+
+def test_the_example_answer_follows_nested_models_enums_and_plain_types() -> None:
+    class Level(enum.Enum):
+        LOW = "low"
+        HIGH = "high"
+
+    class Line(BaseModel):
+        sku: str
+        qty: int
+
+    class Order(BaseModel):
+        level: Level
+        lines: list[Line]
+        first: Line
+        maybe: Line | None
+        note: str | None = None
+
+    assert json.loads(serde.example_answer(Order)) == {
+        "level": "low",
+        "lines": [],
+        "first": {"sku": "...", "qty": 0},
+        "maybe": {"sku": "...", "qty": 0},
+    }
+    assert serde.example_answer(int) == "0"
+    assert serde.example_answer(serde.NO_ANNOTATION) == "true"
+
+
+def test_under_a_time_scale_durations_are_said_in_real_and_virtual_time() -> None:
+    """At x3600 a step of a few milliseconds is not "9 min", and a 1-hour sleep ends in
+    a second: the console says both clocks."""
+    app = App()
+
+    @app.step(name="work")
+    def work() -> int:
+        return 1
+
+    @app.workflow
+    def nap(ctx: Context) -> int:
+        ctx.sleep(timedelta(hours=1))
+        return work()
+
+    runner = LocalRunner(app)
+    out = io.StringIO()
+    console = Console(out, clock=lambda: 0.0, scale=3600)
+    runner.engine.ledger = cast(Ledger, ConsoleLedger(runner.engine.ledger, console))
+    runner.engine.endings.ledger = runner.engine.ledger
+    rid = runner.start("nap").run_id
+    runner.run_until_idle()
+    runner.advance(hours=2)
+    lines = _events(out)
+    (sleeping,) = [line for line in lines if "⏸" in line]
+    assert sleeping.endswith("(in 1.0 s real, 60 min virtual)"), sleeping
+    (step,) = [line for line in lines if "✓ step work" in line]
+    assert step.endswith("✓ step work (0 ms)"), step  # the runner's clock stood still
+    assert lines[-1].startswith(f"nap v1 {rid} ✓ succeeded after")
+    assert lines[-1].endswith(" virtual"), lines[-1]
+    assert Console(scale=1).span(540) == "9 min"
+    assert Console(scale=3600).span(0) == "0 ms"  # the same in both: said once
+    assert Console(scale=3600).span(540) == "150 ms real, 9 min virtual"
+
+
+def test_ctx_logger_lines_print_once_as_console_lines() -> None:
+    """`ctx.logger` records reach the console (at INFO, with the console's quiet engine
+    logs), once per run however often the code replays, in the console's own format."""
+    from durable.aws import _log_to_console
+    from durable.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
+
+    app = App()
+
+    @app.step(name="charge")
+    def charge(n: int) -> int:
+        current_step().logger.warning("card declined once, retried")
+        return n
+
+    @app.workflow
+    def order(ctx: Context, n: int) -> int:
+        ctx.logger.info("order %s received", n)
+        ctx.sleep(timedelta(minutes=5))
+        charge(n)
+        ctx.logger.info("order %s done", n)
+        return n
+
+    runner, out = _watched(app)
+    saved = [
+        (lg, list(lg.handlers), lg.level, lg.propagate) for lg in (WORKFLOW_LOGGER, STEP_LOGGER)
+    ]
+    console = Console(out, clock=lambda: 0.0)
+    try:
+        _log_to_console(console)
+        _log_to_console(console)  # composed twice in one process: still one line each
+        rid = runner.start("order", 7).run_id
+        runner.run_until_idle()
+        runner.advance(minutes=10)
+    finally:
+        for logger, handlers, level, propagate in saved:
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate = propagate
+    lines = _events(out)
+    assert [line for line in lines if "»" in line] == [
+        f"order v1 {rid} » order 7 received",
+        f"order v1 {rid} » warning: step charge: card declined once, retried",
+        f"order v1 {rid} » order 7 done",
+    ]
+
+
+def test_telemetry_records_no_metric_when_metrics_are_disabled(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """durable dev's sweeper counts a metric every sweep in one long-lived process;
+    Powertools prints a metric set by itself at 100 values, whatever
+    POWERTOOLS_METRICS_DISABLED says: disabled must mean nothing is recorded."""
+    from durable.observability import Telemetry
+    from durable.settings import Settings
+
+    settings = Settings(app="x:app", ledger_table="ledger", idempotency_table="idem")
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    telemetry = Telemetry(settings, "sweeper")
+    for _ in range(250):
+        telemetry.count("SweepInvocations")
+        telemetry.milliseconds("SweepMillis", 3.0)
+    assert '"_aws"' not in capsys.readouterr().out
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    on = Telemetry(settings, "sweeper")
+    for _ in range(100):
+        on.count("SweepInvocations")
+    assert '"_aws"' in capsys.readouterr().out  # the auto-flush this guards against
+
+
+def test_the_dev_banner_says_the_time_scale() -> None:
+    from durable.local.server import time_banner
+
+    assert time_banner(60).startswith("x60: an hour passes in 60.0 s, a day in 24 min")
+    assert time_banner(1).startswith("real")

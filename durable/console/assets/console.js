@@ -112,7 +112,33 @@ function route() {
   return runsPage(params);
 }
 window.addEventListener("hashchange", route);
-window.addEventListener("DOMContentLoaded", route);
+window.addEventListener("DOMContentLoaded", () => loadClock().finally(route));
+
+// durable dev runs the ledger on a virtual clock (--time-scale N: N virtual seconds per real
+// one); its status route says how that clock relates to this browser's. A deployed stack's
+// console proxy has no such route: time is real. Durations on the page are then said in
+// both clocks, and "now" (a waiting bar's end, "wakes in") is the ledger's.
+const CLOCK = { scale: 1, virtual: 0, real: 0 };
+async function loadClock() {
+  try {
+    const response = await fetch("/_local/status");
+    if (!response.ok) return;
+    const status = await response.json();
+    if (!(status.time_scale > 0) || !status.clock) return;
+    Object.assign(CLOCK, { scale: status.time_scale, virtual: Date.parse(status.clock), real: Date.now() });
+  } catch (e) {
+    // Not durable dev: real time.
+  }
+}
+function nowMs() {
+  return CLOCK.scale === 1 ? Date.now() : CLOCK.virtual + (Date.now() - CLOCK.real) * CLOCK.scale;
+}
+// A span of the ledger's clock as a person lives it: "40 ms real, 2.4 min virtual".
+function lived(ms) {
+  if (CLOCK.scale === 1) return span(ms);
+  const real = span(ms / CLOCK.scale), virtual = span(ms);
+  return real === virtual ? virtual : `${real} real, ${virtual} virtual`;
+}
 
 function live(refresh) {
   // Refresh while the page is shown and no confirmation is open (it would lose its input).
@@ -177,7 +203,7 @@ async function runsPage(params) {
       return live(refresh);
     }
     if (!current(refresh)) return;
-    const cutoff = Date.now() - SINCE[filters.since];
+    const cutoff = nowMs() - SINCE[filters.since];
     runs = runs.filter((run) => Date.parse(run.created_at) >= cutoff);
     show(filterBar(filters, hash), runsTable(runs));
     live(refresh);
@@ -455,8 +481,11 @@ function actions(run, refresh) {
     buttons.push(
       button(`Approve ${label}`, "approve", {
         title: `Approve “${label}”`,
-        text: "The run goes on with this result.",
-        fields: [["result", "Result (JSON)", "true"]],
+        // A typed callback refuses `true`: start from a value of its type's shape.
+        text: step.result_type
+          ? `The run goes on with this result, a ${step.result_type}: fill in its fields.`
+          : "The run goes on with this result.",
+        fields: [["result", "Result (JSON)", step.answer_example || "true"]],
         send: (v) => api("POST", wait, { result: parseJson(v.result, "result"), ...which }),
       }, refresh),
       button(`Reject ${label}`, "reject", {
@@ -570,12 +599,12 @@ function lanes(run, now) {
         const open = !a.finished_at;
         const end = open ? (step.status === "RUNNING" ? now : start) : Date.parse(a.finished_at);
         if (previous !== null && start > previous) {
-          segments.push({ start: previous, end: start, cls: "backoff", tip: `backoff ${span(start - previous)} before attempt ${a.n}` });
+          segments.push({ start: previous, end: start, cls: "backoff", tip: `backoff ${lived(start - previous)} before attempt ${a.n}` });
         }
         // The last attempt of a step that failed for good ended it, whatever its error's class.
         const final = a === last && step.status === "TERMINAL_FAILED";
         const cls = final || a.error_class === "terminal" ? "failed" : a.error_class ? "retried" : open ? "running" : "ok";
-        const tip = `attempt ${a.n}: ${span(end - start)}${a.error ? ` — ${a.error}` : ""}`;
+        const tip = `attempt ${a.n}: ${lived(end - start)}${a.error ? ` — ${a.error}` : ""}`;
         segments.push({ start, end, cls, tip });
         previous = end;
       }
@@ -587,7 +616,7 @@ function lanes(run, now) {
       const cls = step.status === "TIMED_OUT" ? "failed" : step.status === "TERMINAL_FAILED" ? "failed"
         : waiting ? "waiting" : ["step", "value", "batch"].includes(step.kind) ? "ok" : "waited";
       const due = step.wake_at || step.expires_at;
-      const tip = `${step.kind} ${step.status.toLowerCase()}${due ? `, due ${when(due)}` : ""}: ${span(end - start)}`;
+      const tip = `${step.kind} ${step.status.toLowerCase()}${due ? `, due ${when(due)}` : ""}: ${lived(end - start)}`;
       segments.push({ start, end, cls, tip });
       cursor = Math.max(cursor, end);
     }
@@ -596,7 +625,7 @@ function lanes(run, now) {
 }
 
 function timeline(run) {
-  const now = Date.now();
+  const now = nowMs();
   const rows = lanes(run, now);
   if (!rows.length) return h("p", { class: "muted" }, "Nothing recorded yet.");
   const t0 = Date.parse(run.created_at);
@@ -612,8 +641,11 @@ function timeline(run) {
     { class: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": `timeline of run ${run.run_id}` },
     ticks.map((t, i) => [
       s("line", { x1: x(t), x2: x(t), y1: 16, y2: height, class: "tick" }),
-      s("text", { x: x(t), y: 12, class: "tick-label", "text-anchor": i === ticks.length - 1 ? "end" : "middle" }, `+${span(t - t0)}`),
+      s("text", { x: x(t), y: 12, class: "tick-label", "text-anchor": i === ticks.length - 1 ? "end" : "middle" },
+        i === ticks.length - 1 ? `+${lived(t - t0)}` : `+${span(t - t0)}`),
     ]),
+    // Under durable dev's time scale the axis is the ledger's virtual time: say so.
+    CLOCK.scale === 1 ? null : s("text", { x: 4, y: 12, class: "tick-label axis-clock" }, `virtual time ×${CLOCK.scale}`),
     rows.map((row, i) => {
       const y = top + i * lane;
       // 0004.0002.0001: branch 2 of the batch at 0004, its first call (two levels down).
@@ -668,7 +700,7 @@ function batchText(decision) {
 }
 
 function dueText(step) {
-  if (step.wake_at) return `wakes ${when(step.wake_at)} (in ${span(Date.parse(step.wake_at) - Date.now())})`;
+  if (step.wake_at) return `wakes ${when(step.wake_at)} (in ${lived(Date.parse(step.wake_at) - nowMs())})`;
   if (step.expires_at) return `expires ${when(step.expires_at)}`;
   return step.kind === "callback" ? "waiting for an answer" : `waiting for ${step.kind} ${step.name}`;
 }
