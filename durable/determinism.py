@@ -3,7 +3,10 @@
 Replay only works when workflow code outside steps makes the same calls every time, so
 everything nondeterministic belongs in a step or in ``ctx.now()/uuid()/random()``. The
 engine brackets workflow code and step bodies with a ``Guard``; production uses
-``NoGuard`` (zero cost), ``durable.testing.LocalRunner`` uses ``DeterminismGuard``.
+``NoGuard`` (zero cost), ``durable.testing.LocalRunner`` uses ``DeterminismGuard``, and
+``durable dev`` uses ``WarningGuard``: the same checks, each one a warning line (once per
+run and call site) instead of a failure, so ``datetime.now()`` in a workflow is seen where
+a developer tries it, without failing a run the deployed code would have run.
 
 The guard is best effort by construction (C code can read the clock directly): it
 patches the module-level entry points (``time.time``, ``random.random``, ``uuid.uuid4``,
@@ -79,18 +82,34 @@ def _called_from_user_code(depth: int = 2) -> bool:
     return not (filename.startswith(_STDLIB) or filename.startswith(_PACKAGE_DIR))
 
 
-def _violation(what: str) -> NonDeterministicCall:
+def _violated(what: str, depth: int = 2) -> None:
+    """A guarded call was made: raise (``DeterminismGuard``), or under ``WarningGuard``
+    log it once per run and call site and let the call go on. ``depth``: the frame of the
+    workflow code that made it, from the caller of this function."""
     error = NonDeterministicCall(f"workflow code called {what} outside a step: {_HINT}")
-    recorder: list[NonDeterministicCall] | None = getattr(_STATE, "violations", None)
-    if recorder is not None:
-        recorder.append(error)
-    return error
+    warned: set[tuple[Any, ...]] | None = getattr(_STATE, "warned", None)
+    if warned is None:
+        recorder: list[NonDeterministicCall] | None = getattr(_STATE, "violations", None)
+        if recorder is not None:
+            recorder.append(error)
+        raise error
+    from durable.run_logging import WORKFLOW_LOGGER, current_keys
+
+    frame = sys._getframe(depth)
+    keys = current_keys()
+    site = (keys.get("run_id"), what, frame.f_code.co_filename, frame.f_lineno)
+    if site not in warned:
+        warned.add(site)
+        where = f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+        WORKFLOW_LOGGER.warning(
+            "%s (%s): deployed, a replay would see another value", error, where, extra=keys
+        )
 
 
 def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
         if _guard_active() and _called_from_user_code():
-            raise _violation(name)
+            _violated(name)
         return original(*args, **kwargs)
 
     guarded.__wrapped__ = original  # type: ignore[attr-defined]
@@ -138,19 +157,19 @@ class _GuardedDatetime(_dt.datetime, metaclass=_StandIn):
     @classmethod
     def now(cls, tz: _dt.tzinfo | None = None) -> _GuardedDatetime:
         if _guard_active():
-            raise _violation("datetime.now()")
+            _violated("datetime.now()")
         return super().now(tz)
 
     @classmethod
     def utcnow(cls) -> _GuardedDatetime:
         if _guard_active():
-            raise _violation("datetime.utcnow()")
+            _violated("datetime.utcnow()")
         return super().now(_dt.UTC).replace(tzinfo=None)
 
     @classmethod
     def today(cls) -> _GuardedDatetime:
         if _guard_active():
-            raise _violation("datetime.today()")
+            _violated("datetime.today()")
         return super().today()
 
 
@@ -162,7 +181,7 @@ class _GuardedDate(_dt.date, metaclass=_StandIn):
     @classmethod
     def today(cls) -> _GuardedDate:
         if _guard_active():
-            raise _violation("date.today()")
+            _violated("date.today()")
         return super().today()
 
 
@@ -176,7 +195,7 @@ def _datetime_module_proxy() -> types.ModuleType:
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if event in ("socket.connect", "socket.getaddrinfo") and _guard_active():
-        raise _violation(f"the network ({event})")
+        _violated(f"the network ({event})")
 
 
 _install_lock = threading.Lock()
@@ -223,17 +242,33 @@ class DeterminismGuard:
         saved = self._swap_globals(namespace)
         previous = getattr(_STATE, "active", False)
         previous_recorder = getattr(_STATE, "violations", None)
+        previous_warned = getattr(_STATE, "warned", None)
         _STATE.active = True
         _STATE.violations = self.violations
+        _STATE.warned = self.warned
         try:
             yield
         finally:
             _STATE.active = previous
             _STATE.violations = previous_recorder
+            _STATE.warned = previous_warned
             namespace.update(saved)
 
     def step_code(self) -> AbstractContextManager[None]:
         return observer_code()  # a step body may read the clock: the guard is off
+
+    # Fail (None), or warn once per (run, call, call site) in this set.
+    warned: set[tuple[Any, ...]] | None = None
+
+
+class WarningGuard(DeterminismGuard):
+    """``durable dev``'s guard: each nondeterministic call in workflow code is a warning
+    on the console (``ctx.logger``'s logger, with the run's keys), once per run and call
+    site, and the call goes on as it would deployed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warned = set()
 
 
 def carried() -> Callable[[], AbstractContextManager[None]]:
@@ -242,14 +277,19 @@ def carried() -> Callable[[], AbstractContextManager[None]]:
     off per thread."""
     active = getattr(_STATE, "active", False)
     violations = getattr(_STATE, "violations", None)
+    warned = getattr(_STATE, "warned", None)
 
     @contextmanager
     def apply() -> Iterator[None]:
-        previous = getattr(_STATE, "active", False), getattr(_STATE, "violations", None)
-        _STATE.active, _STATE.violations = active, violations
+        previous = (
+            getattr(_STATE, "active", False),
+            getattr(_STATE, "violations", None),
+            getattr(_STATE, "warned", None),
+        )
+        _STATE.active, _STATE.violations, _STATE.warned = active, violations, warned
         try:
             yield
         finally:
-            _STATE.active, _STATE.violations = previous
+            _STATE.active, _STATE.violations, _STATE.warned = previous
 
     return apply

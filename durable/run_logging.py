@@ -90,15 +90,18 @@ class RunKeys(logging.Filter):
     ``ctx.logger``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        from durable.context import _active_context, _active_step
-
-        step = _active_step.get()
-        if step is not None:
-            keys = step_keys(step._step)
-        else:
-            context = _active_context.get()
-            keys = workflow_keys(context._exec) if context is not None else {}
-        for key, value in keys.items():
+        for key, value in current_keys().items():
             if not hasattr(record, key):
                 setattr(record, key, value)
         return True
+
+
+def current_keys() -> dict[str, Any]:
+    """The keys of the workflow or step code running now on this thread (none outside)."""
+    from durable.context import _active_context, _active_step
+
+    step = _active_step.get()
+    if step is not None:
+        return step_keys(step._step)
+    context = _active_context.get()
+    return workflow_keys(context._exec) if context is not None else {}

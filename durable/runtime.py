@@ -13,6 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from durable.clock import Clock, SystemClock
+from durable.determinism import WarningGuard
 from durable.engine import Engine
 from durable.errors import InvalidInput
 from durable.ports import EffectStore, Invoker, Ledger, NoTimers, Timers
@@ -122,6 +123,7 @@ class Runtime:
             ),
             timers=services.timers,
             keys=services.keys,
+            guard=WarningGuard() if settings.determinism_warnings else None,
         )
         self.idempotency_config: IdempotencyConfig | None = None
 

@@ -34,6 +34,7 @@ LOCAL_ONLY = frozenset(
         "crash_at",
         "local_key_file",
         "console_events",
+        "determinism_warnings",
     }
 )
 _APP_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -137,6 +138,10 @@ class Settings(BaseModel):
     # ``durable dev`` only: print one readable line per run event (``durable.local.console``)
     # in place of the JSON logs and metrics meant for CloudWatch.
     console_events: bool = False
+    # ``durable dev`` only: workflow code that reads the clock, randomness or the network
+    # outside a step is a warning line (``durable.determinism.WarningGuard``); deployed,
+    # no guard runs (it costs a frame walk per guarded call).
+    determinism_warnings: bool = False
 
     @field_validator("app")
     @classmethod

@@ -372,6 +372,8 @@ class DevServer:
             # then. Together, a killed worker's run is taken over about a sweep period
             # after its invocation's deadline, and never while the old worker lives.
             "DURABLE_SHARED_CLOCK": "true",
+            # datetime.now() in workflow code: a warning line here (LocalRunner fails it).
+            "DURABLE_DETERMINISM_WARNINGS": "true",
             "DURABLE_DEADLINE_OVERRUN_SECONDS": repr(DEADLINE_OVERRUN),
             **({} if self.o.verbose else QUIET),
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as wall_clock
 import enum
 import io
 import json
@@ -377,3 +378,55 @@ def test_the_dev_banner_says_the_time_scale() -> None:
 
     assert time_banner(60).startswith("x60: an hour passes in 60.0 s, a day in 24 min")
     assert time_banner(1).startswith("real")
+
+
+def test_durable_dev_warns_of_the_clock_read_in_workflow_code_once_per_run() -> None:
+    """LocalRunner fails `datetime.now()` in workflow code; durable dev ran it silently.
+    Its composition (DURABLE_DETERMINISM_WARNINGS) now warns, once per run and call site
+    however often the code replays, and the run goes on as it would deployed."""
+    from durable.aws import _log_to_console
+    from durable.determinism import WarningGuard
+    from durable.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
+    from durable.runtime import Runtime
+    from durable.settings import Settings
+
+    app = App()
+
+    @app.workflow
+    def stamp(ctx: Context) -> str:
+        first = wall_clock.datetime.now()  # the mistake
+        ctx.sleep(timedelta(minutes=5))
+        return first.isoformat()
+
+    runner, out = _watched(app)
+    runner.engine.guard = WarningGuard()
+    loggers = (WORKFLOW_LOGGER, STEP_LOGGER)
+    saved = [(lg, list(lg.handlers), lg.level, lg.propagate) for lg in loggers]
+    try:
+        _log_to_console(Console(out, clock=lambda: 0.0))
+        rid = runner.start("stamp").run_id
+        runner.run_until_idle()
+        runner.advance(minutes=10)  # replays the call: no second line
+    finally:
+        for logger, handlers, level, propagate in saved:
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate = propagate
+    assert runner.get_run(rid).status.value == "SUCCEEDED"
+    warned = [line for line in _events(out) if "»" in line]
+    assert len(warned) == 1, warned
+    assert warned[0].startswith(f"stamp v1 {rid} » warning: workflow code called datetime.now()")
+    assert "test_dev_console.py:" in warned[0] and "move it into a step" in warned[0]
+
+    # The composition root picks it from the local-only setting durable dev sets.
+    from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
+    from durable.adapters.nonces import MemoryNonceStore
+    from durable.runtime import Services
+    from durable.settings import LOCAL_ONLY
+
+    services = Services(MemoryLedger(), MemoryEffectStore(), MemoryInvoker(), MemoryNonceStore())
+    settings = Settings(app="x:app", ledger_table="ledger", idempotency_table="idem")
+    on = settings.model_copy(update={"determinism_warnings": True})
+    assert isinstance(Runtime(on, app, services).engine.guard, WarningGuard)
+    assert not isinstance(Runtime(settings, app, services).engine.guard, WarningGuard)
+    assert "determinism_warnings" in LOCAL_ONLY  # never deployed
