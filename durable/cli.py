@@ -330,7 +330,14 @@ def cmd_start(args: argparse.Namespace) -> int:
     name = urllib.parse.quote(args.workflow, safe="")
     query = "?if_running=attach" if args.if_running == "attach" else ""
     run = call(args, "POST", f"/workflows/{name}/runs{query}", payload, headers)
-    print(run["run_id"] if args.quiet else f"started run {run['run_id']} ({run['status']})")
+    if args.quiet:
+        print(run["run_id"])
+    elif run.get("existing"):
+        # A repeated key: the run it started before is the answer; nothing new started.
+        how = "attached to" if args.if_running == "attach" else "already started:"
+        print(f"{how} run {run['run_id']} ({run['status']}), started {run['created_at']}")
+    else:
+        print(f"started run {run['run_id']} ({run['status']})")
     return 0
 
 

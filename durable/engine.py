@@ -130,7 +130,33 @@ class Engine:
         gate: str | None = None,
         if_running: IfRunning = "fail",
     ) -> RunRecord:
-        """Create a run and invoke a worker for it.
+        """Create a run and invoke a worker for it (``start_or_get``, without saying
+        whether this call created it)."""
+        return self.start_or_get(
+            workflow,
+            input,
+            idempotency_key=idempotency_key,
+            requested_by=requested_by,
+            version=version,
+            key_scope=key_scope,
+            gate=gate,
+            if_running=if_running,
+        )[0]
+
+    def start_or_get(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        requested_by: str | None = None,
+        version: int | None = None,
+        key_scope: str | None = None,
+        gate: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> tuple[RunRecord, bool]:
+        """Create a run and invoke a worker for it; the run, and True when this call
+        created it (False: a repeated key's run, or the run attached to).
 
         Invalid input raises ``InvalidInput`` and writes nothing. With an idempotency key
         (scoped to the workflow, and to ``key_scope`` when given: a hook's keys never meet
@@ -163,7 +189,7 @@ class Engine:
         except RunExists as e:
             existing = e.existing
             if if_running == "attach" and not existing.terminal and existing.workflow == wf.name:
-                return existing
+                return existing, False
             if existing.input_hash != input_hash or existing.workflow != wf.name:
                 hint = (
                     'use a new key, or if_running="attach" to take that run'
@@ -175,9 +201,9 @@ class Engine:
                     f"{existing.run_id} ({existing.status.value}) with a different input; "
                     f"{hint}"
                 ) from e
-            return existing
+            return existing, False
         self.invoke_worker(run_id, "start")
-        return created
+        return created, True
 
     def new_run(
         self,

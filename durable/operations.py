@@ -53,13 +53,20 @@ def _operation(
     return op
 
 
+# Failures a plain retry replays as they were: a divergence from the recorded steps, and a
+# parallel or map whose completion rule failed (its decision is a record of the run).
+_REPLAYS_THE_SAME = ("NonDeterminismError", "BatchFailed")
+
+
 def available_decisions(run: RunRecord) -> list[str]:
     """What an operator can do with the run now (shown by the API and the CLI)."""
     if run.status == RunStatus.FAILED and run.compensated:
         return ["fork"]  # its steps were undone: nothing to retry from
     if run.status == RunStatus.FAILED:
         decisions = ["retry", "fork"]
-        if run.error is not None and run.error.type.startswith("NonDeterminismError"):
+        if run.error is not None and run.error.type.startswith(_REPLAYS_THE_SAME):
+            # The same code replays the same failure: a new version, or a fork that runs
+            # it again (a failed batch from its own step: `durable fork --from-step`).
             decisions = ["retry --upgrade-to <version>", "fork"]
         return decisions
     if run.terminal:
@@ -178,6 +185,15 @@ def retry(
             f"run {run_id} was compensated; its earlier steps were undone, so retrying would "
             "continue from a state that no longer exists: fork it from a step instead"
         )
+    if upgrade_to is None and run.error is not None and run.error.type == "BatchFailed":
+        batch = _failed_batch(history)
+        step = str(int(batch.split(".")[0])) if batch else "N"
+        raise InvalidState(
+            f"run {run_id} failed because a parallel or map failed its completion rule; that "
+            "decision is recorded, so a retry would replay it and fail the same way: fork "
+            f"the run to run the batch again (`durable fork {run_id} --from-step {step}`), "
+            "or retry --upgrade-to a version that handles BatchFailed"
+        )
     version = run.version
     if upgrade_to is not None:
         if upgrade_to <= run.version:
@@ -224,6 +240,18 @@ def retry(
         raise InvalidState(f"run {run_id} changed meanwhile; look at it again") from e
     engine.invoke_worker(run_id, "retry")
     return reopened
+
+
+def _failed_batch(history: RunHistory) -> str | None:
+    """The position of the last batch whose decision failed (``ok`` false), if any."""
+    import json
+
+    failed = [
+        p
+        for p, s in history.steps.items()
+        if s.kind == StepKind.BATCH and s.output and not json.loads(s.output).get("ok", True)
+    ]
+    return max(failed, default=None)
 
 
 def _failed_step(history: RunHistory) -> StepRecord | None:

@@ -140,6 +140,14 @@ class RunSummary(BaseModel):
         )
 
 
+class StartedRun(RunSummary):
+    """A start's answer: the run, and whether this request started it. ``existing``: the
+    Idempotency-Key (or ``if_running=attach``) found a run that an earlier request
+    started; nothing new was started."""
+
+    existing: bool = False
+
+
 class StepView(BaseModel):
     position: str
     name: str

@@ -39,6 +39,7 @@ from durable.api.models import (
     ScheduleList,
     ScheduleView,
     SignalAccepted,
+    StartedRun,
     WaitAnswer,
     WorkflowList,
 )
@@ -232,7 +233,10 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         "/workflows/<name>/runs",
         summary="Start a run (the body is the workflow's input)",
         tags=["runs"],
-        responses={**_ok(202, "Run accepted"), **_errors(*BODY, 404, 409)},
+        responses={
+            **_ok(202, "Run accepted (existing: the run a repeated key started)", StartedRun),
+            **_errors(*BODY, 404, 409),
+        },
     )
     def start(
         name: str,
@@ -244,7 +248,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
                 '(409 for another input) or "attach" (that run is the answer)'
             ),
         ] = "fail",
-    ) -> Response[RunSummary]:
+    ) -> Response[StartedRun]:
         payload = parse_json(app.current_event.body)
         request = StartRequest(
             named(name), payload, idempotency_key, caller(), if_running=if_running

@@ -36,6 +36,7 @@ from durable.api.models import (
     ScheduleView,
     SignalAccepted,
     SignalView,
+    StartedRun,
     StepView,
     WaitAnswer,
     WorkflowList,
@@ -190,19 +191,20 @@ class ApiService:
 
     # --- starting runs ---------------------------------------------------------------
 
-    def start(self, request: StartRequest) -> RunSummary:
+    def start(self, request: StartRequest) -> StartedRun:
         """Start a run; a keyed start is deduplicated by the guard, then by the run id.
 
         Refused (503, nothing written) while the workers do not serve the version this
         code would start: a deploy in progress (``durable.api.served``). Checked only for a
         start that would create a run: a retried keyed start gets its run back."""
 
+        fresh: list[bool] = []
+
         def run() -> dict[str, Any]:
             if self.served is not None:
                 wf = self.engine.app.get_workflow(request.workflow)
                 self.served.refuse_unserved(wf.name, wf.version)
-            before = format_time(self.clock.now())
-            record = self.engine.start(
+            record, created = self.engine.start_or_get(
                 request.workflow,
                 request.input,
                 idempotency_key=request.idempotency_key,
@@ -210,17 +212,22 @@ class ApiService:
                 key_scope=request.key_scope,
                 if_running=check_if_running(request.if_running),
             )
-            if record.created_at >= before:  # not a deduplicated delivery
+            if created:
                 self.metric("RunsStarted")
+                fresh.append(True)
             return RunSummary.of(record).model_dump(mode="json")
 
         if request.idempotency_key is None or request.if_running == "attach":
             # Attaching takes whatever run holds the key now, with whatever input: no
             # delivery to deduplicate, and the guard would refuse the other input.
-            return RunSummary.model_validate(run())
-        self._check_key(request.idempotency_key)
-        annotation = self.engine.app.get_workflow(request.workflow).input_annotation
-        return RunSummary.model_validate(self.guard(request.fingerprint(annotation), run))
+            answer = run()
+        else:
+            self._check_key(request.idempotency_key)
+            annotation = self.engine.app.get_workflow(request.workflow).input_annotation
+            answer = self.guard(request.fingerprint(annotation), run)
+        # The guard answers a repeated key with the first request's stored answer, without
+        # calling run(): that too is an existing run.
+        return StartedRun.model_validate({**answer, "existing": not fresh})
 
     @staticmethod
     def _check_key(key: str) -> None:

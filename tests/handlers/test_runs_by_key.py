@@ -95,3 +95,32 @@ def test_the_cli_addresses_a_run_by_its_key(
     assert "add --workflow" in capsys.readouterr().err
     assert cli.main([*base, "show", "--key", "nope", "--workflow", "approval"]) == 1
     assert "no run of 'approval' has the key 'nope'" in capsys.readouterr().err
+
+
+def test_a_repeated_key_says_the_run_was_already_there(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`durable start --idempotency-key k1` twice said "started" both times: the second
+    answer now says the run the key started before is the answer (the API's `existing`),
+    through the duplicate guard and through attach alike."""
+    from durable import cli
+
+    cli_through(stack, monkeypatch)
+    base = ["--endpoint", "http://127.0.0.1:1"]
+    start = [*base, "start", "approval", "--input", '{"amount": 5}', "--idempotency-key", "k1"]
+
+    def said() -> str:  # the CLI's own line (a metric line may come before it)
+        return capsys.readouterr().out.splitlines()[-1]
+
+    assert cli.main(start) == 0
+    first = said()
+    assert first.startswith("started run ")
+    run_id = first.split()[2]
+    assert cli.main(start) == 0
+    assert said().startswith(f"already started: run {run_id} (")
+    assert cli.main([*start, "--if-running", "attach"]) == 0
+    assert said().startswith(f"attached to run {run_id} (")
+    fresh = keyed_start(stack, 7, "k2")
+    assert fresh.status == 202 and fresh.body["existing"] is False
+    again = keyed_start(stack, 7, "k2")
+    assert again.body["existing"] is True and again.body["run_id"] == fresh.body["run_id"]

@@ -40,6 +40,8 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
 # Each public ``Engine`` method an operator, a trigger or AWS calls, and its names.
 ENGINE_CALLS: dict[str, tuple[str, ...]] = {
     "start": ("engine.start(key)", "engine.start(no key)", "engine.start(key, attach)"),
+    # start's body (start returns its run alone): produced under start's names.
+    "start_or_get": ("engine.start(key)", "engine.start(no key)", "engine.start(key, attach)"),
     "cancel": ("engine.cancel(compensate=False)", "engine.cancel(compensate=True)"),
     "retry": ("engine.retry", "engine.retry(upgrade_to)", "engine.retry of a child"),
     "fork": ("engine.fork",),

@@ -381,3 +381,44 @@ def test_fork_copies_the_ledger_up_to_a_step_and_reexecutes_from_there() -> None
     assert [s.position for s in runner.history(forked.run_id)] == ["0001", "0002", "0003"]
     with pytest.raises(InvalidInput, match="from_step"):
         runner.engine.fork(source.run_id, from_step="zero")
+
+
+def test_a_failed_batch_is_not_offered_a_retry_that_replays_it_but_a_fork() -> None:
+    """A map whose completion rule failed ends the run with BatchFailed; the decision is a
+    record of the run, so a plain retry replayed it and failed the same way. The run
+    offers a new version or a fork, retry says which step to fork from, and that fork
+    runs the batch again."""
+    from durable import Completion
+
+    broken = {"b"}
+    app = App()
+
+    @app.step(name="send", retry=RetryPolicy(max_attempts=1))
+    def send(name: str) -> str:
+        if name in broken:
+            raise RuntimeError(f"{name} bounced")
+        return f"sent {name}"
+
+    @app.step(name="prepare")
+    def prepare() -> list[str]:
+        return ["a", "b"]
+
+    @app.workflow
+    def greet_all(ctx: Context) -> list[str]:
+        names = prepare()
+        return ctx.map(lambda c, n: send(n), names, completion=Completion.all()).values()
+
+    runner = LocalRunner(app)
+    rid = runner.start("greet_all").run_id
+    runner.run_until_idle()
+    failed = runner.get_run(rid)
+    assert failed.status == RunStatus.FAILED and failed.error is not None
+    assert failed.error.type == "BatchFailed"
+    assert available_decisions(failed) == ["retry --upgrade-to <version>", "fork"]
+    with pytest.raises(InvalidState, match=f"durable fork {rid} --from-step 2"):
+        runner.retry(rid)
+    assert runner.get_run(rid).status == RunStatus.FAILED  # nothing reopened
+    broken.clear()
+    forked = runner.fork(rid, 2)
+    runner.run_until_idle()
+    assert runner.result(forked.run_id) == ["sent a", "sent b"]
