@@ -37,6 +37,7 @@ from durable.model import RunRecord, RunStatus, StepRecord, StepStatus
 from durable.registry import App
 from durable.retry import RetryPolicy
 from durable.run_logging import RunKeys
+from durable.waits import Callback
 
 __all__ = [
     "App",
@@ -44,6 +45,7 @@ __all__ = [
     "BatchItem",
     "BatchResult",
     "BranchFailed",
+    "Callback",
     "CallbackFailed",
     "CallbackTimeout",
     "ChildFailed",

@@ -34,7 +34,11 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
+
+# A TypeVar default (PEP 696, typing's from Python 3.13) keeps a bare ``ChildHandle``
+# valid under mypy --strict, as ``ChildHandle[Any]``. Installed with pydantic.
+from typing_extensions import TypeVar
 
 from durable import serde
 from durable.errors import (
@@ -70,6 +74,8 @@ log = logging.getLogger("durable.children")
 # idempotency key can produce one of them (``durable.ids.derived_run_id``).
 _CHILD_SCOPE = "child"
 
+T = TypeVar("T", default=Any)
+
 IfRunning = Literal["fail", "attach"]
 IF_RUNNING: tuple[IfRunning, ...] = ("fail", "attach")
 # How often a parent looks at a run it attached to and waits for: a tenth of the time
@@ -79,11 +85,14 @@ ATTACHED_LOOK_MAX = timedelta(minutes=15)
 
 
 @dataclass(frozen=True, slots=True)
-class ChildHandle:
+class ChildHandle(Generic[T]):
     """A child run started by ``ctx.start_child``: ``run_id`` names it (``durable show``);
     ``result()`` waits for its end, as ``ctx.run_child`` does. Never calling ``result()``
     is fire and forget: the child runs to its end whether the parent succeeds or fails;
-    canceling the parent cancels it (a cancel stops the parent's work, children included)."""
+    canceling the parent cancels it (a cancel stops the parent's work, children included).
+
+    ``ChildHandle[Receipt]`` is the handle of a workflow function returning a ``Receipt``
+    (what ``start_child`` gives for one); started by name, it is ``ChildHandle[Any]``."""
 
     run_id: str
     workflow: str
@@ -91,11 +100,12 @@ class ChildHandle:
     _execution: Execution = field(repr=False)
     _workflow: WorkflowDef | None = field(repr=False, default=None)
 
-    def result(self) -> Any:
+    def result(self) -> T:
         """The child's result (decoded by its workflow's return annotation, at the version
         the child ran), or ``ChildFailed`` when it failed or was canceled. Suspends the
         parent until then."""
-        return await_child(self._execution, self.position, self._workflow)
+        value: T = await_child(self._execution, self.position, self._workflow)
+        return value
 
 
 def link(parent_id: str, position: str) -> str:
@@ -140,7 +150,7 @@ def start_child(
     input: Any,
     id: str | None,
     if_running: IfRunning = "fail",
-) -> ChildHandle:
+) -> ChildHandle[Any]:
     check_if_running(if_running)
     wf = resolve_workflow(x.engine, workflow)
     if serde.has_secrets(wf.return_annotation):

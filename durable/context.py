@@ -11,7 +11,7 @@ import uuid as _uuid
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, TypeVarTuple, overload
 
 from durable.errors import DurableError, InvalidInput
 from durable.registry import Semantics, return_annotation
@@ -24,8 +24,12 @@ if TYPE_CHECKING:
     from durable.steps import StepRun
     from durable.waits import Callback
 
+P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+In = TypeVar("In")
+Out = TypeVar("Out")
+Ts = TypeVarTuple("Ts")
 
 _active_context: ContextVar[Context | None] = ContextVar("durable_context", default=None)
 _active_step: ContextVar[StepContext | None] = ContextVar("durable_step", default=None)
@@ -78,7 +82,30 @@ class Context:
         """The workflow version this run is on (a run stays on the version it started on)."""
         return self._exec.workflow.version
 
+    # Two typed forms of one call. A ParamSpec cannot take keyword options besides its
+    # own (PEP 612 allows none between ``*args: P.args`` and ``**kwargs: P.kwargs``), so:
+    # without options, every argument is checked against ``fn``; with options, the
+    # positional ones are (a TypeVarTuple), and ``fn``'s keyword arguments go through
+    # ``functools.partial``, as a same-named one must already. Runtime is the one below.
+    @overload
+    def step(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @overload
     def step(
+        self,
+        fn: Callable[[*Ts], R],
+        /,
+        *args: *Ts,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+        semantics: Semantics | None = None,
+        compensate: Callable[..., Any] | None = None,
+    ) -> R: ...
+
+    # The first form's **kwargs could, to a checker, hold an option's name with another
+    # type; at run time those names are the options' (RESERVED_STEP_OPTIONS).
+    def step(  # type: ignore[misc]
         self,
         fn: Callable[..., R],
         *args: Any,
@@ -93,6 +120,9 @@ class Context:
 
         A recorded result is returned without running anything. The option names are
         reserved: pass a same-named argument of ``fn`` through ``functools.partial``.
+        A type checker checks the arguments against ``fn`` and infers its result. With an
+        option given it checks the positional ones, and refuses a keyword argument of
+        ``fn`` (the call runs all the same): bind it with ``functools.partial`` there.
 
         ``compensate=undo`` registers ``undo(result, *args, **kwargs)`` once the step is
         done. If the run then fails, or is canceled with compensation, the registered
@@ -130,9 +160,21 @@ class Context:
             raise ValueError("sleep_until(when) needs a timezone-aware datetime")
         self._exec.sleep_until(when, name)
 
+    # ``result_type=Decision`` types the answer as a ``Decision``; a type that is not a
+    # class (``Literal[...]``, a union) is still decoded by, but typed as Any.
+    @overload
+    def create_callback(
+        self, name: str, timeout: timedelta | None = None, *, result_type: type[T]
+    ) -> Callback[T]: ...
+
+    @overload
     def create_callback(
         self, name: str, timeout: timedelta | None = None, *, result_type: Any = None
-    ) -> Callback:
+    ) -> Callback[Any]: ...
+
+    def create_callback(
+        self, name: str, timeout: timedelta | None = None, *, result_type: Any = None
+    ) -> Callback[Any]:
         """Mint a callback (``.token``, ``.url``); ``.result()`` waits for its answer.
 
         The wait is recorded WAITING with its expiry before the token exists, so an
@@ -145,19 +187,41 @@ class Context:
 
         return create_callback(self._exec, name, timeout, result_type)
 
+    @overload
     def wait_for_callback(
         self,
         name: str,
         timeout: timedelta | None = None,
-        submit: Callable[[Callback], Any] | None = None,
+        submit: Callable[[Callback[T]], object] | None = None,
+        *,
+        result_type: type[T],
+    ) -> T: ...
+
+    @overload
+    def wait_for_callback(
+        self,
+        name: str,
+        timeout: timedelta | None = None,
+        submit: Callable[[Callback[Any]], object] | None = None,
+        *,
+        result_type: Any = None,
+    ) -> Any: ...
+
+    def wait_for_callback(
+        self,
+        name: str,
+        timeout: timedelta | None = None,
+        submit: Callable[[Callback[Any]], object] | None = None,
         *,
         result_type: Any = None,
     ) -> Any:
         """Create a callback, run ``submit(callback)`` as the durable step ``<name>.submit``
         (email the approver its URL, say), and wait for the answer.
 
-        Returns the answer's JSON result; raises ``CallbackFailed`` when the sender
-        reported a failure (a rejection) and ``CallbackTimeout`` after ``timeout``.
+        Returns the answer's JSON, or with ``result_type=Decision`` the ``Decision`` it
+        decodes to (typed so: a type checker infers ``Decision``); raises
+        ``CallbackFailed`` when the sender reported a failure (a rejection) and
+        ``CallbackTimeout`` after ``timeout``.
         """
         from durable.waits import wait_for_callback
 
@@ -295,14 +359,46 @@ class Context:
         )
         return result
 
+    # A workflow function passed as itself types the call: its input parameter checks
+    # ``input``, its return annotation is the result's type. By name, both are Any.
+    @overload
     def run_child(
         self,
-        workflow: str | Callable[..., R],
+        workflow: Callable[[Context, In], Out],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> Out: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context], Out],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> Out: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: str,
         input: Any = None,
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
-    ) -> R:
+    ) -> Any: ...
+
+    def run_child(
+        self,
+        workflow: str | Callable[..., Any],
+        input: Any = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> Any:
         """Start a run of ``workflow`` (a registered workflow, or its name) as this run's
         child and wait for its result, which comes back decoded by that workflow's return
         annotation; a child that failed or was canceled raises ``ChildFailed``.
@@ -316,9 +412,38 @@ class Context:
         ``if_running`` says what a key a running run already holds means: ``"fail"``
         (``InvalidInput``) or ``"attach"``: wait for that run instead of starting one
         (it stays that run's, not this one's: this run's cancel leaves it running)."""
-        handle: ChildHandle = self.start_child(workflow, input, id=id, if_running=if_running)
-        result: R = handle.result()
-        return result
+        handle: ChildHandle[Any] = self.start_child(workflow, input, id=id, if_running=if_running)
+        return handle.result()
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context, In], Out],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> ChildHandle[Out]: ...
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context], Out],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> ChildHandle[Out]: ...
+
+    @overload
+    def start_child(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> ChildHandle[Any]: ...
 
     def start_child(
         self,
@@ -327,7 +452,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
-    ) -> ChildHandle:
+    ) -> ChildHandle[Any]:
         """Start a child run (see ``run_child``) without waiting: ``handle.result()``
         waits for it later, and never calling it is fire and forget: the child runs to its
         end even after this run succeeds or fails. Canceling this run cancels it, awaited
@@ -446,9 +571,9 @@ class StepContext:
     def effect(
         self,
         action: str,
-        call: Callable[[str], Any],
-        reconcile: Callable[[str], Any] | None = None,
-    ) -> Any:
+        call: Callable[[str], T],
+        reconcile: Callable[[str], T | None] | None = None,
+    ) -> T:
         """Perform an external side effect at most once per key, across every retry.
 
         The key (this step's idempotency key plus ``action``) is persisted before
@@ -458,8 +583,12 @@ class StepContext:
         is adopted; None means it did not happen and ``call(key)`` runs again with the same
         key. Without ``reconcile`` the call repeats with the same key, for APIs that
         deduplicate by it.
+
+        The reference must be plain JSON (an id, a dict of them); it is typed as what
+        ``call`` returns, and comes back as its JSON decodes (a tuple as a list).
         """
-        return self._step.effect(action, call, reconcile)
+        reference: T = self._step.effect(action, call, reconcile)
+        return reference
 
 
 def bind_context(ctx: Context | None) -> object:

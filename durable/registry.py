@@ -123,7 +123,7 @@ class StepFunction(Generic[P, R]):
             return self.fn(*args, **kwargs)
         # Reserved option names cannot collide: they are keyword-only in Context.step and
         # a step needing one takes it through functools.partial.
-        result: R = ctx.step(self, *args, **kwargs)  # type: ignore[arg-type]
+        result: R = ctx.step(self, *args, **kwargs)
         return result
 
     def __repr__(self) -> str:

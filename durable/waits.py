@@ -11,7 +11,12 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
+
+# typing_extensions for a TypeVar default (PEP 696; typing has it from Python 3.13): a bare
+# ``Callback`` annotation stays valid under mypy --strict and means ``Callback[Any]``.
+# Installed with pydantic, which needs it.
+from typing_extensions import TypeVar
 
 from durable import serde, tokens
 from durable.context import bind_context, reset_context
@@ -26,6 +31,8 @@ log = logging.getLogger("durable.waits")
 
 if TYPE_CHECKING:
     from durable.execution import Execution
+
+T = TypeVar("T", default=Any)
 
 # Step names of waits and signals: readable in the ledger, safe in schedule names.
 _MAX_NAME = 128
@@ -61,8 +68,11 @@ def _settled(
 
 
 @dataclass(frozen=True, slots=True)
-class Callback:
+class Callback(Generic[T]):
     """A pending callback: hand ``url`` (or ``token``) to whoever must answer.
+
+    ``Callback[Decision]`` is one created with ``result_type=Decision``: ``result()``
+    returns a ``Decision``. A bare ``Callback`` is ``Callback[Any]`` (any JSON answer).
 
     The token is a credential: it never appears in a repr, and the engine takes it out of
     everything the run stores (a step's result, an error, an effect's reference)."""
@@ -76,16 +86,17 @@ class Callback:
     # does not fit (422), and ``result()`` returns it decoded. None: any JSON.
     result_type: Any = field(default=None, repr=False)
 
-    def result(self) -> Any:
+    def result(self) -> T:
         """Wait for the answer: its result (decoded to ``result_type`` when given), or
         ``CallbackFailed`` / ``CallbackTimeout``."""
         annotation = serde.NO_ANNOTATION if self.result_type is None else self.result_type
-        return _await(self._execution, self.position, "callback", annotation)
+        value: T = _await(self._execution, self.position, "callback", annotation)
+        return value
 
 
 def create_callback(
     x: Execution, name: str, timeout: timedelta | None, result_type: Any = None
-) -> Callback:
+) -> Callback[Any]:
     check_wait_name(name, "callback")
     _check_timeout(timeout)
     if x.dry_run:  # a deploy check: it sends nothing, so needs no token (nor its key)
@@ -184,7 +195,7 @@ def wait_for_callback(
     x: Execution,
     name: str,
     timeout: timedelta | None,
-    submit: Callable[[Callback], Any] | None,
+    submit: Callable[[Callback[Any]], Any] | None,
     result_type: Any = None,
 ) -> Any:
     callback = create_callback(x, name, timeout, result_type)

@@ -1,0 +1,267 @@
+"""Every call of the authoring API, with the types a user's checker must infer.
+
+``tests/unit/test_types.py`` runs ``mypy --strict`` on this module (the repo's own mypy
+run checks it too): each ``assert_type`` fails the check when an inference regresses to
+``Any`` or to a wrong type. The test also imports it (every declaration is accepted at
+run time) and runs ``pay``, whose forms of ``ctx.step`` must run as they are typed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from datetime import datetime, timedelta
+from typing import Any, Literal, assert_type
+
+from pydantic import BaseModel
+
+from durable import (
+    App,
+    BatchItem,
+    BatchResult,
+    Callback,
+    ChildHandle,
+    Completion,
+    Concurrency,
+    Context,
+    RateLimit,
+    RetryPolicy,
+    StepContext,
+    current_step,
+)
+from durable.hooks import github
+from durable.schedules import Schedule
+
+app = App(default_retry=RetryPolicy(max_attempts=5))
+
+
+class Decision(BaseModel):
+    approved: bool
+    by: str
+
+
+class Order(BaseModel):
+    order_id: str
+    amount: int
+
+
+class Receipt(BaseModel):
+    order_id: str
+    charge_id: str
+
+
+# --- steps -------------------------------------------------------------------------
+
+
+@app.step
+def reserve(order_id: str, quantity: int = 1) -> list[str]:
+    return [order_id] * quantity
+
+
+@app.step(name="charge", retry=RetryPolicy(max_attempts=3), timeout=timedelta(minutes=1))
+def charge(order: Order) -> str:
+    step = current_step()
+    assert_type(step, StepContext)
+    assert_type(step.attempt, int)
+    assert_type(step.idempotency_key, str)
+    assert_type(step.run_id, str)
+    assert_type(step.step_name, str)
+    assert_type(step.position, str)
+    assert_type(step.checkpoint_state, Any)
+    assert_type(step.logger, logging.LoggerAdapter[logging.Logger])
+    step.checkpoint({"stage": "charging"})
+    step.heartbeat()
+    step.record_ref("payment", order.order_id)
+    # effect() is typed as what the call returns, and its reconcile may find nothing.
+    charge_id = step.effect("charge", lambda key: f"ch-{key}", reconcile=lambda key: None)
+    assert_type(charge_id, str)
+    found = step.effect("refund-lookup", lambda key: {"id": key})
+    assert_type(found, dict[str, str])
+    return charge_id
+
+
+@app.step(semantics="at_most_once_per_attempt", version=2)
+def refund(charge_id: str, order: Order) -> None:
+    del charge_id, order
+
+
+# Outside a workflow a step function is a plain call, typed as the function.
+assert_type(reserve("o-1", 2), list[str])
+
+
+def price(order_id: str, *, currency: str = "EUR") -> float:
+    del order_id, currency
+    return 9.5
+
+
+def undo_charge(charge_id: str, order: Order) -> None:
+    del charge_id, order
+
+
+def order_is_paid() -> bool:
+    return True
+
+
+# --- workflows ---------------------------------------------------------------------
+
+
+@app.workflow(name="pay", version=1, concurrency=Concurrency(1, key="order_id"))
+def pay(ctx: Context, order: Order) -> Receipt:
+    # ctx.step infers the result and checks the arguments against the function.
+    assert_type(ctx.step(reserve, order.order_id), list[str])
+    assert_type(ctx.step(reserve, order.order_id, quantity=2), list[str])
+    assert_type(ctx.step(price, order.order_id, currency="USD"), float)
+    assert_type(ctx.step(lambda: ctx.run_id, name="read-id"), str)
+    # The options (name, retry, timeout, semantics, compensate) with positional arguments.
+    charge_id = ctx.step(
+        charge,
+        order,
+        name="charge-order",
+        retry=RetryPolicy(max_attempts=2),
+        timeout=timedelta(seconds=30),
+        semantics="at_least_once",
+        compensate=undo_charge,
+    )
+    assert_type(charge_id, str)
+    # Options with a keyword argument of the function: bind it first.
+    assert_type(ctx.step(functools.partial(price, currency="USD"), "o", name="price"), float)
+    # A step function called in a workflow is the step itself.
+    assert_type(charge(order), str)
+    return Receipt(order_id=order.order_id, charge_id=charge_id)
+
+
+@app.workflow
+def nightly(ctx: Context) -> int:
+    return 0
+
+
+@app.workflow(
+    name="fulfil",
+    version=2,
+    hook=github(),
+    rate_limit=RateLimit(100, timedelta(minutes=1)),
+)
+def fulfil(ctx: Context, order: Order) -> dict[str, Any]:
+    assert_type(ctx.run_id, str)
+    assert_type(ctx.workflow, str)
+    assert_type(ctx.version, int)
+    ctx.logger.info("fulfilling %s", order.order_id)
+
+    # Recorded values.
+    assert_type(ctx.now(), datetime)
+    assert_type(ctx.uuid(), uuid.UUID)
+    assert_type(ctx.random(), float)
+    assert_type(ctx.changed("fix-rounding"), bool)
+
+    # Timers.
+    ctx.sleep(timedelta(minutes=5))
+    ctx.sleep_until(ctx.now() + timedelta(hours=1), name="until-open")
+
+    # Callbacks: typed by result_type; without one, any JSON.
+    def ask(callback: Callback[Decision]) -> None:
+        assert_type(callback.token, str)
+        assert_type(callback.url, str)
+
+    decision = ctx.wait_for_callback(
+        "approval", timedelta(days=3), submit=ask, result_type=Decision
+    )
+    assert_type(decision, Decision)
+    assert_type(ctx.wait_for_callback("note"), Any)
+    assert_type(ctx.wait_for_callback("note", submit=lambda cb: cb.url), Any)
+    assert_type(ctx.wait_for_callback("ids", result_type=list[int]), list[int])
+    assert_type(ctx.wait_for_callback("pick", result_type=Literal["a", "b"]), Any)
+    callback = ctx.create_callback("later", timedelta(hours=1), result_type=Decision)
+    assert_type(callback, Callback[Decision])
+    assert_type(callback.result(), Decision)
+    untyped: Callback = ctx.create_callback("any")  # a bare Callback is Callback[Any]
+    assert_type(untyped.result(), Any)
+
+    # Signals and polled conditions.
+    assert_type(ctx.wait_for_signal("cancel-requested", timedelta(days=1)), Any)
+    assert_type(ctx.wait_for_condition(order_is_paid, timedelta(seconds=30)), bool)
+    assert_type(
+        ctx.wait_for_condition(
+            lambda: "ready",
+            timedelta(seconds=5),
+            timedelta(minutes=10),
+            name="ready",
+            backoff=2.0,
+            max_interval=timedelta(minutes=1),
+        ),
+        str,
+    )
+
+    # Children: a workflow function types its input and its result; by name, Any.
+    receipt = ctx.run_child(pay, order, id=f"pay-{order.order_id}", if_running="attach")
+    assert_type(receipt, Receipt)
+    assert_type(ctx.run_child(nightly), int)
+    assert_type(ctx.run_child("pay", {"order_id": "o", "amount": 1}), Any)
+    handle = ctx.start_child(pay, order)
+    assert_type(handle, ChildHandle[Receipt])
+    assert_type(handle.result(), Receipt)
+    assert_type(handle.run_id, str)
+    assert_type(ctx.start_child("nightly"), ChildHandle[Any])
+
+    # Batches.
+    def reserve_one(c: Context, order_id: str) -> list[str]:
+        return c.step(reserve, order_id)
+
+    mapped = ctx.map(
+        reserve_one,
+        ["o-1", "o-2"],
+        name="reserve-all",
+        max_concurrency=4,
+        completion=Completion.tolerated_failures("10%"),
+    )
+    assert_type(mapped, BatchResult[list[str]])
+    assert_type(mapped.values(), list[list[str]])
+    assert_type(mapped[0], BatchItem[list[str]])
+    assert_type(mapped.failed, list[BatchItem[list[str]]])
+    assert_type(ctx.map(pay, [order], distributed=True), BatchResult[Receipt])
+    both = ctx.parallel(
+        lambda c: c.step(reserve, "o-1"),
+        lambda c: c.run_child(nightly),
+        name="both",
+        completion="first_successful",
+    )
+    assert_type(both, BatchResult[Any])
+
+    # Sagas and continuing.
+    ctx.compensate()
+    if decision.approved:
+        ctx.continue_as_new(order)
+    return {"receipt": receipt, "by": decision.by}
+
+
+# --- schedules and composition -----------------------------------------------------
+
+assert_type(
+    app.schedule(
+        "nightly",
+        "cron(0 3 * * ? *)",
+        name="nightly-3am",
+        timezone="Europe/Paris",
+        overlap="skip",
+        missed="catch_up",
+        grace=timedelta(minutes=5),
+    ),
+    Schedule,
+)
+
+
+@app.workflow(name="hourly", schedule="rate(1 hour)", timezone="UTC", concurrency=1)
+def hourly(ctx: Context) -> None:
+    return None
+
+
+other = App()
+
+
+@other.workflow
+def audit(ctx: Context, note: str) -> str:
+    return note
+
+
+assert_type(app.include(other), App)
+assert_type(app.schedules(), dict[str, Schedule])
