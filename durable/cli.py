@@ -167,6 +167,12 @@ def cmd_dev(args: argparse.Namespace) -> int:
     _load_app(app)  # fails here, in one line, rather than in every worker
     if args.worker_app:
         _load_app(args.worker_app)
+    from durable.local.overlay import OverlayError, local_functions
+
+    try:  # stack.yaml: the variables and secrets of the project's own (durable.local.overlay)
+        own = local_functions(Path.cwd(), os.environ)
+    except OverlayError as e:
+        fail(str(e))
     server = DevServer(
         DevOptions(
             app=app,
@@ -177,6 +183,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             storage=args.storage,
             verbose=args.verbose,
             worker_app=args.worker_app,
+            own=own,
         )
     )
     stop = threading.Event()
@@ -215,6 +222,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     print("  make test    # the example workflow's tests (LocalRunner, no servers)")
     print("  make dev     # the whole stack on this machine: API, workers, timers, DynamoDB Local")
     print("  make build   # sam build of your stack (then sam deploy --guided)")
+    print(
+        "your policies, environment variables and secrets go in stack.yaml (template.yaml "
+        "stays the library's: an upgrade may replace it, never stack.yaml)"
+    )
     return 0
 
 
@@ -714,7 +725,9 @@ def parser() -> argparse.ArgumentParser:
     sam = sub.add_parser(
         "sam",
         help="the AWS SAM CLI (installed on first use; build finds python3.12): "
-        "durable sam build, durable sam validate --lint, durable sam cfn-lint template.yaml",
+        "durable sam build, durable sam validate --lint, durable sam cfn-lint; build, "
+        "validate, sync and cfn-lint take template.yaml merged with your stack.yaml, and "
+        "deploy refuses a build older than them",
     )
     sam.add_argument("sam_args", nargs=argparse.REMAINDER, help="what to pass to sam")
     sam.set_defaults(func=cmd_sam)

@@ -173,7 +173,12 @@ def compile_build(folder: Path, python: Path) -> int:
 
 def run(args: Sequence[str]) -> int:
     """``sam ARGS`` (``cfn-lint ARGS`` runs the linter SAM installed); ``build`` first
-    checks that the runtime's Python exists, and compiles what it built (``compile_build``)."""
+    checks that the runtime's Python exists, and compiles what it built (``compile_build``).
+
+    A project with a ``stack.yaml`` beside its template (``durable.local.overlay``) has
+    ``build``, ``validate``, ``sync`` and a bare ``cfn-lint`` given the merged template;
+    ``deploy`` and ``package`` refuse a build that is not of the current two files."""
+    args = with_overlay(list(args))
     sam = ensure_sam()
     if args and args[0] == "cfn-lint":
         sam, args = sam.with_name("cfn-lint"), args[1:]
@@ -194,6 +199,103 @@ def run(args: Sequence[str]) -> int:
             "package: Lambda's /var/task is read-only, so a cold start would compile them)"
         )
     return code
+
+
+MERGING = ("build", "validate", "sync")
+CHECKING = ("deploy", "package")
+_TEMPLATE_FLAGS = ("--template-file", "--template", "-t")
+
+
+def template_arg(args: Sequence[str]) -> tuple[int, Path] | None:
+    """Where ``args`` name a template (the value's index, and the path), if they do."""
+    for i, arg in enumerate(args):
+        if arg in _TEMPLATE_FLAGS and i + 1 < len(args):
+            return i + 1, Path(args[i + 1])
+        for flag in _TEMPLATE_FLAGS[:2]:
+            if arg.startswith(flag + "="):
+                return i, Path(arg.split("=", 1)[1])
+    return None
+
+
+def with_overlay(args: list[str]) -> list[str]:
+    """``args`` with the merged template in place of ``template.yaml`` when a
+    ``stack.yaml`` stands beside it; a deploy of a stale or unmerged build refused. The
+    arguments as given when there is no ``stack.yaml``: SAM runs as it always did."""
+    from durable.local import overlay
+
+    if not args or args[0] not in (*MERGING, *CHECKING, "cfn-lint"):
+        return args
+    given = template_arg(args)
+    if args[0] == "cfn-lint":
+        if len(args) > 1:  # the linter on the files named
+            return args
+        template = Path(overlay.TEMPLATE)
+    elif args[0] in CHECKING:
+        return _checked_deploy(args, given)
+    else:
+        template = given[1] if given else Path(overlay.TEMPLATE)
+    project = template.parent
+    if not (project / overlay.OVERLAY).is_file() or not template.is_file():
+        bare_lint = args[0] == "cfn-lint" and template.is_file()
+        return [*args, str(template)] if bare_lint else args
+    try:
+        merged = overlay.write_merged(project, template)
+    except overlay.OverlayError as e:
+        raise SamError(str(e)) from e
+    shown = os.path.relpath(merged.path)
+    print(
+        f"• {template.name} + {overlay.OVERLAY} -> {shown} ({merged.overlay.summary()})",
+        flush=True,
+    )
+    for warning in merged.overlay.warnings:
+        print(f"! {overlay.OVERLAY}: {warning}", flush=True)
+    if args[0] == "cfn-lint":
+        return [*args, shown]
+    if given:
+        index, _ = given
+        if args[index].startswith("--"):  # --template-file=PATH
+            return [*args[:index], f"--template-file={shown}", *args[index + 1 :]]
+        return [*args[:index], shown, *args[index + 1 :]]
+    extra = ["--template-file", shown]
+    config = project / "samconfig.toml"
+    if config.is_file() and not any(a.startswith("--config-file") for a in args):
+        # SAM may look for its configuration beside the template it is given.
+        extra += ["--config-file", str(config.resolve())]
+    return [args[0], *extra, *args[1:]]
+
+
+def _checked_deploy(args: list[str], given: tuple[int, Path] | None) -> list[str]:
+    """A deploy (or package) of a project with ``stack.yaml``: what it deploys must be a
+    build of the current ``template.yaml`` + ``stack.yaml``, or the user's policies and
+    variables would be silently left out (or stale ones deployed)."""
+    from durable.local import overlay
+
+    project = Path(".")
+    if not (project / overlay.OVERLAY).is_file() or not (project / overlay.TEMPLATE).is_file():
+        return args
+    try:
+        _, checked, current = overlay.read(project)
+    except overlay.OverlayError as e:
+        raise SamError(str(e)) from e
+    target = given[1] if given else build_dir(args) / "template.yaml"
+    if not target.is_file():
+        raise SamError(
+            f"nothing built to deploy: run `durable sam build` (make build) first; it builds "
+            f"{overlay.TEMPLATE} with your {overlay.OVERLAY} ({checked.summary()})"
+        )
+    recorded = overlay.recorded_digest(target)
+    if recorded is None:
+        raise SamError(
+            f"{target} was not built with {overlay.OVERLAY}: deploying it would leave out your "
+            f"policies, variables and secrets ({checked.summary()}); run `durable sam build` "
+            "(make build), then deploy"
+        )
+    if recorded != current:
+        raise SamError(
+            f"{overlay.TEMPLATE} or {overlay.OVERLAY} changed since {target} was built: run "
+            "`durable sam build` (make build) again, then deploy"
+        )
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from durable.console import HEADERS, PREFIX, asset, is_console_path
 from durable.local import clock as vclock
@@ -32,6 +32,9 @@ from durable.local.lambda_runtime import DEADLINE_OVERRUN, LocalContext, WorkerP
 from durable.local.servers.dynamodb_local import DynamoDBLocal, dynamodb_local_problem
 from durable.local.timers import SchedulerLoop
 from durable.render import human
+
+if TYPE_CHECKING:
+    from durable.local.overlay import LocalFunction
 
 log = logging.getLogger("durable.local")
 
@@ -104,6 +107,9 @@ class DevOptions:
     # The workers' app when it is not ``app`` (the API's): a deploy caught halfway, the
     # API on one version of the code and the workers on another (docs/changing-workflows.md).
     worker_app: str | None = None
+    # The project's stack.yaml, by function (``durable.local.overlay.local_functions``):
+    # its variables for the processes of each function, its secrets created locally.
+    own: dict[str, LocalFunction] = field(default_factory=dict)
 
 
 @dataclass
@@ -148,6 +154,10 @@ class DevServer:
         self._create_resources()
         self.env = self._handler_env()
         os.environ.update(self.env)  # the API and sweeper handlers run in this process
+        for logical in ("ApiFunction", "SweeperFunction", "EventsFunction"):
+            if logical in self.o.own:
+                os.environ.update(self.o.own[logical].environment)
+        self._create_own_secrets()
         # The workers first (they have loaded the handler when start returns), then the
         # timers and the HTTP server, the sweeper last (it invokes workers through the HTTP
         # server): no request or trigger ever finds a part missing.
@@ -156,7 +166,7 @@ class DevServer:
             "durable.handlers.worker:handler",
             size=self.o.workers,
             timeout_seconds=self.o.worker_timeout,
-            env={**self.env, "DURABLE_APP": worker_app},
+            env={**self.env, **self._own_env("WorkerFunction"), "DURABLE_APP": worker_app},
             function_name=WORKER_FUNCTION,
             on_event=lambda text: self.o.say(f"  ! {text}"),
             preload=worker_app.partition(":")[0],
@@ -321,6 +331,41 @@ class DevServer:
             with contextlib.suppress(secrets_client.exceptions.ResourceExistsException):
                 secrets_client.create_secret(Name=name, SecretString=value)
 
+    def _own_env(self, logical: str) -> dict[str, str]:
+        own = self.o.own.get(logical)
+        return dict(own.environment) if own else {}
+
+    def _create_own_secrets(self) -> None:
+        """stack.yaml's secrets, in the local Secrets Manager or SSM, with the value of
+        ``DURABLE_LOCAL_SECRET_<NAME>`` from the developer's shell (never from a file of
+        the project); without it the secret is missing here, as it would be on AWS."""
+        import boto3
+
+        from durable.local.overlay import LOCAL_SECRET_PREFIX
+
+        for own in self.o.own.values():
+            for name, secret in own.secrets.items():
+                value = os.environ.get(LOCAL_SECRET_PREFIX + name)
+                if value is None:
+                    own.notes.append(
+                        f"{name}: no local value for {secret.kind} {secret.local_name!r}; "
+                        f"export {LOCAL_SECRET_PREFIX}{name}=... before durable dev to "
+                        "create it"
+                    )
+                    continue
+                endpoint = self.stack.moto_endpoint or None
+                if secret.kind == "ssm":
+                    ssm = boto3.client("ssm", endpoint_url=endpoint)
+                    ssm.put_parameter(
+                        Name=secret.local_name, Value=value, Type="SecureString", Overwrite=True
+                    )
+                    continue
+                client = boto3.client("secretsmanager", endpoint_url=endpoint)
+                try:
+                    client.create_secret(Name=secret.local_name, SecretString=value)
+                except client.exceptions.ResourceExistsException:
+                    client.put_secret_value(SecretId=secret.local_name, SecretString=value)
+
     def _local_keys(self) -> dict[str, str]:
         """Dev keys kept next to the ledger, so tokens minted before a restart still verify."""
         path = self.o.state_dir / "keys.json"
@@ -347,6 +392,7 @@ class DevServer:
             "AWS_ENDPOINT_URL_DYNAMODB": self.stack.storage_endpoint,
             "AWS_ENDPOINT_URL_SCHEDULER": self.stack.moto_endpoint,
             "AWS_ENDPOINT_URL_SECRETS_MANAGER": self.stack.moto_endpoint,
+            "AWS_ENDPOINT_URL_SSM": self.stack.moto_endpoint,  # stack.yaml's ssm: secrets
             "AWS_ENDPOINT_URL_LAMBDA": base,
             "POWERTOOLS_TRACE_DISABLED": "true",
             "POWERTOOLS_METRICS_NAMESPACE": "DurableLocal",
@@ -395,8 +441,18 @@ class DevServer:
                 if self.o.worker_app and self.o.worker_app != self.o.app
                 else []
             ),
+            *self._own_banner(),
             "  Ctrl-C stops everything it started; runs resume on the next start.",
         ]
+
+    def _own_banner(self) -> list[str]:
+        lines = []
+        for logical, own in self.o.own.items():
+            names = ", ".join(sorted(own.environment)) or "no variables"
+            function = logical.removesuffix("Function").lower()
+            lines.append(f"  stack.yaml   {function}: {names}")
+            lines += [f"    ! {note}" for note in own.notes]
+        return lines
 
     def _write_endpoint_file(self) -> None:
         info = {

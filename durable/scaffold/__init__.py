@@ -4,7 +4,10 @@ The files under ``project/`` are templates (``.tmpl``, so no tool here takes the
 code); ``{{name}}`` placeholders are filled in, ``PACKAGE`` names the user's package and
 ``gitignore`` becomes ``.gitignore``. The stack template is the one this repo deploys
 (``template.yaml``; a test renders it back and compares), so a project starts with every
-table, function, permission and alarm the library needs.
+table, function, permission and alarm the library needs. ``stack.yaml`` is the project's
+own part of the stack (its policies, variables and secrets, ``durable.local.overlay``):
+written once here, never by the library again, so a new ``template.yaml`` can replace
+the old one whole.
 """
 
 from __future__ import annotations

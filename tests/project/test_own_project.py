@@ -38,6 +38,19 @@ from tests.deployed import journeys
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT_ENV = "DURABLE_PROJECT_TEST_PORT"
+# The project's own additions (stack.yaml): a policy and a variable for the worker alone.
+OWN_STACK = """\
+functions:
+  worker:
+    policies:
+      - Sid: SendWelcomeEmail
+        Effect: Allow
+        Action: ses:SendEmail
+        Resource:
+          Fn::Sub: arn:${AWS::Partition}:ses:${AWS::Region}:${AWS::AccountId}:identity/example.com
+    environment:
+      WELCOME_FROM: hello@example.com
+"""
 
 
 class Steps:
@@ -212,7 +225,8 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         output.wait_for("Ctrl-C stops everything")
         banner = output.text
         assert "durable dev ready" in banner and "durable-ledger-dev" in banner
-        assert "shop.workflows:app" in banner
+        # The app, and the project's own variable (stack.yaml) for the workers.
+        assert "shop.workflows:app" in banner and "stack.yaml   worker: WELCOME_FROM" in banner
         assert "x600: an hour passes in 6.0 s" in banner, banner
         start = [durable, "start", "greet", "--input", '{"name": "Ada"}', "-q"]
         run_id = steps.run("durable start", start, project).strip()
@@ -266,6 +280,21 @@ def _console_said(console: str, run_id: str) -> None:
     # ctx.logger's line, in the console's format (not CloudWatch's JSON), once.
     assert console.count(f"{run_id}  » waiting for approval to greet Ada") == 1, console
     assert "real, " in console and " virtual)" in console, console
+
+
+def _own_stack_is_built(project: Path) -> None:
+    """stack.yaml's policy and variable are in what sam build made, on the worker alone;
+    template.yaml is as durable init wrote it."""
+    from durable.local.overlay import load_cfn
+
+    built = load_cfn((project / ".aws-sam/build/template.yaml").read_text(), "built")
+    worker = built["Resources"]["WorkerFunction"]["Properties"]
+    assert worker["Environment"]["Variables"]["WELCOME_FROM"] == "hello@example.com"
+    assert "ses:SendEmail" in json.dumps(worker["Policies"])
+    api = built["Resources"]["ApiFunction"]["Properties"]
+    assert "WELCOME_FROM" not in api["Environment"]["Variables"]
+    assert "ses:SendEmail" not in json.dumps(api["Policies"])
+    assert "SendWelcomeEmail" not in (project / "template.yaml").read_text()
 
 
 def _deployed(steps: Steps, project: Path, venv: Path, stacks: StackFactory) -> None:
@@ -346,6 +375,8 @@ def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(
         assert "make dev" in out and (project / "shop" / "workflows.py").exists()
         assert requirement in (project / "pyproject.toml").read_text()
         assert requirement in (project / "deploy/lambda/requirements.txt").read_text()
+        assert "stack.yaml" in out and (project / "stack.yaml").is_file()
+        (project / "stack.yaml").write_text(OWN_STACK)
 
         # 4. Its tests: `make test` installs the project into the venv, then pytest.
         out = steps.run("make test", ["make", "test", f"VENV={venv}"], project)
@@ -356,8 +387,10 @@ def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(
 
         # 6. The stack: validated and built by SAM, installed by the project's own tooling.
         out = steps.run("make validate", ["make", "validate", f"VENV={venv}"], project)
-        assert "is a valid SAM Template" in out
-        steps.run("make build", ["make", "build", f"VENV={venv}"], project)
+        assert "durable/template.yaml is a valid SAM Template" in out
+        out = steps.run("make build", ["make", "build", f"VENV={venv}"], project)
+        assert "template.yaml + stack.yaml -> .aws-sam/durable/template.yaml" in out
+        _own_stack_is_built(project)
         built = project / ".aws-sam" / "build" / "WorkerFunction"
         assert (built / "shop" / "workflows.py").exists()
         assert (built / "durable" / "engine.py").exists()  # the library, from the wheel

@@ -39,6 +39,7 @@ def test_init_writes_a_project_named_after_its_folder(tmp_path: Path) -> None:
         "pyproject.toml",
         "samconfig.toml",
         "template.yaml",
+        "stack.yaml",
         "handlers/worker.py",
         "handlers/api.py",
         "order_flows/workflows.py",
@@ -114,6 +115,7 @@ def test_the_cli_init_prints_the_next_commands(
     assert cli.main(["init", "shop"]) == 0
     out = capsys.readouterr().out
     assert "cd shop" in out and "make dev" in out and "make test" in out
+    assert "stack.yaml" in out  # where the project's own policies and variables go
     assert (tmp_path / "shop" / "shop" / "workflows.py").exists()
     assert cli.main(["init", "shop"]) == 1
     assert "not empty" in capsys.readouterr().err
