@@ -817,7 +817,12 @@ def parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="list runs")
     runs.add_argument("--workflow")
     runs.add_argument("--status")
-    runs.add_argument("--attention", action="store_true", help="only runs needing attention")
+    runs.add_argument(
+        "--attention",
+        action="store_true",
+        help="only runs a person should look at: failed, parked by the engine, or waiting "
+        "on a person's answer (a callback)",
+    )
     runs.add_argument("--limit", type=int, default=50)
     runs.add_argument("--cursor", help="continue a listing of one workflow")
     runs.set_defaults(func=cmd_runs)

@@ -41,6 +41,7 @@ from durable.interrupts import (
     InboxChanged,
 )
 from durable.lease_keeping import LeaseKeeping
+from durable.leases import waiting_for
 from durable.model import (
     RunHistory,
     RunRecord,
@@ -72,6 +73,8 @@ if TYPE_CHECKING:
     from durable.engine import Engine
 
 _PATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+# A waiting record's kind as ``waiting_for`` says it: a step waiting is a retry's backoff.
+_WAIT_KIND = {StepKind.STEP: "retry", StepKind.COMPENSATION: "retry"}
 
 
 def check_patch_id(patch_id: str) -> str:
@@ -565,6 +568,7 @@ class Execution(LeaseKeeping):
             "lease_until": None,
             "due_at": due_at,
             "updated_at": self.now_text(),
+            "waiting_for": self.waiting_for(),
         }
         try:
             self.run = self.ledger.update_run(
@@ -580,6 +584,16 @@ class Execution(LeaseKeeping):
                 raise InboxChanged(current.inbox) from e
             raise LeaseLost() from e
         return Suspend()
+
+    def waiting_for(self) -> str | None:
+        """What the run waits for as it parks (its open waits, a person's first), for the
+        run item: the listing says it, and a callback puts the run in "Needs attention"."""
+        waits = [
+            (_WAIT_KIND.get(r.kind, r.kind.value), r.name, r.wake_at or r.expires_at)
+            for r in self.steps.values()
+            if r.status == StepStatus.WAITING
+        ]
+        return waiting_for(waits)
 
     # --- durable sleep ---------------------------------------------------------------
 

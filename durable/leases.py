@@ -81,6 +81,40 @@ def listed(run: RunRecord) -> RunRecord:
     return RunRecord(input="", input_hash="", **{f: getattr(run, f) for f in LISTED_FIELDS})
 
 
+# The kinds of wait a person answers: a run waiting on one wants a person.
+PERSON_WAITS = frozenset({"callback"})
+_WAIT_ORDER = ("callback", "signal", "condition", "child", "sleep", "retry")
+
+
+def waiting_for(waits: list[tuple[str, str, str | None]]) -> str | None:
+    """What a run parked on ``waits`` (kind, name, due or expiry) waits for, as the run
+    item and the listing say it: a person's answer first (it is why someone looks), else
+    the wait that ends first. ``callback approval until 2026-12-07T08:00:00.000Z (+1 more)``."""
+    if not waits:
+        return None
+    first = min(
+        waits,
+        key=lambda w: (
+            _WAIT_ORDER.index(w[0]) if w[0] in _WAIT_ORDER else len(_WAIT_ORDER),
+            w[2] or "~",
+        ),
+    )
+    kind, name, until = first
+    text = f"{kind} {name}" + (f" until {until}" if until else "")
+    return text + (f" (+{len(waits) - 1} more)" if len(waits) > 1 else "")
+
+
+def wants_a_person(status: RunStatus, needs_attention: bool, waiting: str | None) -> bool:
+    """Whether a run is one a person should look at ("Needs attention"): the engine
+    parked it for one (``needs_attention``), it FAILED, or it waits on a person's answer.
+    The memory ledger lists by this rule; the DynamoDB ledger keeps the sparse attention
+    index's key by it on every write that can change it (a claim always removes it: a
+    claimable run is live, unflagged, and no longer waiting)."""
+    if needs_attention or status == RunStatus.FAILED:
+        return True
+    return status == RunStatus.WAITING and (waiting or "").split(" ", 1)[0] in PERSON_WAITS
+
+
 def check_listing(workflow: str | None, needs_attention: bool | None) -> None:
     """Listing is served by the listing or the attention index, never a table scan."""
     if not needs_attention and workflow is None:
@@ -139,6 +173,8 @@ def normalize_changes(changes: dict[str, Any]) -> dict[str, Any]:
     for flag in ("needs_attention", "cancel_requested", "cancel_compensate"):
         if flag in out and out[flag] is None:
             out[flag] = False
+    if "status" in out and "waiting_for" not in out:
+        out["waiting_for"] = None  # a new status: what it waited for is over
     return out
 
 

@@ -166,6 +166,10 @@ class RunRecord:
     requested_by: str | None = None
     idempotency_key: str | None = None
     needs_attention: bool = False
+    # What a WAITING run waits for, written with the suspension that parks it:
+    # "<kind> <name>[ until <time>][ (+N more)]" (``durable.leases.waiting_for``). A run
+    # waiting on a person's answer (a callback) is one a person should look at.
+    waiting_for: str | None = None
     # Lease protocol (DESIGN section 3): fence increments on every claim so a stale
     # owner's conditional writes fail; inbox increments on every external event.
     lease_owner: str | None = None

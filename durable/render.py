@@ -7,6 +7,7 @@ CLI renders what the HTTP API returns and local code renders records via ``asdic
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -240,6 +241,38 @@ def _status_cell(run: Row) -> str:
     return text
 
 
+_ISO = re.compile(r"(\d{4}-\d\d-\d\d)T(\d\d:\d\d)(:\d\d(\.\d+)?)?Z")
+
+
+def waits_for(run: Row) -> str:
+    """What a run waits for, in a listing's words: "callback approval until 2026-12-07
+    08:38", "in line since ...", "starts ... (rate limit)"; '' for a run not waiting."""
+    waiting = run.get("waiting_for")
+    if run.get("status") == "WAITING" and waiting:
+        text = _ISO.sub(lambda m: f"{m.group(1)} {m.group(2)}", str(waiting))
+        return text.replace("sleep sleep ", "sleep ", 1)  # an unnamed sleep is "sleep"
+    if run.get("status") == "PENDING" and run.get("queued_at"):
+        return "in line for a slot"
+    if run.get("status") == "PENDING" and run.get("start_at"):
+        return f"starts {_ISO.sub(lambda m: f'{m.group(1)} {m.group(2)}', str(run['start_at']))}"
+    return ""
+
+
+def started_by(run: Row) -> str:
+    """Who started a run, shortly: ``schedule nightly``, ``hook github``, ``user/alice``
+    (an IAM caller's ARN by its last part), the parent for a child; its key after it."""
+    who = str(run.get("requested_by") or "")
+    if who.startswith("arn:"):
+        who = who.rsplit(":", 1)[-1]
+    for prefix in ("schedule:", "hook:"):
+        if who.startswith(prefix):
+            who = f"{prefix[:-1]} {who[len(prefix) :].split('/', 1)[0]}"
+    if not who and run.get("parent"):
+        who = f"run {parse_link(str(run['parent']))[0]}"
+    key = run.get("idempotency_key")
+    return f"{who} (key {short(str(key), 24)})" if key else who
+
+
 def render_runs(runs: Sequence[Row]) -> str:
     rows = [
         [
@@ -248,12 +281,14 @@ def render_runs(runs: Sequence[Row]) -> str:
             str(r["version"]),
             _status_cell(r),
             str(r["updated_at"]),
-            parse_link(str(r["parent"]))[0] if r.get("parent") else "",
+            short(waits_for(r), 48),
+            short(started_by(r), 36),
             short((r.get("error") or {}).get("message"), 40),
         ]
         for r in runs
     ]
-    return table(["run", "workflow", "v", "status", "updated", "parent", "error"], rows)
+    headers = ["run", "workflow", "v", "status", "updated", "waiting for", "started by", "error"]
+    return table(headers, rows)
 
 
 def _span(step: Row, previous_end: datetime | None) -> tuple[datetime | None, datetime | None]:

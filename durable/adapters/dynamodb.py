@@ -191,7 +191,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             e, run_id, RunStatus.RUNNING.value, owner, now, lease_until, me, due_at
         )
         try:
-            new = self._update(run_id, condition, f"SET {sets}", e)
+            new = self._update(run_id, condition, f"SET {sets} REMOVE {e.name('attention_pk')}", e)
             return Claim(new, took_over=False)
         except ConditionFailed as failed:
             current = failed.current
@@ -224,7 +224,9 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
         if kind == "takeover":
             sets += f", {e.name('takeovers')} = {e.name('takeovers')} + {e.value(n(1), 'one')}"
         try:
-            new = self._update(run_id, " AND ".join(parts), f"SET {sets}", e)
+            new = self._update(
+                run_id, " AND ".join(parts), f"SET {sets} REMOVE {e.name('attention_pk')}", e
+            )
         except ConditionFailed:
             return None
         return Claim(new, took_over=kind == "takeover")

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from durable.ids import due_shard
+from durable.leases import wants_a_person
 from durable.model import (
     Attempt,
     RunError,
@@ -103,6 +104,7 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "requested_by": run.requested_by,
             "idempotency_key": run.idempotency_key,
             "needs_attention": run.needs_attention,
+            "waiting_for": run.waiting_for,
             "lease_owner": run.lease_owner,
             "lease_until": run.lease_until,
             "fence": run.fence,
@@ -129,7 +131,11 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
             "list_sk": list_sk(run.status.value, run.updated_at),
-            "attention_pk": ATTENTION_PK if run.needs_attention else None,
+            "attention_pk": (
+                ATTENTION_PK
+                if wants_a_person(run.status, run.needs_attention, run.waiting_for)
+                else None
+            ),
         }
     )
 
@@ -220,6 +226,7 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         requested_by=d.get("requested_by"),
         idempotency_key=d.get("idempotency_key"),
         needs_attention=bool(d.get("needs_attention", False)),
+        waiting_for=d.get("waiting_for"),
         lease_owner=d.get("lease_owner"),
         lease_until=d.get("lease_until"),
         fence=int(d.get("fence", 0)),
@@ -315,6 +322,6 @@ RUN_ATTRIBUTES = frozenset(
         *("takeover_mark", "inbox", "cancel_requested", "cancel_reason", "cancel_compensate"),
         *("due_at", "purge_at", "continued_from", "forked_from", "parent", "children"),
         *("deferrals", "compensated", "data_key", "operations", "usage", "gate", "queued_at"),
-        *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk"),
+        *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk", "waiting_for"),
     }
 )

@@ -82,6 +82,7 @@ class RunItem(_Base):
     requested_by = UnicodeAttribute(null=True)
     idempotency_key = UnicodeAttribute(null=True)
     needs_attention = BooleanAttribute(default=False)
+    waiting_for = UnicodeAttribute(null=True)
     lease_owner = UnicodeAttribute(null=True)
     lease_until = UnicodeAttribute(null=True)
     fence = NumberAttribute(default=0)

@@ -22,7 +22,7 @@ from durable.adapters.dynamodb_items import (
 from durable.adapters.dynamodb_support import Expr, guard_condition, s, storage_error
 from durable.errors import StorageError
 from durable.ids import due_shard
-from durable.leases import normalize_changes
+from durable.leases import normalize_changes, wants_a_person
 from durable.model import RunRecord, StepRecord
 from durable.ports import RunGuard
 
@@ -175,8 +175,18 @@ class TableBase:
             out["due_shard"] = (
                 None if normalized["due_at"] is None else s(due_shard(run_id, self.shards))
             )
-        if "needs_attention" in normalized:
-            out["attention_pk"] = s(ATTENTION_PK) if normalized["needs_attention"] else None
+        if "status" in normalized:
+            # A new status says whether a person should look (``wants_a_person``): a
+            # write that sets a status carries the flag and the wait it parks on, or
+            # neither (a live run is never flagged; normalize_changes clears the wait).
+            wanted = wants_a_person(
+                normalized["status"],
+                bool(normalized.get("needs_attention", False)),
+                normalized.get("waiting_for"),
+            )
+            out["attention_pk"] = s(ATTENTION_PK) if wanted else None
+        elif normalized.get("needs_attention"):
+            out["attention_pk"] = s(ATTENTION_PK)
         if "status" in normalized and "updated_at" in normalized:
             status = normalized["status"].value
             out["list_sk"] = s(list_sk(status, normalized["updated_at"]))

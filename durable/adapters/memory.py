@@ -23,6 +23,7 @@ from durable.leases import (
     listed,
     settle_child_record,
     step_replaceable,
+    wants_a_person,
 )
 from durable.limits import check_item_size
 from durable.model import (
@@ -415,7 +416,14 @@ class MemoryLedger:
                 for r in self._runs.values()
                 if (workflow is None or r.workflow == workflow)
                 and (status is None or r.status.value == status)
-                and (needs_attention is None or r.needs_attention == needs_attention)
+                and (
+                    needs_attention is None
+                    or (
+                        wants_a_person(r.status, r.needs_attention, r.waiting_for)
+                        if needs_attention
+                        else not r.needs_attention
+                    )
+                )
                 and (version is None or r.version == version)
             ]
         # The same order as the DynamoDB indexes: the attention index sorts by time, the

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from durable import serde
-from durable.model import RunRecord, SignalRecord, StepKind, StepRecord, StepStatus
+from durable.model import RunRecord, RunStatus, SignalRecord, StepKind, StepRecord, StepStatus
 from durable.secrets import masked
 
 RunStatusName = Literal[
@@ -118,6 +118,9 @@ class RunSummary(BaseModel):
     # time its workflow's rate limit booked for it.
     queued_at: str | None = None
     start_at: str | None = None
+    # What a WAITING run waits for: "callback approval until <time>", "sleep sleep until
+    # <time>", "signal go", "child <name>", "retry <step> until <time>" (+N more).
+    waiting_for: str | None = None
 
     @classmethod
     def of(cls, run: RunRecord) -> RunSummary:
@@ -137,6 +140,7 @@ class RunSummary(BaseModel):
             error=RunError(**run.error.to_dict()) if run.error else None,
             queued_at=run.queued_at,
             start_at=run.start_at,
+            waiting_for=run.waiting_for if run.status == RunStatus.WAITING else None,
         )
 
 

@@ -53,7 +53,7 @@ from durable.events import send_signal
 from durable.hooks import HookRejected
 from durable.hooks import durable as default_hook
 from durable.ids import check_idempotency_key, new_ulid
-from durable.model import format_time, position_key
+from durable.model import RunRecord, RunStatus, format_time, position_key
 from durable.operations import available_decisions
 from durable.registry import WorkflowDef
 from durable.render import audit_trail
@@ -376,7 +376,19 @@ class ApiService:
             limit=limit,
             cursor=cursor,
         )
-        return RunPage(runs=[RunSummary.of(r) for r in page.items], next_cursor=page.cursor)
+        return RunPage(runs=[self._listed(r) for r in page.items], next_cursor=page.cursor)
+
+    def _listed(self, run: RunRecord) -> RunSummary:
+        """A listed run; a WAITING one with what it waits for, read from its item: the
+        listing indexes do not project ``waiting_for`` (a global secondary index's
+        projection cannot change in place on a deployed table; docs/architecture.md), so
+        a page pays one read per waiting run on it."""
+        summary = RunSummary.of(run)
+        if run.status == RunStatus.WAITING and run.waiting_for is None:
+            whole = self.engine.ledger.get_run(run.run_id)
+            if whole is not None and whole.status == RunStatus.WAITING:
+                summary.waiting_for = whole.waiting_for
+        return summary
 
     def workflows(self) -> WorkflowList:
         grouped: dict[str, list[int]] = {}

@@ -345,6 +345,42 @@ def test_list_runs_by_workflow_status_and_attention(ledger: Any) -> None:
         ledger.list_runs(status="FAILED")  # would need a scan
 
 
+def test_needs_attention_lists_flagged_failed_and_person_waits_and_nothing_else(
+    ledger: Any,
+) -> None:
+    """ "Needs attention" is what a person should look at (``leases.wants_a_person``): a
+    run the engine flagged (even one that SUCCEEDED), one that FAILED (flagged or not),
+    and one parked on a callback; not a sleeping run, and not a parked run once a worker
+    claims it again. Every ledger lists the same runs, from what the writes say."""
+    for i in range(6):
+        ledger.create_run(make_run(f"R{i}"))
+    _finish(ledger, "R0", "FAILED", 10)  # failed in its code, not flagged
+    _finish(ledger, "R1", "SUCCEEDED", 11, attention=True)  # flagged by the engine
+    _finish(ledger, "R2", "SUCCEEDED", 12)
+    for run_id, wait, at in [
+        ("R3", "callback approval until 2026-01-08T00:00:00.000Z", 13),
+        ("R4", "sleep sleep until 2026-01-02T00:00:00.000Z", 14),
+        ("R5", "callback sign-off", 15),
+    ]:
+        run = claim(ledger, "w", now=at, run_id=run_id).run
+        ledger.update_run(
+            run_id,
+            RunGuard(run.fence, "w"),
+            {"status": "WAITING", "updated_at": t(at), "lease_owner": None, "waiting_for": wait},
+        )
+    listed = ledger.list_runs(needs_attention=True).items
+    assert [r.run_id for r in listed] == ["R5", "R3", "R1", "R0"]  # newest first
+    assert ledger.get_run("R3").waiting_for == "callback approval until 2026-01-08T00:00:00.000Z"
+    claim(ledger, "w2", now=20, run_id="R5")  # answered: a worker runs it again
+    assert [r.run_id for r in ledger.list_runs(needs_attention=True).items] == ["R3", "R1", "R0"]
+    r3 = claim(ledger, "w3", now=21, run_id="R3").run
+    ledger.update_run(  # a new status without a wait: the old one is over
+        "R3", RunGuard(r3.fence, "w3"), {"status": "WAITING", "updated_at": t(21)}
+    )
+    assert ledger.get_run("R3").waiting_for is None
+    assert [r.run_id for r in ledger.list_runs(needs_attention=True).items] == ["R1", "R0"]
+
+
 def test_a_listing_carries_what_a_listing_shows_and_a_read_the_whole_run(ledger: Any) -> None:
     """GIVEN a failed run with an input, an output, a lease and an error
     WHEN it is listed (either index) and read

@@ -47,9 +47,11 @@ def test_same_key_and_body_returns_the_same_run_and_writes_nothing(stack: Stack)
     before = stack.snapshot()
     # WHEN the client retries with the same key and body
     again = start(stack, key="signup-u1")
-    # THEN it gets the original response back; no item changed, no worker was invoked
+    # THEN it gets the original run back, said to be an existing one; no item changed,
+    # no worker was invoked
     assert again.status == 202
-    assert again.body == first.body
+    assert again.body == {**first.body, "existing": True}
+    assert first.body["existing"] is False
     assert stack.snapshot() == before
     assert stack.invoker.pop() is None
 

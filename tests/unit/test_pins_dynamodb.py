@@ -192,14 +192,16 @@ def test_removing_the_due_time_removes_the_shard_key_too(tables: Tables) -> None
 
 
 def test_a_run_no_longer_needing_attention_leaves_the_attention_index(tables: Tables) -> None:
-    """GIVEN a failed run flagged for attention WHEN the flag is cleared THEN the run is no
-    longer listed as needing attention.
+    """GIVEN a failed run flagged for attention WHEN an operator retries it (PENDING, the
+    flag cleared) THEN the run is no longer listed as needing attention.
 
     Kills dynamodb-751e691a (``removes.append(e.name("attention_pk"))`` deleted)."""
     tables.ledger.create_run(make_run(status=RunStatus.FAILED, needs_attention=True))
     assert [r.run_id for r in tables.ledger.list_runs(needs_attention=True).items] == ["RUN1"]
     tables.ledger.operate(
-        "RUN1", statuses=("FAILED",), changes={"needs_attention": False, "updated_at": t(1)}
+        "RUN1",
+        statuses=("FAILED",),
+        changes={"status": "PENDING", "needs_attention": False, "updated_at": t(1)},
     )
     assert tables.ledger.list_runs(needs_attention=True).items == []
     assert "attention_pk" not in tables.raw_run()

@@ -269,7 +269,7 @@ function filterBar(filters, hash) {
         checked: filters.needs_attention,
         onchange: (e) => (location.hash = hash({ needs_attention: e.target.checked })),
       }),
-      "needs attention",
+      h("span", { title: "failed, parked for a person by the engine, or waiting on a person's answer" }, "needs attention"),
     ),
   );
 }
@@ -381,12 +381,25 @@ async function runPage(runId, workflow) {
   await refresh();
 }
 
-// Flow control: a run that has not started because its workflow's limit holds it back.
+// What a run waits for: its parked wait (a person's answer first), or, before it starts,
+// its workflow's limit holding it back.
 function waitsFor(run) {
+  if (run.status === "WAITING" && run.waiting_for) return waitText(run.waiting_for);
   if (run.status !== "PENDING" && run.status !== "RUNNING") return "";
   if (run.queued_at) return run.place_in_line ? `in line for a slot (#${run.place_in_line})` : "in line for a slot";
   if (run.start_at && run.updated_at < run.start_at) return `starts ${when(run.start_at)} (rate limit)`;
   return "";
+}
+
+// "callback approval until 2026-12-07T08:38:57.000Z (+1 more)" as a person reads it:
+// "approval “approval” until 2026-12-07 08:38 (+1 more)".
+const WAIT_WORDS = { callback: "approval", signal: "signal", child: "child run", condition: "condition", retry: "retry of step", sleep: "sleep" };
+function waitText(text) {
+  const m = /^(\S+) (\S+)(?: until (\S+))?(.*)$/.exec(text);
+  if (!m) return text;
+  const [, kind, name, until, rest] = m;
+  const what = kind === "sleep" && name === "sleep" ? "sleep" : `${WAIT_WORDS[kind] || kind} “${name}”`;
+  return `${what}${until ? ` until ${when(until).slice(0, 16)}` : ""}${rest}`;
 }
 
 function runView(run, refresh) {

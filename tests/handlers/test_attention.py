@@ -1,0 +1,76 @@
+""" "Needs attention" says what needs a person (issue 33, item 2): the API, the CLI and
+the console list failed runs and runs waiting on a person's answer, and a listing says
+what a waiting run waits for and who started it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.handlers import workflows
+from tests.handlers.conftest import Stack
+from tests.handlers.events import api_event
+from tests.handlers.test_api_events import cli_through
+
+
+@pytest.fixture
+def failing() -> Iterator[None]:
+    workflows.FLAKY["fail"] = True
+    try:
+        yield
+    finally:
+        workflows.FLAKY["fail"] = False
+
+
+def _start(stack: Stack, workflow: str, body: object = None, key: str | None = None) -> str:
+    headers = {"Idempotency-Key": key} if key else None
+    reply = stack.call(api_event("POST", f"/workflows/{workflow}/runs", body, headers=headers))
+    assert reply.status == 202, reply.body
+    return str(reply.body["run_id"])
+
+
+def test_attention_lists_a_failed_run_and_a_waiting_approval_not_a_sleep(
+    stack: Stack,
+    failing: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With a run FAILED and an approval waiting, "Needs attention" said "No runs match":
+    it listed only runs the engine parked. Now both are there, a sleeping run is not, and
+    each row says what it waits for and who started it."""
+    failed = _start(stack, "flaky")
+    waiting = _start(stack, "approval", {"amount": 5}, key="expense-12")
+    sleeping = _start(stack, "sleeper")
+    stack.drain()
+    reply = stack.call(api_event("GET", "/runs", query={"needs_attention": "true"}))
+    assert reply.status == 200
+    rows = {r["run_id"]: r for r in reply.body["runs"]}
+    assert set(rows) == {failed, waiting}, rows
+    assert rows[failed]["status"] == "FAILED" and rows[failed]["waiting_for"] is None
+    assert rows[waiting]["waiting_for"].startswith("callback manager until ")
+    listed = stack.call(api_event("GET", "/workflows/sleeper/runs")).body["runs"]
+    assert listed[0]["run_id"] == sleeping
+    assert listed[0]["waiting_for"].startswith("sleep sleep until ")
+    detail = stack.call(api_event("GET", f"/runs/{waiting}")).body
+    assert detail["waiting_for"] == rows[waiting]["waiting_for"]
+
+    from durable import cli
+
+    cli_through(stack, monkeypatch)
+    assert cli.main(["--endpoint", "http://127.0.0.1:1", "runs", "--attention"]) == 0
+    # The table's lines (the stack's JSON logs share stdout here).
+    table = "\n".join(r for r in capsys.readouterr().out.splitlines() if not r.startswith("{"))
+    assert "waiting for" in table and "started by" in table
+    line = next(row for row in table.splitlines() if row.startswith(waiting))
+    assert "callback manager until 20" in line and "(key expense-12)" in line
+    assert failed in table and sleeping not in table
+
+    # Answered: the run goes on, and leaves the list.
+    answer = stack.call(
+        api_event("POST", f"/runs/{waiting}/waits/manager", {"result": {"approved": True}})
+    )
+    assert answer.status == 202, answer.body
+    stack.drain()
+    again = stack.call(api_event("GET", "/runs", query={"needs_attention": "true"}))
+    assert [r["run_id"] for r in again.body["runs"]] == [failed]
