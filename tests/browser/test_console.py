@@ -85,9 +85,16 @@ def test_a_person_approves_an_expense_from_the_page(dev: DevProcess, page: Any) 
     page.goto(f"{dev.base}/console/")
     row = page.wait_for_selector(f'tr[data-run="{run_id}"]')
     assert "expense-approval" in row.inner_text() and "WAITING" in row.inner_text()
+    # The list says what it waits for; "needs attention" lists it (a person's answer).
+    waits = page.text_content(f'tr[data-run="{run_id}"] [data-waits]') or ""
+    assert waits.startswith("approval “manager-approval” until 20"), waits
     page.screenshot(path=str(ARTIFACTS / "runs.png"), full_page=True)
+    page.goto(f"{dev.base}/console/#/?needs_attention=1")
+    row = page.wait_for_selector(f'tr[data-run="{run_id}"]')
 
     row.query_selector("a").click()
+    banner = page.wait_for_selector("p.waits")  # the banner a run in line shows, too
+    assert "Waiting: approval “manager-approval” until" in (banner.text_content() or "")
     page.wait_for_selector('svg.timeline g.lane[data-status="WAITING"]')
     lanes = page.eval_on_selector_all("svg.timeline g.lane", "gs => gs.map(g => g.dataset.status)")
     assert lanes == ["WAITING", "DONE"]  # the wait, and the step that mailed the link
@@ -299,11 +306,14 @@ def test_a_run_held_back_by_a_limit_shows_its_place_in_line(dev: DevProcess, pag
     page.wait_for_selector(f'tr[data-run="{second}"] [data-waits]')
     flag = page.text_content(f'tr[data-run="{second}"] [data-waits]')
     assert flag is not None and flag.startswith("in line for a slot")
-    assert page.query_selector(f'tr[data-run="{first}"] [data-waits]') is None
+    holder = page.text_content(f'tr[data-run="{first}"] [data-waits]')  # it holds the slot
+    assert holder == "signal “done”", holder
     open_run(dev, page, second)
     page.wait_for_selector("p.waits")
     text = page.text_content("p.waits") or ""
     assert "in line for a slot (#1)" in text and "gate C#rebuild-index#north" in text
     dev.http("POST", f"/runs/{first}/signals/done", {})
     dev.wait_for(second, {"WAITING"})
-    page.wait_for_selector("p.waits", state="detached")  # live: the line is gone
+    # Live: out of the line, it now waits, as the first did, for its signal.
+    page.wait_for_selector("p.waits >> text=signal “done”")
+    assert "in line" not in (page.text_content("p.waits") or "")
