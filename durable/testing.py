@@ -421,6 +421,7 @@ __all__ = [
     "CrashPlan",
     "CrashPoint",
     "CrashingPort",
+    "FakeClock",
     "LocalRunner",
     "NonDeterministicCall",
     "RunNotSucceeded",

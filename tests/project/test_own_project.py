@@ -38,6 +38,106 @@ from tests.deployed import journeys
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT_ENV = "DURABLE_PROJECT_TEST_PORT"
+# The team's own app, written after durable init (issue 33's user): a nightly import that
+# starts one onboarding per customer and attaches to one still running, a partner sync
+# that succeeds on its third attempt an hour apart, and a sync that fails at once.
+OWN_APP = """
+
+# --- The team's own workflows, written after `durable init` ---------------------------
+
+from durable import Concurrency, RetryPolicy  # noqa: E402
+
+
+class Customer(BaseModel):
+    id: str
+
+
+@app.step(name="load_customers")
+def load_customers() -> list[str]:
+    return ["c-000", "c-001"]
+
+
+@app.workflow(name="onboard-customer", concurrency=Concurrency(1, key="id"))
+def onboard_customer(ctx: Context, customer: Customer) -> str:
+    ctx.sleep(timedelta(days=3))  # the welcome series runs for three days
+    return f"onboarded {customer.id}"
+
+
+@app.workflow(name="nightly-import", schedule="cron(0 2 * * ? *)")
+def nightly_import(ctx: Context) -> list[str]:
+    # One onboarding per customer: a customer still onboarding from an earlier night
+    # keeps that run (attach) instead of failing tonight's import.
+    handles = [
+        ctx.start_child(onboard_customer, Customer(id=c), id=f"onboard-{c}", if_running="attach")
+        for c in load_customers()
+    ]
+    return [h.run_id for h in handles]
+
+
+PARTNER = {"calls": 0}
+
+
+@app.step(
+    name="call_partner",
+    retry=RetryPolicy(max_attempts=3, initial_delay=timedelta(hours=1), jitter="none"),
+)
+def call_partner() -> str:
+    PARTNER["calls"] += 1
+    if PARTNER["calls"] < 3:
+        raise ConnectionError("partner API is down")
+    return "synced"
+
+
+@app.workflow(name="partner-sync")
+def partner_sync(ctx: Context) -> str:
+    return call_partner()
+
+
+@app.workflow(name="broken-sync")
+def broken_sync(ctx: Context) -> str:
+    raise ValueError("the field mapping is wrong")  # fails at once: needs a person
+"""
+# ... and its tests, with the kit: schedules fired, time skipped (`make test` runs them).
+OWN_TESTS = '''"""The team's own workflows, tested with the kit: time skipped, schedules fired."""
+
+from datetime import UTC, datetime
+
+from durable.testing import FakeClock, LocalRunner, RunNotSucceeded
+
+from shop.workflows import PARTNER, app
+
+
+def test_the_second_night_attaches_to_an_onboarding_still_running() -> None:
+    runner = LocalRunner(app, clock=FakeClock(datetime(2026, 1, 1, 1, tzinfo=UTC)))
+    first = runner.fire_schedule("nightly-import", at=datetime(2026, 1, 1, 2, tzinfo=UTC))
+    second = runner.fire_schedule("nightly-import", at=datetime(2026, 1, 2, 2, tzinfo=UTC))
+    assert first.result == second.result == "started"
+    assert first.run_id is not None and second.run_id is not None
+    tonight, last_night = runner.result(second.run_id), runner.result(first.run_id)
+    assert tonight == last_night  # the same onboarding runs, attached, not failed
+    runner.advance(days=3)
+    assert [runner.result(r) for r in tonight] == ["onboarded c-000", "onboarded c-001"]
+
+
+def test_one_advance_runs_three_attempts_an_hour_apart() -> None:
+    PARTNER["calls"] = 0
+    runner = LocalRunner(app)
+    run_id = runner.start("partner-sync").run_id
+    runner.advance(hours=3)
+    assert runner.result(run_id) == "synced" and PARTNER["calls"] == 3
+
+
+def test_a_broken_sync_fails_with_its_error() -> None:
+    runner = LocalRunner(app)
+    run_id = runner.start("broken-sync").run_id
+    runner.run_until_idle()
+    try:
+        runner.result(run_id)
+    except RunNotSucceeded as failed:
+        assert "field mapping" in str(failed)
+    else:
+        raise AssertionError("broken-sync succeeded")
+'''
 # The project's own additions (stack.yaml): a policy and a variable for the worker alone.
 OWN_STACK = """\
 functions:
@@ -231,6 +331,7 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         start = [durable, "start", "greet", "--input", '{"name": "Ada"}', "-q"]
         run_id = steps.run("durable start", start, project).strip()
         output.wait_for("waiting for callback approval")
+        _attention(steps, project, durable, output, run_id)
         steps.run("durable approve", [durable, "approve", run_id, "approval"], project)
         output.wait_for(f"{run_id}  ✓ succeeded")
         shown = json.loads(steps.run("durable show", [durable, "show", run_id, "--json"], project))
@@ -269,6 +370,18 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
             break
         time.sleep(0.1)
     assert _group_gone(dev.pid), "processes of `make dev` outlived its Ctrl-C"
+
+
+def _attention(steps: Steps, project: Path, durable: str, output: Output, waiting: str) -> None:
+    """With an approval waiting and a run failed, `durable runs --attention` lists both,
+    saying what the waiting one waits for (issue 33, item 2)."""
+    start = [durable, "start", "broken-sync", "-q"]
+    broken = steps.run("durable start broken-sync", start, project).strip()
+    output.wait_for(f"{broken}  ✗ failed")
+    listed = steps.run("durable runs --attention", [durable, "runs", "--attention"], project)
+    rows = {line.split()[0]: line for line in listed.splitlines()[2:] if line.strip()}
+    assert set(rows) == {waiting, broken}, listed
+    assert "FAILED" in rows[broken] and "callback approval until" in rows[waiting], listed
 
 
 def _console_said(console: str, run_id: str) -> None:
@@ -377,10 +490,15 @@ def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(
         assert requirement in (project / "deploy/lambda/requirements.txt").read_text()
         assert "stack.yaml" in out and (project / "stack.yaml").is_file()
         (project / "stack.yaml").write_text(OWN_STACK)
+        workflows = project / "shop" / "workflows.py"
+        workflows.write_text(workflows.read_text() + OWN_APP)
+        (project / "tests" / "test_own.py").write_text(OWN_TESTS)
 
-        # 4. Its tests: `make test` installs the project into the venv, then pytest.
+        # 4. Its tests: `make test` installs the project into the venv, then pytest: the
+        # scaffold's three and the team's own (the second night attaches to the running
+        # onboarding; one advance runs three attempts an hour apart).
         out = steps.run("make test", ["make", "test", f"VENV={venv}"], project)
-        assert "3 passed" in out
+        assert "6 passed" in out, out
 
         # 5. The whole stack, a run started and approved through the CLI, Ctrl-C.
         _dev_and_a_run(steps, project, venv, durable)
