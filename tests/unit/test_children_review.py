@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from durable import App, Context, RunStatus, StepStatus
-from durable.errors import InvalidInput, StorageError, TerminalError
+from durable.errors import InvalidInput, InvalidState, StorageError, TerminalError
 from durable.model import StepKind
 from durable.ports import RunGuard
 from durable.testing import LocalRunner
@@ -81,19 +81,20 @@ def test_canceling_a_parent_whose_child_expired_ends_it_canceled() -> None:
     assert runner.get_run(run.run_id).status == RunStatus.CANCELED
 
 
-def test_retrying_a_parent_failed_by_its_maps_rule_fails_it_the_same_way() -> None:
-    """The decision is a fact of the run (as for an inline batch): a retry replays it and
-    fails the same way, reopening no item under the decided map."""
+def test_retrying_a_parent_failed_by_its_maps_rule_is_refused_with_the_fork_to_make() -> None:
+    """The decision is a fact of the run (as for an inline batch): a retry would replay it
+    and fail the same way, so it is refused, naming the fork that runs the map again, and
+    nothing under the decided map is reopened."""
     runner = LocalRunner(make_map_app(bad=frozenset({3})))
     run = runner.start("squares", {"items": [0, 1, 2, 3, 4], "window": 5})
     runner.run_until_idle()
     first = runner.get_run(run.run_id)
     assert first.status == RunStatus.FAILED and first.error is not None
-    runner.retry(run.run_id)
-    runner.run_until_idle()
+    assert first.error.type == "BatchFailed"
+    with pytest.raises(InvalidState, match=f"durable fork {run.run_id} --from-step 1"):
+        runner.retry(run.run_id)
     again = runner.get_run(run.run_id)
-    assert again.status == RunStatus.FAILED and again.error is not None
-    assert again.error.message == first.error.message
+    assert again.status == RunStatus.FAILED and again.error == first.error
     assert all(s.status != StepStatus.RETRYABLE_FAILED for s in runner.history(run.run_id))
 
 
