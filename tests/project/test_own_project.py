@@ -350,7 +350,8 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         cost = steps.run("durable cost", [durable, "cost", "--workflow", "greet"], project)
         assert "greet" in cost and "SUCCEEDED" in cost and "list prices" in cost, cost
         listed = steps.run("durable schedules", [durable, "schedules"], project)
-        assert "no schedules: declare one with" in listed, listed
+        # The team's nightly import, declared in code, created by durable dev's Scheduler.
+        assert "nightly-import" in listed and "enabled" in listed, listed
         _check_deploy(steps, project, durable, output)
     finally:
         os.killpg(dev.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
