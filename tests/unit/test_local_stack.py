@@ -300,6 +300,7 @@ def test_dynamodb_locals_port_can_be_chosen_and_a_taken_one_is_said(
     from durable.local import server as dev_server
 
     asked: list[int] = []
+    said: list[str] = []
 
     class Recording:
         home = tmp_path
@@ -322,13 +323,15 @@ def test_dynamodb_locals_port_can_be_chosen_and_a_taken_one_is_said(
         holder.listen()
         taken_port = holder.getsockname()[1]
         chosen = dev_server.DevServer(
-            dev_server.DevOptions(app="x:app", state_dir=tmp_path, dynamodb_port=8000, say=str)
+            dev_server.DevOptions(
+                app="x:app", state_dir=tmp_path, dynamodb_port=8000, say=said.append
+            )
         )
         chosen._start_dynamodb_local()
         assert chosen.stack.storage_endpoint == "http://127.0.0.1:8000" and asked == [8000]
         clash = dev_server.DevServer(
             dev_server.DevOptions(
-                app="x:app", state_dir=tmp_path, dynamodb_port=taken_port, say=str
+                app="x:app", state_dir=tmp_path, dynamodb_port=taken_port, say=said.append
             )
         )
         with pytest.raises(RuntimeError, match=f"--dynamodb-port {taken_port} is in use"):
