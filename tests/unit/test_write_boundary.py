@@ -25,6 +25,21 @@ def test_a_token_is_redacted_in_a_text_wherever_it_stands() -> None:
     assert scrub_text("no dots here") == "no dots here"
 
 
+def test_a_token_among_many_dots_is_found_past_the_quick_search() -> None:
+    """The quick search for a token's tail must never pass over a token: one in a long
+    text full of dots and digits (a version, a price list, a URL), nested positions
+    included, and two in one text."""
+    deep = make_token(
+        b"a-secret-of-sixteen-bytes", "01KDVDNA00NH4Y4J45KWBET2C0", "0003.0001.0002", "n"
+    )
+    noise = "v1.2.3 costs 1.0000.5 at a.b.c/1234.5678. " * 40
+    text = f"{noise}{URL} and {deep}.{noise}"
+    scrubbed = scrub_text(text)
+    assert TOKEN not in scrubbed and deep not in scrubbed
+    assert scrubbed.count(REDACTED_TOKEN) == 2 and scrubbed.startswith(noise)
+    assert scrub_text(noise) == noise
+
+
 def test_every_field_of_a_step_is_scrubbed_in_place() -> None:
     step = make_step(
         output=f'{{"url":"{URL}"}}',
