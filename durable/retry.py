@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
@@ -159,7 +160,15 @@ class RetryPolicy:
     errors, HTTP 429 and 5xx retry; validation, permission, not-found and other 4xx do
     not). ``retry_on`` / ``never_retry`` narrow it: when ``retry_on`` is given only those
     exception types (and ``RetryableError``) retry; ``never_retry`` types never do.
-    ``TerminalError`` never retries.
+    ``retryable_errors`` narrows it the same way by type or by message: each entry is an
+    exception type (``isinstance``), or a regular expression (a text or a compiled
+    pattern) searched in ``str(error)``, so ``retryable_errors=(TimeoutError, r"rate
+    limit|try again")`` retries those and nothing else; with both ``retry_on`` and
+    ``retryable_errors``, matching either is enough. ``TerminalError`` never retries.
+
+    ``backoff`` below 1.0 is refused: each wait would be shorter than the one before, the
+    opposite of backing off from a service that is struggling. ``backoff=1.0`` waits
+    ``initial_delay`` every time (a fixed delay).
     """
 
     max_attempts: int = 3
@@ -169,12 +178,44 @@ class RetryPolicy:
     jitter: Literal["full", "none"] = "full"
     retry_on: tuple[type[BaseException], ...] = ()
     never_retry: tuple[type[BaseException], ...] = ()
+    retryable_errors: tuple[type[BaseException] | str | re.Pattern[str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("RetryPolicy.max_attempts must be >= 1 (1 means never retry)")
         if self.backoff < 1.0:
-            raise ValueError("RetryPolicy.backoff must be >= 1.0")
+            raise ValueError(
+                f"RetryPolicy.backoff must be >= 1.0, not {self.backoff}: below 1 each wait "
+                "would be shorter than the last; backoff=1.0 is a fixed delay"
+            )
+        if isinstance(self.retryable_errors, str | re.Pattern) or not isinstance(
+            self.retryable_errors, tuple | list
+        ):
+            raise ValueError(
+                "RetryPolicy.retryable_errors takes a tuple of exception types and message "
+                'patterns, e.g. retryable_errors=(TimeoutError, r"rate limit")'
+            )
+        matchers: list[type[BaseException] | re.Pattern[str]] = []
+        for entry in self.retryable_errors:
+            if (isinstance(entry, type) and issubclass(entry, BaseException)) or isinstance(
+                entry, re.Pattern
+            ):
+                matchers.append(entry)
+            elif isinstance(entry, str):
+                try:
+                    matchers.append(re.compile(entry))
+                except re.error as e:
+                    raise ValueError(
+                        f"RetryPolicy.retryable_errors: {entry!r} is not a regular "
+                        f"expression ({e}); escape it with re.escape() to match it as text"
+                    ) from None
+            else:
+                raise ValueError(
+                    f"RetryPolicy.retryable_errors: {entry!r} is neither an exception type "
+                    "nor a message pattern (a str or re.compile(...))"
+                )
+        # Compiled once, in order; a frozen dataclass with slots keeps it as a field.
+        object.__setattr__(self, "retryable_errors", tuple(matchers))
         if self.initial_delay < timedelta(0) or self.max_delay < timedelta(0):
             raise ValueError("RetryPolicy delays must not be negative")
         if self.jitter not in ("full", "none"):
@@ -186,9 +227,23 @@ class RetryPolicy:
             return False
         if isinstance(error, TerminalError):
             return False
-        if self.retry_on:
-            return isinstance(error, (*self.retry_on, RetryableError))
+        if self.retry_on or self.retryable_errors:
+            return isinstance(error, (*self.retry_on, RetryableError)) or self._matches_retryable(
+                error
+            )
         return classify(error) == "retryable"
+
+    def _matches_retryable(self, error: BaseException) -> bool:
+        message: str | None = None
+        for entry in self.retryable_errors:
+            if isinstance(entry, re.Pattern):
+                if message is None:
+                    message = str(error)
+                if entry.search(message):
+                    return True
+            elif isinstance(entry, type) and isinstance(error, entry):
+                return True
+        return False
 
     def next_delay(self, attempt: int, error: BaseException) -> timedelta | None:
         """Delay before attempt ``attempt + 1``, or None when the step fails for good."""
