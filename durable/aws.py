@@ -399,17 +399,38 @@ def api_handler(
 def _sweeper(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
     report = runtime.engine.sweep()
     telemetry.count("SweepInvocations", report.invoked)
-    # A gauge for the "needs attention" alarm: one Query page of the attention index.
-    attention = runtime.engine.list_runs(needs_attention=True, limit=100)
-    telemetry.count("RunsNeedingAttention", len(attention.items))
+    flagged = flagged_runs(runtime)
+    telemetry.count("RunsNeedingAttention", flagged)
     if report.capped:
         telemetry.logger.warning("sweep capped; the rest is picked up by the next sweep")
     return {
         "seen": report.seen,
         "invoked": report.invoked,
         "capped": report.capped,
-        "needs_attention": len(attention.items),
+        "needs_attention": flagged,
     }
+
+
+# Pages of the attention index the gauge reads at most per sweep (100 runs each).
+ATTENTION_GAUGE_PAGES = 10
+
+
+def flagged_runs(runtime: Runtime) -> int:
+    """The gauge behind the "needs attention" alarm: runs the engine parked for an
+    operator (``needs_attention``), not every run in the attention index. That index also
+    holds every FAILED run and every approval waiting (``leases.wants_a_person``): counted,
+    the alarm would go off at the first routine approval and stay on, and a run parked
+    later would notify nobody (an alarm notifies when its state changes). Reads up to
+    ``ATTENTION_GAUGE_PAGES`` pages, newest first: failures retained past that hide an
+    older parked run from the gauge, never from the listing."""
+    count, cursor = 0, None
+    for _ in range(ATTENTION_GAUGE_PAGES):
+        page = runtime.engine.list_runs(needs_attention=True, limit=100, cursor=cursor)
+        count += sum(1 for run in page.items if run.needs_attention)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    return count
 
 
 def sweeper_handler(

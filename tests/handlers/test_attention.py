@@ -74,3 +74,38 @@ def test_attention_lists_a_failed_run_and_a_waiting_approval_not_a_sleep(
     stack.drain()
     again = stack.call(api_event("GET", "/runs", query={"needs_attention": "true"}))
     assert [r["run_id"] for r in again.body["runs"]] == [failed]
+
+
+def test_the_attention_alarms_gauge_counts_only_runs_the_engine_parked(
+    stack: Stack, failing: None
+) -> None:
+    """The sweeper's RunsNeedingAttention gauge (the AttentionAlarm, Maximum >= 1) counted
+    the attention index; that index now holds every FAILED run and every waiting approval,
+    so the alarm would go off at the first routine approval and stay on. It counts the
+    runs the engine flagged for an operator, as it did."""
+    from durable.model import RunError
+    from tests.handlers.events import LambdaContext, scheduled_sweep_event
+
+    _start(stack, "flaky")
+    _start(stack, "approval", {"amount": 5})
+    stack.drain()
+    sweeper = stack.handlers["sweeper"]
+    context = LambdaContext(function_name="durable-sweeper-test")
+    assert sweeper(scheduled_sweep_event(), context)["needs_attention"] == 0
+    listed = stack.call(api_event("GET", "/runs", query={"needs_attention": "true"}))
+    assert len(listed.body["runs"]) == 2  # both are in the index, for a person to see
+    parked = _start(stack, "flaky")
+    stack.drain()
+    runtime = sweeper.runtime
+    assert runtime is not None  # composed by the sweep above
+    ledger = runtime.engine.ledger
+    ledger.operate(  # the engine parks a run for an operator (a NonDeterminismError, say)
+        parked,
+        statuses=("FAILED",),
+        changes={
+            "status": "FAILED",
+            "needs_attention": True,
+            "error": RunError("NonDeterminismError", "diverged").to_dict(),
+        },
+    )
+    assert sweeper(scheduled_sweep_event(), context)["needs_attention"] == 1
