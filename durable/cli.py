@@ -312,7 +312,9 @@ def _check_engine(args: argparse.Namespace, app: Any, read_only: Any) -> Any:
     endpoint, table = args.dynamodb_endpoint, args.table
     keys: KeyService | None = None
     if table is None:
-        dev = dev_info()
+        from durable.local.dev_file import folder_dev
+
+        dev = folder_dev(STATE_DIR)  # this folder's: never another project's ledger
         if dev is None:
             fail(
                 "no ledger to check: pass --table (the stack's LedgerTableName output) or "

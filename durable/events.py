@@ -157,12 +157,15 @@ def _answer_text(
                 field="result",
             )
         return output
-    # The refusal shows a value of the type's shape: what to send (`durable approve
-    # --result '...'`) rather than only what was wrong with what was sent.
-    example = serde.example_answer(annotation)
-    value = serde.check_value(
-        result, annotation, f"callback {rec.name!r} expects {reference} (like {example})"
-    )
+    try:
+        value = serde.check_value(result, annotation, f"callback {rec.name!r} expects {reference}")
+    except InvalidInput as refused:
+        # What to send, not only what was wrong: the type's shape (`durable approve
+        # --result '...'` with each placeholder filled in). Built only when refused.
+        raise InvalidInput(
+            f"{refused} (send a value like {serde.example_answer(annotation)})",
+            field=refused.field,
+        ) from refused
     if not detail.get("sealed"):
         return output
     return serde.encode(value, annotation, engine.answer_sealer(rec.run_id))

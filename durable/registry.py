@@ -145,29 +145,25 @@ class WorkflowDef:
     rate_limit: RateLimit | None = None
 
 
-# Names a one-parameter workflow's Context goes by when it is not annotated.
-_CONTEXT_NAMES = frozenset({"ctx", "context", "c", "_"})
-
-
-def _check_context_parameter(
-    fn: Callable[..., Any], first: inspect.Parameter, name: str, count: int
-) -> None:
+def _check_context_parameter(fn: Callable[..., Any], first: inspect.Parameter, name: str) -> None:
     """The first parameter is the Context. ``def greet(name: str)`` was accepted as a
     workflow taking no input, and every start with a name then failed "takes no input":
-    refused here, at the declaration, with the signature meant."""
+    a first parameter annotated with a concrete class that is not a Context is refused
+    here, at the declaration, with the signature meant. Anything that may stand for the
+    context is left alone (no annotation, a string, ``Any``, ``object``, a protocol, a
+    type variable, a union holding a Context): this runs at import, where a false refusal
+    would stop every handler of the app."""
     from durable.context import Context
 
     try:
         annotation = resolve_annotation(fn, first.name)
     except Exception:  # an annotation that does not resolve: not this check's to judge
         return
-    annotated = annotation is not NO_ANNOTATION
-    is_context = isinstance(annotation, type) and issubclass(annotation, Context)
-    if is_context or (not annotated and (count == 2 or first.name in _CONTEXT_NAMES)):
+    if annotation in (NO_ANNOTATION, Any, object) or not isinstance(annotation, type):
+        return  # (``Any`` is a class since Python 3.11)
+    if issubclass(annotation, Context) or getattr(annotation, "_is_protocol", False):
         return
-    shown = (
-        f"{first.name}: {getattr(annotation, '__name__', annotation)}" if annotated else first.name
-    )
+    shown = f"{first.name}: {annotation.__name__}"
     raise RegistrationError(
         f"workflow {name!r}: its first parameter is the run's Context, but `{shown}` looks "
         f"like an input: declare it def {getattr(fn, '__name__', name)}(ctx: Context, {shown})"
@@ -182,7 +178,7 @@ def _workflow_signature(fn: Callable[..., Any], name: str) -> tuple[bool, Any]:
             f"workflow {name!r} must take ctx plus at most one input parameter, "
             "for example def onboarding(ctx: Context, signup: Signup)"
         )
-    _check_context_parameter(fn, params[0], name, len(params))
+    _check_context_parameter(fn, params[0], name)
     if len(params) == 1:
         return False, NO_ANNOTATION
     try:

@@ -33,7 +33,8 @@ def short(value: Any, limit: int = 48) -> str:
     if value is None or value == "":
         return ""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text.split())
+    # Printable only: a name or message from outside may carry terminal escape sequences.
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

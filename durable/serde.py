@@ -166,47 +166,65 @@ def resolve_reference(reference: str) -> Any | None:
     return target if isinstance(target, type) else None
 
 
-_PLACEHOLDERS: dict[str, Any] = {
-    "boolean": True,
-    "integer": 0,
-    "number": 0,
-    "string": "...",
-    "array": [],
-    "object": {},
-    "null": None,
+_PLACEHOLDERS = {
+    "boolean": "<true|false>",
+    "integer": "<integer>",
+    "number": "<number>",
+    "string": "<text>",
+    "null": "null",
 }
 
 
 def example_answer(annotation: Any) -> str:
-    """A JSON value of ``annotation``'s shape with a placeholder in each required field
-    (``{"approved": true, "note": "..."}``): what ``durable approve --result`` needs for a
-    typed callback, where the default answer ``true`` would be refused (422)."""
-
-    def sample(schema: dict[str, Any], defs: dict[str, Any]) -> Any:
-        if "$ref" in schema:
-            return sample(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
-        if schema.get("enum"):
-            return schema["enum"][0]
-        if "const" in schema:
-            return schema["const"]
-        for choice in ("anyOf", "oneOf", "allOf"):
-            if schema.get(choice):
-                options = [o for o in schema[choice] if o.get("type") != "null"]
-                return sample((options or schema[choice])[0], defs)
-        kind = schema.get("type")
-        if kind == "object" and "properties" in schema:
-            required = schema.get("required", [])
-            return {name: sample(schema["properties"][name], defs) for name in required}
-        return _PLACEHOLDERS.get(kind if isinstance(kind, str) else "", "...")
-
+    """The shape of a value of ``annotation``, each required field with a placeholder
+    naming what goes there: ``{"approved": <true|false>, "note": <text>}``. What
+    ``durable approve --result`` needs for a typed callback (the default answer ``true``
+    is refused for a model), shown by the dev console's hint, a refused answer's 422 and
+    the web console's Approve dialog. Deliberately not JSON: sent as it is, it is refused,
+    so nobody approves with made-up values by pasting it. Any type: ``true``."""
     adapter = adapter_for(annotation)
     if adapter is None:
         return "true"
     try:
         schema = adapter.json_schema()
-    except Exception:  # a type with no JSON schema (arbitrary classes): no example
-        return "true"
-    return json.dumps(sample(schema, schema.get("$defs", {})), separators=(", ", ": "))
+        return _shape(schema, schema.get("$defs", {}), frozenset())
+    except Exception:  # a type with no JSON schema, or one this walk cannot follow
+        return "<JSON>"
+
+
+def _shape(schema: dict[str, Any], defs: dict[str, Any], seen: frozenset[str]) -> str:
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        if name in seen:  # a model that holds itself: say so once, do not recurse
+            return f"<{name}>"
+        return _shape(defs.get(name, {}), defs, seen | {name})
+    if schema.get("enum"):
+        return "<" + "|".join(json.dumps(v) for v in schema["enum"]) + ">"
+    if "const" in schema:
+        return json.dumps(schema["const"])
+    for choice in ("anyOf", "oneOf", "allOf"):
+        options = schema.get(choice)
+        if options:
+            real = [o for o in options if o.get("type") != "null"] or options
+            return _shape(real[0], defs, seen)
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties")
+        if not isinstance(properties, dict):
+            return "{<key>: <value>}"
+        fields = [
+            f"{json.dumps(name)}: {_shape(properties[name], defs, seen)}"
+            for name in schema.get("required", [])
+            if name in properties
+        ]
+        return "{" + ", ".join(fields) + "}"
+    if kind == "array":
+        items = schema.get("items")
+        return f"[{_shape(items, defs, seen)}, ...]" if isinstance(items, dict) else "[...]"
+    if schema.get("format") == "password":  # a secret: a placeholder like any text
+        return "<secret text>"
+    return _PLACEHOLDERS.get(kind if isinstance(kind, str) else "", "<JSON>")
 
 
 def check_value(value: Any, annotation: Any, what: str) -> Any:

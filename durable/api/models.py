@@ -172,8 +172,8 @@ class StepView(BaseModel):
     completed_by: str | None = None
     # The run a child record started (``ctx.run_child``): open it for its own steps.
     child: str | None = None
-    # A waiting callback's declared answer type (``module:Class``) and an answer of its
-    # shape with placeholders: the console's Approve dialog starts from it.
+    # A waiting callback's declared answer type (``module:Class``) and its shape with a
+    # placeholder per field (not JSON: ``serde.example_answer``), shown by the console.
     result_type: str | None = None
     answer_example: str | None = None
 

@@ -23,17 +23,41 @@ def last_dev_file() -> Path:
     return local_home() / "last-dev.json"
 
 
-def running_dev(state_dir: Path) -> dict[str, Any] | None:
-    """This folder's dev, else the newest on the machine while its process lives."""
+def folder_dev(state_dir: Path) -> dict[str, Any] | None:
+    """This folder's dev only (what reads its ledger, as ``durable check-deploy`` does,
+    must never meet another project's)."""
     here = state_dir / NAME
-    if here.exists():
-        return dict(json.loads(here.read_text()))
+    return dict(json.loads(here.read_text())) if here.exists() else None
+
+
+def running_dev(state_dir: Path) -> dict[str, Any] | None:
+    """This folder's dev, else the newest on the machine while its process lives: the
+    process id alive and started when the dev's did (an id reused after a crash or a
+    reboot is another process)."""
+    here = folder_dev(state_dir)
+    if here is not None:
+        return here
     try:
         last = dict(json.loads(last_dev_file().read_text()))
-        os.kill(int(last["pid"]), 0)  # signal 0: is it alive (and ours to signal)?
+        pid = int(last["pid"])
+        os.kill(pid, 0)  # signal 0: is it alive (and ours to signal)?
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if last.get("started") != _started(pid):
+        return None
     return last
+
+
+def _started(pid: int) -> str | None:
+    """When process ``pid`` started, as the kernel counts (Linux); None elsewhere, where
+    the process id alone is trusted."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces: count from the ")" that ends it.
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None
 
 
 def write(state_dir: Path, info: dict[str, Any]) -> None:
@@ -41,7 +65,10 @@ def write(state_dir: Path, info: dict[str, Any]) -> None:
     try:
         last = last_dev_file()
         last.parent.mkdir(parents=True, exist_ok=True)
-        last.write_text(json.dumps({**info, "state_dir": str(state_dir.resolve())}))
+        started = _started(int(info["pid"])) if "pid" in info else None
+        last.write_text(
+            json.dumps({**info, "state_dir": str(state_dir.resolve()), "started": started})
+        )
     except OSError:  # a read-only cache: the CLI in this folder still finds it
         pass
 

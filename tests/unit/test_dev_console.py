@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any, cast
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, SecretStr
 
 from durable import App, Context, RetryPolicy, current_step, serde
 from durable.local.console import Console, ConsoleLedger, short
@@ -224,8 +224,9 @@ class Decision(BaseModel):
 
 
 def test_a_typed_callback_is_answered_with_the_fields_its_type_needs() -> None:
-    """The hint for a typed callback is a command that works: `durable approve RUN name`
-    alone sends `true`, which the API refuses (422) for a model."""
+    """The hint for a typed callback is the command with the type's shape: `durable
+    approve RUN name` alone sends `true`, which the API refuses (422) for a model. The
+    shape has placeholders, not values: pasted unfilled, it is not JSON and is refused."""
     app = App()
 
     @app.workflow
@@ -237,15 +238,16 @@ def test_a_typed_callback_is_answered_with_the_fields_its_type_needs() -> None:
     rid = runner.start("expense").run_id
     runner.run_until_idle()
     (waiting,) = [line for line in _events(out) if "⏸" in line]
-    example = '{"approved": true, "note": "..."}'
-    assert f"`durable approve {rid} approval --result '{example}'`" in waiting
-    assert Decision.model_validate_json(example).approved is True  # the example is valid
-    runner.complete_wait(rid, "approval", json.loads(example))
+    shape = '{"approved": <true|false>, "note": <text>}'
+    assert f"`durable approve {rid} approval --result '{shape}'`" in waiting
+    with pytest.raises(ValueError):
+        json.loads(shape)  # sent unfilled, the CLI refuses it as JSON
+    runner.complete_wait(rid, "approval", {"approved": True, "note": "fine"})
     runner.run_until_idle()
     assert runner.result(rid) is True
 
 
-def test_the_example_answer_follows_nested_models_enums_and_plain_types() -> None:
+def test_the_shape_follows_nested_models_enums_lists_and_plain_types() -> None:
     class Level(enum.Enum):
         LOW = "low"
         HIGH = "high"
@@ -259,16 +261,27 @@ def test_the_example_answer_follows_nested_models_enums_and_plain_types() -> Non
         lines: list[Line]
         first: Line
         maybe: Line | None
+        pin: SecretStr
         note: str | None = None
 
-    assert json.loads(serde.example_answer(Order)) == {
-        "level": "low",
-        "lines": [],
-        "first": {"sku": "...", "qty": 0},
-        "maybe": {"sku": "...", "qty": 0},
-    }
-    assert serde.example_answer(int) == "0"
+    assert serde.example_answer(Order) == (
+        '{"level": <"low"|"high">, "lines": [{"sku": <text>, "qty": <integer>}, ...], '
+        '"first": {"sku": <text>, "qty": <integer>}, "maybe": {"sku": <text>, "qty": '
+        '<integer>}, "pin": <secret text>}'
+    )
+    assert serde.example_answer(int) == "<integer>"
     assert serde.example_answer(serde.NO_ANNOTATION) == "true"
+
+
+class Node(BaseModel):
+    value: int
+    next: Node | None
+
+
+def test_a_model_that_holds_itself_has_a_shape_not_a_recursion_error() -> None:
+    """A self-referencing answer type made the shape recurse for ever: every answer to
+    such a callback, a valid one too, was a 500 (the shape was built before validating)."""
+    assert serde.example_answer(Node) == '{"value": <integer>, "next": <Node>}'
 
 
 def test_under_a_time_scale_durations_are_said_in_real_and_virtual_time() -> None:
@@ -430,3 +443,37 @@ def test_durable_dev_warns_of_the_clock_read_in_workflow_code_once_per_run() -> 
     assert isinstance(Runtime(on, app, services).engine.guard, WarningGuard)
     assert not isinstance(Runtime(settings, app, services).engine.guard, WarningGuard)
     assert "determinism_warnings" in LOCAL_ONLY  # never deployed
+
+
+def test_an_approval_beaten_by_an_automatic_one_is_not_what_the_run_waits_for() -> None:
+    """ "Approval, or approve automatically after an hour" with first_successful: once the
+    automatic branch won, the run sleeps a week, and no person is waited on. Its open
+    callback under the decided batch is not in waiting_for, nor in Needs attention."""
+    app = App()
+
+    @app.workflow
+    def expense(ctx: Context) -> str:
+        def person(c: Context) -> str:
+            c.wait_for_callback("approval", timeout=timedelta(days=3))
+            return "person"
+
+        def automatic(c: Context) -> str:
+            c.sleep(timedelta(hours=1))
+            return "auto"
+
+        ctx.parallel(person, automatic, completion="first_successful")
+        ctx.sleep(timedelta(days=7), name="cooldown")
+        return "done"
+
+    runner = LocalRunner(app)
+    rid = runner.start("expense").run_id
+    runner.run_until_idle()
+    first = runner.get_run(rid)
+    assert first.waiting_for is not None and first.waiting_for.startswith("callback approval")
+    listed = runner.memory_ledger.list_runs(needs_attention=True).items
+    assert [r.run_id for r in listed] == [rid]
+    runner.advance(hours=2)
+    later = runner.get_run(rid)
+    assert later.waiting_for is not None
+    assert later.waiting_for.startswith("sleep cooldown until "), later.waiting_for
+    assert runner.memory_ledger.list_runs(needs_attention=True).items == []

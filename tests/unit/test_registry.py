@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from pydantic import BaseModel
@@ -156,3 +156,57 @@ def test_a_step_version_is_recorded_with_its_result() -> None:
     assert runner.history(run.run_id)[0].step_version == 3
     with pytest.raises(RegistrationError, match="version"):
         app.step(version=0)(lambda: 1)
+
+
+def test_a_workflow_whose_first_parameter_is_an_input_is_refused_at_declaration() -> None:
+    """`def greet(name: str)` was taken for a workflow with no input; each start with a
+    name then failed "takes no input". Refused when declared, with the signature meant."""
+    app = App()
+    with pytest.raises(RegistrationError, match=r"declare it def greet\(ctx: Context, name: str\)"):
+
+        @app.workflow
+        def greet(name: str) -> str:
+            return name
+
+    with pytest.raises(RegistrationError, match="`order: _Order` looks like an input"):
+
+        def take(order: _Order) -> None: ...
+
+        app.workflow(take)
+
+
+class _Order(BaseModel):
+    id: str
+
+
+class _Ctx(Protocol):
+    def now(self) -> Any: ...
+
+
+def test_anything_that_may_be_the_context_is_accepted() -> None:
+    """The check runs at import, where a false refusal stops every handler: unannotated
+    first parameters under any name, Any, object, a protocol, a union with a Context, a
+    string annotation and a Context subclass all register."""
+    app = App()
+
+    class MyContext(Context):
+        pass
+
+    def unannotated(wctx):  # type: ignore[no-untyped-def]
+        return None
+
+    def any_typed(ctx: Any, n: int) -> None: ...
+
+    def object_typed(ctx: object) -> None: ...
+
+    def protocol_typed(ctx: _Ctx) -> None: ...
+
+    def optional(ctx: Context | None) -> None: ...
+
+    def quoted(ctx: NotImportedAnywhere) -> None: ...  # type: ignore[name-defined]  # noqa: F821
+
+    def subclass(ctx: MyContext) -> None: ...
+
+    for fn in (unannotated, any_typed, object_typed, protocol_typed, optional, quoted, subclass):
+        app.workflow(name=fn.__name__)(fn)
+    assert {w.name for w in app.workflows()} >= {"unannotated", "protocol_typed", "quoted"}

@@ -57,8 +57,16 @@ def test_the_cli_finds_the_newest_dev_from_another_folder(
     elsewhere.mkdir()
     info = {"endpoint": "http://127.0.0.1:8811", "pid": os.getpid(), "time_scale": 60.0}
     dev_file.write(project, info)
-    assert dev_file.running_dev(elsewhere / ".durable") == {**info, "state_dir": str(project)}
+    found = dev_file.running_dev(elsewhere / ".durable")
+    assert found is not None and found["endpoint"] == "http://127.0.0.1:8811"
+    assert found["state_dir"] == str(project)
     assert dev_file.running_dev(project) == info  # its own folder's file first
+    assert dev_file.folder_dev(elsewhere / ".durable") is None  # check-deploy's: this folder's
+
+    # The same process id, another process (reused after a crash or a reboot): not it.
+    stale = {**json.loads(dev_file.last_dev_file().read_text()), "started": "1"}
+    dev_file.last_dev_file().write_text(json.dumps(stale))
+    assert dev_file.running_dev(elsewhere / ".durable") is None
 
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
@@ -72,3 +80,20 @@ def test_the_cli_finds_the_newest_dev_from_another_folder(
     dev_file.write(project, info)
     dev_file.remove(project)  # the dev stops: both files go
     assert not (project / "dev.json").exists() and not dev_file.last_dev_file().exists()
+
+
+def test_a_listing_never_prints_a_control_character() -> None:
+    """A wait's or step's name comes from workflow code, an error's message from outside:
+    an escape sequence in one must not drive the operator's terminal."""
+    row = {
+        "run_id": "R1",
+        "workflow": "w",
+        "version": 1,
+        "status": "WAITING",
+        "updated_at": "x",
+        "waiting_for": "sleep \x1b[2Jwipe until 2026-01-01T00:00:00.000Z",
+        "error": {"message": "bad\x07bell"},
+    }
+    table = render.render_runs([row])
+    assert "\x1b" not in table and "\x07" not in table
+    assert "sleep [2Jwipe until 2026-01-01 00:00" in table

@@ -495,10 +495,12 @@ function actions(run, refresh) {
       button(`Approve ${label}`, "approve", {
         title: `Approve “${label}”`,
         // A typed callback refuses `true`: start from a value of its type's shape.
+        // A typed callback refuses `true`: its shape is shown to fill in, never sent as it
+        // is (its placeholders are not JSON, so an unfilled answer is refused here).
         text: step.result_type
-          ? `The run goes on with this result, a ${step.result_type}: fill in its fields.`
+          ? `The run goes on with this result, a ${step.result_type}, shaped like ${step.answer_example || "its fields"}.`
           : "The run goes on with this result.",
-        fields: [["result", "Result (JSON)", step.answer_example || "true"]],
+        fields: [["result", "Result (JSON)", step.result_type ? "" : "true", step.answer_example || ""]],
         send: (v) => api("POST", wait, { result: parseJson(v.result, "result"), ...which }),
       }, refresh),
       button(`Reject ${label}`, "reject", {
@@ -571,8 +573,8 @@ function confirmThen(spec, refresh) {
   document.getElementById("confirm-error").textContent = "";
   const inputs = {};
   document.getElementById("confirm-fields").replaceChildren(
-    ...spec.fields.map(([name, label, value]) => {
-      inputs[name] = h("input", { name, value });
+    ...spec.fields.map(([name, label, value, placeholder]) => {
+      inputs[name] = h("input", { name, value, placeholder: placeholder || "" });
       return h("label", {}, label, inputs[name]);
     }),
   );
