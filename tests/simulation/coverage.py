@@ -13,7 +13,7 @@ from __future__ import annotations
 # an option that changes what the engine does counts apart: keyed children, distributed
 # maps). ``run_id``, ``workflow`` and ``version`` are properties, read, not called.
 CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
-    "step": ("ctx.step",),
+    "step": ("ctx.step", "ctx.step(retryable_errors)"),
     "sleep": ("ctx.sleep",),
     "sleep_until": ("ctx.sleep_until",),
     "create_callback": ("ctx.create_callback",),

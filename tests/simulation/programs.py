@@ -216,7 +216,7 @@ def _distributed_map(rng: random.Random, i: int) -> Op:
 
 def _op(rng: random.Random, kind: str, i: int | str) -> Op:
     if kind == "step":
-        return {
+        op: Op = {
             "op": "step",
             "ret": rng.choice(sorted(BODIES)),
             "amo": rng.random() < 0.4,
@@ -228,6 +228,11 @@ def _op(rng: random.Random, kind: str, i: int | str) -> Op:
             "ckpt": rng.random() < 0.2,
             "catch": rng.random() < 0.5,
         }
+        # A retry filter by message (RetryPolicy.retryable_errors) on a step that fails
+        # twice with three tries: the first failure retries, the second is terminal by the
+        # filter. Derived from the draws above, so every seed's schedule stays the same.
+        op["filter"] = op["fails"] == 2 and op["tries"] == 3 and not op["terminal"]
+        return op
     if kind == "sleep":
         return {"op": "sleep", "s": rng.choice((1, 30, 600, 3600))}
     if kind == "callback":
@@ -515,6 +520,8 @@ def context_call(op: Op) -> str:
         return "ctx.map" if op["map"] else "ctx.parallel"
     if kind == "value":
         return f"ctx.{op['kind']}"
+    if kind == "step" and op.get("filter"):
+        return "ctx.step(retryable_errors)"
     return {
         "dmap": "ctx.map(distributed=True)",
         "signal": "ctx.wait_for_signal",
@@ -590,7 +597,11 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
                 BODIES[op["ret"]],
                 op,
                 name=f"op{i}",
-                retry=RetryPolicy(max_attempts=op["tries"], initial_delay=timedelta(seconds=2)),
+                retry=RetryPolicy(
+                    max_attempts=op["tries"],
+                    initial_delay=timedelta(seconds=2),
+                    retryable_errors=(r"^attempt 1 fails",) if op.get("filter") else (),
+                ),
                 semantics="at_most_once_per_attempt" if op["amo"] else "at_least_once",
                 compensate=undo if op["undo"] else None,
             )
