@@ -11,10 +11,11 @@ import uuid as _uuid
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, TypeVarTuple, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, TypeVarTuple, overload
 
 from durable.errors import DurableError, InvalidInput
 from durable.registry import Semantics, return_annotation
+from durable.values import NO_STATE
 
 if TYPE_CHECKING:
     from durable.children import ChildHandle, IfRunning
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+S = TypeVar("S")
 T = TypeVar("T")
 In = TypeVar("In")
 Out = TypeVar("Out")
@@ -236,6 +238,7 @@ class Context:
 
         return wait_for_signal(self._exec, name, timeout)
 
+    @overload
     def wait_for_condition(
         self,
         check: Callable[[], R],
@@ -245,16 +248,56 @@ class Context:
         name: str | None = None,
         backoff: float = 1.5,
         max_interval: timedelta | None = None,
-    ) -> R:
+        max_attempts: int | None = None,
+        jitter: Literal["none", "full"] = "none",
+    ) -> R: ...
+
+    @overload
+    def wait_for_condition(
+        self,
+        check: Callable[[S], S],
+        interval: timedelta,
+        timeout: timedelta | None = None,
+        *,
+        initial_state: S,
+        until: Callable[[S], object] | None = None,
+        name: str | None = None,
+        backoff: float = 1.5,
+        max_interval: timedelta | None = None,
+        max_attempts: int | None = None,
+        jitter: Literal["none", "full"] = "none",
+    ) -> S: ...
+
+    def wait_for_condition(
+        self,
+        check: Callable[..., Any],
+        interval: timedelta,
+        timeout: timedelta | None = None,
+        *,
+        initial_state: Any = NO_STATE,
+        until: Callable[[Any], object] | None = None,
+        name: str | None = None,
+        backoff: float = 1.5,
+        max_interval: timedelta | None = None,
+        max_attempts: int | None = None,
+        jitter: Literal["none", "full"] = "none",
+    ) -> Any:
         """Poll ``check()`` (a database flag, an external job's status) until it returns a
         truthy value, which is recorded and returned. Polls back off from ``interval``
-        by ``backoff`` up to ``max_interval`` (default 10x interval); retryable errors
-        count as "not yet", terminal ones raise ``StepFailed``; ``CallbackTimeout`` after
-        ``timeout``.
+        by ``backoff`` up to ``max_interval`` (default 10x interval), each delay a random
+        share of itself with ``jitter="full"``; retryable errors count as "not yet",
+        terminal ones raise ``StepFailed``; ``CallbackTimeout`` after ``timeout``, or after
+        ``max_attempts`` checks that were not met.
+
+        With ``initial_state``, a check carries state from one poll to the next:
+        ``check(state)`` returns the next state, recorded with each poll (so a resumed or
+        replayed run goes on from the state it had, never from the start), until
+        ``until(state)`` is true (default: the state is truthy); the last state is
+        returned. Every delay and state is recorded, so replay gives the same sequence.
         """
         from durable.waits import wait_for_condition
 
-        value: R = wait_for_condition(
+        return wait_for_condition(
             self._exec,
             check,
             interval,
@@ -262,8 +305,11 @@ class Context:
             name=name,
             backoff=backoff,
             max_interval=max_interval,
+            initial_state=initial_state,
+            until=until,
+            max_attempts=max_attempts,
+            jitter=jitter,
         )
-        return value
 
     def parallel(
         self,

@@ -86,6 +86,11 @@ ErrorClass = Literal["retryable", "terminal"]
 _JITTER = random.Random()
 
 
+def jitter_share() -> float:
+    """A random share in [0, 1) for a jittered delay (recorded by whoever uses it)."""
+    return _JITTER.random()
+
+
 def _aws_code(error: BaseException) -> str | None:
     response = getattr(error, "response", None)
     if isinstance(response, dict):

@@ -33,3 +33,14 @@ RECORDED_VALUES: dict[str, tuple[Callable[[Clock], Any], Any]] = {
     "uuid": (_uuid4, uuid.UUID),
     "random": (_random_float, float),
 }
+
+
+class _NoState:
+    """``wait_for_condition``'s default ``initial_state``: a check without state (``None``
+    is a state a check may start from)."""
+
+    def __repr__(self) -> str:
+        return "NO_STATE"
+
+
+NO_STATE: Any = _NoState()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, NoReturn
 
 # typing_extensions for a TypeVar default (PEP 696; typing has it from Python 3.13): a bare
 # ``Callback`` annotation stays valid under mypy --strict and means ``Callback[Any]``.
@@ -25,7 +25,8 @@ from durable.ids import has_control_characters
 from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time, signal_order
 from durable.ports import ConditionFailed
 from durable.registry import callable_name, return_annotation
-from durable.retry import error_type_name
+from durable.retry import error_type_name, jitter_share
+from durable.values import NO_STATE
 
 log = logging.getLogger("durable.waits")
 
@@ -61,6 +62,8 @@ def _settled(
             return x.decode(rec.output, annotation)
         return serde.decode(rec.output, annotation)
     if rec.status == StepStatus.TIMED_OUT:
+        if (rec.error_summary or "").startswith("not met after"):  # out of max_attempts
+            raise CallbackTimeout(f"{what} {rec.name!r} at {rec.position} {rec.error_summary}")
         raise CallbackTimeout(
             f"{what} {rec.name!r} at {rec.position} timed out at {rec.expires_at}"
         )
@@ -263,25 +266,49 @@ def wait_for_signal(x: Execution, name: str, timeout: timedelta | None) -> Any:
 # --- conditions ---------------------------------------------------------------------
 
 
-def _check_condition(interval: timedelta, timeout: timedelta | None, backoff: float) -> None:
+def _check_condition(
+    interval: timedelta,
+    timeout: timedelta | None,
+    backoff: float,
+    max_attempts: int | None = None,
+    jitter: str = "none",
+) -> None:
     if not isinstance(interval, timedelta) or interval <= timedelta(0):
         raise ValueError("interval must be a positive datetime.timedelta")
     _check_timeout(timeout)
     if backoff < 1.0:
-        raise ValueError("backoff must be >= 1.0")
+        raise ValueError(
+            f"backoff must be >= 1.0, not {backoff}: below 1 each wait would be shorter than "
+            "the last; backoff=1.0 polls every interval"
+        )
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        raise ValueError(
+            f"max_attempts must be a positive int (checks in all), not {max_attempts!r}"
+        )
+    if jitter not in ("none", "full"):
+        raise ValueError(f"jitter must be 'none' or 'full', not {jitter!r}")
 
 
 def wait_for_condition(
     x: Execution,
-    check: Callable[[], Any],
+    check: Callable[..., Any],
     interval: timedelta,
     timeout: timedelta | None,
     *,
     name: str | None,
     backoff: float,
     max_interval: timedelta | None,
+    initial_state: Any = NO_STATE,
+    until: Callable[[Any], object] | None = None,
+    max_attempts: int | None = None,
+    jitter: str = "none",
 ) -> Any:
-    _check_condition(interval, timeout, backoff)
+    _check_condition(interval, timeout, backoff, max_attempts, jitter)
+    stateful = initial_state is not NO_STATE
+    if until is not None and not stateful:
+        raise ValueError("until= decides on a state: pass initial_state= with it")
     step_name = callable_name(check, name)
     annotation = return_annotation(check)
     cap = max_interval or interval * 10
@@ -303,6 +330,8 @@ def wait_for_condition(
     # without one, forever). A check that answers "not yet" resets the count.
     errors = int((rec.detail or {}).get("errors", 0)) if rec is not None else 0
     expires = rec.expires_at if rec is not None else _expiry(x, timeout, "condition")
+    # The state the last poll left (recorded with it): a resumed run goes on from there.
+    state = _last_state(x, rec, annotation, initial_state)
     base = x.new_record(
         position, step_name, StepKind.CONDITION, StepStatus.WAITING, expires_at=expires
     )
@@ -314,45 +343,87 @@ def wait_for_condition(
             return _settled(x.write_fenced(base), "condition", annotation, x)
         x.ensure_lease(x.config.default_step_budget)
         attempt += 1
-        value, error = _poll(x, check)
+        value, error = _poll(x, check, state if stateful else NO_STATE)
         base.attempt, base.updated_at = attempt, x.now_text()
         errors = errors + 1 if error is not None else 0
         if error is not None and policy.next_delay(errors, error) is None:
-            base.status = StepStatus.TERMINAL_FAILED
-            base.error_type, base.error_class = error_type_name(error), "terminal"
-            base.error_summary = f"{error_type_name(error)}: {error}"[:1000]
-            stored = x.write_fenced(base)
-            raise StepFailed(
-                stored.name,
-                position,
-                stored.error_type or "Error",
-                stored.error_summary or "",
-                attempt,
-            ) from error
-        if error is None and value:
-            base.status = StepStatus.DONE
-            base.output = x.redact(x.encode(value, annotation))
-            return _settled(x.write_fenced(base), "condition", annotation, x)
-        delay = min(interval * backoff ** (attempt - 1), cap)
-        wake = x.clock.now() + delay
-        if expires is not None:
-            wake = min(wake, parse_time(expires))
+            _fail_condition(x, base, error)
+        if error is None and stateful:
+            state = value
+        met = error is None and (_met(until, state) if stateful else bool(value))
+        if met or (max_attempts is not None and attempt >= max_attempts):
+            return _end_condition(x, base, annotation, met, state if stateful else value)
+        wake = _next_poll(x, min(interval * backoff ** (attempt - 1), cap), jitter, expires)
         if x.can_wait_in_process(wake - x.clock.now(), x.config.default_step_budget):
             x.idle(max(0.0, (wake - x.clock.now()).total_seconds()))
             continue
         base.wake_at = format_time(wake)
         base.error_summary = f"{error_type_name(error)}: {error}"[:1000] if error else None
         base.detail = {"errors": errors} if errors else None
+        if stateful:
+            base.checkpoint = {"payload_version": 1, "state": x.redact(x.encode(state, annotation))}
         x.write_fenced(base)
         raise x.suspend(base.wake_at, position)
 
 
-def _poll(x: Execution, check: Callable[[], Any]) -> tuple[Any, Exception | None]:
-    """Run one check like a step body: outside workflow code, errors captured."""
+def _end_condition(x: Execution, base: StepRecord, annotation: Any, met: bool, result: Any) -> Any:
+    """Met (its result recorded and returned), or out of checks (``max_attempts``): then
+    the wait ends as a timeout would, ``CallbackTimeout``, saying why."""
+    base.status = StepStatus.DONE if met else StepStatus.TIMED_OUT
+    if met:
+        base.output = x.redact(x.encode(result, annotation))
+    else:
+        base.error_summary = f"not met after {base.attempt} checks (max_attempts)"
+    return _settled(x.write_fenced(base), "condition", annotation, x)
+
+
+def _next_poll(x: Execution, delay: timedelta, jitter: str, expires: str | None) -> datetime:
+    """When the next check runs: after ``delay`` (a random share of it with full jitter,
+    recorded in ``wake_at`` so a replay reads it and never draws again), at the latest when
+    the wait expires."""
+    if jitter == "full":
+        delay = delay * jitter_share()
+    wake = x.clock.now() + delay
+    return min(wake, parse_time(expires)) if expires is not None else wake
+
+
+def _last_state(x: Execution, rec: StepRecord | None, annotation: Any, initial: Any) -> Any:
+    """The state a stateful condition goes on from: the one its last poll recorded, else
+    ``initial`` (``NO_STATE`` for a condition without state)."""
+    if initial is NO_STATE or rec is None or rec.checkpoint is None:
+        return initial
+    return x.decode(rec.checkpoint["state"], annotation)
+
+
+def _fail_condition(x: Execution, base: StepRecord, error: Exception) -> NoReturn:
+    """A check that failed for good (terminal, or out of its retry policy's attempts)."""
+    base.status = StepStatus.TERMINAL_FAILED
+    base.error_type, base.error_class = error_type_name(error), "terminal"
+    base.error_summary = f"{error_type_name(error)}: {error}"[:1000]
+    stored = x.write_fenced(base)
+    raise StepFailed(
+        stored.name,
+        base.position,
+        stored.error_type or "Error",
+        stored.error_summary or "",
+        base.attempt,
+    ) from error
+
+
+def _met(until: Callable[[Any], object] | None, state: Any) -> bool:
+    """Whether a condition's state is the one waited for: the user's predicate (workflow
+    code: it decides on the recorded state alone, so a replay decides the same), or the
+    state's truth."""
+    return bool(until(state)) if until is not None else bool(state)
+
+
+def _poll(x: Execution, check: Callable[..., Any], state: Any) -> tuple[Any, Exception | None]:
+    """Run one check like a step body: outside workflow code, errors captured; given the
+    previous state when the condition carries one."""
     token = bind_context(None)
     try:
         with x.engine.guard.step_code(), x.off_turn():
-            return check(), None
+            return (check() if state is NO_STATE else check(state)), None
     except TerminalError as e:
         return None, e
     except Exception as e:

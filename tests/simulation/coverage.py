@@ -19,7 +19,7 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
     "create_callback": ("ctx.create_callback",),
     "wait_for_callback": ("ctx.wait_for_callback",),
     "wait_for_signal": ("ctx.wait_for_signal",),
-    "wait_for_condition": ("ctx.wait_for_condition",),
+    "wait_for_condition": ("ctx.wait_for_condition", "ctx.wait_for_condition(initial_state)"),
     "parallel": ("ctx.parallel",),
     "map": (
         "ctx.map",

@@ -252,7 +252,11 @@ def _op(rng: random.Random, kind: str, i: int | str) -> Op:
             "catch": rng.random() < 0.7,
         }
     if kind == "condition":
-        return {"op": "condition", "polls": rng.randint(1, 3), "timeout": rng.choice((None, 3600))}
+        op = {"op": "condition", "polls": rng.randint(1, 3), "timeout": rng.choice((None, 3600))}
+        # A check that carries state (initial_state, until, max_attempts): derived from the
+        # draws above, so every seed's schedule stays the same.
+        op["stateful"] = op["polls"] == 2
+        return op
     if kind == "sleep_until":
         return {"op": "sleep_until", "s": rng.choice((1, 600, 3600))}
     if kind == "changed":
@@ -444,6 +448,14 @@ def poll(run: str, index: int | str, needed: int) -> dict[str, int] | None:
     return {"polls": count} if count >= needed else None
 
 
+def poll_state(run: str, index: int | str, state: int) -> int:
+    """A stateful check: the state the last recorded poll left, plus one."""
+    h = hooks()
+    h.journal.bodies.append(BodyStart(h.stamp(), run, "", 0, "poll", "at_least_once"))
+    h.journal.polls[(run, index)] = h.journal.polls.get((run, index), 0) + 1
+    return state + 1
+
+
 # --- the one workflow ------------------------------------------------------------------
 
 APP = App()
@@ -522,6 +534,8 @@ def context_call(op: Op) -> str:
         return f"ctx.{op['kind']}"
     if kind == "step" and op.get("filter"):
         return "ctx.step(retryable_errors)"
+    if kind == "condition" and op.get("stateful"):
+        return "ctx.wait_for_condition(initial_state)"
     return {
         "dmap": "ctx.map(distributed=True)",
         "signal": "ctx.wait_for_signal",
@@ -619,6 +633,17 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
         if kind == "signal":
             return ctx.wait_for_signal(op["name"], timeout)
         if kind == "condition":
+            if op.get("stateful"):
+                return ctx.wait_for_condition(
+                    functools.partial(poll_state, run, i),
+                    timedelta(seconds=10),
+                    timeout,
+                    name=f"cond{i}",
+                    backoff=1.0,
+                    initial_state=0,
+                    until=lambda n: n >= op["polls"],
+                    max_attempts=op["polls"] + 3,
+                )
             check = functools.partial(poll, run, i, op["polls"])
             return ctx.wait_for_condition(
                 check, timedelta(seconds=10), timeout, name=f"cond{i}", backoff=1.0

@@ -103,6 +103,10 @@ def order_is_paid() -> bool:
     return True
 
 
+def count_up(n: int) -> int:
+    return n + 1
+
+
 # --- workflows ---------------------------------------------------------------------
 
 
@@ -190,6 +194,18 @@ def fulfil(ctx: Context, order: Order) -> dict[str, Any]:
             max_interval=timedelta(minutes=1),
         ),
         str,
+    )
+    # With state: the check maps a state to the next; the result is the last state.
+    assert_type(
+        ctx.wait_for_condition(
+            count_up,
+            timedelta(seconds=5),
+            initial_state=0,
+            until=lambda n: n >= 3,
+            max_attempts=10,
+            jitter="full",
+        ),
+        int,
     )
 
     # Children: a workflow function types its input and its result; by name, Any.
