@@ -169,6 +169,9 @@ class BatchFailed(DurableError):
         self.error = error
 
 
+CompletionReason = Literal["all_completed", "min_successful_reached", "failure_tolerance_exceeded"]
+
+
 @dataclass(frozen=True, slots=True)
 class BatchItem(Generic[T]):
     """One branch's outcome: ``value`` when it succeeded, ``error`` when it failed,
@@ -178,6 +181,10 @@ class BatchItem(Generic[T]):
     status: ItemStatus
     value: T | None = None
     error: BaseException | None = None
+    # The branch's name as recorded: a parallel branch's function name (or ``branch_names``),
+    # a map item's ``item_name`` (by default the item itself when it is a short text or
+    # number, else "item N"); None in a decision recorded before names were.
+    name: str | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -214,6 +221,18 @@ class BatchResult(Generic[T]):
                 error
             )
         return [i.value for i in self.items if i.status == "succeeded"]  # type: ignore[misc]
+
+    @property
+    def completion_reason(self) -> CompletionReason:
+        """Why the batch was decided, from its recorded outcome (so a replay says the same):
+        ``"all_completed"`` (every branch ended), ``"min_successful_reached"`` (the rule
+        was met with branches still open, which were canceled) or
+        ``"failure_tolerance_exceeded"`` (more failed than the rule tolerates)."""
+        if not self.ok:
+            return "failure_tolerance_exceeded"
+        if any(i.status == "canceled" for i in self.items):
+            return "min_successful_reached"
+        return "all_completed"
 
     @property
     def succeeded(self) -> list[BatchItem[T]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid as _uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, TypeVarTuple, overload
@@ -317,6 +317,7 @@ class Context:
         name: str = "parallel",
         max_concurrency: int | None = None,
         completion: Any = None,
+        branch_names: Sequence[str] | None = None,
     ) -> BatchResult[Any]:
         """Run ``branches`` (each a function taking a ``Context``) at the same time and
         return their outcomes in branch order.
@@ -329,7 +330,11 @@ class Context:
         or ``{"tolerated_failures": "10%"}``; branches still running then are canceled at
         their next durable call and their compensations run. When every open branch
         waits, the run suspends until the first of them can go on. ``.values()`` on the
-        result gives the values, or raises ``BatchFailed`` when the rule failed.
+        result gives the values, or raises ``BatchFailed`` when the rule failed;
+        ``.completion_reason`` says why it was decided.
+
+        Each branch is named in the batch's record (``durable show`` and the console print
+        it, ``BatchItem.name``): ``branch_names`` in branch order, else each function's name.
         """
         from durable.fanout import run_batch
 
@@ -339,6 +344,7 @@ class Context:
             [(b, return_annotation(b)) for b in branches],
             max_concurrency=max_concurrency,
             completion=completion,
+            names=branch_names or [_branch_label(b, i) for i, b in enumerate(branches, 1)],
         )
 
     def map(
@@ -350,6 +356,7 @@ class Context:
         max_concurrency: int | None = None,
         completion: Any = None,
         distributed: bool | None = None,
+        item_name: Callable[[T, int], str] | None = None,
     ) -> BatchResult[R]:
         """Run ``fn(ctx, item)`` for each item as a branch of one batch (see ``parallel``);
         results come back in item order, decoded by ``fn``'s return annotation.
@@ -360,6 +367,12 @@ class Context:
         taking the item as its input: ``max_concurrency`` children at a time (default
         100) across all workers, started in batches, each child's end recorded under
         this map with the same atomic write that ends it (``durable.distributed``).
+
+        Each inline branch is named in the map's record (``durable show``, the console,
+        ``BatchItem.name``): ``item_name(item, index)`` (the AWS SDK's ``item_namer``),
+        else the item itself when it is a number or a short text, else "item N". The name
+        is stored: name by an id, not by a secret. A distributed map's items are child
+        runs, each named by its own id.
         """
         from durable.completion import check_batch_size
         from durable.fanout import INLINE_LIMIT, run_batch
@@ -373,6 +386,12 @@ class Context:
             from durable.children import resolve_workflow
             from durable.distributed import run_distributed
 
+            if item_name is not None:
+                raise InvalidInput(
+                    f"map {name!r}: item_name= names inline branches; a distributed map's "
+                    "items are child runs, named by their run ids",
+                    field="item_name",
+                )
             try:
                 wf = resolve_workflow(self._exec.engine, fn)
             except Exception as e:
@@ -402,6 +421,7 @@ class Context:
             [(branch(v), annotation) for v in values],
             max_concurrency=max_concurrency,
             completion=completion,
+            names=_item_labels(values, item_name),
         )
         return result
 
@@ -651,3 +671,30 @@ def reset_context(token: object) -> None:
 
 def reset_step(token: object) -> None:
     _active_step.reset(token)  # type: ignore[arg-type]
+
+
+def _branch_label(branch: Callable[..., Any], index: int) -> str:
+    """A parallel branch's default name: its function's, or "branch N" for a lambda."""
+    label = getattr(branch, "__name__", "") or ""
+    return label if label and label != "<lambda>" else f"branch {index}"
+
+
+def _item_labels(values: list[Any], item_name: Callable[[Any, int], str] | None) -> list[str]:
+    """A map's branch names: ``item_name(item, index)``, else the item when it is a number
+    or a short printable text, else "item N" (1-based, as the console counts)."""
+    if item_name is not None:
+        labels = []
+        for i, value in enumerate(values):
+            try:
+                labels.append(item_name(value, i))
+            except Exception as e:
+                raise InvalidInput(
+                    f"item_name raised {type(e).__name__} for item {i}: {e}", field="item_name"
+                ) from e
+        return labels
+    return [
+        str(v)
+        if isinstance(v, int | float | str) and 0 < len(str(v)) <= 40 and str(v).isprintable()
+        else f"item {i}"
+        for i, v in enumerate(values, 1)
+    ]

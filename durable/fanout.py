@@ -100,11 +100,14 @@ def run_batch(
     *,
     max_concurrency: int | None,
     completion: Any,
+    names: Sequence[str] | None = None,
 ) -> BatchResult[Any]:
     """Run ``branches`` (each a callable taking a ``Context``, and the annotation its
-    value is encoded by) as one batch; see the module docstring."""
+    value is encoded by) as one batch; see the module docstring. ``names``: each
+    branch's name, recorded in the decision (``durable show`` and the console print it)."""
     if not isinstance(name, str) or not name:
         raise InvalidInput('a batch needs a name: name="fetch-profiles"', field="name")
+    labels = check_branch_names(names, len(branches))
     check_max_concurrency(max_concurrency)
     rule = parse_completion(completion)
     check_batch_size(len(branches), f"batch {name!r}", INLINE_LIMIT)
@@ -136,7 +139,7 @@ def run_batch(
         return _result(x, name, decision, runs)
     workers = max_concurrency or min(len(runs), DEFAULT_THREADS)
     _run_threads(x, runs, rule, workers, Context(x))
-    return _conclude(x, caller, position, name, rule, runs)
+    return _conclude(x, caller, position, name, rule, runs, labels)
 
 
 def _branches(
@@ -289,6 +292,7 @@ def _conclude(
     name: str,
     rule: Completion,
     runs: list[_Branch],
+    labels: list[str] | None = None,
 ) -> BatchResult[Any]:
     if x.nondeterminism is not None:  # a branch caught it: still, nothing is decided
         raise x.nondeterminism
@@ -309,7 +313,9 @@ def _conclude(
         "rule": rule.describe(),
         "ok": ok,
         "n": len(runs),
-        "items": [_item(x, b) for b in runs],
+        "items": [
+            {**_item(x, b), **({"name": labels[b.index - 1]} if labels else {})} for b in runs
+        ],
         "comp": [b.index for b in runs if b.cursor.compensations],
     }
     text = json.dumps(decision, separators=(",", ":"))
@@ -455,14 +461,44 @@ def _result(
     items: list[BatchItem[Any]] = []
     for b, item in zip(runs, decision["items"], strict=True):
         status: ItemStatus = item["s"]
-        i = b.index - 1
+        i, label = b.index - 1, item.get("name")
         if status == "succeeded":
-            items.append(BatchItem(i, status, value=x.decode(item["v"], b.annotation)))
+            value = x.decode(item["v"], b.annotation)
+            items.append(BatchItem(i, status, value=value, name=label))
         elif status == "failed":
-            items.append(BatchItem(i, status, error=_error(b.index, item)))
+            items.append(BatchItem(i, status, error=_error(b.index, item), name=label))
         else:
-            items.append(BatchItem(i, status))
+            items.append(BatchItem(i, status, name=label))
     return BatchResult(name, decision["rule"], bool(decision["ok"]), tuple(items))
+
+
+# A branch name is shown in tables and a terminal: short, printable.
+MAX_BRANCH_NAME = 100
+
+
+def check_branch_names(names: Sequence[str] | None, count: int) -> list[str] | None:
+    """``names`` checked: one per branch, each a non-empty printable text of at most
+    ``MAX_BRANCH_NAME`` characters (``InvalidInput`` naming the field otherwise)."""
+    if names is None:
+        return None
+    if isinstance(names, str) or len(names) != count:
+        raise InvalidInput(
+            f"branch_names gives {1 if isinstance(names, str) else len(names)} name(s) for "
+            f"{count} branch(es): pass one name per branch, in order",
+            field="branch_names",
+        )
+    for label in names:
+        if (
+            not isinstance(label, str)
+            or not label
+            or len(label) > MAX_BRANCH_NAME
+            or not label.isprintable()
+        ):
+            raise InvalidInput(
+                f"branch name {label!r}: a printable text of 1 to {MAX_BRANCH_NAME} characters",
+                field="branch_names",
+            )
+    return list(names)
 
 
 def _error(index: int, item: dict[str, Any]) -> BaseException:

@@ -72,9 +72,41 @@ def batch_summary(decision: Any) -> str:
         verdict = "ok" if decision["ok"] else "failed"
         kinds = ("succeeded", "failed", "canceled")
         parts = ", ".join(f"{counts[k]} {k}" for k in kinds if counts[k])
-        return f"{verdict} ({decision['rule']}): {parts or 'no branches'}"
+        failed = [str(i["name"]) for i in decision["items"] if i["s"] == "failed" and "name" in i]
+        named = (
+            f"; failed: {', '.join(failed[:3])}{' …' if len(failed) > 3 else ''}" if failed else ""
+        )
+        return f"{verdict} ({decision['rule']}): {parts or 'no branches'}{named}"
     except (KeyError, TypeError):
         return "recorded"
+
+
+def branch_names(steps: Sequence[Row]) -> dict[str, str]:
+    """Each branch's name by its position (``0004.0002``), from the decided batches'
+    records: what ``durable show`` prints beside the steps a branch ran."""
+    names: dict[str, str] = {}
+    for step in steps:
+        if step.get("kind") != "batch":
+            continue
+        output = step.get("output")
+        try:
+            decision: Any = json.loads(output) if isinstance(output, str) else output
+            for index, item in enumerate(decision["items"], 1):
+                if "name" in item:
+                    names[f"{step.get('position')}.{index:04d}"] = str(item["name"])
+        except (KeyError, TypeError, ValueError):
+            continue
+    return names
+
+
+def _in_branch(position: str, names: Mapping[str, str]) -> str:
+    """`` [name]`` of the innermost named branch ``position`` is in, or ''."""
+    parts = position.split(".")
+    for depth in range(len(parts) - 1, 1, -1):
+        label = names.get(".".join(parts[:depth]))
+        if label is not None:
+            return f" [{label}]"
+    return ""
 
 
 def _detail(step: Row) -> str:
@@ -101,10 +133,11 @@ def _detail(step: Row) -> str:
 
 
 def render_steps(steps: Sequence[Row]) -> str:
+    named = branch_names(steps)
     rows = [
         [
             str(s.get("position")),
-            str(s.get("name")),
+            short(f"{s.get('name')}{_in_branch(str(s.get('position')), named)}", 60),
             str(s.get("kind")),
             str(s.get("status")),
             str(s.get("attempt") or ""),

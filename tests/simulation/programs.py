@@ -513,9 +513,10 @@ def _batch_summary(result: durable.BatchResult[Any]) -> list[Any]:
             item.value,
             type(item.error).__name__ if item.error else None,
             str(item.error or ""),
+            item.name,  # recorded: a replay must give the same names and reason
         ]
         for item in result
-    ] + [result.ok, result.rule]
+    ] + [result.ok, result.rule, result.completion_reason]
 
 
 def context_call(op: Op) -> str:
@@ -587,6 +588,7 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
                 name=f"op{i}",
                 max_concurrency=1,
                 completion=op["rule"],
+                item_name=lambda item, index: f"item-{item}",
             )
         else:
             result = ctx.parallel(

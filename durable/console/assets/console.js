@@ -639,8 +639,31 @@ function lanes(run, now) {
   });
 }
 
+// Each branch's name by its position ("0004.0002"), from the decided batches' records.
+function branchNames(run) {
+  const names = {};
+  for (const step of run.steps) {
+    if (step.kind !== "batch" || !step.output || !Array.isArray(step.output.items)) continue;
+    step.output.items.forEach((item, i) => {
+      if (item.name) names[`${step.position}.${String(i + 1).padStart(4, "0")}`] = item.name;
+    });
+  }
+  return names;
+}
+
+// " [name]" of the innermost named branch a position is in.
+function inBranch(position, names) {
+  const parts = position.split(".");
+  for (let depth = parts.length - 1; depth > 1; depth--) {
+    const label = names[parts.slice(0, depth).join(".")];
+    if (label) return ` [${label}]`;
+  }
+  return "";
+}
+
 function timeline(run) {
   const now = nowMs();
+  const named = branchNames(run);
   const rows = lanes(run, now);
   if (!rows.length) return h("p", { class: "muted" }, "Nothing recorded yet.");
   const t0 = Date.parse(run.created_at);
@@ -668,7 +691,7 @@ function timeline(run) {
       return s(
         "g",
         { class: `lane${row.step.position === fault ? " at-fault" : ""}`, "data-position": row.step.position, "data-status": row.step.status },
-        s("text", { x: 4 + depth * 10, y: y + 14, class: "lane-label" }, `${row.step.position} ${row.step.name}`),
+        s("text", { x: 4 + depth * 10, y: y + 14, class: "lane-label" }, `${row.step.position} ${row.step.name}${inBranch(row.step.position, named)}`),
         row.segments.map((seg) =>
           s("rect", { x: x(seg.start), y: y + 4, width: Math.max(2, x(seg.end) - x(seg.start)), height: lane - 8, rx: 3, class: `bar ${seg.cls}` },
             s("title", {}, `${row.step.name}: ${seg.tip}`)),
@@ -685,6 +708,7 @@ function timeline(run) {
 
 function stepsTable(run) {
   if (!run.steps.length) return h("p", { class: "muted" }, "No steps yet.");
+  const named = branchNames(run);
   return h(
     "table",
     { class: "steps" },
@@ -692,7 +716,7 @@ function stepsTable(run) {
     h("tbody", {}, run.steps.map((step) =>
       h("tr", { class: step.position === run.error?.position ? "at-fault" : "" },
         h("td", {}, step.position),
-        h("td", {}, step.name),
+        h("td", {}, step.name, inBranch(step.position, named) ? h("span", { class: "muted", "data-branch": "1" }, inBranch(step.position, named)) : null),
         h("td", {}, step.kind, step.child ? [" ", h("a", { href: runLink({ workflow: step.name, run_id: step.child }), "data-child": step.child }, "open child")] : null),
         h("td", {}, badge(step.status), step.completed_by ? h("span", { class: "muted" }, ` by ${who(step.completed_by)}`) : null),
         h("td", {}, step.attempts.length || ""),
@@ -711,7 +735,9 @@ function batchText(decision) {
   const counts = {};
   for (const item of decision.items) counts[item.s] = (counts[item.s] || 0) + 1;
   const parts = ["succeeded", "failed", "canceled"].filter((k) => counts[k]).map((k) => `${counts[k]} ${k}`);
-  return `${decision.ok ? "ok" : "failed"} (${decision.rule}): ${parts.join(", ") || "no branches"}`;
+  const failed = decision.items.filter((item) => item.s === "failed" && item.name).map((item) => item.name);
+  const named = failed.length ? `; failed: ${failed.slice(0, 3).join(", ")}${failed.length > 3 ? " …" : ""}` : "";
+  return `${decision.ok ? "ok" : "failed"} (${decision.rule}): ${parts.join(", ") || "no branches"}${named}`;
 }
 
 function dueText(step) {
