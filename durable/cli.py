@@ -590,6 +590,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_heartbeat(args: argparse.Namespace) -> int:
+    """A callback's heartbeat, as the worker doing the job sends it (the token is its
+    authority): the wait's expiry moves on by its heartbeat_timeout."""
+    raw = str(args.token).rsplit("/callbacks/", 1)[-1].split("/", 1)[0]  # a URL, or the token
+    token = urllib.parse.quote(raw, safe="")
+    taken = call(args, "POST", f"/callbacks/{token}/heartbeat", {})
+    print(f"heartbeat taken: run {taken['run_id']} now waits until {taken['expires_at']}")
+    return 0
+
+
 def cmd_answer(args: argparse.Namespace, approve: bool) -> int:
     result = (parse_json(args.result, "result") if args.result else True) if approve else None
     error = None if approve else {"type": "Rejected", "message": args.reason or "rejected"}
@@ -847,6 +857,13 @@ def parser() -> argparse.ArgumentParser:
     show.add_argument("--timeline", action="store_true")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
+
+    heartbeat = sub.add_parser(
+        "heartbeat",
+        help="say a callback's job is alive (a callback with a heartbeat_timeout): TOKEN",
+    )
+    heartbeat.add_argument("token", metavar="TOKEN", help="the callback's token (or its URL's end)")
+    heartbeat.set_defaults(func=cmd_heartbeat)
 
     approve = sub.add_parser(
         "approve", help="answer a run's pending callback: RUN_ID WAIT_NAME (or a TOKEN)"

@@ -166,16 +166,31 @@ class Context:
     # class (``Literal[...]``, a union) is still decoded by, but typed as Any.
     @overload
     def create_callback(
-        self, name: str, timeout: timedelta | None = None, *, result_type: type[T]
+        self,
+        name: str,
+        timeout: timedelta | None = None,
+        *,
+        result_type: type[T],
+        heartbeat_timeout: timedelta | None = None,
     ) -> Callback[T]: ...
 
     @overload
     def create_callback(
-        self, name: str, timeout: timedelta | None = None, *, result_type: Any = None
+        self,
+        name: str,
+        timeout: timedelta | None = None,
+        *,
+        result_type: Any = None,
+        heartbeat_timeout: timedelta | None = None,
     ) -> Callback[Any]: ...
 
     def create_callback(
-        self, name: str, timeout: timedelta | None = None, *, result_type: Any = None
+        self,
+        name: str,
+        timeout: timedelta | None = None,
+        *,
+        result_type: Any = None,
+        heartbeat_timeout: timedelta | None = None,
     ) -> Callback[Any]:
         """Mint a callback (``.token``, ``.url``); ``.result()`` waits for its answer.
 
@@ -184,10 +199,15 @@ class Context:
         JSON body the sender posts to the URL; with ``result_type`` (a class, such as a
         pydantic model of the sender's payload) one that does not fit is refused with a
         422 naming the field, and ``.result()`` returns the decoded value.
+
+        With ``heartbeat_timeout``, the party doing the work says it is alive by posting
+        to ``.url + "/heartbeat"`` (``durable heartbeat TOKEN``) at least that often: a
+        missed heartbeat times the wait out early (``CallbackTimeout``), ``timeout`` still
+        bounding the whole wait.
         """
         from durable.waits import create_callback
 
-        return create_callback(self._exec, name, timeout, result_type)
+        return create_callback(self._exec, name, timeout, result_type, heartbeat_timeout)
 
     @overload
     def wait_for_callback(
@@ -197,6 +217,7 @@ class Context:
         submit: Callable[[Callback[T]], object] | None = None,
         *,
         result_type: type[T],
+        heartbeat_timeout: timedelta | None = None,
     ) -> T: ...
 
     @overload
@@ -207,6 +228,7 @@ class Context:
         submit: Callable[[Callback[Any]], object] | None = None,
         *,
         result_type: Any = None,
+        heartbeat_timeout: timedelta | None = None,
     ) -> Any: ...
 
     def wait_for_callback(
@@ -216,6 +238,7 @@ class Context:
         submit: Callable[[Callback[Any]], object] | None = None,
         *,
         result_type: Any = None,
+        heartbeat_timeout: timedelta | None = None,
     ) -> Any:
         """Create a callback, run ``submit(callback)`` as the durable step ``<name>.submit``
         (email the approver its URL, say), and wait for the answer.
@@ -223,11 +246,12 @@ class Context:
         Returns the answer's JSON, or with ``result_type=Decision`` the ``Decision`` it
         decodes to (typed so: a type checker infers ``Decision``); raises
         ``CallbackFailed`` when the sender reported a failure (a rejection) and
-        ``CallbackTimeout`` after ``timeout``.
+        ``CallbackTimeout`` after ``timeout``, or early when a ``heartbeat_timeout``
+        passes without a heartbeat (see ``create_callback``).
         """
         from durable.waits import wait_for_callback
 
-        return wait_for_callback(self._exec, name, timeout, submit, result_type)
+        return wait_for_callback(self._exec, name, timeout, submit, result_type, heartbeat_timeout)
 
     def wait_for_signal(self, name: str, timeout: timedelta | None = None) -> Any:
         """Wait for the next signal ``name`` sent to this run (buffered if sent earlier).

@@ -434,6 +434,16 @@ class Engine:
 
         return complete_callback(self, token, result, error)
 
+    def heartbeat(self, token: str) -> tuple[str, str]:
+        """A heartbeat for a callback created with ``heartbeat_timeout``: its wait's expiry
+        moves to now + that timeout (never past its own ``timeout``). Returns the run id and
+        the new expiry. Raises ``CallbackNotFound`` (unknown token), ``InvalidState`` (the
+        callback takes no heartbeats), ``CallbackAlreadyCompleted`` or ``CallbackExpired``
+        (a heartbeat missed: too late); nothing is written in any of these."""
+        from durable.events import heartbeat_callback
+
+        return heartbeat_callback(self, token)
+
     def complete_wait(
         self,
         run_id: str,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde, tokens
@@ -36,7 +37,7 @@ from durable.model import (
 from durable.ports import RunFinished, SignalExists, WaitNotPending
 from durable.retention import leftover_cutoff
 from durable.secrets import SEALED, is_sealed, transform
-from durable.waits import check_wait_name
+from durable.waits import check_wait_name, heartbeat_expiry
 
 if TYPE_CHECKING:
     from durable.engine import Engine
@@ -109,15 +110,57 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
         raise InvalidInput("send either a result or an error, not both", field="error")
     output = None if error is not None else _json_text(result, "result")
     failure = _error_fields(error) if error is not None else None
+    rec = _token_wait(engine, token, run_id, position)
+    digest = tokens.token_hash(token)
+    now = format_time(engine.clock.now())
+    if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
+        _refuse(rec, now)
+    output = _answer_text(engine, rec, result, output, failure)
+    _deliver(engine, _answered(rec, output, failure, now), digest, now)
+    return run_id
+
+
+def heartbeat_callback(engine: Engine, token: str) -> tuple[str, str]:
+    """A heartbeat from the party a callback waits on: its wait's expiry moves to now +
+    its ``heartbeat_timeout`` (never past its deadline). One conditional write, as an
+    answer's (still WAITING, the token's hash, not expired; the run's inbox bumped, so a
+    worker holding the run's history reloads it rather than time the wait out on the old
+    expiry); a worker re-parks the run until the new expiry. Returns (run id, expiry)."""
+    run_id, position, _ = tokens.parse_token(token)
+    rec = _token_wait(engine, token, run_id, position)
+    heartbeat = (rec.detail or {}).get("heartbeat")
+    if not heartbeat:
+        raise InvalidState(
+            f"callback {rec.name!r} takes no heartbeats: give it a heartbeat_timeout "
+            "(ctx.wait_for_callback(..., heartbeat_timeout=timedelta(minutes=5)))"
+        )
+    now = engine.clock.now()
+    stamp = format_time(now)
+    if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= stamp):
+        _refuse(rec, stamp)
+    deadline = (rec.detail or {}).get("deadline")
+    expires = heartbeat_expiry(now, timedelta(seconds=float(heartbeat)), deadline)
+    beat = replace(
+        rec,
+        expires_at=expires,
+        updated_at=stamp,
+        detail={**(rec.detail or {}), "heartbeat_at": stamp},
+    )
+    _deliver(engine, beat, rec.token_hash, stamp)
+    return run_id, expires or ""
+
+
+def _token_wait(engine: Engine, token: str, run_id: str, position: str) -> StepRecord:
+    """The callback a token names, checked (its MAC, its hash, its run's lifetime);
+    ``CallbackNotFound`` for anything else."""
     secret = tokens.check_secret(engine.config.callback_secret)
     keys = (secret, *engine.config.callback_verify_only_secrets)
     rec = engine.ledger.get_step(run_id, position)
-    digest = tokens.token_hash(token)
     if (
         rec is None
         or rec.kind != StepKind.CALLBACK
         or rec.token_nonce is None
-        or rec.token_hash != digest
+        or rec.token_hash != tokens.token_hash(token)
         or not tokens.verify(keys, token, rec.token_nonce)
     ):
         raise CallbackNotFound("unknown callback token: check it was copied whole")
@@ -126,12 +169,7 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
         # The callback of an earlier run under this id (expired, not yet purged): its
         # token must not answer the current run's wait at the same position.
         raise CallbackNotFound("unknown callback token: its run has expired")
-    now = format_time(engine.clock.now())
-    if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
-        _refuse(rec, now)
-    output = _answer_text(engine, rec, result, output, failure)
-    _deliver(engine, _answered(rec, output, failure, now), digest, now)
-    return run_id
+    return rec
 
 
 def _answer_text(

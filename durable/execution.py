@@ -490,7 +490,9 @@ class Execution(LeaseKeeping):
         rec.fence = self.run.fence
         return self.kept(rec, self.ledger.write_step(rec))
 
-    def write_fenced(self, rec: StepRecord, *, starts_body: bool = False) -> StepRecord:
+    def write_fenced(
+        self, rec: StepRecord, *, starts_body: bool = False, since_events: bool = False
+    ) -> StepRecord:
         """Record a decision about the run's future (a wait, a value, a failure for good,
         a RUNNING mark), fenced by the lease in the same atomic write: a worker whose
         lease is gone writes nothing (``LeaseLost``).
@@ -501,13 +503,22 @@ class Execution(LeaseKeeping):
         or after a cancel was acknowledged."""
         self._new_work()
         rec.fence = self.run.fence
-        guard = self.guard()
+        # since_events: only if no outside event was recorded since this worker looked (a
+        # wait timed out on a view a heartbeat has since moved on): else reload, replay.
+        guard = self.guard(inbox=self.events_inbox) if since_events else self.guard()
         if starts_body:
             guard = replace(guard, no_cancel=not self.compensating, alive_at=self.now_text())
         try:
             stored = self.ledger.write_step(rec, guard)
         except ConditionFailed as e:
             current = e.current
+            if (
+                since_events
+                and current is not None
+                and (current.fence, current.lease_owner) == (guard.fence, guard.owner)
+                and current.inbox != guard.inbox
+            ):
+                raise InboxChanged(current.inbox) from e
             if (
                 starts_body
                 and current is not None

@@ -333,6 +333,11 @@ class LocalRunner:
         """Answer a callback (as the API route would); ``run_until_idle`` then resumes it."""
         return self.engine.complete_callback(token, result, error)
 
+    def heartbeat(self, token: str) -> str:
+        """A heartbeat for a callback with a ``heartbeat_timeout`` (as the API route would):
+        its new expiry."""
+        return self.engine.heartbeat(token)[1]
+
     def complete_wait(
         self, run_id: str, name: str, result: Any = None, error: Any = None
     ) -> StepRecord:

@@ -98,10 +98,15 @@ class Callback(Generic[T]):
 
 
 def create_callback(
-    x: Execution, name: str, timeout: timedelta | None, result_type: Any = None
+    x: Execution,
+    name: str,
+    timeout: timedelta | None,
+    result_type: Any = None,
+    heartbeat_timeout: timedelta | None = None,
 ) -> Callback[Any]:
     check_wait_name(name, "callback")
     _check_timeout(timeout)
+    _check_heartbeat(heartbeat_timeout, timeout)
     if x.dry_run:  # a deploy check: it sends nothing, so needs no token (nor its key)
         position = x.next_position()
         x.recorded(position, name, StepKind.CALLBACK)  # the frontier ends the check here
@@ -111,7 +116,8 @@ def create_callback(
     rec = x.recorded(position, name, StepKind.CALLBACK)
     token: str | None = None
     if rec is None:
-        expires = _expiry(x, timeout, "callback")
+        deadline = _expiry(x, timeout, "callback")
+        expires = heartbeat_expiry(x.clock.now(), heartbeat_timeout, deadline)
         nonce = tokens.new_nonce()
         token = tokens.make_token(secret, x.run.run_id, position, nonce)
         # The API validates answers against the type, when it can import it by name.
@@ -127,6 +133,13 @@ def create_callback(
                     "(a class, not a generic alias) in a module the API's code has"
                 )
             detail = {"result_type": reference, "sealed": True}
+        if heartbeat_timeout is not None:
+            # Each heartbeat moves expires_at to now + this, never past the deadline.
+            detail = {
+                **(detail or {}),
+                "heartbeat": heartbeat_timeout.total_seconds(),
+                "deadline": deadline,
+            }
         # Written WAITING (with its expiry) before the token leaves this function.
         rec = x.write_fenced(
             x.new_record(
@@ -177,8 +190,33 @@ def _await(x: Execution, position: str, what: str, annotation: Any = serde.NO_AN
         timed_out = StepRecord(
             **{**_fields(rec), "status": StepStatus.TIMED_OUT, "updated_at": format_time(now)}
         )
-        return _settled(x.write_fenced(timed_out), what)
+        # Unless an event came since this view was read: a heartbeat may have moved the
+        # expiry on (the worker then reloads and looks again).
+        return _settled(x.write_fenced(timed_out, since_events=True), what)
     raise x.suspend(rec.expires_at, position, replayed=True)
+
+
+def _check_heartbeat(heartbeat: timedelta | None, timeout: timedelta | None) -> None:
+    if heartbeat is None:
+        return
+    if not isinstance(heartbeat, timedelta) or heartbeat < timedelta(seconds=1):
+        raise ValueError("heartbeat_timeout must be a datetime.timedelta of at least 1 second")
+    if timeout is not None and heartbeat > timeout:
+        raise ValueError(
+            f"heartbeat_timeout ({heartbeat}) is longer than the timeout ({timeout}): the "
+            "wait would end before a heartbeat is ever missed; make it shorter, or drop it"
+        )
+
+
+def heartbeat_expiry(
+    now: datetime, heartbeat: timedelta | None, deadline: str | None
+) -> str | None:
+    """When a callback with a heartbeat times out if nothing more is heard: ``heartbeat``
+    from ``now``, never past its ``deadline`` (the wait's own timeout, if any)."""
+    if heartbeat is None:
+        return deadline
+    due = format_time(now + heartbeat)
+    return min(due, deadline) if deadline is not None else due
 
 
 def _expiry(x: Execution, timeout: timedelta | None, what: str) -> str | None:
@@ -200,8 +238,9 @@ def wait_for_callback(
     timeout: timedelta | None,
     submit: Callable[[Callback[Any]], Any] | None,
     result_type: Any = None,
+    heartbeat_timeout: timedelta | None = None,
 ) -> Any:
-    callback = create_callback(x, name, timeout, result_type)
+    callback = create_callback(x, name, timeout, result_type, heartbeat_timeout)
     if submit is not None:
         x.call_step(
             submit,

@@ -297,6 +297,14 @@ class CallbackAccepted(BaseModel):
     outcome: Literal["result", "error"]
 
 
+class HeartbeatAccepted(BaseModel):
+    """A callback's heartbeat taken: the wait now times out at ``expires_at`` unless
+    another heartbeat (or the answer) comes first."""
+
+    run_id: str
+    expires_at: str
+
+
 class SignalAccepted(BaseModel):
     run_id: str
     name: str

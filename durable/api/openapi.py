@@ -34,6 +34,7 @@ SIGV4 = {
 PUBLIC = {
     ("/callbacks/{token}", "post"),
     ("/callbacks/{token}/fail", "post"),
+    ("/callbacks/{token}/heartbeat", "post"),
     ("/hooks/{name}", "post"),
 }
 RAW_BODIES = {

@@ -28,6 +28,7 @@ from durable.api.models import (
     CancelRequest,
     ErrorResponse,
     ForkRequest,
+    HeartbeatAccepted,
     HookAccepted,
     HookChallenge,
     RetryRequest,
@@ -333,6 +334,19 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     )
     def callback_failed(token: str, body: CallbackError) -> Response[CallbackAccepted]:
         return _json(202, service().fail_callback(named(token), body))
+
+    @app.post(
+        "/callbacks/<token>/heartbeat",
+        summary="A heartbeat for a callback with a heartbeat_timeout: the wait goes on",
+        tags=["events"],
+        responses={
+            **_ok(202, "Heartbeat taken: the new expiry", HeartbeatAccepted),
+            **_errors(404, 409, 410),
+        },
+    )
+    def callback_heartbeat(token: str) -> Response[HeartbeatAccepted]:
+        # The token is the authority, as for an answer; the body is ignored.
+        return _json(202, service().heartbeat(named(token)))
 
     @app.post(
         "/runs/<run_id>/waits/<name>",

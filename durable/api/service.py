@@ -24,6 +24,7 @@ from durable.api.models import (
     CallbackError,
     CancelRequest,
     ForkRequest,
+    HeartbeatAccepted,
     HookAccepted,
     HookChallenge,
     RetryRequest,
@@ -470,6 +471,11 @@ class ApiService:
         """The sender's raw JSON body is the callback's result (empty: null)."""
         run_id = self.engine.complete_callback(token, result=parse_json(body))
         return CallbackAccepted(run_id=run_id, outcome="result")
+
+    def heartbeat(self, token: str) -> HeartbeatAccepted:
+        """The party a callback waits on says it is alive: the wait's expiry moves on."""
+        run_id, expires = self.engine.heartbeat(token)
+        return HeartbeatAccepted(run_id=run_id, expires_at=expires)
 
     def fail_callback(self, token: str, error: CallbackError) -> CallbackAccepted:
         run_id = self.engine.complete_callback(token, error=error.model_dump())

@@ -109,3 +109,33 @@ def test_the_attention_alarms_gauge_counts_only_runs_the_engine_parked(
         },
     )
     assert sweeper(scheduled_sweep_event(), context)["needs_attention"] == 1
+
+
+def test_a_heartbeat_through_the_api_and_the_cli_keeps_the_wait_alive(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """POST /callbacks/{token}/heartbeat (the token is the authority, as for an answer),
+    and `durable heartbeat TOKEN|URL`: the wait's expiry moves on; a missed one ends it."""
+    from durable import cli
+    from tests.handlers.conftest import later
+
+    run_id = _start(stack, "transcode")
+    stack.drain()
+    url = workflows.OUTBOX[run_id]
+    token = url.rsplit("/", 1)[-1]
+    later(stack, minutes=8)
+    beat = stack.call(api_event("POST", f"/callbacks/{token}/heartbeat", None))
+    assert beat.status == 202, beat.body
+    assert beat.body["run_id"] == run_id and beat.body["expires_at"] > "2026"
+    cli_through(stack, monkeypatch)
+    later(stack, minutes=8)  # 16 minutes in: alive only thanks to the heartbeats
+    assert cli.main(["--endpoint", "http://127.0.0.1:1", "heartbeat", url]) == 0
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said.startswith(f"heartbeat taken: run {run_id} now waits until ")
+    stack.drain()
+    assert stack.call(api_event("GET", f"/runs/{run_id}")).body["status"] == "WAITING"
+    later(stack, minutes=11)  # silence: the next look times it out
+    gone = stack.call(api_event("POST", f"/callbacks/{token}/heartbeat", None))
+    assert gone.status == 410, gone.body
+    forged = stack.call(api_event("POST", f"/callbacks/{token[:-4]}AAAA/heartbeat", None))
+    assert forged.status == 404

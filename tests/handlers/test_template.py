@@ -240,6 +240,7 @@ def test_api_events_match_the_routes_and_their_authorization() -> None:
     assert public == {
         ("/callbacks/{token}", "post"),
         ("/callbacks/{token}/fail", "post"),
+        ("/callbacks/{token}/heartbeat", "post"),
         ("/hooks/{name}", "post"),
     }
     # The document tells clients the same: no credentials on exactly those routes.
@@ -530,6 +531,7 @@ def test_the_stage_throttles_and_every_unsigned_route_tighter() -> None:
         ("/hooks/{name}", "POST"),
         ("/callbacks/{token}", "POST"),
         ("/callbacks/{token}/fail", "POST"),
+        ("/callbacks/{token}/heartbeat", "POST"),
     }
     throttles = _throttles()
     assert throttles.pop(("/*", "*")) == ("ApiRateLimit", "ApiBurstLimit")

@@ -8,7 +8,15 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from durable import App, CallbackFailed, Concurrency, Context, TerminalError, current_step
+from durable import (
+    App,
+    CallbackFailed,
+    CallbackTimeout,
+    Concurrency,
+    Context,
+    TerminalError,
+    current_step,
+)
 from durable.hooks import github, shopify, slack, stripe
 from durable.waits import Callback
 
@@ -59,6 +67,20 @@ def approval(ctx: Context, request: dict[str, Any]) -> dict[str, Any]:
     except CallbackFailed as e:
         return {"rejected": e.error_message}
     return {"approved": answer}
+
+
+@app.workflow(name="transcode")
+def transcode(ctx: Context) -> Any:
+    # A long external job: it posts a heartbeat at least every 10 minutes, or the wait ends.
+    try:
+        return ctx.wait_for_callback(
+            "transcoded",
+            timeout=timedelta(hours=6),
+            submit=publish,
+            heartbeat_timeout=timedelta(minutes=10),
+        )
+    except CallbackTimeout:
+        return "job lost"
 
 
 @app.workflow(name="approvals")

@@ -396,23 +396,7 @@ class World:
                 produced["engine.purge_expired"] += 1
             return
         if kind == "callback":
-            tokens = sorted(self.journal.mailbox)
-            unused = [t for t in tokens if t not in self.journal.answered]
-            if arg.get("fresh") and unused:
-                tokens = unused
-            if not tokens:
-                return
-            token = arg.get("exact") or tokens[arg["token"] % len(tokens)]
-            mail = self.journal.mailbox[token]
-            facts.update(run_id=mail.run_id, run=mail.run, position=mail.position, token=token)
-            if arg["error"]:
-                engine.complete_callback(token, error={"type": "Rejected", "message": "no"})
-            else:
-                engine.complete_callback(token, result={"answer": arg["value"]})
-            produced["engine.complete_callback"] += 1
-            # Answered (a crash before this line leaves it to answer again, as a caller
-            # that got no reply would).
-            self.journal.answered.add(token)
+            self._callback(arg, facts)
             return
         run_id = arg.get("exact") or self._pick_run(arg["run"], live=arg.get("live", False))
         if kind == "retry" and arg.get("failed"):
@@ -421,6 +405,35 @@ class World:
             return
         facts.update(run_id=run_id, run=self.run_key(run_id))
         self._on_run(kind, run_id, arg, facts)
+
+    def _callback(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
+        """The outside party of a callback: its answer, its rejection, or a heartbeat."""
+        engine, produced = self.engine, self.journal.produced
+        tokens = sorted(self.journal.mailbox)
+        unused = [t for t in tokens if t not in self.journal.answered]
+        if arg.get("fresh") and unused:
+            tokens = unused
+        if not tokens:
+            return
+        token = arg.get("exact") or tokens[arg["token"] % len(tokens)]
+        mail = self.journal.mailbox[token]
+        facts.update(run_id=mail.run_id, run=mail.run, position=mail.position, token=token)
+        if arg["value"] % 4 == 0:  # the job's heartbeat instead of its answer
+            try:
+                engine.heartbeat(token)
+                produced["engine.heartbeat"] += 1
+                return
+            except InvalidState:  # this callback takes no heartbeats: it is answered
+                pass
+        if arg["error"]:
+            engine.complete_callback(token, error={"type": "Rejected", "message": "no"})
+        else:
+            engine.complete_callback(token, result={"answer": arg["value"]})
+        produced["engine.complete_callback"] += 1
+        # Answered (a crash before this line leaves it to answer again, as a caller
+        # that got no reply would).
+        self.journal.answered.add(token)
+        return
 
     def _on_run(self, kind: str, run_id: str, arg: dict[str, Any], facts: dict[str, Any]) -> None:
         """An outside event or operator action on one known run."""

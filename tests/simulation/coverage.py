@@ -47,6 +47,7 @@ ENGINE_CALLS: dict[str, tuple[str, ...]] = {
     "fork": ("engine.fork",),
     "signal": ("engine.signal(key)", "engine.signal(no key)"),
     "complete_callback": ("engine.complete_callback",),
+    "heartbeat": ("engine.heartbeat",),
     "complete_wait": (
         "engine.complete_wait",
         "engine.complete_wait(position)",

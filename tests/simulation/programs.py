@@ -236,7 +236,7 @@ def _op(rng: random.Random, kind: str, i: int | str) -> Op:
     if kind == "sleep":
         return {"op": "sleep", "s": rng.choice((1, 30, 600, 3600))}
     if kind == "callback":
-        return {
+        op = {
             "op": "callback",
             "name": f"cb{i}",
             "timeout": rng.choice((None, None, 60, 3600)),
@@ -244,6 +244,10 @@ def _op(rng: random.Random, kind: str, i: int | str) -> Op:
             "work": rng.random() < 0.5,  # without submit: a step between sending and waiting
             "catch": rng.random() < 0.7,
         }
+        # A callback whose sender sends heartbeats (heartbeat_timeout): derived from the
+        # draws above, so every seed's schedule stays the same.
+        op["heartbeat"] = op["timeout"] == 3600 and bool(op["submit"])
+        return op
     if kind == "signal":
         return {
             "op": "signal",
@@ -626,7 +630,10 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
             return None
         if kind == "callback":
             if op["submit"]:
-                return ctx.wait_for_callback(op["name"], timeout, submit=submit)
+                beat = timedelta(seconds=600) if op.get("heartbeat") else None
+                return ctx.wait_for_callback(
+                    op["name"], timeout, submit=submit, heartbeat_timeout=beat
+                )
             cb = ctx.create_callback(op["name"], timeout)
             ctx.step(send, cb, name=f"{op['name']}.send")
             if op.get("work"):
