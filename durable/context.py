@@ -314,10 +314,12 @@ class Context:
         ``max_attempts`` checks that were not met.
 
         With ``initial_state``, a check carries state from one poll to the next:
-        ``check(state)`` returns the next state, recorded with each poll (so a resumed or
-        replayed run goes on from the state it had, never from the start), until
-        ``until(state)`` is true (default: the state is truthy); the last state is
-        returned. Every delay and state is recorded, so replay gives the same sequence.
+        ``check(state)`` returns the next state until ``until(state)`` is true (default:
+        the state is truthy); the last state is returned. The state is recorded each time
+        the run parks between checks, with the next check's time, so a resumed or
+        replayed run goes on from there; checks a worker ran in memory (waits shorter
+        than the step budget) since the last park run again after a crash, as a step's
+        body would. ``until`` raising fails the wait (``StepFailed``), recorded.
         """
         from durable.waits import wait_for_condition
 
@@ -392,11 +394,12 @@ class Context:
         100) across all workers, started in batches, each child's end recorded under
         this map with the same atomic write that ends it (``durable.distributed``).
 
-        Each inline branch is named in the map's record (``durable show``, the console,
-        ``BatchItem.name``): ``item_name(item, index)`` (the AWS SDK's ``item_namer``),
-        else the item itself when it is a number or a short text, else "item N". The name
-        is stored: name by an id, not by a secret. A distributed map's items are child
-        runs, each named by its own id.
+        With ``item_name(item, index)`` (the AWS SDK's ``item_namer``) each inline branch
+        is named in the map's record (``durable show``, the console, ``BatchItem.name``);
+        without it, none is stored and they show as "item N". The name is stored: name by
+        an id, not by a secret. A distributed map's items are child runs, each named by
+        its own id (``item_name`` is ignored when a map goes distributed by its size,
+        refused with ``distributed=True``).
         """
         from durable.completion import check_batch_size
         from durable.fanout import INLINE_LIMIT, run_batch
@@ -410,7 +413,7 @@ class Context:
             from durable.children import resolve_workflow
             from durable.distributed import run_distributed
 
-            if item_name is not None:
+            if item_name is not None and distributed:
                 raise InvalidInput(
                     f"map {name!r}: item_name= names inline branches; a distributed map's "
                     "items are child runs, named by their run ids",
@@ -703,22 +706,20 @@ def _branch_label(branch: Callable[..., Any], index: int) -> str:
     return label if label and label != "<lambda>" else f"branch {index}"
 
 
-def _item_labels(values: list[Any], item_name: Callable[[Any, int], str] | None) -> list[str]:
-    """A map's branch names: ``item_name(item, index)``, else the item when it is a number
-    or a short printable text, else "item N" (1-based, as the console counts)."""
-    if item_name is not None:
-        labels = []
-        for i, value in enumerate(values):
-            try:
-                labels.append(item_name(value, i))
-            except Exception as e:
-                raise InvalidInput(
-                    f"item_name raised {type(e).__name__} for item {i}: {e}", field="item_name"
-                ) from e
-        return labels
-    return [
-        str(v)
-        if isinstance(v, int | float | str) and 0 < len(str(v)) <= 40 and str(v).isprintable()
-        else f"item {i}"
-        for i, v in enumerate(values, 1)
-    ]
+def _item_labels(
+    values: list[Any], item_name: Callable[[Any, int], str] | None
+) -> list[str] | None:
+    """A map's branch names: ``item_name(item, index)``; without it none is recorded (the
+    console and ``durable show`` say "item N"): an item's own text may be personal data,
+    and a thousand names would weigh on the map's record for nothing."""
+    if item_name is None:
+        return None
+    labels = []
+    for i, value in enumerate(values):
+        try:
+            labels.append(item_name(value, i))
+        except Exception as e:
+            raise InvalidInput(
+                f"item_name raised {type(e).__name__} for item {i}: {e}", field="item_name"
+            ) from e
+    return labels

@@ -122,10 +122,12 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
 
 def heartbeat_callback(engine: Engine, token: str) -> tuple[str, str]:
     """A heartbeat from the party a callback waits on: its wait's expiry moves to now +
-    its ``heartbeat_timeout`` (never past its deadline). One conditional write, as an
-    answer's (still WAITING, the token's hash, not expired; the run's inbox bumped, so a
-    worker holding the run's history reloads it rather than time the wait out on the old
-    expiry); a worker re-parks the run until the new expiry. Returns (run id, expiry)."""
+    its ``heartbeat_timeout`` (never past its deadline). One conditional write of the
+    wait's own record (still WAITING with this token, not expired, the run not finished:
+    ``Ledger.extend_wait``), nothing else: no inbox bump, no worker woken. The run stays
+    parked until the expiry it had; the worker then meets the moved expiry (a timeout of
+    an expiry that moved on is refused by the ledger, ``leases.step_replaceable``) and
+    parks it again until the new one. Returns (run id, new expiry)."""
     run_id, position, _ = tokens.parse_token(token)
     rec = _token_wait(engine, token, run_id, position)
     heartbeat = (rec.detail or {}).get("heartbeat")
@@ -138,16 +140,38 @@ def heartbeat_callback(engine: Engine, token: str) -> tuple[str, str]:
     stamp = format_time(now)
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= stamp):
         _refuse(rec, stamp)
+    if _under_decided_batch(engine, run_id, position):
+        raise CallbackExpired(
+            f"callback {rec.name!r} is no longer waited on: its branch's batch was decided "
+            "without it; stop the job"
+        )
     deadline = (rec.detail or {}).get("deadline")
     expires = heartbeat_expiry(now, timedelta(seconds=float(heartbeat)), deadline)
+    if rec.expires_at is not None and expires is not None and expires <= rec.expires_at:
+        return run_id, rec.expires_at  # a later heartbeat already moved it further
     beat = replace(
         rec,
         expires_at=expires,
         updated_at=stamp,
         detail={**(rec.detail or {}), "heartbeat_at": stamp},
     )
-    _deliver(engine, beat, rec.token_hash, stamp)
+    try:
+        engine.ledger.extend_wait(beat, token_hash=rec.token_hash or "", now=stamp)
+    except WaitNotPending as e:  # answered or timed out between our read and our write
+        _refuse(e.current, stamp)
+    except RunFinished as e:
+        raise CallbackExpired(f"run {run_id} has finished: stop the job") from e
     return run_id, expires or ""
+
+
+def _under_decided_batch(engine: Engine, run_id: str, position: str) -> bool:
+    """Whether a batch above ``position`` has decided (its branch's wait is moot)."""
+    parts = position.split(".")
+    for depth in range(1, len(parts)):
+        above = engine.ledger.get_step(run_id, ".".join(parts[:depth]))
+        if above is not None and above.kind == StepKind.BATCH and above.status.final:
+            return True
+    return False
 
 
 def _token_wait(engine: Engine, token: str, run_id: str, position: str) -> StepRecord:

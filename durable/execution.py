@@ -491,7 +491,7 @@ class Execution(LeaseKeeping):
         return self.kept(rec, self.ledger.write_step(rec))
 
     def write_fenced(
-        self, rec: StepRecord, *, starts_body: bool = False, since_events: bool = False
+        self, rec: StepRecord, *, starts_body: bool = False, adopt_pending: bool = False
     ) -> StepRecord:
         """Record a decision about the run's future (a wait, a value, a failure for good,
         a RUNNING mark), fenced by the lease in the same atomic write: a worker whose
@@ -503,22 +503,13 @@ class Execution(LeaseKeeping):
         or after a cancel was acknowledged."""
         self._new_work()
         rec.fence = self.run.fence
-        # since_events: only if no outside event was recorded since this worker looked (a
-        # wait timed out on a view a heartbeat has since moved on): else reload, replay.
-        guard = self.guard(inbox=self.events_inbox) if since_events else self.guard()
+        guard = self.guard()
         if starts_body:
             guard = replace(guard, no_cancel=not self.compensating, alive_at=self.now_text())
         try:
             stored = self.ledger.write_step(rec, guard)
         except ConditionFailed as e:
             current = e.current
-            if (
-                since_events
-                and current is not None
-                and (current.fence, current.lease_owner) == (guard.fence, guard.owner)
-                and current.inbox != guard.inbox
-            ):
-                raise InboxChanged(current.inbox) from e
             if (
                 starts_body
                 and current is not None
@@ -528,6 +519,11 @@ class Execution(LeaseKeeping):
                 self.run = current
                 raise RunCanceled(current.cancel_reason or "canceled") from e
             raise LeaseLost() from e
+        if adopt_pending and stored is not rec and not stored.status.final:
+            # adopt_pending: a pending record that the write may not replace is news to
+            # take (a wait a heartbeat moved on), not a newer owner's: this lease holds.
+            self.steps[rec.position] = stored
+            return stored
         return self.kept(rec, stored)
 
     def _new_work(self) -> None:

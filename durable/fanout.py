@@ -472,8 +472,11 @@ def _result(
     return BatchResult(name, decision["rule"], bool(decision["ok"]), tuple(items))
 
 
-# A branch name is shown in tables and a terminal: short, printable.
+# A branch name is shown in tables and a terminal: short, printable. All of a batch's
+# names together stay well inside the decision record's room (the 400 KB item holds the
+# branches' results too): a batch whose names would take more is refused at the call.
 MAX_BRANCH_NAME = 100
+MAX_NAMES_TOTAL = 20_000
 
 
 def check_branch_names(names: Sequence[str] | None, count: int) -> list[str] | None:
@@ -498,6 +501,13 @@ def check_branch_names(names: Sequence[str] | None, count: int) -> list[str] | N
                 f"branch name {label!r}: a printable text of 1 to {MAX_BRANCH_NAME} characters",
                 field="branch_names",
             )
+    total = sum(len(label) for label in names)
+    if total > MAX_NAMES_TOTAL:
+        raise InvalidInput(
+            f"the batch's branch names take {total} characters, over {MAX_NAMES_TOTAL}: they "
+            "are recorded with its decision; give shorter names (an id), or none",
+            field="branch_names",
+        )
     return list(names)
 
 

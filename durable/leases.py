@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
-from durable.model import RunError, RunRecord, RunStatus, StepRecord
+from durable.model import RunError, RunRecord, RunStatus, StepRecord, StepStatus
 from durable.ports import ChildReport, RunGuard
 
 ClaimKind = Literal["free", "takeover"]
@@ -145,8 +145,23 @@ def step_replaceable(stored: StepRecord | None, step: StepRecord) -> bool:
     its lease to a newer owner whose pending wait (a callback whose URL is already out, a
     backoff already armed) must stand. This is the whole fence of a plain step write, in
     one item's condition; writes that need the run's lease itself add the run guard.
+
+    A timeout (TIMED_OUT) replaces a wait only if the wait's stored expiry is not later
+    than the one the writer timed out on: a callback's heartbeat moves its expiry on in
+    the stored record, and a worker looking at an older view of it must not end it. The
+    condition is on the wait's own item, so events elsewhere in the run (other callbacks'
+    heartbeats, answers, signals) never hold a timeout back.
     """
-    return stored is None or (not stored.status.final and stored.fence <= step.fence)
+    if stored is None:
+        return True
+    if stored.status.final or stored.fence > step.fence:
+        return False
+    return not (
+        step.status == StepStatus.TIMED_OUT
+        and stored.expires_at is not None
+        and step.expires_at is not None
+        and stored.expires_at > step.expires_at
+    )
 
 
 RUN_FIELDS = frozenset(RunRecord.__dataclass_fields__)

@@ -308,6 +308,15 @@ class Ledger(Protocol):
         """
         ...
 
+    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+        """A callback's heartbeat: the step item is replaced by ``step`` (the same wait, a
+        later ``expires_at``) only if it is WAITING, carries ``token_hash`` and has not
+        expired at ``now``, and only while the run is not terminal, in one transaction. The
+        run item is not changed: no inbox bump, no wake-up (``durable.events``). Raises
+        ``WaitNotPending`` or ``RunFinished``; nothing is written then.
+        """
+        ...
+
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         """Store a signal item and bump the run's inbox (``due_at = now``) atomically.
 
@@ -436,6 +445,7 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.continue_run",
     "ledger.create_run",
     "ledger.due_runs",
+    "ledger.extend_wait",
     "ledger.finish_child",
     "ledger.get_run",
     "ledger.get_step",

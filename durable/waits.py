@@ -190,9 +190,12 @@ def _await(x: Execution, position: str, what: str, annotation: Any = serde.NO_AN
         timed_out = StepRecord(
             **{**_fields(rec), "status": StepStatus.TIMED_OUT, "updated_at": format_time(now)}
         )
-        # Unless an event came since this view was read: a heartbeat may have moved the
-        # expiry on (the worker then reloads and looks again).
-        return _settled(x.write_fenced(timed_out, since_events=True), what)
+        # Refused if the stored wait's expiry moved on since this view (a heartbeat):
+        # then the stored wait is the truth, and the run parks until its new expiry.
+        stored = x.write_fenced(timed_out, adopt_pending=True)
+        if not stored.status.final:
+            raise x.suspend(stored.expires_at, position, replayed=True)
+        return _settled(stored, what)
     raise x.suspend(rec.expires_at, position, replayed=True)
 
 
@@ -389,7 +392,7 @@ def wait_for_condition(
             _fail_condition(x, base, error)
         if error is None and stateful:
             state = value
-        met = error is None and (_met(until, state) if stateful else bool(value))
+        met = error is None and (_met(x, base, until, state) if stateful else bool(value))
         if met or (max_attempts is not None and attempt >= max_attempts):
             return _end_condition(x, base, annotation, met, state if stateful else value)
         wake = _next_poll(x, min(interval * backoff ** (attempt - 1), cap), jitter, expires)
@@ -400,7 +403,8 @@ def wait_for_condition(
         base.error_summary = f"{error_type_name(error)}: {error}"[:1000] if error else None
         base.detail = {"errors": errors} if errors else None
         if stateful:
-            base.checkpoint = {"payload_version": 1, "state": x.redact(x.encode(state, annotation))}
+            # (A callback token in it is redacted by the write boundary like anywhere.)
+            base.checkpoint = {"payload_version": 1, "state": x.encode(state, annotation)}
         x.write_fenced(base)
         raise x.suspend(base.wake_at, position)
 
@@ -449,11 +453,15 @@ def _fail_condition(x: Execution, base: StepRecord, error: Exception) -> NoRetur
     ) from error
 
 
-def _met(until: Callable[[Any], object] | None, state: Any) -> bool:
+def _met(x: Execution, base: StepRecord, until: Callable[[Any], object] | None, state: Any) -> bool:
     """Whether a condition's state is the one waited for: the user's predicate (workflow
     code: it decides on the recorded state alone, so a replay decides the same), or the
-    state's truth."""
-    return bool(until(state)) if until is not None else bool(state)
+    state's truth. A predicate that raises fails the wait, recorded, so no later replay
+    polls again."""
+    try:
+        return bool(until(state)) if until is not None else bool(state)
+    except Exception as failed:
+        _fail_condition(x, base, failed)
 
 
 def _poll(x: Execution, check: Callable[..., Any], state: Any) -> tuple[Any, Exception | None]:

@@ -183,6 +183,9 @@ class WriteBoundary:
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         self._ledger.complete_waiting(scrub(step), token_hash=token_hash, now=now)
 
+    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+        self._ledger.extend_wait(scrub(step), token_hash=token_hash, now=now)
+
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         self._ledger.add_signal(scrub(signal), now=now)
 

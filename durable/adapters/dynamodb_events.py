@@ -103,6 +103,50 @@ class EventsMixin(TableBase):
         old_run = reasons[1].get("Item")
         raise RunFinished(item_to_run(old_run) if old_run else None)
 
+    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+        check_item_size(step, f"the heartbeat of step {step.name!r} at {step.position}")
+        condition = (
+            "#status = :waiting AND (attribute_not_exists(expires_at) OR expires_at > :now)"
+            " AND token_hash = :hash"
+        )
+        reasons = self._transact(
+            [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": step_to_item(step),
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": {
+                            ":waiting": s(StepStatus.WAITING.value),
+                            ":now": s(now),
+                            ":hash": s(token_hash),
+                        },
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+                {
+                    # The run still going, and nothing about it changed: no wake-up.
+                    "ConditionCheck": {
+                        "TableName": self.table,
+                        "Key": {"pk": s(run_pk(step.run_id)), "sk": s(RUN_SK)},
+                        "ConditionExpression": _NOT_TERMINAL,
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": _TERMINAL,
+                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                    }
+                },
+            ],
+            f"a heartbeat of step {step.position}",
+        )
+        if reasons is None:
+            return
+        if reasons[0].get("Code") == "ConditionalCheckFailed":
+            old = reasons[0].get("Item")
+            raise WaitNotPending(item_to_step(old) if old else None)
+        old_run = reasons[1].get("Item")
+        raise RunFinished(item_to_run(old_run) if old_run else None)
+
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")
         # The signal takes the run's next inbox count as its sequence number, so its

@@ -7,7 +7,7 @@ import json
 from typing import Any, NoReturn
 
 from durable.errors import InvalidCursor, StorageError
-from durable.model import FINAL_STEP_STATUSES, StepRecord
+from durable.model import FINAL_STEP_STATUSES, StepRecord, StepStatus
 from durable.ports import RunGuard
 from durable.retry import classify
 
@@ -117,7 +117,14 @@ def step_condition(e: Expr, step: StepRecord) -> str:
     st, fence = e.name("status"), e.name("fence")
     finals = ", ".join(e.value(s(v), "fin") for v in FINAL_STEP_STATUSES)
     mine = e.value(n(step.fence), "sf")
+    moved_on = ""
+    if step.status == StepStatus.TIMED_OUT and step.expires_at is not None:
+        # A timeout only of the expiry the writer saw (a heartbeat may have moved it on).
+        exp = e.name("expires_at")
+        moved_on = (
+            f" AND (attribute_not_exists({exp}) OR {exp} <= {e.value(s(step.expires_at), 'exp')})"
+        )
     return (
         f"attribute_not_exists(sk) OR (NOT ({st} IN ({finals})) AND "
-        f"(attribute_not_exists({fence}) OR {fence} <= {mine}))"
+        f"(attribute_not_exists({fence}) OR {fence} <= {mine}){moved_on})"
     )

@@ -338,6 +338,23 @@ class MemoryLedger:
             self._bump_inbox(step.run_id, now)
             self._steps[step.run_id][step.position] = copy_step(step)
 
+    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+        check_item_size(step, f"the heartbeat of step {step.name!r} at {step.position}")
+        with self._lock:
+            current = self._steps.get(step.run_id, {}).get(step.position)
+            pending = (
+                current is not None
+                and current.status == StepStatus.WAITING
+                and current.token_hash == token_hash
+                and (current.expires_at is None or current.expires_at > now)
+            )
+            if not pending:
+                raise WaitNotPending(copy_step(current) if current else None)
+            run = self._runs.get(step.run_id)
+            if run is None or run.terminal:
+                raise RunFinished(copy_run(run) if run else None)
+            self._steps[step.run_id][step.position] = copy_step(step)
+
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")
         with self._lock:

@@ -442,3 +442,27 @@ def test_purging_leftovers_of_a_partition_without_a_run_item(ledger: Any) -> Non
     assert ledger.load("GONE") is None
     assert ledger.purge_leftovers("GONE", before=t(100)) == 1
     assert ledger.purge_leftovers("NEVER", before=t(100)) == 0
+
+
+def test_a_timeout_of_an_expiry_that_moved_on_is_refused(ledger: Any) -> None:
+    """A callback's heartbeat moves its stored expiry on; a worker timing the wait out on
+    the expiry it saw before must not end it (``leases.step_replaceable``): the write
+    returns the stored wait. A timeout of the stored expiry itself is written."""
+    from durable.model import StepKind
+
+    ledger.create_run(make_run())
+    waiting = make_step(
+        status=StepStatus.WAITING, output=None, kind=StepKind.CALLBACK, expires_at=t(20)
+    )
+    ledger.write_step(waiting)
+    stale = make_step(
+        status=StepStatus.TIMED_OUT, output=None, kind=StepKind.CALLBACK, expires_at=t(10)
+    )
+    kept = ledger.write_step(stale)
+    assert kept.status == StepStatus.WAITING and kept.expires_at == t(20)
+    assert ledger.get_step("RUN1", "0001").status == StepStatus.WAITING
+    due = make_step(
+        status=StepStatus.TIMED_OUT, output=None, kind=StepKind.CALLBACK, expires_at=t(20)
+    )
+    assert ledger.write_step(due).status == StepStatus.TIMED_OUT
+    assert ledger.get_step("RUN1", "0001").status == StepStatus.TIMED_OUT

@@ -397,3 +397,34 @@ def test_a_finished_run_leaves_the_due_index(ledger: Any) -> None:
     )
     pages = [ledger.due_runs(s, before=t(10_000), limit=50).items for s in range(ledger.shards)]
     assert all("RUN1" not in [r for r, _ in page] for page in pages)
+
+
+def test_a_heartbeat_extends_a_pending_wait_and_nothing_else(ledger: Any) -> None:
+    """``extend_wait``: the wait's record with its later expiry, only while it is WAITING,
+    with the token's hash, unexpired, the run going; the run item is not touched."""
+    from durable.model import StepKind
+    from durable.ports import RunFinished, WaitNotPending
+
+    ledger.create_run(make_run(status=RunStatus.WAITING, due_at=t(10)))
+    waiting = make_step(
+        status=StepStatus.WAITING,
+        output=None,
+        kind=StepKind.CALLBACK,
+        expires_at=t(10),
+        token_hash="h1",
+        token_nonce="n1",
+    )
+    ledger.write_step(waiting)
+    run_before = ledger.get_run("RUN1")
+    later = replace(waiting, expires_at=t(30), updated_at=t(5))
+    ledger.extend_wait(later, token_hash="h1", now=t(5))
+    assert ledger.get_step("RUN1", "0001").expires_at == t(30)
+    assert ledger.get_run("RUN1") == run_before  # no inbox bump, no wake-up
+    with pytest.raises(WaitNotPending):
+        ledger.extend_wait(later, token_hash="other", now=t(6))
+    with pytest.raises(WaitNotPending):
+        ledger.extend_wait(later, token_hash="h1", now=t(31))  # expired
+    ledger.operate("RUN1", statuses=("WAITING",), changes={"status": "CANCELED"})
+    with pytest.raises(RunFinished):
+        ledger.extend_wait(replace(later, expires_at=t(40)), token_hash="h1", now=t(7))
+    assert ledger.get_step("RUN1", "0001").expires_at == t(30)

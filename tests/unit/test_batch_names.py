@@ -89,8 +89,8 @@ def test_parallel_branches_take_their_function_names_or_the_given_ones() -> None
     assert result["parallel"] == ["charge", "branch 2"]  # a lambda has no name of its own
     assert result["named"][0] == ["left", "succeeded"]
     assert result["reason"] in ("min_successful_reached", "all_completed")
-    # A number or a short text names itself; anything else is "item N".
-    assert result["map"] == ["7", "item 2", "item 3"]
+    # Without item_name no name is stored (an item's text may be personal data).
+    assert result["map"] == [None, None, None]
 
 
 def test_a_replay_gives_the_recorded_names_and_reason() -> None:
@@ -182,3 +182,21 @@ def test_a_map_item_waiting_out_a_retry_gives_its_slot_to_the_next_item() -> Non
     assert order == ["1", "2"]  # item 2 ran while item 1 waits out its backoff
     runner.advance(hours=2)
     assert runner.result(run_id) == [1, 2] and order == ["1", "2", "1"]
+
+
+def test_names_that_would_crowd_the_decision_record_are_refused_at_the_call() -> None:
+    """A thousand names of a hundred characters (110 KB) could push a batch's decision
+    past the item limit after every branch did its work: refused before anything runs."""
+    app = App()
+
+    @app.workflow
+    def wf(ctx: Context) -> Any:
+        items = list(range(300))
+        return ctx.map(lambda c, n: n, items, item_name=lambda n, i: f"{n:0100d}").values()
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    error = runner.get_run(run_id).error
+    assert error is not None and "over 20000" in error.message
+    assert runner.history(run_id) == []  # nothing ran

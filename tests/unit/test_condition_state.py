@@ -174,3 +174,38 @@ def test_the_docs_example_runs() -> None:
     runner.advance(hours=1)
     result = runner.result(run_id)
     assert result["status"] == "READY" and result["polls"] == 3 and result["id"] == "job-7"
+
+
+def test_an_until_that_raises_fails_the_wait_once_and_for_all() -> None:
+    """`until` is workflow code: when it raises, the wait is recorded failed (StepFailed),
+    so no later replay polls the outside check again."""
+    from durable import StepFailed
+
+    polls: list[int] = []
+    app = App()
+
+    def check(n: int) -> int:
+        polls.append(n)
+        return n + 1
+
+    def until(n: int) -> bool:
+        if n == 2:
+            raise KeyError("status")
+        return False
+
+    @app.workflow
+    def wf(ctx: Context) -> str:
+        try:
+            ctx.wait_for_condition(check, timedelta(minutes=1), initial_state=0, until=until)
+        except StepFailed as e:
+            ctx.sleep(timedelta(hours=1))  # replays the condition after this
+            return f"failed: {e.error_type}"
+        return "met"
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.advance(hours=2)
+    assert runner.result(run_id) == "failed: KeyError"
+    assert polls == [0, 1]  # never polled again on the replays after it
+    (condition, _) = runner.history(run_id)
+    assert condition.status == StepStatus.TERMINAL_FAILED

@@ -127,10 +127,11 @@ def test_a_bad_heartbeat_timeout_is_refused_at_the_call(heartbeat: timedelta, sa
 
 def test_a_worker_with_a_stale_view_does_not_time_out_a_wait_a_heartbeat_moved_on() -> None:
     """A worker that read the run before a heartbeat landed, and looks at the wait once its
-    old expiry passed, must not write it TIMED_OUT: the write requires no event since its
-    view (the inbox), so the worker reloads, sees the new expiry and parks again."""
+    old expiry passed, must not write it TIMED_OUT: the ledger refuses a timeout of an
+    expiry that moved on (a condition on the wait's own record), and the worker parks the
+    run until the new expiry instead."""
+    from durable.errors import Suspend
     from durable.execution import Execution
-    from durable.interrupts import InboxChanged
     from durable.ports import Invocation
     from durable.waits import _await
 
@@ -150,12 +151,79 @@ def test_a_worker_with_a_stale_view_does_not_time_out_a_wait_a_heartbeat_moved_o
     assert claim is not None
     stale = ledger.load(run_id)  # its view: the wait expires at 00:10
     assert stale is not None
-    runner.heartbeat(cb.token)  # 00:09: it now expires at 00:19 (and the inbox moved)
+    runner.heartbeat(cb.token)  # 00:09: it now expires at 00:19
     runner.clock.advance(timedelta(minutes=2))  # 00:11, past the stale view's expiry
     workflow = runner.app.get_workflow("transcode")
     x = Execution(runner.engine, workflow, stale, "stale-worker", Invocation(request_id="s"))
-    with pytest.raises(InboxChanged):
+    with pytest.raises(Suspend):
         _await(x, cb.position, "callback")
     stored = runner.memory_ledger.get_step(run_id, cb.position)
     assert stored is not None and stored.status.value == "WAITING"
     assert stored.expires_at == "2026-01-01T00:19:00.000Z"
+    assert runner.get_run(run_id).due_at == "2026-01-01T00:19:00.000Z"  # parked until then
+
+
+def _keep(cb: Callback[Any]) -> str:
+    SENT.append(cb)
+    return "sent"
+
+
+def test_heartbeats_to_many_callbacks_never_hold_back_another_ones_timeout() -> None:
+    """A stream of heartbeats on one callback must not keep a dead job's callback from
+    timing out: the timeout's condition is on its own record, not on the run's events."""
+    app = App()
+
+    def ask(c: Context, item: str) -> Any:
+        try:
+            return c.wait_for_callback(
+                f"job-{item}",
+                timedelta(hours=1),
+                submit=_keep,
+                heartbeat_timeout=timedelta(minutes=5),
+            )
+        except CallbackTimeout:
+            return f"{item} lost"
+
+    @app.workflow
+    def jobs(ctx: Context) -> Any:
+        return ctx.map(ask, ["a", "b"], item_name=lambda item, i: item).values()
+
+    runner = LocalRunner(app)
+    run_id = runner.start("jobs").run_id
+    runner.run_until_idle()
+    alive = next(cb for cb in SENT if cb.name == "job-a")
+    for _ in range(4):  # a's job beats every 2 minutes; b's job died at once
+        runner.advance(minutes=2)
+        runner.heartbeat(alive.token)
+    runner.complete_callback(alive.token, "a done")
+    runner.run_until_idle()
+    assert runner.result(run_id) == ["a done", "b lost"]
+
+
+def test_a_heartbeat_for_a_branch_its_batch_decided_without_is_refused() -> None:
+    """first_successful decided by another branch: nobody waits on this callback any
+    more, so its job is told to stop (410) rather than kept beating for nothing."""
+    app = App()
+
+    def job(c: Context) -> Any:
+        return c.wait_for_callback(
+            "slow", timedelta(hours=1), submit=_keep, heartbeat_timeout=timedelta(minutes=5)
+        )
+
+    def quick(c: Context) -> str:
+        return "quick"
+
+    @app.workflow
+    def race(ctx: Context) -> Any:
+        result = ctx.parallel(job, quick, completion="first_successful")
+        ctx.sleep(timedelta(hours=2))
+        return result.completion_reason
+
+    runner = LocalRunner(app)
+    run_id = runner.start("race").run_id
+    runner.run_until_idle()
+    (cb,) = SENT
+    with pytest.raises(CallbackExpired, match="no longer waited on"):
+        runner.heartbeat(cb.token)
+    runner.advance(hours=3)
+    assert runner.result(run_id) == "min_successful_reached"
