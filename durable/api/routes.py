@@ -341,7 +341,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
         tags=["events"],
         responses={
             **_ok(202, "Heartbeat taken: the new expiry", HeartbeatAccepted),
-            **_errors(404, 409, 410),
+            **_errors(*BODY, 404, 409, 410),
         },
     )
     def callback_heartbeat(token: str) -> Response[HeartbeatAccepted]:

@@ -196,8 +196,8 @@ def test_a_batch_prints_its_branch_steps_and_its_decision_once() -> None:
     decided = [line for line in lines if "⑃" in line]
     assert decided == [
         f"restock v1 {rid} ⑃ batch parallel decided: ok (tolerated_failures=1): "
-        "1 succeeded, 1 failed"
-    ]  # once: the replay reads it
+        "1 succeeded, 1 failed; failed: branch 2"
+    ]  # once: the replay reads it; the failed branch by its name
     assert sum(" ✓ step " in line and "hold" in line for line in lines) == 1, lines
 
 
