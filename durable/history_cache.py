@@ -12,7 +12,11 @@ next claim of the run returns its item, and the view is complete when
   claim bumps the fence), so no other owner wrote a record the view lacks;
 * the claim's ``inbox`` is the view's: no outside event (a callback, a signal, a cancel,
   an operator's decision) was recorded since the view was read, since every such write
-  bumps the inbox in the same atomic write as its record;
+  bumps the inbox in the same atomic write as its record. One write does not: a
+  callback's heartbeat (``Ledger.extend_wait``) moves a wait's expiry on and wakes
+  nobody. A view may hold the earlier expiry; the worker acting on it cannot end the
+  wait early, because the ledger refuses a timeout of an expiry that moved on
+  (``leases.step_replaceable``), and it parks the run until the stored one;
 * ``created_at`` is the view's (an expired run's id was not reused by a keyed start),
   and the claim is not a takeover.
 

@@ -185,7 +185,8 @@ class World:
     def check_view(self, run_id: str, view: RunHistory) -> None:
         """A warm worker's view must hold what a load would: every record, except one a
         zombie (an older fence) wrote at a position the view lacks, which the engine
-        settles when it writes there, as after any load."""
+        settles when it writes there, as after any load, and a wait whose expiry a
+        heartbeat moved on (``_heartbeat_only``)."""
         # Compared with the ledger as it was right after the claim (nothing ran between
         # the claim's return and that read): what a load there would have returned.
         loaded = self.at_claim.pop(run_id, None)
@@ -203,6 +204,8 @@ class World:
                 and (held is None or (not held.status.final and held.fence <= stored.fence))
             ):
                 continue  # a zombie's record (step_replaceable let it in, as after a load)
+            if _heartbeat_only(held, stored):
+                continue  # a heartbeat moved the wait's expiry on (no inbox bump, by design)
             self.violate(
                 "cached_view_true",
                 f"{run_id} at {position}: the view holds {_brief(held)}, the ledger "
@@ -595,3 +598,20 @@ class _Snapshots:
         if claim is not None:
             self._into[run_id] = self._raw.load(run_id)
         return claim
+
+
+def _heartbeat_only(held: StepRecord | None, stored: StepRecord | None) -> bool:
+    """A callback's heartbeat rewrites its wait (``Ledger.extend_wait``) without bumping the
+    inbox, so a warm view may hold the earlier expiry. That is the one difference a view may
+    have: both still WAITING, the ledger's expiry later, everything else equal. A timeout
+    of the earlier expiry is refused by the ledger (``leases.step_replaceable``)."""
+    if held is None or stored is None:
+        return False
+    if held.status != StepStatus.WAITING or stored.status != StepStatus.WAITING:
+        return False
+    if held.expires_at is None or stored.expires_at is None or stored.expires_at <= held.expires_at:
+        return False
+    same = ("updated_at", "expires_at", "detail")
+    return all(
+        getattr(held, f) == getattr(stored, f) for f in held.__dataclass_fields__ if f not in same
+    ) and "heartbeat_at" in (stored.detail or {})
