@@ -117,6 +117,19 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
         {"updated_at": t(12)},
     ),
     "get_step": lambda ledger: ledger.get_step("RUN1", "0001"),
+    "extend_wait": lambda ledger: ledger.extend_wait(
+        make_step(
+            position="0002",
+            status=StepStatus.WAITING,
+            output=None,
+            kind=StepKind.CALLBACK,
+            token_hash="h1",
+            expires_at=t(600),
+            fence=1,
+        ),
+        token_hash="h1",
+        now=t(12),
+    ),
     "complete_waiting": lambda ledger: ledger.complete_waiting(
         make_step(position="0002", kind=StepKind.CALLBACK), token_hash="h1", now=t(13)
     ),
