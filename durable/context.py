@@ -370,7 +370,11 @@ class Context:
             [(b, return_annotation(b)) for b in branches],
             max_concurrency=max_concurrency,
             completion=completion,
-            names=branch_names or [_branch_label(b, i) for i, b in enumerate(branches, 1)],
+            names=(
+                branch_names
+                if branch_names is not None
+                else [_branch_label(b, i) for i, b in enumerate(branches, 1)]
+            ),
         )
 
     def map(

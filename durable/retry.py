@@ -200,6 +200,10 @@ class RetryPolicy:
                 "RetryPolicy.retryable_errors takes a tuple of exception types and message "
                 'patterns, e.g. retryable_errors=(TimeoutError, r"rate limit")'
             )
+        for field in ("retry_on", "never_retry"):  # a list works too (kept hashable)
+            value = getattr(self, field)
+            if isinstance(value, list):
+                object.__setattr__(self, field, tuple(value))
         matchers: list[type[BaseException] | re.Pattern[str]] = []
         for entry in self.retryable_errors:
             if (isinstance(entry, type) and issubclass(entry, BaseException)) or isinstance(

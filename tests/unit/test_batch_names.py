@@ -200,3 +200,17 @@ def test_names_that_would_crowd_the_decision_record_are_refused_at_the_call() ->
     error = runner.get_run(run_id).error
     assert error is not None and "over 20000" in error.message
     assert runner.history(run_id) == []  # nothing ran
+
+
+def test_an_empty_branch_names_list_is_refused_not_ignored() -> None:
+    app = App()
+
+    @app.workflow
+    def wf(ctx: Context) -> Any:
+        return ctx.parallel(lambda c: 1, branch_names=[]).values()
+
+    runner = LocalRunner(app)
+    run_id = runner.start("wf").run_id
+    runner.run_until_idle()
+    error = runner.get_run(run_id).error
+    assert error is not None and "0 name(s) for 1 branch(es)" in error.message

@@ -99,3 +99,9 @@ def test_a_step_retries_the_message_it_was_told_to_and_fails_on_another() -> Non
     (step,) = runner.history(run_id)
     assert len(step.attempts) == 3 and step.error_class == "terminal"
     assert step.error_summary is not None and "schema mismatch" in step.error_summary
+
+
+def test_lists_are_taken_where_tuples_are_and_the_policy_stays_hashable() -> None:
+    policy = RetryPolicy(retry_on=[KeyError], never_retry=[PermissionError])  # type: ignore[arg-type]
+    assert policy.retry_on == (KeyError,) and policy.never_retry == (PermissionError,)
+    assert hash(policy) == hash(RetryPolicy(retry_on=(KeyError,), never_retry=(PermissionError,)))
