@@ -74,6 +74,37 @@ class EventsMixin(TableBase):
 
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         check_item_size(step, f"the completion of step {step.name!r} at {step.position}")
+        self._replace_pending(
+            step, token_hash, now, self._bump_inbox(step.run_id, now), "completing"
+        )
+
+    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+        check_item_size(step, f"the heartbeat of step {step.name!r} at {step.position}")
+        # The run still going, and nothing about it changed: no inbox bump, no wake-up.
+        still_going = {
+            "ConditionCheck": {
+                "TableName": self.table,
+                "Key": {"pk": s(run_pk(step.run_id)), "sk": s(RUN_SK)},
+                "ConditionExpression": _NOT_TERMINAL,
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": _TERMINAL,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        self._replace_pending(step, token_hash, now, still_going, "a heartbeat of")
+
+    def _replace_pending(
+        self,
+        step: StepRecord,
+        token_hash: str | None,
+        now: str,
+        on_run: dict[str, Any],
+        what: str,
+    ) -> None:
+        """One transaction: ``step`` replaces a wait still WAITING, unexpired at ``now``
+        and (when given) with ``token_hash``; ``on_run`` is the run item's part (an inbox
+        bump, or a check that the run goes on). ``WaitNotPending`` or ``RunFinished``
+        when refused; nothing is written then."""
         condition = "#status = :waiting AND (attribute_not_exists(expires_at) OR expires_at > :now)"
         values: dict[str, Any] = {":waiting": s(StepStatus.WAITING.value), ":now": s(now)}
         if token_hash is not None:
@@ -91,53 +122,9 @@ class EventsMixin(TableBase):
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
                 },
-                self._bump_inbox(step.run_id, now),
+                on_run,
             ],
-            f"completing step {step.position}",
-        )
-        if reasons is None:
-            return
-        if reasons[0].get("Code") == "ConditionalCheckFailed":
-            old = reasons[0].get("Item")
-            raise WaitNotPending(item_to_step(old) if old else None)
-        old_run = reasons[1].get("Item")
-        raise RunFinished(item_to_run(old_run) if old_run else None)
-
-    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
-        check_item_size(step, f"the heartbeat of step {step.name!r} at {step.position}")
-        condition = (
-            "#status = :waiting AND (attribute_not_exists(expires_at) OR expires_at > :now)"
-            " AND token_hash = :hash"
-        )
-        reasons = self._transact(
-            [
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": step_to_item(step),
-                        "ConditionExpression": condition,
-                        "ExpressionAttributeNames": {"#status": "status"},
-                        "ExpressionAttributeValues": {
-                            ":waiting": s(StepStatus.WAITING.value),
-                            ":now": s(now),
-                            ":hash": s(token_hash),
-                        },
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
-                {
-                    # The run still going, and nothing about it changed: no wake-up.
-                    "ConditionCheck": {
-                        "TableName": self.table,
-                        "Key": {"pk": s(run_pk(step.run_id)), "sk": s(RUN_SK)},
-                        "ConditionExpression": _NOT_TERMINAL,
-                        "ExpressionAttributeNames": {"#status": "status"},
-                        "ExpressionAttributeValues": _TERMINAL,
-                        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                    }
-                },
-            ],
-            f"a heartbeat of step {step.position}",
+            f"{what} step {step.position}",
         )
         if reasons is None:
             return

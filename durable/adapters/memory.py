@@ -326,30 +326,27 @@ class MemoryLedger:
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         check_item_size(step, f"the completion of step {step.name!r} at {step.position}")
         with self._lock:
-            current = self._steps.get(step.run_id, {}).get(step.position)
-            pending = (
-                current is not None
-                and current.status == StepStatus.WAITING
-                and (token_hash is None or current.token_hash == token_hash)
-                and (current.expires_at is None or current.expires_at > now)
-            )
-            if not pending:
-                raise WaitNotPending(copy_step(current) if current else None)
+            self._check_pending(step, token_hash, now)
             self._bump_inbox(step.run_id, now)
             self._steps[step.run_id][step.position] = copy_step(step)
+
+    def _check_pending(self, step: StepRecord, token_hash: str | None, now: str) -> None:
+        """The wait at ``step``'s position is WAITING, unexpired at ``now`` and (when given)
+        carries ``token_hash``; else ``WaitNotPending`` with what is there."""
+        current = self._steps.get(step.run_id, {}).get(step.position)
+        pending = (
+            current is not None
+            and current.status == StepStatus.WAITING
+            and (token_hash is None or current.token_hash == token_hash)
+            and (current.expires_at is None or current.expires_at > now)
+        )
+        if not pending:
+            raise WaitNotPending(copy_step(current) if current else None)
 
     def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
         check_item_size(step, f"the heartbeat of step {step.name!r} at {step.position}")
         with self._lock:
-            current = self._steps.get(step.run_id, {}).get(step.position)
-            pending = (
-                current is not None
-                and current.status == StepStatus.WAITING
-                and current.token_hash == token_hash
-                and (current.expires_at is None or current.expires_at > now)
-            )
-            if not pending:
-                raise WaitNotPending(copy_step(current) if current else None)
+            self._check_pending(step, token_hash, now)
             run = self._runs.get(step.run_id)
             if run is None or run.terminal:
                 raise RunFinished(copy_run(run) if run else None)
