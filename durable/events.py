@@ -25,6 +25,7 @@ from durable.errors import (
     RunNotFound,
 )
 from durable.ids import check_idempotency_key, new_ulid
+from durable.leases import decided_batch_above, positions_above
 from durable.model import (
     RunRecord,
     SignalRecord,
@@ -140,7 +141,8 @@ def heartbeat_callback(engine: Engine, token: str) -> tuple[str, str]:
     stamp = format_time(now)
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= stamp):
         _refuse(rec, stamp)
-    if _under_decided_batch(engine, run_id, position):
+    above = engine.ledger.get_steps(run_id, positions_above(position))  # one read
+    if decided_batch_above(position, above):
         raise CallbackExpired(
             f"callback {rec.name!r} is no longer waited on: its branch's batch was decided "
             "without it; stop the job"
@@ -162,16 +164,6 @@ def heartbeat_callback(engine: Engine, token: str) -> tuple[str, str]:
     except RunFinished as e:
         raise CallbackExpired(f"run {run_id} has finished: stop the job") from e
     return run_id, expires or ""
-
-
-def _under_decided_batch(engine: Engine, run_id: str, position: str) -> bool:
-    """Whether a batch above ``position`` has decided (its branch's wait is moot)."""
-    parts = position.split(".")
-    for depth in range(1, len(parts)):
-        above = engine.ledger.get_step(run_id, ".".join(parts[:depth]))
-        if above is not None and above.kind == StepKind.BATCH and above.status.final:
-            return True
-    return False
 
 
 def _token_wait(engine: Engine, token: str, run_id: str, position: str) -> StepRecord:

@@ -41,7 +41,7 @@ from durable.interrupts import (
     InboxChanged,
 )
 from durable.lease_keeping import LeaseKeeping
-from durable.leases import waiting_for
+from durable.leases import decided_batch_above, waiting_for
 from durable.model import (
     RunHistory,
     RunRecord,
@@ -598,19 +598,9 @@ class Execution(LeaseKeeping):
         waits = [
             (_WAIT_KIND.get(r.kind, r.kind.value), r.name, r.wake_at or r.expires_at)
             for r in self.steps.values()
-            if r.status == StepStatus.WAITING and not self._under_decided_batch(r.position)
+            if r.status == StepStatus.WAITING and not decided_batch_above(r.position, self.steps)
         ]
         return waiting_for(waits)
-
-    def _under_decided_batch(self, position: str) -> bool:
-        """A wait left open in a branch its batch has decided without (an approval beaten
-        by an automatic one under ``first_successful``): nobody waits on it any more."""
-        parts = position.split(".")
-        for depth in range(1, len(parts)):
-            above = self.steps.get(".".join(parts[:depth]))
-            if above is not None and above.kind == StepKind.BATCH and above.status.final:
-                return True
-        return False
 
     # --- durable sleep ---------------------------------------------------------------
 

@@ -7,10 +7,11 @@ suite tests one rule, not one per adapter.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
-from durable.model import RunError, RunRecord, RunStatus, StepRecord, StepStatus
+from durable.model import RunError, RunRecord, RunStatus, StepKind, StepRecord, StepStatus
 from durable.ports import ChildReport, RunGuard
 
 ClaimKind = Literal["free", "takeover"]
@@ -113,6 +114,26 @@ def wants_a_person(status: RunStatus, needs_attention: bool, waiting: str | None
     if needs_attention or status == RunStatus.FAILED:
         return True
     return status == RunStatus.WAITING and (waiting or "").split(" ", 1)[0] in PERSON_WAITS
+
+
+def positions_above(position: str) -> list[str]:
+    """Every position that contains ``position`` (``0004.0002.0001`` -> ``0004``,
+    ``0004.0002``): where a batch that owns it would be recorded."""
+    parts = position.split(".")
+    return [".".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def decided_batch_above(position: str, records: Mapping[str, StepRecord]) -> bool:
+    """Whether a batch that contains ``position`` has decided: a wait left open in a
+    branch decided without it (an approval beaten by an automatic one under
+    ``first_successful``) is waited on by nobody. ``records`` holds at least the
+    ``positions_above`` it: the worker's loaded history, or the API's one read of them."""
+    return any(
+        (above := records.get(p)) is not None
+        and above.kind == StepKind.BATCH
+        and above.status.final
+        for p in positions_above(position)
+    )
 
 
 def check_listing(workflow: str | None, needs_attention: bool | None) -> None:

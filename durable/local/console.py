@@ -34,6 +34,7 @@ from durable.model import (
 )
 from durable.ports import ChildReport, Claim, Ledger, RunGuard
 from durable.render import batch_summary, human
+from durable.render import short as render_short
 
 _WAITS = {
     StepKind.SLEEP: "sleep",
@@ -45,11 +46,9 @@ _FINISH_MARK = {RunStatus.SUCCEEDED: "✓", RunStatus.FAILED: "✗", RunStatus.C
 
 
 def short(text: str | None, limit: int = 120) -> str:
-    """One line of at most ``limit`` characters, printable: an error message from an
-    outside API may carry terminal escape sequences, which must not drive the terminal."""
-    printable = "".join(c if c.isprintable() else " " for c in (text or ""))
-    flat = " ".join(printable.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """One line of at most ``limit`` characters, printable (``render.short``, the CLI's):
+    an error message from an outside API may carry terminal escape sequences."""
+    return render_short(text, limit)
 
 
 # ANSI colours of a line's mark (and of its text for the ends of a run): what went well
