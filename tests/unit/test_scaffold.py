@@ -194,9 +194,12 @@ def test_make_uses_the_active_virtualenv_so_nothing_is_installed_twice(tmp_path:
     mine = tmp_path / "venvs" / "durable"
 
     def planned(target: str, env: dict[str, str]) -> str:
-        clean = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "VENV")}
+        # CI runs this suite from its own make, whose MAKELEVEL/MAKEFLAGS would make
+        # the inner make print "Entering directory" lines around the plan.
+        skip = ("VIRTUAL_ENV", "VENV", "MAKELEVEL", "MAKEFLAGS", "MFLAGS")
+        clean = {k: v for k, v in os.environ.items() if k not in skip}
         done = subprocess.run(
-            ["make", "-n", target],
+            ["make", "--no-print-directory", "-n", target],
             cwd=project,
             env={**clean, **env},
             capture_output=True,
