@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from durable.errors import DurableError, InvalidInput, StorageError
 
 if TYPE_CHECKING:
-    from durable.ports import EffectStore, Invoker, Ledger, Timers
+    from durable.ports import EffectStore, Invoker, Ledger, PayloadStore, Timers
     from durable.registry import App
     from durable.runtime import Runtime, Services
     from durable.settings import Settings
@@ -211,6 +211,9 @@ def crash_injected(services: Services, spec: str) -> Services:
         effects=cast("EffectStore", Killing("effects", services.effects)),
         timers=cast("Timers", Killing("timers", services.timers)),
         invoker=cast("Invoker", Killing("invoker", services.invoker)),
+        payloads=None
+        if services.payloads is None
+        else cast("PayloadStore", Killing("payloads", services.payloads)),
     )
 
 

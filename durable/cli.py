@@ -307,10 +307,16 @@ def _check_engine(args: argparse.Namespace, app: Any, read_only: Any) -> Any:
     from durable.adapters.dynamodb import DynamoLedger
     from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
     from durable.engine import Engine
+    from durable.ports import PayloadStore
     from durable.secrets import KeyService, LocalKeys
 
     endpoint, table = args.dynamodb_endpoint, args.table
     keys: KeyService | None = None
+    payloads: PayloadStore | None = None
+    if args.payload_bucket:
+        from durable.adapters.s3_payloads import S3Payloads
+
+        payloads = S3Payloads(boto3.client("s3"), args.payload_bucket)
     if table is None:
         from durable.local.dev_file import folder_dev
 
@@ -322,6 +328,10 @@ def _check_engine(args: argparse.Namespace, app: Any, read_only: Any) -> Any:
             )
         endpoint, table = dev["dynamodb"], dev["ledger_table"]
         keys = LocalKeys(bytes.fromhex(Path(dev["key_file"]).read_text().strip()))
+        if dev.get("payload_folder"):
+            from durable.adapters.payload_stores import FolderPayloads
+
+            payloads = FolderPayloads(Path(dev["payload_folder"]))
         os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -335,7 +345,7 @@ def _check_engine(args: argparse.Namespace, app: Any, read_only: Any) -> Any:
         "dynamodb", endpoint_url=endpoint, config=Config(**DYNAMODB_CLIENT_OPTIONS)
     )
     ledger = read_only(DynamoLedger(client, table))
-    return Engine(app, ledger, MemoryInvoker(), MemoryEffectStore(), keys=keys)
+    return Engine(app, ledger, MemoryInvoker(), MemoryEffectStore(), keys=keys, payloads=payloads)
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -937,6 +947,12 @@ def parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--table", help="the ledger table (default: the running durable dev's)")
     check.add_argument("--dynamodb-endpoint", help="a DynamoDB endpoint other than AWS's")
+    check.add_argument(
+        "--payload-bucket",
+        default=os.environ.get("DURABLE_PAYLOAD_BUCKET"),
+        help="where the stack keeps large values (its PayloadBucketName output; default "
+        "$DURABLE_PAYLOAD_BUCKET); durable dev's folder when checking the local stack",
+    )
     check.add_argument("--json", action="store_true", help="the report as JSON, for CI")
     check.set_defaults(func=cmd_check_deploy)
 

@@ -64,6 +64,11 @@ class EngineConfig:
     # A swept run becomes due again after this, should the invocation be lost.
     sweep_retrigger: timedelta = timedelta(minutes=5)
     sweep_max_invocations: int = 500
+    # Texts longer than this (a run's input or output, a step's result or state, a
+    # signal's payload) go to the payload store, when there is one (``durable.claim_check``);
+    # none may be longer than ``payload_max_bytes``.
+    payload_offload_bytes: int = 64 * 1024
+    payload_max_bytes: int = 32 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.steps_per_invocation < 1:

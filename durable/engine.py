@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from durable import serde
 from durable.admission import Admission
 from durable.children import IfRunning, check_if_running
+from durable.claim_check import ClaimCheck
 from durable.clock import Clock, SystemClock
 from durable.config import EngineConfig
 from durable.determinism import Guard, NoGuard
@@ -50,6 +51,7 @@ from durable.ports import (
     Ledger,
     NoTimers,
     Page,
+    PayloadStore,
     RunExists,
     RunGuard,
     Timers,
@@ -81,14 +83,27 @@ class Engine:
         guard: Guard | None = None,
         timers: Timers | None = None,
         keys: KeyService | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
         self.app = app
-        # Every write passes the boundary that keeps live callback tokens out of storage
-        # (``durable.write_boundary``): whatever workflow code puts them in.
-        self.ledger: Ledger = WriteBoundary(ledger)
         self.invoker = invoker
         self.clock = clock or SystemClock()
         self.config = config or EngineConfig()
+        if payloads is not None:
+            # Values too large for an item go to the payload store (``durable.claim_check``).
+            ledger = cast(
+                Ledger,
+                ClaimCheck(
+                    ledger,
+                    payloads,
+                    offload_bytes=self.config.payload_offload_bytes,
+                    max_bytes=self.config.payload_max_bytes,
+                ),
+            )
+        # Every write passes the boundary that keeps live callback tokens out of storage
+        # (``durable.write_boundary``): whatever workflow code puts them in. It is the
+        # outer wrapper, so a token is redacted before a value is stored anywhere.
+        self.ledger: Ledger = WriteBoundary(ledger)
         self.effects = Effects(effects, self.config)
         self.guard: Guard = guard or NoGuard()
         self.timers: Timers = timers or NoTimers()

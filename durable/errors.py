@@ -102,12 +102,19 @@ class NonDeterminismError(DurableError):
 
 
 class PayloadTooLarge(DurableError):
-    """A payload would push a ledger item past DynamoDB's 400 KB item limit (terminal)."""
+    """A value would push a ledger item past DynamoDB's 400 KB item limit with no payload
+    store configured, or is larger than the store's own limit (terminal)."""
 
-    def __init__(self, what: str, size: int, limit: int) -> None:
+    def __init__(self, what: str, size: int, limit: int, *, hint: str | None = None) -> None:
         super().__init__(
-            f"{what} is {size} bytes; a ledger item may hold at most {limit} bytes. "
-            "Store large data elsewhere (for example S3) and return a reference to it."
+            f"{what} is {size} bytes; "
+            + (
+                f"a value may be at most {limit} bytes. {hint}"
+                if hint
+                else f"a ledger item may hold at most {limit} bytes. Configure a payload "
+                "store (DURABLE_PAYLOAD_BUCKET: the template's PayloadBucket) so large "
+                "values are kept in S3, or store the data elsewhere and pass a reference."
+            )
         )
         self.what = what
         self.size = size

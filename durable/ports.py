@@ -422,6 +422,23 @@ class EffectStore(Protocol):
     def complete(self, key: str, reference: str, expiration: int) -> None: ...
 
 
+class PayloadStore(Protocol):
+    """Where values too large for a ledger item are kept (``durable.claim_check``): S3 on
+    AWS, a folder under ``durable dev``, memory in tests. Keys are ``<run id>/<sha256>``:
+    content-addressed, so a put is idempotent and a zombie's put of the same value is
+    the same object."""
+
+    def put(self, key: str, data: bytes) -> None: ...
+
+    def get(self, key: str) -> bytes:
+        """The object's bytes; ``StorageError`` when it is missing."""
+        ...
+
+    def delete_older(self, prefix: str, before: datetime) -> int:
+        """Delete the objects under ``prefix`` written before ``before``; their count."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Invocation:
     """What the engine knows of the current compute invocation (a Lambda context)."""
@@ -461,15 +478,18 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.write_gate",
     "ledger.write_step",
     "ledger.write_step_fenced",
+    "payloads.delete_older",
+    "payloads.get",
+    "payloads.put",
     "timers.arm",
     "timers.cancel_run",
 )
-"""Where a crash can be injected: every method of the four ports, as ``port.method``.
+"""Where a crash can be injected: every method of the five ports, as ``port.method``.
 
 ``LocalRunner.crash_at`` (``durable.testing``) and the local-only ``DURABLE_CRASH_AT``
 setting kill the worker right before or right after the k-th call of one of these. The
-ports are ``ledger`` (``Ledger``), ``effects`` (``EffectStore``), ``timers`` (``Timers``)
-and ``invoker`` (``Invoker``).
+ports are ``ledger`` (``Ledger``), ``effects`` (``EffectStore``), ``timers`` (``Timers``),
+``invoker`` (``Invoker``) and ``payloads`` (``PayloadStore``).
 """
 
 

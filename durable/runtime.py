@@ -16,7 +16,7 @@ from durable.clock import Clock, SystemClock
 from durable.determinism import WarningGuard
 from durable.engine import Engine
 from durable.errors import InvalidInput
-from durable.ports import EffectStore, Invoker, Ledger, NoTimers, Timers
+from durable.ports import EffectStore, Invoker, Ledger, NoTimers, PayloadStore, Timers
 from durable.registry import App
 from durable.schedules import RecurringSchedules
 from durable.secrets import KeyService
@@ -69,6 +69,9 @@ class Services:
     # The stack's recurring schedules (``durable.schedules``); None: schedules are
     # declared in code but nothing here can create or change them.
     schedules: RecurringSchedules | None = None
+    # Keeps values too large for a ledger item (``durable.claim_check``); None: they fail
+    # as PayloadTooLarge.
+    payloads: PayloadStore | None = None
 
 
 def load_app(reference: str) -> App:
@@ -123,6 +126,7 @@ class Runtime:
             ),
             timers=services.timers,
             keys=services.keys,
+            payloads=services.payloads,
             guard=WarningGuard() if settings.determinism_warnings else None,
         )
         self.idempotency_config: IdempotencyConfig | None = None

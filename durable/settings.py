@@ -35,11 +35,12 @@ LOCAL_ONLY = frozenset(
         "local_key_file",
         "console_events",
         "determinism_warnings",
+        "payload_folder",
     }
 )
 _APP_REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _CRASH_AT = re.compile(
-    r"^(ledger|effects|timers|invoker)\.[a-z_]+:[1-9][0-9]*:(before|after)(:.+)?$"
+    r"^(ledger|effects|timers|invoker|payloads)\.[a-z_]+:[1-9][0-9]*:(before|after)(:.+)?$"
 )
 
 Seconds = Annotated[int, Field(ge=0, le=86_400)]
@@ -87,7 +88,13 @@ class Settings(BaseModel):
     kms_key_id: str = ""
     # Request bodies above this are refused with 413 before parsing; well below
     # DynamoDB's 400 KB item limit, which the run item must also fit in.
-    max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=350 * 1024)
+    max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=6 * 1024 * 1024)
+    # The S3 bucket that keeps values too large for a ledger item (the template's
+    # PayloadBucket; ``durable.claim_check``). Empty: such values fail as PayloadTooLarge.
+    payload_bucket: str = ""
+    # Texts longer than this go to the bucket; none may be longer than the maximum.
+    payload_offload_bytes: int = Field(default=64 * 1024, ge=1024, le=128 * 1024)
+    payload_max_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
     retention_days: int = Field(default=30, ge=1, le=3650)
     # A run's usage is priced at this region's list prices (``durable.usage.PRICES``; the
     # template passes the stack's region; one not in the table is priced as us-east-1),
@@ -138,6 +145,9 @@ class Settings(BaseModel):
     # ``durable dev`` only: print one readable line per run event (``durable.local.console``)
     # in place of the JSON logs and metrics meant for CloudWatch.
     console_events: bool = False
+    # ``durable dev`` only: large values are kept in this folder (its state folder's
+    # ``payloads``) in place of S3.
+    payload_folder: str | None = None
     # ``durable dev`` only: workflow code that reads the clock, randomness or the network
     # outside a step is a warning line (``durable.determinism.WarningGuard``); deployed,
     # no guard runs (it costs a frame walk per guarded call).
@@ -269,6 +279,8 @@ class Settings(BaseModel):
             callback_secret=callback_secret,
             callback_base_url=self.callback_base_url,
             sweep_max_invocations=self.sweep_max_invocations,
+            payload_offload_bytes=self.payload_offload_bytes,
+            payload_max_bytes=self.payload_max_bytes,
         )
 
     @property

@@ -30,6 +30,8 @@ from typing import Any, Literal
 
 from durable import serde
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
+from durable.adapters.payload_stores import MemoryPayloads
+from durable.claim_check import ClaimCheck
 from durable.clock import FakeClock
 from durable.config import EngineConfig
 from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
@@ -37,7 +39,7 @@ from durable.engine import Engine, Outcome
 from durable.errors import RunNotFound
 from durable.fanout import BRANCH_THREAD
 from durable.model import RunRecord, RunStatus, SignalRecord, StepRecord, parse_time
-from durable.ports import CRASH_TARGETS, EffectStore, Invocation, check_crash_target
+from durable.ports import CRASH_TARGETS, EffectStore, Invocation, PayloadStore, check_crash_target
 from durable.recurrence import Rate
 from durable.registry import App
 from durable.schedules import Fired, fire
@@ -141,6 +143,7 @@ class LocalRunner:
         determinism_guard: bool = True,
         remaining_seconds: Callable[[], float] | None = None,
         effect_store: EffectStore | None = None,
+        payloads: PayloadStore | None = None,
     ) -> None:
         self.app = app
         self.clock = clock or FakeClock()
@@ -157,6 +160,10 @@ class LocalRunner:
         self.timers = MemoryTimers()
         # Seals secret-typed values as KMS would, with a master key of this runner's own.
         self.keys = LocalKeys()
+        # Values too large for a ledger item go here, as they go to S3 on AWS.
+        self.payloads: PayloadStore = payloads or MemoryPayloads(self.clock)
+        # Reads for assertions resolve large values the way the engine's reads do.
+        self._reader = ClaimCheck(self.memory_ledger, self.payloads)
         self.guard = DeterminismGuard() if determinism_guard else None
         self.engine = Engine(
             app,
@@ -168,6 +175,7 @@ class LocalRunner:
             guard=self.guard or NoGuard(),
             timers=CrashingPort("timers", self.timers, self.plan),
             keys=self.keys,
+            payloads=CrashingPort("payloads", self.payloads, self.plan),
         )
         self.remaining_seconds = remaining_seconds
         self.origin = self.clock.now()  # when a rate(...) schedule's clock started
@@ -402,7 +410,7 @@ class LocalRunner:
         run = self.memory_ledger.get_run(run_id)
         if run is None:
             raise RunNotFound(f"no run {run_id!r}")
-        return run
+        return self._reader.resolve(run)  # type: ignore[no-any-return]
 
     def run_by_key(self, workflow: str, key: str) -> RunRecord:
         """The run of ``workflow`` started under idempotency key ``key`` (a keyed child's
@@ -415,7 +423,7 @@ class LocalRunner:
 
     def history(self, run_id: str) -> list[StepRecord]:
         """The run's step records in position order, as stored now."""
-        loaded = self.memory_ledger.load(run_id)
+        loaded = self._reader.resolve(self.memory_ledger.load(run_id))
         if loaded is None:
             raise RunNotFound(f"no run {run_id!r}")
         return [loaded.steps[p] for p in sorted(loaded.steps)]

@@ -22,7 +22,7 @@ from durable.adapters.nonces import DynamoNonceStore
 from durable.adapters.scheduler import SchedulerRecurring, SchedulerTimers
 from durable.clock import Clock, SystemClock
 from durable.errors import StorageError
-from durable.ports import NoTimers, Timers
+from durable.ports import NoTimers, PayloadStore, Timers
 from durable.runtime import Services
 from durable.secrets import KeyService
 from durable.settings import Settings
@@ -108,6 +108,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
 
         clock = ScaledClock(read(Path(settings.clock_file)))
     return Services(
+        payloads=_payloads(settings, client, clock),
         clock=clock,
         ledger=ledger,
         meter=meter,
@@ -139,6 +140,22 @@ def _served(settings: Settings, lambda_client: Any, worker: str) -> Any:
         return table
 
     return served
+
+
+def _payloads(
+    settings: Settings, client: Callable[[str], Any], clock: Clock
+) -> PayloadStore | None:
+    """S3 when the stack has a payload bucket; durable dev's folder; else none (values
+    too large for an item are refused)."""
+    if settings.payload_bucket:
+        from durable.adapters.s3_payloads import S3Payloads
+
+        return S3Payloads(client("s3"), settings.payload_bucket)
+    if settings.payload_folder:
+        from durable.adapters.payload_stores import FolderPayloads
+
+        return FolderPayloads(Path(settings.payload_folder), clock)
+    return None
 
 
 def _keys(settings: Settings, client: Callable[[str], Any]) -> KeyService | None:

@@ -396,6 +396,9 @@ class DevServer:
             path.chmod(0o600)
         return path
 
+    def _payload_folder(self) -> Path:
+        return (self.o.state_dir / "payloads").resolve()
+
     def _handler_env(self) -> dict[str, str]:
         base = f"http://127.0.0.1:{self.o.port}"
         return {
@@ -420,6 +423,8 @@ class DevServer:
             "DURABLE_CALLBACK_BASE_URL": base,
             # Secret-typed values sealed under a master key kept in the state folder.
             "DURABLE_LOCAL_KEY_FILE": str(self._master_key_file().resolve()),
+            # Values too large for a ledger item, kept with the ledger (S3 on AWS).
+            "DURABLE_PAYLOAD_FOLDER": str(self._payload_folder()),
             "DURABLE_SWEEP_GRACE_SECONDS": "0",
             "DURABLE_TIME_SCALE": repr(self.o.time_scale),
             "DURABLE_CLOCK_FILE": str((self.o.state_dir / "clock.json").resolve()),
@@ -473,6 +478,7 @@ class DevServer:
             "dynamodb": self.stack.storage_endpoint,
             "ledger_table": LEDGER_TABLE,
             "key_file": str(self._master_key_file().resolve()),
+            "payload_folder": str(self._payload_folder()),
             # Virtual seconds per real one: `durable show --timeline` says both clocks.
             "time_scale": self.o.time_scale,
         }

@@ -305,7 +305,7 @@ class DeployedStack:
         self.dynamodb = boto3.client("dynamodb", endpoint_url=dynamodb, region_name=REGION)
         self._moto: dict[str, Any] = {
             service: boto3.client(service, endpoint_url=moto, region_name=REGION)
-            for service in ("scheduler", "secretsmanager", "kms")
+            for service in ("scheduler", "secretsmanager", "kms", "s3")
         }
         self.clock_file = work / "clock.json"
         self._set_clock(0.0)
@@ -344,6 +344,11 @@ class DeployedStack:
         if kind == "AWS::KMS::Key":
             key = self._moto["kms"].create_key(Description=f"{logical} of {self.stage}")
             return str(key["KeyMetadata"]["Arn" if attribute == "Arn" else "KeyId"])
+        if kind == "AWS::S3::Bucket" and attribute is None:
+            name = f"{self.stage}-{logical}".lower()
+            with contextlib.suppress(self._moto["s3"].exceptions.BucketAlreadyOwnedByYou):
+                self._moto["s3"].create_bucket(Bucket=name)
+            return name
         if kind == "AWS::IAM::Role" and attribute == "Arn":
             return f"arn:{PARTITION}:iam::{ACCOUNT}:role/{self.stage}-{logical}"
         if kind == "AWS::Serverless::Api" and attribute is None:
@@ -399,6 +404,7 @@ class DeployedStack:
             "AWS_ENDPOINT_URL_SCHEDULER": self.moto_endpoint,
             "AWS_ENDPOINT_URL_SECRETS_MANAGER": self.moto_endpoint,
             "AWS_ENDPOINT_URL_KMS": self.moto_endpoint,
+            "AWS_ENDPOINT_URL_S3": self.moto_endpoint,
             "AWS_ENDPOINT_URL_LAMBDA": self.lambda_api.endpoint,
             "AWS_ENDPOINT_URL_CODEDEPLOY": self.lambda_api.endpoint,
             "DURABLE_CLOCK_FILE": str(self.clock_file),

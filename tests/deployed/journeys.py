@@ -114,3 +114,11 @@ def purge(stack: DeployedStack, run_id: str, retention_days: float) -> None:
         ConsistentRead=True,
     )["Items"]
     assert left == [], left
+    assert payloads_of(stack, run_id) == [], "the purge left the run's large values"
+
+
+def payloads_of(stack: DeployedStack, run_id: str) -> list[str]:
+    """The keys of the run's large values in the stack's PayloadBucket (on moto)."""
+    bucket = stack.intrinsics.resource("PayloadBucket")
+    listed = stack._moto["s3"].list_objects_v2(Bucket=bucket, Prefix=f"runs/{run_id}/")
+    return [item["Key"] for item in listed.get("Contents", [])]

@@ -91,6 +91,16 @@ def _a_life_on(stack: DeployedStack) -> None:
     paid = journeys.shown(stack, approval)
     assert paid["status"] == "SUCCEEDED" and paid["output"]["approved_by"] == "bob", paid
 
+    # An answer over the offload size: the built API puts it in the bucket, the built
+    # worker reads it back from there, and the read API shows the value itself.
+    large = journeys.start(stack, "expense-approval", expense)
+    stack.drain()
+    signature = "b" * (100 * 1024)
+    journeys.answer(stack, large, "manager-approval", signature)
+    stack.drain()
+    assert journeys.shown(stack, large)["output"]["approved_by"] == signature
+    assert len(journeys.payloads_of(stack, large)) == 2  # the answer, and the run's result
+
     # A run started by an EventBridge event, waiting for its approval.
     evented = journeys.start_by_event(stack, "expense-approval", expense, "com.example.orders")
     stack.drain()
@@ -100,8 +110,9 @@ def _a_life_on(stack: DeployedStack) -> None:
     verdict = journeys.deploy_gate(stack)
     assert verdict["status"] == "Succeeded", verdict
 
-    # Retention over: TTL and the purge leave nothing of the finished run.
+    # Retention over: TTL and the purge leave nothing of the finished runs.
     journeys.purge(stack, run_id, retention_days=30)
+    journeys.purge(stack, large, retention_days=0)
 
 
 def test_a_run_lives_its_whole_life_in_the_built_functions(

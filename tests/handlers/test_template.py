@@ -419,6 +419,8 @@ def test_the_purge_function_reads_its_stream_and_deletes_only_in_the_ledger() ->
         "dynamodb:GetShardIterator",
         "dynamodb:ListStreams",
         "sqs:SendMessage",
+        "s3:ListBucket",
+        "s3:DeleteObject",
     }
     scope = sorted(
         (sorted([s["Action"]] if isinstance(s["Action"], str) else s["Action"]), s["Resource"])
@@ -428,12 +430,68 @@ def test_the_purge_function_reads_its_stream_and_deletes_only_in_the_ledger() ->
         (["dynamodb:DeleteItem", "dynamodb:GetItem", "dynamodb:Query"], LEDGER_ARN),
         (STREAM_READS, {"GetAtt": "LedgerTable.StreamArn"}),
         (["dynamodb:ListStreams"], {"Sub": "${LedgerTable.Arn}/stream/*"}),
+        (["s3:DeleteObject"], RUN_OBJECTS),
+        (["s3:ListBucket"], {"GetAtt": "PayloadBucket.Arn"}),
         (["sqs:SendMessage"], {"GetAtt": "PurgeDeadLetterQueue.Arn"}),
     ]
     # No other function reads the stream.
     for name, props in FUNCTIONS.items():
         if name != "PurgeFunction":
             assert not actions(props) & {*STREAM_READS, "dynamodb:ListStreams"}, name
+
+
+RUN_OBJECTS = {"Sub": "${PayloadBucket.Arn}/runs/*"}
+
+
+def test_large_values_are_read_and_written_only_under_runs_and_deleted_only_by_the_purge() -> None:
+    """The payload bucket (durable.claim_check): who may touch which object. The
+    functions that write values (worker, API, events) read and write objects under
+    runs/ only; only the purge lists and deletes, under runs/ only; the sweeper and the
+    deploy hook never touch it."""
+
+    def listed(statement: dict[str, Any]) -> list[str]:
+        acts = statement["Action"]
+        return sorted([acts] if isinstance(acts, str) else acts)
+
+    s3 = {
+        name: sorted(
+            (listed(st), st["Resource"], st.get("Condition"))
+            for st in statements(props)
+            if any(a.startswith("s3:") for a in listed(st))
+        )
+        for name, props in FUNCTIONS.items()
+    }
+    rw = [(["s3:GetObject", "s3:PutObject"], RUN_OBJECTS, None)]
+    assert s3["WorkerFunction"] == rw and s3["ApiFunction"] == rw and s3["EventsFunction"] == rw
+    assert s3["PurgeFunction"] == [
+        (["s3:DeleteObject"], RUN_OBJECTS, None),
+        (
+            ["s3:ListBucket"],
+            {"GetAtt": "PayloadBucket.Arn"},
+            {"StringLike": {"s3:prefix": "runs/*"}},
+        ),
+    ]
+    assert s3["SweeperFunction"] == [] and s3["DeployHookFunction"] == []
+    assert set(s3) == set(FUNCTIONS)
+
+
+def test_the_payload_bucket_is_private_encrypted_and_tls_only() -> None:
+    bucket = RESOURCES["PayloadBucket"]
+    props = bucket["Properties"]
+    assert bucket["DeletionPolicy"] == "Retain"  # runs in flight reference its objects
+    rule = props["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert rule["ServerSideEncryptionByDefault"]["SSEAlgorithm"] in {"AES256", "aws:kms"}
+    assert all(props["PublicAccessBlockConfiguration"].values())
+    assert len(props["PublicAccessBlockConfiguration"]) == 4
+    assert props["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    policy = RESOURCES["PayloadBucketPolicy"]["Properties"]
+    assert policy["Bucket"] == {"Ref": "PayloadBucket"}
+    [deny] = policy["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Principal"] == "*"
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    env = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    assert env["DURABLE_PAYLOAD_BUCKET"] == {"Ref": "PayloadBucket"}
+    assert TEMPLATE["Outputs"]["PayloadBucketName"]["Value"] == {"Ref": "PayloadBucket"}
 
 
 def test_the_purge_has_its_log_group_and_a_dead_letter_alarm() -> None:

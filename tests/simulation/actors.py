@@ -20,6 +20,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
+from durable.adapters.payload_stores import MemoryPayloads
+from durable.claim_check import ClaimCheck
 from durable.clock import FakeClock
 from durable.config import EngineConfig
 from durable.engine import Engine
@@ -130,12 +132,20 @@ class World:
         self.monitor = FinishedRunMonitor(ledger, self.journal, self.hooks.stamp)
         self.stuck = StuckMonitor(ledger, self.journal, self.armed, self.hooks.stamp)
         self.window = WindowMonitor(ledger, self.journal, self.hooks.stamp)
+        # Large values (``durable.claim_check``): most schedules move every value longer
+        # than a few bytes to the payload store, so each interleaving also runs through
+        # the references (a put before the write that names it, a read on every load);
+        # the rest keep the default and never touch the store.
+        self.payloads = MemoryPayloads(self.clock)
+        self.reader = ClaimCheck(ledger, self.payloads)  # reads as the engine's resolve
+        offload = random.Random(f"payloads-{seed}").choice([16, 64, 64 * 1024])
         self.config = EngineConfig(
             inprocess_wait_threshold=timedelta(0),
             sweep_grace=timedelta(0),
             callback_secret=SECRET,
             retention=timedelta(hours=2),
             steps_per_invocation=settings.steps_per_invocation,
+            payload_offload_bytes=offload,
         )
         self.engine = Engine(
             APP,
@@ -145,6 +155,7 @@ class World:
             clock=self.clock,
             config=self.config,
             timers=SimPort("timers", self.timers, self.sched),
+            payloads=SimPort("payloads", self.payloads, self.sched),
         )
         # Worker w1 is a warm container: it keeps the histories it loaded and wrote
         # between its invocations (``durable.history_cache``), and every view it uses
@@ -163,6 +174,7 @@ class World:
                 clock=self.clock,
                 config=self.config,
                 timers=SimPort("timers", self.timers, self.sched),
+                payloads=SimPort("payloads", self.payloads, self.sched),
             )
         }
         self.pool: list[tuple[str, str, int]] = []  # (run id, reason, hop) not yet taken
@@ -239,7 +251,7 @@ class World:
         return self.sched.spawn(name, job)
 
     def run_key(self, run_id: str) -> str | None:
-        run = self.raw.get_run(run_id)
+        run = self.reader.get_run(run_id)
         return f"{run_id}.{incarnation(run)}" if run is not None else None
 
     # --- actors' jobs -----------------------------------------------------------------
@@ -334,22 +346,22 @@ class World:
         """The ``index``-th known run (modulo); with ``live``, of those not finished."""
         runs = self.runs
         if live:
-            active = [r for r in runs if (run := self.raw.get_run(r)) and not run.terminal]
+            active = [r for r in runs if (run := self.reader.get_run(r)) and not run.terminal]
             runs = active or runs
         return runs[index % len(runs)] if runs else None
 
     def _pick_failed(self, index: int) -> str | None:
         """A failed run to retry, a child (while its parent may go on) when there is one."""
         failed = [
-            r for r in self.runs if (run := self.raw.get_run(r)) and run.status.value == "FAILED"
+            r for r in self.runs if (run := self.reader.get_run(r)) and run.status.value == "FAILED"
         ]
-        children = [r for r in failed if (run := self.raw.get_run(r)) and run.parent]
+        children = [r for r in failed if (run := self.reader.get_run(r)) and run.parent]
         pool = children or failed
         return pool[index % len(pool)] if pool else None
 
     def _signal_name(self, run_id: str, arg: dict[str, Any]) -> str:
         """A signal the run's program waits for (what a real sender sends), if any."""
-        run = self.raw.get_run(run_id)
+        run = self.reader.get_run(run_id)
         ops = json.loads(run.input)["ops"] if run is not None else []
         names = [op["name"] for op in ops if op["op"] == "signal"]
         return names[arg["run"] % len(names)] if names else str(arg["name"])
@@ -454,7 +466,7 @@ class World:
             upgrade = 2 if arg.get("upgrade") and self.hooks.deployed else None
             engine.retry(run_id, upgrade_to=upgrade)
             produced["engine.retry(upgrade_to)" if upgrade else "engine.retry"] += 1
-            if (run := self.raw.get_run(run_id)) is not None and run.parent:
+            if (run := self.reader.get_run(run_id)) is not None and run.parent:
                 produced["engine.retry of a child"] += 1
         elif kind == "fork":
             record = engine.fork(run_id, arg["from"])
@@ -464,7 +476,7 @@ class World:
 
     def _waiting_callbacks(self, run_id: str) -> dict[str, list[str]]:
         """The positions of the run's WAITING callbacks, by name."""
-        history = self.raw.load(run_id)
+        history = self.reader.load(run_id)
         waiting: dict[str, list[str]] = {}
         for position, step in sorted(history.steps.items() if history else []):
             if step.kind.value == "callback" and step.status == StepStatus.WAITING:
@@ -544,7 +556,7 @@ class World:
         mail = self.journal.mailbox[token]
         if self.run_key(mail.run_id) != mail.run:
             return  # an earlier run under this id: refusing its token is right
-        step = self.raw.get_step(mail.run_id, mail.position)
+        step = self.reader.get_step(mail.run_id, mail.position)
         if step is not None and step.status == StepStatus.WAITING:
             mine = step.token_hash == token_hash(token)
             self.violate(

@@ -151,7 +151,8 @@ def all_runs(world: World) -> set[str]:
 
 
 def histories(world: World) -> dict[str, RunHistory]:
-    loaded = {run_id: world.raw.load(run_id) for run_id in sorted(all_runs(world))}
+    # Resolved as every read through the engine is: invariants judge values, not references.
+    loaded = {run_id: world.reader.load(run_id) for run_id in sorted(all_runs(world))}
     return {run_id: h for run_id, h in loaded.items() if h is not None}
 
 
@@ -200,7 +201,7 @@ def _answer_one(world: World, sent: set[tuple[str, str]]) -> bool:
     """Answer one outstanding callback, or send a signal a waiting run has none of."""
     j = world.journal
     for token, mail in sorted(j.mailbox.items()):
-        run = world.raw.get_run(mail.run_id)
+        run = world.reader.get_run(mail.run_id)
         if token in j.answered or run is None or run.terminal:
             continue
         if world.run_key(mail.run_id) != mail.run:

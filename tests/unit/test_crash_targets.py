@@ -13,7 +13,7 @@ import pytest
 
 from durable import App, Context
 from durable.errors import InvalidInput
-from durable.ports import CRASH_TARGETS, EffectStore, Invoker, Ledger, Timers
+from durable.ports import CRASH_TARGETS, EffectStore, Invoker, Ledger, PayloadStore, Timers
 from durable.settings import Settings
 from durable.testing import LocalRunner
 
@@ -22,6 +22,7 @@ PORTS: dict[str, Any] = {
     "effects": EffectStore,
     "timers": Timers,
     "invoker": Invoker,
+    "payloads": PayloadStore,
 }
 ENV = {
     "DURABLE_APP": "m:app",
@@ -42,7 +43,7 @@ def twice(ctx: Context, n: int) -> int:
     return double(double(n))
 
 
-def test_the_targets_are_every_method_of_the_four_ports() -> None:
+def test_the_targets_are_every_method_of_the_five_ports() -> None:
     """GIVEN the port protocols WHEN their public methods are listed THEN they are exactly
     CRASH_TARGETS (the constant cannot drift from the ports)."""
     methods = {

@@ -1,0 +1,86 @@
+"""Payload stores without a cloud: memory (tests, ``LocalRunner``) and a folder
+(``durable dev``). Both take the engine's clock, so a purge's cutoff, which is in the
+engine's time (virtual time under ``durable dev --time-scale``), compares with the time
+each object was written in the same terms."""
+
+from __future__ import annotations
+
+import os
+import threading
+from datetime import datetime
+from pathlib import Path
+
+from durable.clock import Clock, SystemClock
+from durable.errors import StorageError
+
+
+def _missing(key: str) -> StorageError:
+    return StorageError(f"payload {key} is missing from the payload store", retryable=False)
+
+
+class MemoryPayloads:
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock or SystemClock()
+        self.objects: dict[str, tuple[bytes, datetime]] = {}
+        self._lock = threading.Lock()
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self.objects[key] = (data, self.clock.now())
+
+    def get(self, key: str) -> bytes:
+        with self._lock:
+            held = self.objects.get(key)
+        if held is None:
+            raise _missing(key)
+        return held[0]
+
+    def delete_older(self, prefix: str, before: datetime) -> int:
+        with self._lock:
+            old = [k for k, (_, at) in self.objects.items() if k.startswith(prefix) and at < before]
+            for key in old:
+                del self.objects[key]
+        return len(old)
+
+
+class FolderPayloads:
+    """One file per object under ``root`` (``<run id>/<sha256>``), written atomically; its
+    modification time is the clock's time of the write."""
+
+    def __init__(self, root: Path, clock: Clock | None = None) -> None:
+        self.root = root
+        self.clock = clock or SystemClock()
+
+    def _path(self, key: str) -> Path:
+        run_id, _, digest = key.partition("/")
+        # Keys are made by ``durable.claim_check`` from a run id and a hex digest; anything
+        # else (a separator, a dot-dot) would leave the folder, so it is refused.
+        if not (run_id.isalnum() and digest.isalnum()):
+            raise StorageError(f"payload key {key!r} is not <run id>/<sha256>", retryable=False)
+        return self.root / run_id / digest
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+        partial.write_bytes(data)
+        at = self.clock.now().timestamp()
+        os.utime(partial, (at, at))
+        partial.replace(path)
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise _missing(key) from None
+
+    def delete_older(self, prefix: str, before: datetime) -> int:
+        folder = self.root / prefix.rstrip("/")
+        if not prefix.rstrip("/").isalnum() or not folder.is_dir():
+            return 0
+        deleted = 0
+        for path in folder.iterdir():
+            if not path.name.startswith(".") and path.stat().st_mtime < before.timestamp():
+                path.unlink(missing_ok=True)
+                deleted += 1
+        return deleted

@@ -1,0 +1,340 @@
+"""Large values: kept in the payload store and referenced from the ledger (the claim check).
+
+Every test here would fail without ``durable.claim_check``: the values are over
+DynamoDB's item limit (PayloadTooLarge before), or the point is what the stored item
+holds (a reference), what the store holds (sealed, redacted), or what a forged
+reference cannot reach.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, SecretStr
+
+from durable import App, Context, PayloadTooLarge
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
+from durable.adapters.payload_stores import FolderPayloads, MemoryPayloads
+from durable.claim_check import MARK, ClaimCheck, is_reference
+from durable.clock import FakeClock
+from durable.config import EngineConfig
+from durable.engine import Engine
+from durable.errors import StorageError
+from durable.model import RunStatus, StepStatus
+from durable.ports import Invocation
+from durable.testing import LocalRunner
+from durable.write_boundary import TOKEN_TEXT
+
+BIG = 450 * 1024  # over DynamoDB's 400 KB item limit on its own
+
+app = App()
+
+
+@app.step()
+def big_text(n: int) -> str:
+    return "x" * n
+
+
+@app.step()
+def length(text: str) -> int:
+    return len(text)
+
+
+@app.workflow(name="big-result", version=1)
+def big_result(ctx: Context, n: int) -> int:
+    text = ctx.step(big_text, n)
+    ctx.sleep(timedelta(minutes=1))  # a replay reads the result back from the ledger
+    return ctx.step(length, text)
+
+
+@app.workflow(name="echo", version=1)
+def echo(ctx: Context, payload: Any) -> Any:
+    ctx.sleep(timedelta(minutes=1))
+    return payload
+
+
+@app.step()
+def chunk(i: int) -> str:
+    return str(i) * (120 * 1024)
+
+
+def chunk_branch(ctx: Context, i: int) -> str:
+    return ctx.step(chunk, i)
+
+
+@app.workflow(name="map-of-large", version=1)
+def map_of_large(ctx: Context, n: int) -> list[str]:
+    return ctx.map(chunk_branch, list(range(n))).values()
+
+
+SENT: list[Any] = []
+
+
+@app.workflow(name="answer", version=1)
+def answer(ctx: Context) -> int:
+    text = ctx.wait_for_callback("big", timedelta(hours=1), submit=SENT.append)
+    return len(str(text))
+
+
+@app.workflow(name="hold", version=1)
+def hold(ctx: Context, payload: Any) -> Any:
+    ctx.wait_for_signal("go", timeout=timedelta(days=7))
+    return payload
+
+
+@app.workflow(name="listen", version=1)
+def listen(ctx: Context) -> int:
+    payload = ctx.wait_for_signal("data", timeout=timedelta(hours=1))
+    return len(str(payload))
+
+
+class Card(BaseModel):
+    number: SecretStr
+    notes: str
+
+
+@app.step()
+def card(n: int) -> Card:
+    return Card(number=SecretStr("4111111111111111"), notes="n" * n)
+
+
+@app.workflow(name="secret-card", version=1)
+def secret_card(ctx: Context, n: int) -> int:
+    made = ctx.step(card, n)
+    ctx.sleep(timedelta(minutes=1))
+    return len(made.notes) + len(made.number.get_secret_value())
+
+
+@app.workflow(name="token-holder", version=1)
+def token_holder(ctx: Context) -> str:
+    cb = ctx.create_callback("approval", timeout=timedelta(hours=1))
+    ctx.step(big_text_with, cb.url)
+    return str(cb.result())
+
+
+@app.step()
+def big_text_with(url: str) -> str:
+    return (url + " ") * 3000  # a live callback URL, over the offload size
+
+
+def stored_step(runner: LocalRunner, run_id: str, name: str) -> Any:
+    loaded = runner.memory_ledger.load(run_id)
+    assert loaded is not None
+    [step] = [s for s in loaded.steps.values() if s.name == name]
+    return step
+
+
+def test_a_step_result_over_the_item_limit_succeeds_and_replays_equal() -> None:
+    """GIVEN a step returning 450 KB WHEN the run goes on after a sleep (a replay) THEN it
+    succeeds, the step item holds a reference of about a hundred bytes, and the store
+    one object under the run's id holding the value."""
+    runner = LocalRunner(app)
+    run = runner.start("big-result", BIG)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    assert runner.result(run.run_id) == BIG
+    raw = stored_step(runner, run.run_id, "big_text")
+    assert is_reference(raw.output) and len(raw.output) < 200
+    assert json.loads(raw.output)["$durable.payload"]["bytes"] == BIG + 2  # the JSON quotes
+    payloads = runner.payloads
+    assert isinstance(payloads, MemoryPayloads)
+    [key] = payloads.objects
+    assert key.startswith(f"{run.run_id}/")
+    assert json.loads(payloads.objects[key][0]) == "x" * BIG
+    # What the tests and the read API see: the value itself.
+    assert json.loads(runner.history(run.run_id)[0].output or "") == "x" * BIG
+
+
+def test_the_issue_case_four_map_results_of_120_kb_succeed() -> None:
+    """The peer's case: 4 x 120 KB map results (481 KB in the run's result)."""
+    runner = LocalRunner(app)
+    run = runner.start("map-of-large", 4)
+    runner.run_until_idle()
+    assert runner.result(run.run_id) == [str(i) * (120 * 1024) for i in range(4)]
+    assert is_reference(runner.memory_ledger.get_run(run.run_id).output)  # type: ignore[union-attr]
+
+
+def test_a_large_input_signal_and_callback_answer_are_kept_aside() -> None:
+    runner = LocalRunner(app)
+    started = runner.start("echo", {"blob": "y" * BIG})
+    assert is_reference(runner.memory_ledger.get_run(started.run_id).input)  # type: ignore[union-attr]
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.result(started.run_id) == {"blob": "y" * BIG}
+    assert is_reference(runner.memory_ledger.get_run(started.run_id).output)  # type: ignore[union-attr]
+
+    SENT.clear()
+    waiting = runner.start("answer")
+    runner.run_until_idle()
+    runner.complete_callback(SENT[-1].token, "z" * BIG)
+    runner.run_until_idle()
+    assert runner.result(waiting.run_id) == BIG
+
+    listening = runner.start("listen")
+    runner.run_until_idle()
+    runner.signal(listening.run_id, "data", "s" * BIG)
+    runner.run_until_idle()
+    assert runner.result(listening.run_id) == BIG
+
+
+def test_a_value_over_the_hard_limit_fails_the_step_naming_the_setting() -> None:
+    config = EngineConfig(inprocess_wait_threshold=timedelta(0), payload_max_bytes=200 * 1024)
+    runner = LocalRunner(app, config=config)
+    run = runner.start("big-result", BIG)
+    runner.run_until_idle()
+    failed = runner.get_run(run.run_id)
+    assert failed.status == RunStatus.FAILED
+    assert failed.error is not None and failed.error.type == "StepFailed"
+    assert "after 1 attempt(s): PayloadTooLarge" in failed.error.message  # not retried
+    assert "DURABLE_PAYLOAD_MAX_BYTES" in failed.error.message
+    assert runner.payloads.objects == {}  # type: ignore[attr-defined]
+
+
+def test_without_a_store_a_large_value_is_refused_with_the_fix() -> None:
+    """An engine composed without a payload store keeps today's refusal, and says what
+    to configure."""
+    runner = LocalRunner(app)
+    engine = Engine(app, runner.memory_ledger, MemoryInvoker(), MemoryEffectStore())
+    with pytest.raises(PayloadTooLarge, match="DURABLE_PAYLOAD_BUCKET"):
+        engine.start("echo", {"blob": "y" * BIG})
+
+
+def test_a_reference_shaped_input_comes_back_as_itself_and_reads_no_other_run() -> None:
+    """GIVEN run A's large value in the store WHEN an outside caller starts run B with an
+    input that is a reference to A's object THEN B's input is stored by reference to a
+    copy of its own text, and B sees exactly what was sent, never A's value."""
+    runner = LocalRunner(app)
+    first = runner.start("echo", {"blob": "secret " * 80_000})
+    [key] = runner.payloads.objects  # type: ignore[attr-defined]
+    digest = key.split("/")[1]
+    forged = json.loads(MARK + json.dumps({"sha256": digest, "bytes": 560_000}) + "}")
+    second = runner.start("echo", forged)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.result(second.run_id) == forged
+    assert runner.result(first.run_id) == {"blob": "secret " * 80_000}
+    assert is_reference(runner.memory_ledger.get_run(second.run_id).input)  # type: ignore[union-attr]
+
+
+def test_a_secret_typed_field_of_a_large_value_is_sealed_in_the_store() -> None:
+    runner = LocalRunner(app)
+    run = runner.start("secret-card", BIG)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.result(run.run_id) == BIG + 16
+    stored = b"".join(data for data, _ in runner.payloads.objects.values())  # type: ignore[attr-defined]
+    assert stored and b"4111111111111111" not in stored
+
+
+def test_a_live_callback_token_in_a_large_value_is_redacted_before_it_is_stored() -> None:
+    """The write boundary runs before the claim check: the store never holds a token."""
+    runner = LocalRunner(app)
+    run = runner.start("token-holder")
+    runner.run_until_idle()
+    objects = runner.payloads.objects  # type: ignore[attr-defined]
+    assert objects, "the step's result went to the store"
+    for data, _ in objects.values():
+        assert TOKEN_TEXT.search(data.decode()) is None
+        assert "<callback token redacted>" in data.decode()
+    assert runner.get_run(run.run_id).status == RunStatus.WAITING
+
+
+def test_purge_deletes_a_runs_objects_with_its_leftovers() -> None:
+    config = EngineConfig(inprocess_wait_threshold=timedelta(0), retention=timedelta(hours=2))
+    runner = LocalRunner(app, config=config)
+    kept = runner.start("hold", {"blob": "k" * BIG})  # still waiting when the other expires
+    run = runner.start("big-result", BIG)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    objects = runner.payloads.objects  # type: ignore[attr-defined]
+    assert any(k.startswith(f"{run.run_id}/") for k in objects)
+    runner.clock.advance(timedelta(hours=3))
+    assert run.run_id in runner.expire()
+    assert not any(k.startswith(f"{run.run_id}/") for k in objects)
+    assert any(k.startswith(f"{kept.run_id}/") for k in objects)  # another run's stay
+
+
+def test_a_tampered_object_is_refused_not_decoded() -> None:
+    runner = LocalRunner(app)
+    run = runner.start("echo", {"blob": "t" * BIG})
+    objects = runner.payloads.objects  # type: ignore[attr-defined]
+    [key] = objects
+    objects[key] = (b'{"blob":"evil"}', objects[key][1])
+    fresh = ClaimCheck(runner.memory_ledger, runner.payloads)
+    with pytest.raises(StorageError, match="does not match its hash"):
+        fresh.get_run(run.run_id)
+
+
+def test_small_values_stay_in_the_item_and_the_store_is_never_called() -> None:
+    runner = LocalRunner(app)
+    run = runner.start("big-result", 10)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.result(run.run_id) == 10
+    assert runner.payloads.objects == {}  # type: ignore[attr-defined]
+    assert runner.call_count("payloads.put") == runner.call_count("payloads.get") == 0
+
+
+def test_a_crash_after_the_put_loses_nothing_and_stores_one_object() -> None:
+    """The object is written before the ledger write that references it: a worker that
+    dies between the two leaves an object the retry writes again, to the same key."""
+    runner = LocalRunner(app)
+    runner.crash_at("payloads.put", call=1, when="after")
+    run = runner.start("big-result", BIG)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=10))
+    assert runner.crashes and runner.result(run.run_id) == BIG
+    assert len(runner.payloads.objects) == 1  # type: ignore[attr-defined]
+    assert stored_step(runner, run.run_id, "big_text").status == StepStatus.DONE
+
+
+def test_the_engine_on_every_ledger_keeps_large_values_aside(ledger: Any) -> None:
+    """The claim check wraps whatever ledger the engine is given: memory, moto's
+    DynamoDB, DynamoDB Local and LocalStack (by tier)."""
+    clock = FakeClock()
+    store = MemoryPayloads(clock)
+    invoker = MemoryInvoker()
+    engine = Engine(
+        app,
+        ledger,
+        invoker,
+        MemoryEffectStore(),
+        clock=clock,
+        config=EngineConfig(inprocess_wait_threshold=timedelta(0)),
+        payloads=store,
+    )
+    run = engine.start("echo", {"blob": "e" * BIG})
+    engine.resume(run.run_id, Invocation())
+    clock.advance(timedelta(minutes=2))
+    engine.resume(run.run_id, Invocation())
+    done = engine.ledger.get_run(run.run_id)
+    assert done is not None and done.status == RunStatus.SUCCEEDED
+    assert json.loads(done.output or "") == {"blob": "e" * BIG}
+    assert is_reference(ledger.get_run(run.run_id).output)
+    assert len(store.objects) == 1  # input and output are the same text: one object
+
+
+# --- the stores -----------------------------------------------------------------------
+
+
+def test_the_folder_store_round_trips_deletes_by_age_and_refuses_a_path(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = FolderPayloads(tmp_path, clock)
+    store.put("01RUN/abc", b"one")
+    clock.advance(timedelta(hours=2))
+    store.put("01RUN/def", b"two")
+    assert store.get("01RUN/abc") == b"one"
+    assert store.delete_older("01RUN/", clock.now() - timedelta(hours=1)) == 1
+    with pytest.raises(StorageError, match="missing"):
+        store.get("01RUN/abc")
+    assert store.get("01RUN/def") == b"two"
+    for bad in ("../etc/passwd", "01RUN/../../x", "a/b/c"):
+        with pytest.raises(StorageError, match="not <run id>/<sha256>"):
+            store.put(bad, b"x")
+    assert store.delete_older("../", clock.now()) == 0
