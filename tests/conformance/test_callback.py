@@ -2,7 +2,7 @@
 and ``Callback.result()``; the external system is ``LocalRunner.complete_callback`` (and
 ``heartbeat``) with the callback's token, as the callback URL's route would be.
 
-Differs throughout: the peer's ``CallbackError`` is our ``CallbackFailed`` (the sender
+In our terms throughout: the peer's ``CallbackError`` is our ``CallbackFailed`` (the sender
 reported a failure) or ``CallbackTimeout`` (the timeout or a missed heartbeat passed)."""
 
 from __future__ import annotations
@@ -362,7 +362,7 @@ def test_CALLBACK_4_15_answer_decoded_to_a_typed_object() -> None:
 def test_CALLBACK_4_16_answer_decoded_to_a_number() -> None:
     """4-16: the answer 42 is a number; the workflow returns it and its double.
 
-    Differs: answers are JSON, so 42 arrives as an int; ``result_type=int`` checks it
+    In our terms: answers are JSON, so 42 arrives as an int; ``result_type=int`` checks it
     (the peer's payload is a string its custom deserializer parses)."""
     app = App()
     tokens: dict[str, str] = {}

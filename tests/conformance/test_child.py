@@ -1,6 +1,6 @@
 """The peer's child-context suite (requirements 3-1 to 3-18) on our API: ``ctx.run_child``.
 
-Differs throughout: the peer's ``run_in_child_context`` runs a function in the same
+In our terms throughout: the peer's ``run_in_child_context`` runs a function in the same
 execution, its operations checkpointed under a ``ParentId``. Our child is a run of its
 own (``ctx.run_child(workflow, input)``): a registered workflow with its own ledger,
 lease and retries, linked to the parent by ``RunRecord.parent`` ("<parent id>@<position>"),

@@ -1,7 +1,7 @@
 """The peer's map suite (requirements 9-1 to 9-20) on our API: ``ctx.map(fn, items, name=,
 max_concurrency=, completion=, item_name=)`` and ``BatchResult``.
 
-Differs throughout, as for parallel (see test_parallel.py): no record per item (an item's
+In our terms throughout, as for parallel (see test_parallel.py): no record per item (an item's
 calls are recorded at paths under the map's position, and the map's decision record holds
 every item's outcome); one completion rule; items never started are listed as
 ``canceled``; ``ok`` is the rule, ``bool(result.failed)`` the peer's status; and the map
@@ -77,7 +77,7 @@ def test_MAP_9_1_each_item_runs_a_step() -> None:
 def test_MAP_9_2_without_a_name() -> None:
     """9-2: no name given; each item is doubled directly, without a step.
 
-    Differs: the map is named "map" by default (the peer's has no name)."""
+    In our terms: the map is named "map" by default (the peer's has no name)."""
     app = App()
 
     def double(ctx: Context, n: int) -> int:
@@ -184,7 +184,7 @@ def test_MAP_9_7_min_successful_stops_early() -> None:
 
 def test_MAP_9_8_one_tolerated_failure_lets_every_item_run() -> None:
     """9-8: tolerating one failure, every item runs: all completed, with a failure.
-    (Differs as parallel's 8-9: ``ok`` is True, ``bool(result.failed)`` the status.)"""
+    (In our terms, as parallel's 8-9: ``ok`` is True, ``bool(result.failed)`` the status.)"""
     ran: list[int] = []
     played = play(outcomes_app("sfs", {"tolerated_failures": 1}, ran), "outcomes")
     assert played.result() == {
@@ -246,7 +246,7 @@ def test_MAP_9_11_concurrent_items_keep_item_order() -> None:
 def test_MAP_9_12_flat_items() -> None:
     """9-12: each item's step is recorded under the map, with no record per item.
 
-    Differs: there is no nesting mode to ask for: ours is always like the peer's FLAT."""
+    No option needed: there is no nesting mode, ours is always like the peer's FLAT."""
     app = App()
 
     def echo(label: str) -> str:
@@ -355,7 +355,7 @@ def test_MAP_9_16_large_combined_result(size: int) -> None:
     """9-16: four items of ~70 KB each, over the peer's 256 KB checkpoint limit together;
     the map succeeds and the workflow returns counts.
 
-    Differs: the peer strips the map's payload and rebuilds it by running the items again
+    How: the peer strips the map's payload and rebuilds it by running the items again
     (ReplayChildren); ours records every item's value in the map's decision, which fits
     our 400 KB item at the peer's size. Four items of 128 KB (``over-item-limit``) need
     the claim check."""

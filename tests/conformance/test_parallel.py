@@ -1,7 +1,7 @@
 """The peer's parallel suite (requirements 8-1 to 8-22) on our API: ``ctx.parallel(*branches,
 name=, max_concurrency=, completion=, branch_names=)`` and ``BatchResult``.
 
-Differs throughout:
+In our terms throughout:
 
 * the peer checkpoints a context per branch (``ContextStarted``/``ContextSucceeded``,
   SubType ParallelBranch); ours records each branch's calls at paths under the batch's
@@ -110,7 +110,7 @@ def test_PARALLEL_8_1_two_branches_each_a_step() -> None:
 def test_PARALLEL_8_2_without_a_name() -> None:
     """8-2: no name given; branches return values directly.
 
-    Differs: the batch is named "parallel" by default (the peer's has no name)."""
+    In our terms: the batch is named "parallel" by default (the peer's has no name)."""
     app = App()
 
     @app.workflow
@@ -238,7 +238,7 @@ def test_PARALLEL_8_9_one_tolerated_failure_lets_every_branch_run() -> None:
     """8-9: tolerating one failure, a failure in branch 1 does not stop branch 2; all
     completed, with a failure.
 
-    Differs: ``ok`` is True here (the rule held); the peer's ``status`` FAILED is our
+    In our terms: ``ok`` is True here (the rule held); the peer's ``status`` FAILED is our
     ``bool(result.failed)``."""
     ran: list[int] = []
     played = play(outcomes_app("sfs", {"tolerated_failures": 1}, ran), "outcomes")
@@ -290,7 +290,7 @@ def test_PARALLEL_8_11_concurrent_branches_keep_branch_order() -> None:
 def test_PARALLEL_8_12_flat_branches() -> None:
     """8-12: each branch's step is recorded under the batch, with no record per branch.
 
-    Differs: there is no nesting mode to ask for: ours is always like the peer's FLAT (a
+    No option needed: there is no nesting mode, ours is always like the peer's FLAT (a
     branch's calls are recorded at paths under the batch, no branch context records)."""
     app = App()
 
@@ -383,7 +383,7 @@ def test_PARALLEL_8_16_every_branch_fails_within_tolerance() -> None:
     """8-16: tolerating three failures, all three branches fail and all run: all
     completed, with failures.
 
-    Differs: ``ok`` is True (three failures are tolerated), where the peer's status is
+    In our terms: ``ok`` is True (three failures are tolerated), where the peer's status is
     FAILED; ``bool(result.failed)`` is our has-failure."""
     ran: list[int] = []
     played = play(outcomes_app("fff", {"tolerated_failures": 3}, ran), "outcomes")

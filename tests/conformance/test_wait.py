@@ -12,7 +12,7 @@ from tests.conformance.helpers import play
 def test_WAIT_2_1_wait_suspends_and_resumes() -> None:
     """2-1: a 2-second wait suspends the run; the invocation after it ends the run.
 
-    Differs: a wait without ``name=`` is named "sleep" in our ledger (the peer's has no
+    In our terms: a wait without ``name=`` is named "sleep" in our ledger (the peer's has no
     name)."""
     app = App()
 

@@ -1,7 +1,7 @@
 """The peer's wait-for-callback suite (requirements 7-1 to 7-15) on our API:
 ``ctx.wait_for_callback(name, timeout, submit, heartbeat_timeout=)``.
 
-Differs throughout: the peer wraps the operation in a context record (``ContextStarted``,
+In our terms throughout: the peer wraps the operation in a context record (``ContextStarted``,
 SubType WaitForCallback) holding the callback and the submitter step. Ours records the
 same two things at consecutive positions of the caller's sequence, with no wrapper: the
 callback (named ``name``) and the submitter, a durable step named ``<name>.submit``. A
@@ -186,7 +186,7 @@ def test_WAIT_FOR_CALLBACK_7_8_inside_a_child() -> None:
     """7-8: the operation runs inside a child ("wrapper"); the answer ends the child, and
     the child's result is the parent's.
 
-    Differs: the child is a child run (see the child suite), so the callback is in the
+    In our terms: the child is a child run (see the child suite), so the callback is in the
     child's ledger."""
     app = App()
     sender = Sender()
@@ -268,8 +268,8 @@ def test_WAIT_FOR_CALLBACK_7_11_json_object_answer() -> None:
     """7-11: the answer {"status": "approved"} is read as an object; its "status" is
     returned.
 
-    Differs: answers are JSON values already (the peer's default is the raw string), so
-    no deserializer is configured."""
+    No deserializer needed: answers are JSON values already (the peer's default is the raw
+    string, parsed by a deserializer the case configures)."""
     app = App()
     sender = Sender()
 
