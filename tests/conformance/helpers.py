@@ -29,16 +29,12 @@ from durable.testing import LocalRunner
 # against the API the feature will most likely have, and is expected to fail until it is
 # merged; strict, so the merge that makes one pass must flip its mark (and its row in
 # docs/testing.md). The item numbers are in this one place.
-SERDES = "issue 36 item 1: custom codecs per call (serdes=) not merged yet"
-LARGE_PAYLOADS = (
-    "issue 36 item 6: payloads over the DynamoDB item limit (S3 claim check) not merged yet"
-)
+SERDES = "issue 36 item 5: custom codecs per call (serdes=) not merged yet"
 
 pending_serdes = pytest.mark.xfail(strict=True, reason=SERDES)
-pending_large_payloads = pytest.mark.xfail(strict=True, reason=LARGE_PAYLOADS)
 
 # A peer result over its 256 KB checkpoint limit fits in our 400 KB item; half a megabyte
-# does not, and needs the claim check.
+# does not, and goes to the payload store (durable.claim_check).
 OVER_ITEM_LIMIT = 500 * 1024
 
 

@@ -23,7 +23,6 @@ from tests.conformance.helpers import (
     UpperCodec,
     children,
     dynamic,
-    pending_large_payloads,
     pending_serdes,
     play,
 )
@@ -307,7 +306,7 @@ def test_CHILD_3_10_child_with_a_step_and_a_wait() -> None:
     "size",
     [
         pytest.param(300 * 1024, id="peer-size"),
-        pytest.param(OVER_ITEM_LIMIT, id="over-item-limit", marks=pending_large_payloads),
+        pytest.param(OVER_ITEM_LIMIT, id="over-item-limit"),
     ],
 )
 def test_CHILD_3_11_child_with_a_large_result(size: int, caplog: pytest.LogCaptureFixture) -> None:
@@ -316,7 +315,7 @@ def test_CHILD_3_11_child_with_a_large_result(size: int, caplog: pytest.LogCaptu
 
     Differs: the peer re-runs such a child on replay (ReplayChildren, so its log line
     appears twice); we record the child's result (it fits our 400 KB item) and log once.
-    A result over our item limit (``over-item-limit``) needs the claim check."""
+    A result over our item limit (``over-item-limit``) goes to the payload store."""
     app = App()
 
     def seed(text: str) -> str:

@@ -21,7 +21,6 @@ from tests.conformance.helpers import (
     OVER_ITEM_LIMIT,
     WrapCodec,
     dynamic,
-    pending_large_payloads,
     pending_serdes,
     play,
 )
@@ -348,7 +347,7 @@ def test_MAP_9_15_wait_inside_an_item_suspends_the_map() -> None:
     "size",
     [
         pytest.param(70 * 1024, id="peer-size"),
-        pytest.param(OVER_ITEM_LIMIT // 4, id="over-item-limit", marks=pending_large_payloads),
+        pytest.param(OVER_ITEM_LIMIT // 4, id="over-item-limit"),
     ],
 )
 def test_MAP_9_16_large_combined_result(size: int) -> None:
@@ -357,8 +356,8 @@ def test_MAP_9_16_large_combined_result(size: int) -> None:
 
     How: the peer strips the map's payload and rebuilds it by running the items again
     (ReplayChildren); ours records every item's value in the map's decision, which fits
-    our 400 KB item at the peer's size. Four items of 128 KB (``over-item-limit``) need
-    the claim check."""
+    our 400 KB item at the peer's size. Four items of 128 KB (``over-item-limit``) go
+    to the payload store (the claim check)."""
     app = App()
 
     def large(ctx: Context, letter: str) -> str:
