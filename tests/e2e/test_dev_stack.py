@@ -114,13 +114,20 @@ def test_runs_survive_a_killed_worker_and_a_restart(dev: DevProcess, tmp_path: P
     assert dev.dropped_while_starting == 0, dev.log_tail()
     link = next(str(v) for v in books(effects)["by_key"].values() if "/callbacks/" in str(v))
     token = link.rsplit("/callbacks/", 1)[1]
-    out = dev.cli("approve", token, "--result", '"bob"')
+    # An answer over the offload size (64 KiB): durable dev keeps it in its state folder
+    # (S3 on AWS) and the ledger holds a reference; the run and the API see the value.
+    signature = "bob " + "~" * (70 * 1024)
+    out = dev.cli("approve", token, "--result", json.dumps(signature))
     assert "approved" in out.stdout
 
     for run in (first, second, approval):
         final = dev.wait_for(run["run_id"], {"SUCCEEDED", "FAILED"}, timeout=120)
         assert final["status"] == "SUCCEEDED", final
         assert all(step["status"] == "DONE" for step in final["steps"])
+    paid = dev.http("GET", f"/runs/{approval['run_id']}")
+    assert paid["output"]["approved_by"] == signature
+    kept = list((tmp_path / ".durable" / "payloads" / approval["run_id"]).iterdir())
+    assert len(kept) == 2, kept  # the answer, and the run's result that holds it
     # Exactly once: 2 workspaces, 2 projects, 2 welcome + 2 nudge + 1 approval emails, 1 payout.
     assert books(effects)["effects"] == {"workspace": 2, "email": 5, "project": 2, "payment": 1}
     detail = dev.http("GET", f"/runs/{first['run_id']}")
