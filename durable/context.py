@@ -30,6 +30,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
 T = TypeVar("T")
+V = TypeVar("V")
 In = TypeVar("In")
 Out = TypeVar("Out")
 Ts = TypeVarTuple("Ts")
@@ -434,6 +435,24 @@ class Context:
             ),
         )
 
+    # A distributed map's codec decodes each child's result (its JSON form): the items'
+    # values are what the codec decodes, whatever the child returns. Inline, the codec
+    # encodes ``fn``'s results: of ``fn``'s return type.
+    @overload
+    def map(
+        self,
+        fn: Callable[[Context, T], object] | str,
+        items: Iterable[T],
+        *,
+        name: str = "map",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+        distributed: Literal[True],
+        item_name: None = None,
+        serdes: Serdes[V],
+    ) -> BatchResult[V]: ...
+
+    @overload
     def map(
         self,
         fn: Callable[[Context, T], R] | str,
@@ -445,7 +464,20 @@ class Context:
         distributed: bool | None = None,
         item_name: Callable[[T, int], str] | None = None,
         serdes: Serdes[R] | None = None,
-    ) -> BatchResult[R]:
+    ) -> BatchResult[R]: ...
+
+    def map(
+        self,
+        fn: Callable[[Context, T], Any] | str,
+        items: Iterable[T],
+        *,
+        name: str = "map",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+        distributed: bool | None = None,
+        item_name: Callable[[T, int], str] | None = None,
+        serdes: Serdes[Any] | None = None,
+    ) -> BatchResult[Any]:
         """Run ``fn(ctx, item)`` for each item as a branch of one batch (see ``parallel``);
         results come back in item order, decoded by ``fn``'s return annotation.
 
@@ -465,8 +497,8 @@ class Context:
 
         ``serdes=codec`` (a ``durable.Serdes``) encodes each item's result, in place of
         the encoding by ``fn``'s return annotation (an item whose result it cannot encode
-        fails); a distributed map's items are child runs, whose results it decodes (as
-        ``run_child``'s ``serdes=``).
+        fails); a distributed map's items are child runs, whose results (their JSON
+        form) it decodes, as ``run_child``'s ``serdes=`` does.
         """
         from durable.codecs import coded
         from durable.completion import check_batch_size
@@ -497,7 +529,7 @@ class Context:
                     f"map {name!r} with distributed=True runs each item as a child run: {e}",
                     field="fn",
                 ) from e
-            distributed_result: BatchResult[R] = run_distributed(
+            return run_distributed(
                 self._exec,
                 name,
                 wf,
@@ -506,13 +538,12 @@ class Context:
                 completion=completion,
                 codec=codec,
             )
-            return distributed_result
         annotation = return_annotation(fn) if codec is None else codec
 
-        def branch(item: T) -> Callable[[Context], R]:
+        def branch(item: T) -> Callable[[Context], Any]:
             return lambda c: fn(c, item)
 
-        result: BatchResult[R] = run_batch(
+        return run_batch(
             self._exec,
             name,
             [(branch(v), annotation) for v in values],
@@ -520,10 +551,11 @@ class Context:
             completion=completion,
             names=_item_labels(values, item_name),
         )
-        return result
 
     # A workflow function passed as itself types the call: its input parameter checks
-    # ``input``, its return annotation is the result's type. By name, both are Any.
+    # ``input``, its return annotation is the result's type. By name, both are Any. With
+    # a codec (``serdes=``) the result is what the codec decodes, whatever the child
+    # returns (its JSON form).
     @overload
     def run_child(
         self,
@@ -532,7 +564,6 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
-        serdes: Serdes[Out] | None = None,
     ) -> Out: ...
 
     @overload
@@ -543,8 +574,29 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
-        serdes: Serdes[Out] | None = None,
     ) -> Out: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context, In], object],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> V: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context], object],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> V: ...
 
     @overload
     def run_child(
@@ -554,8 +606,8 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
-        serdes: Serdes[T],
-    ) -> T: ...
+        serdes: Serdes[V],
+    ) -> V: ...
 
     @overload
     def run_child(
@@ -606,7 +658,6 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
-        serdes: Serdes[Out] | None = None,
     ) -> ChildHandle[Out]: ...
 
     @overload
@@ -617,8 +668,29 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
-        serdes: Serdes[Out] | None = None,
     ) -> ChildHandle[Out]: ...
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context, In], object],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> ChildHandle[V]: ...
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context], object],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> ChildHandle[V]: ...
 
     @overload
     def start_child(
@@ -628,8 +700,8 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
-        serdes: Serdes[T],
-    ) -> ChildHandle[T]: ...
+        serdes: Serdes[V],
+    ) -> ChildHandle[V]: ...
 
     @overload
     def start_child(

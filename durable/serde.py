@@ -17,6 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import Secret, SecretBytes, SecretStr, TypeAdapter, ValidationError
+from pydantic.errors import PydanticSchemaGenerationError
 from pydantic_core import to_json
 
 from durable.codecs import Coded
@@ -39,9 +40,18 @@ def adapter_for(annotation: Any) -> TypeAdapter[Any] | None:
     if isinstance(annotation, Coded):
         return None
     try:
-        return _adapter(annotation)
-    except TypeError:  # unhashable annotation objects: build one uncached
-        return TypeAdapter(annotation)
+        try:
+            return _adapter(annotation)
+        except TypeError:  # unhashable annotation objects: build one uncached
+            return TypeAdapter(annotation)
+    except PydanticSchemaGenerationError as e:
+        # A RuntimeError, which a step would retry (running its body again) to the same
+        # end: a TypeError is the caller's mistake, terminal, and says what to do.
+        raise TypeError(
+            f"values of {annotation!r} cannot be encoded: pydantic has no schema for it; "
+            "give the call a codec (serdes=, a durable.Serdes), or make the type a pydantic "
+            "model or a dataclass"
+        ) from e
 
 
 @lru_cache(maxsize=1024)
