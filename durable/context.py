@@ -368,8 +368,9 @@ class Context:
         body would. ``until`` raising fails the wait (``StepFailed``), recorded.
 
         ``serdes=codec`` (a ``durable.Serdes``) stores the result and the state as the
-        codec writes them, in place of the encoding by ``check``'s return annotation; a
-        codec that cannot encode one fails the wait, recorded (``StepFailed``).
+        codec writes them, in place of the encoding by ``check``'s return annotation;
+        ``until`` and each check see the state the codec decodes, parked or not. A codec
+        that cannot encode one fails the wait, recorded (``StepFailed``).
         """
         from durable.waits import wait_for_condition
 

@@ -418,7 +418,9 @@ def wait_for_condition(
         if error is not None and policy.next_delay(errors, error) is None:
             _fail_condition(x, base, error)
         if error is None and stateful:
-            state = value
+            # A codec's state is what it decodes, in memory as after a park: ``until`` and
+            # the next check see one state whether the run parked between checks or not.
+            state = value if codec is None else x.decode(_encode(x, base, value, codec), codec)
         met = error is None and (_met(x, base, until, state) if stateful else bool(value))
         if met or (max_attempts is not None and attempt >= max_attempts):
             return _end_condition(x, base, annotation, met, state if stateful else value)

@@ -342,6 +342,45 @@ def test_a_conditions_result_and_state_are_stored_by_the_codec() -> None:
     assert outputs == ['"0.05 EUR"', '"3.00 EUR"']
 
 
+def test_a_stateful_conditions_checks_see_the_decoded_state_without_parking_too() -> None:
+    """GIVEN a stateful condition with a codec that normalizes (upper-cases the currency)
+    and polls short enough to wait in memory WHEN it checks several times without parking
+    THEN each check and ``until`` see the state the codec decodes, as after a park (a
+    replay would): not the previous check's raw value."""
+    polls: list[Money] = []
+    decided: list[Money] = []
+    app = App()
+
+    def grow(state: Money) -> Money:
+        polls.append(state)
+        return Money(state.cents + 100, state.currency.lower())
+
+    def enough(m: Money) -> bool:
+        decided.append(m)
+        return m.cents >= 300
+
+    @app.workflow
+    def flow(ctx: Context) -> str:
+        grown = ctx.wait_for_condition(
+            grow,
+            timedelta(seconds=1),
+            name="grow",
+            backoff=1.0,
+            initial_state=Money(0, "eur"),
+            until=enough,
+            serdes=CODEC,
+        )
+        return repr(grown)
+
+    runner = LocalRunner(app, config=EngineConfig(inprocess_wait_threshold=timedelta(minutes=1)))
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    assert runner.result(run_id) == "Money(300, 'EUR')"
+    assert polls == [Money(0, "eur"), Money(100, "EUR"), Money(200, "EUR")]
+    assert decided == [Money(100, "EUR"), Money(200, "EUR"), Money(300, "EUR")]
+    assert runner.history(run_id)[0].attempt == 3  # three checks, in one invocation
+
+
 # --- failures --------------------------------------------------------------------------
 
 
