@@ -13,6 +13,7 @@ def onboarding(ctx: Context, user_id: str) -> dict[str, str]:
 """
 
 from durable.children import ChildHandle
+from durable.codecs import Serdes
 from durable.completion import BatchFailed, BatchItem, BatchResult, BranchFailed, Completion
 from durable.config import EngineConfig
 from durable.context import Context, StepContext, current_step
@@ -28,6 +29,7 @@ from durable.errors import (
     PayloadTooLarge,
     RetryableError,
     RunNotFound,
+    SerdesError,
     StepFailed,
     TerminalError,
     WorkflowNotFound,
@@ -68,6 +70,8 @@ __all__ = [
     "RunNotFound",
     "RunRecord",
     "RunStatus",
+    "Serdes",
+    "SerdesError",
     "StepContext",
     "StepFailed",
     "StepRecord",

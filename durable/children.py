@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal
 from typing_extensions import TypeVar
 
 from durable import serde
+from durable.codecs import Coded, Serdes, coded
 from durable.errors import (
     ChildFailed,
     InvalidInput,
@@ -99,12 +100,15 @@ class ChildHandle(Generic[T]):
     position: str
     _execution: Execution = field(repr=False)
     _workflow: WorkflowDef | None = field(repr=False, default=None)
+    # The codec that decodes the child's result (``serdes=``), in place of the annotation.
+    _serdes: Serdes[Any] | None = field(repr=False, default=None)
 
     def result(self) -> T:
         """The child's result (decoded by its workflow's return annotation, at the version
-        the child ran), or ``ChildFailed`` when it failed or was canceled. Suspends the
-        parent until then."""
-        value: T = await_child(self._execution, self.position, self._workflow)
+        the child ran, or by the codec given as ``serdes``), or ``ChildFailed`` when it
+        failed or was canceled. Suspends the parent until then."""
+        codec = coded(self._serdes, f"child run {self.run_id} at position {self.position}")
+        value: T = await_child(self._execution, self.position, self._workflow, codec)
         return value
 
 
@@ -150,9 +154,11 @@ def start_child(
     input: Any,
     id: str | None,
     if_running: IfRunning = "fail",
+    serdes: Serdes[Any] | None = None,
 ) -> ChildHandle[Any]:
     check_if_running(if_running)
     wf = resolve_workflow(x.engine, workflow)
+    coded(serdes, f"child run of {wf.name!r}")  # refused before the child starts
     if serde.has_secrets(wf.return_annotation):
         raise InvalidInput(
             f"workflow {wf.name!r} returns secret-typed values, sealed with its own run's "
@@ -166,7 +172,7 @@ def start_child(
     if rec is None:
         rec = _start(x, wf, input, id, position, if_running)
     child_id = str((rec.detail or {}).get("child", ""))
-    return ChildHandle(child_id, wf.name, position, x, wf)
+    return ChildHandle(child_id, wf.name, position, x, wf, serdes)
 
 
 def _start(
@@ -255,8 +261,11 @@ def _check_not_own_line(x: Execution, run_id: str, id: str | None) -> None:
         current = x.ledger.get_run(parse_link(current.parent)[0])
 
 
-def await_child(x: Execution, position: str, wf: WorkflowDef | None) -> Any:
-    """The child's outcome once its report is in; else suspend until it is."""
+def await_child(
+    x: Execution, position: str, wf: WorkflowDef | None, codec: Coded | None = None
+) -> Any:
+    """The child's outcome once its report is in (its result decoded by ``codec`` when
+    given); else suspend until it is."""
     rec = x.steps[position]
     if not rec.status.final:
         x.check_cancel()
@@ -266,7 +275,7 @@ def await_child(x: Execution, position: str, wf: WorkflowDef | None) -> Any:
             rec = _reopened(x, rec)
     if rec.status == StepStatus.DONE:
         annotation = serde.NO_ANNOTATION if wf is None else child_annotation(x, rec, wf)
-        return x.decode(rec.output, annotation)
+        return x.decode(rec.output, codec or annotation)
     if rec.status.final:
         raise ChildFailed(
             child_of(rec), rec.name, position, rec.error_type or "Failed", rec.error_summary or ""

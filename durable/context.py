@@ -19,6 +19,7 @@ from durable.values import NO_STATE
 
 if TYPE_CHECKING:
     from durable.children import ChildHandle, IfRunning
+    from durable.codecs import Serdes
     from durable.completion import BatchResult
     from durable.execution import Execution
     from durable.retry import RetryPolicy
@@ -29,6 +30,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
 T = TypeVar("T")
+V = TypeVar("V")
 In = TypeVar("In")
 Out = TypeVar("Out")
 Ts = TypeVarTuple("Ts")
@@ -103,6 +105,7 @@ class Context:
         timeout: timedelta | None = None,
         semantics: Semantics | None = None,
         compensate: Callable[..., Any] | None = None,
+        serdes: Serdes[R] | None = None,
     ) -> R: ...
 
     # The first form's **kwargs could, to a checker, hold an option's name with another
@@ -116,6 +119,7 @@ class Context:
         timeout: timedelta | None = None,
         semantics: Semantics | None = None,
         compensate: Callable[..., Any] | None = None,
+        serdes: Serdes[R] | None = None,
         **kwargs: Any,
     ) -> R:
         """Run ``fn(*args, **kwargs)`` as a durable step and return its (decoded) result.
@@ -133,6 +137,11 @@ class Context:
         body but before its record runs it again on takeover), so make it safe to repeat:
         pass ``current_step().idempotency_key`` to the other system, or treat "already
         undone" as success.
+
+        ``serdes=codec`` (a ``durable.Serdes``) stores the result as ``codec`` writes it,
+        in place of the encoding by ``fn``'s return annotation: for a type pydantic does
+        not cover. The step returns ``codec.deserialize(codec.serialize(result))`` on its
+        first execution as on every replay; a codec that fails fails the step for good.
         """
         result: R = self._exec.call_step(
             fn,
@@ -143,6 +152,7 @@ class Context:
             timeout=timeout,
             semantics=semantics,
             compensate=compensate,
+            serdes=serdes,
         )
         return result
 
@@ -163,7 +173,8 @@ class Context:
         self._exec.sleep_until(when, name)
 
     # ``result_type=Decision`` types the answer as a ``Decision``; a type that is not a
-    # class (``Literal[...]``, a union) is still decoded by, but typed as Any.
+    # class (``Literal[...]``, a union) is still decoded by, but typed as Any. A codec
+    # (``serdes=``) types it as what the codec decodes.
     @overload
     def create_callback(
         self,
@@ -172,6 +183,16 @@ class Context:
         *,
         result_type: type[T],
         heartbeat_timeout: timedelta | None = None,
+    ) -> Callback[T]: ...
+
+    @overload
+    def create_callback(
+        self,
+        name: str,
+        timeout: timedelta | None = None,
+        *,
+        heartbeat_timeout: timedelta | None = None,
+        serdes: Serdes[T],
     ) -> Callback[T]: ...
 
     @overload
@@ -191,6 +212,7 @@ class Context:
         *,
         result_type: Any = None,
         heartbeat_timeout: timedelta | None = None,
+        serdes: Serdes[Any] | None = None,
     ) -> Callback[Any]:
         """Mint a callback (``.token``, ``.url``); ``.result()`` waits for its answer.
 
@@ -204,10 +226,16 @@ class Context:
         to ``.url + "/heartbeat"`` (``durable heartbeat TOKEN``) at least that often: a
         missed heartbeat times the wait out early (``CallbackTimeout``), ``timeout`` still
         bounding the whole wait.
+
+        With ``serdes=codec`` (a ``durable.Serdes``, in place of ``result_type``) the
+        answer, stored as the JSON text the sender posted, is decoded by
+        ``codec.deserialize``; the API then accepts any JSON answer.
         """
         from durable.waits import create_callback
 
-        return create_callback(self._exec, name, timeout, result_type, heartbeat_timeout)
+        return create_callback(
+            self._exec, name, timeout, result_type, heartbeat_timeout, serdes=serdes
+        )
 
     @overload
     def wait_for_callback(
@@ -218,6 +246,17 @@ class Context:
         *,
         result_type: type[T],
         heartbeat_timeout: timedelta | None = None,
+    ) -> T: ...
+
+    @overload
+    def wait_for_callback(
+        self,
+        name: str,
+        timeout: timedelta | None = None,
+        submit: Callable[[Callback[T]], object] | None = None,
+        *,
+        heartbeat_timeout: timedelta | None = None,
+        serdes: Serdes[T],
     ) -> T: ...
 
     @overload
@@ -239,6 +278,7 @@ class Context:
         *,
         result_type: Any = None,
         heartbeat_timeout: timedelta | None = None,
+        serdes: Serdes[Any] | None = None,
     ) -> Any:
         """Create a callback, run ``submit(callback)`` as the durable step ``<name>.submit``
         (email the approver its URL, say), and wait for the answer.
@@ -247,11 +287,14 @@ class Context:
         decodes to (typed so: a type checker infers ``Decision``); raises
         ``CallbackFailed`` when the sender reported a failure (a rejection) and
         ``CallbackTimeout`` after ``timeout``, or early when a ``heartbeat_timeout``
-        passes without a heartbeat (see ``create_callback``).
+        passes without a heartbeat (see ``create_callback``). With ``serdes=codec`` the
+        answer is what ``codec.deserialize`` makes of its JSON text (typed so).
         """
         from durable.waits import wait_for_callback
 
-        return wait_for_callback(self._exec, name, timeout, submit, result_type, heartbeat_timeout)
+        return wait_for_callback(
+            self._exec, name, timeout, submit, result_type, heartbeat_timeout, serdes=serdes
+        )
 
     def wait_for_signal(self, name: str, timeout: timedelta | None = None) -> Any:
         """Wait for the next signal ``name`` sent to this run (buffered if sent earlier).
@@ -274,6 +317,7 @@ class Context:
         max_interval: timedelta | None = None,
         max_attempts: int | None = None,
         jitter: Literal["none", "full"] = "none",
+        serdes: Serdes[R] | None = None,
     ) -> R: ...
 
     @overload
@@ -290,6 +334,7 @@ class Context:
         max_interval: timedelta | None = None,
         max_attempts: int | None = None,
         jitter: Literal["none", "full"] = "none",
+        serdes: Serdes[S] | None = None,
     ) -> S: ...
 
     def wait_for_condition(
@@ -305,6 +350,7 @@ class Context:
         max_interval: timedelta | None = None,
         max_attempts: int | None = None,
         jitter: Literal["none", "full"] = "none",
+        serdes: Serdes[Any] | None = None,
     ) -> Any:
         """Poll ``check()`` (a database flag, an external job's status) until it returns a
         truthy value, which is recorded and returned. Polls back off from ``interval``
@@ -320,6 +366,11 @@ class Context:
         replayed run goes on from there; checks a worker ran in memory (waits shorter
         than the step budget) since the last park run again after a crash, as a step's
         body would. ``until`` raising fails the wait (``StepFailed``), recorded.
+
+        ``serdes=codec`` (a ``durable.Serdes``) stores the result and the state as the
+        codec writes them, in place of the encoding by ``check``'s return annotation;
+        ``until`` and each check see the state the codec decodes, parked or not. A codec
+        that cannot encode one fails the wait, recorded (``StepFailed``).
         """
         from durable.waits import wait_for_condition
 
@@ -335,6 +386,7 @@ class Context:
             until=until,
             max_attempts=max_attempts,
             jitter=jitter,
+            serdes=serdes,
         )
 
     def parallel(
@@ -344,6 +396,7 @@ class Context:
         max_concurrency: int | None = None,
         completion: Any = None,
         branch_names: Sequence[str] | None = None,
+        serdes: Serdes[Any] | None = None,
     ) -> BatchResult[Any]:
         """Run ``branches`` (each a function taking a ``Context``) at the same time and
         return their outcomes in branch order.
@@ -361,13 +414,19 @@ class Context:
 
         Each branch is named in the batch's record (``durable show`` and the console print
         it, ``BatchItem.name``): ``branch_names`` in branch order, else each function's name.
+
+        ``serdes=codec`` (a ``durable.Serdes``) encodes every branch's value, in place of
+        the encoding by each branch's return annotation; a branch whose value it cannot
+        encode fails (``BranchFailed``, error type "SerdesError").
         """
+        from durable.codecs import coded
         from durable.fanout import run_batch
 
+        codec = coded(serdes, f"parallel {name!r}")
         return run_batch(
             self._exec,
             name,
-            [(b, return_annotation(b)) for b in branches],
+            [(b, return_annotation(b) if codec is None else codec) for b in branches],
             max_concurrency=max_concurrency,
             completion=completion,
             names=(
@@ -377,6 +436,24 @@ class Context:
             ),
         )
 
+    # A distributed map's codec decodes each child's result (its JSON form): the items'
+    # values are what the codec decodes, whatever the child returns. Inline, the codec
+    # encodes ``fn``'s results: of ``fn``'s return type.
+    @overload
+    def map(
+        self,
+        fn: Callable[[Context, T], object] | str,
+        items: Iterable[T],
+        *,
+        name: str = "map",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+        distributed: Literal[True],
+        item_name: None = None,
+        serdes: Serdes[V],
+    ) -> BatchResult[V]: ...
+
+    @overload
     def map(
         self,
         fn: Callable[[Context, T], R] | str,
@@ -387,7 +464,21 @@ class Context:
         completion: Any = None,
         distributed: bool | None = None,
         item_name: Callable[[T, int], str] | None = None,
-    ) -> BatchResult[R]:
+        serdes: Serdes[R] | None = None,
+    ) -> BatchResult[R]: ...
+
+    def map(
+        self,
+        fn: Callable[[Context, T], Any] | str,
+        items: Iterable[T],
+        *,
+        name: str = "map",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+        distributed: bool | None = None,
+        item_name: Callable[[T, int], str] | None = None,
+        serdes: Serdes[Any] | None = None,
+    ) -> BatchResult[Any]:
         """Run ``fn(ctx, item)`` for each item as a branch of one batch (see ``parallel``);
         results come back in item order, decoded by ``fn``'s return annotation.
 
@@ -404,10 +495,17 @@ class Context:
         an id, not by a secret. A distributed map's items are child runs, each named by
         its own id (``item_name`` is ignored when a map goes distributed by its size,
         refused with ``distributed=True``).
+
+        ``serdes=codec`` (a ``durable.Serdes``) encodes each item's result, in place of
+        the encoding by ``fn``'s return annotation (an item whose result it cannot encode
+        fails); a distributed map's items are child runs, whose results (their JSON
+        form) it decodes, as ``run_child``'s ``serdes=`` does.
         """
+        from durable.codecs import coded
         from durable.completion import check_batch_size
         from durable.fanout import INLINE_LIMIT, run_batch
 
+        codec = coded(serdes, f"map {name!r}")
         values = list(items)
         if (
             isinstance(fn, str)
@@ -432,21 +530,21 @@ class Context:
                     f"map {name!r} with distributed=True runs each item as a child run: {e}",
                     field="fn",
                 ) from e
-            distributed_result: BatchResult[R] = run_distributed(
+            return run_distributed(
                 self._exec,
                 name,
                 wf,
                 values,
                 max_concurrency=max_concurrency,
                 completion=completion,
+                codec=codec,
             )
-            return distributed_result
-        annotation = return_annotation(fn)
+        annotation = return_annotation(fn) if codec is None else codec
 
-        def branch(item: T) -> Callable[[Context], R]:
+        def branch(item: T) -> Callable[[Context], Any]:
             return lambda c: fn(c, item)
 
-        result: BatchResult[R] = run_batch(
+        return run_batch(
             self._exec,
             name,
             [(branch(v), annotation) for v in values],
@@ -454,10 +552,11 @@ class Context:
             completion=completion,
             names=_item_labels(values, item_name),
         )
-        return result
 
     # A workflow function passed as itself types the call: its input parameter checks
-    # ``input``, its return annotation is the result's type. By name, both are Any.
+    # ``input``, its return annotation is the result's type. By name, both are Any. With
+    # a codec (``serdes=``) the result is what the codec decodes, whatever the child
+    # returns (its JSON form).
     @overload
     def run_child(
         self,
@@ -477,6 +576,39 @@ class Context:
         id: str | None = None,
         if_running: IfRunning = "fail",
     ) -> Out: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context, In], object],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> V: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context], object],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> V: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> V: ...
 
     @overload
     def run_child(
@@ -495,6 +627,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        serdes: Serdes[Any] | None = None,
     ) -> Any:
         """Start a run of ``workflow`` (a registered workflow, or its name) as this run's
         child and wait for its result, which comes back decoded by that workflow's return
@@ -508,9 +641,15 @@ class Context:
 
         ``if_running`` says what a key a running run already holds means: ``"fail"``
         (``InvalidInput``) or ``"attach"``: wait for that run instead of starting one
-        (it stays that run's, not this one's: this run's cancel leaves it running)."""
-        handle: ChildHandle[Any] = self.start_child(workflow, input, id=id, if_running=if_running)
-        return handle.result()
+        (it stays that run's, not this one's: this run's cancel leaves it running).
+
+        ``serdes=codec`` (a ``durable.Serdes``) decodes the child's result (the JSON text
+        its workflow's return annotation wrote) in place of that annotation: the child
+        returns a JSON form, the parent gets the value ``codec.deserialize`` makes of it.
+        The input is the child's to decode, by its own parameter's annotation."""
+        from durable.children import start_child
+
+        return start_child(self._exec, workflow, input, id, if_running, serdes).result()
 
     @overload
     def start_child(
@@ -535,6 +674,39 @@ class Context:
     @overload
     def start_child(
         self,
+        workflow: Callable[[Context, In], object],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> ChildHandle[V]: ...
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context], object],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> ChildHandle[V]: ...
+
+    @overload
+    def start_child(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+        serdes: Serdes[V],
+    ) -> ChildHandle[V]: ...
+
+    @overload
+    def start_child(
+        self,
         workflow: str,
         input: Any = None,
         *,
@@ -549,15 +721,17 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        serdes: Serdes[Any] | None = None,
     ) -> ChildHandle[Any]:
         """Start a child run (see ``run_child``) without waiting: ``handle.result()``
         waits for it later, and never calling it is fire and forget: the child runs to its
         end even after this run succeeds or fails. Canceling this run cancels it, awaited
         or not, while it runs. With ``if_running="attach"`` a run already running under
-        ``id`` is taken instead ("start it unless it is running"): the handle names it."""
+        ``id`` is taken instead ("start it unless it is running"): the handle names it.
+        ``serdes``: the codec that decodes the child's result (see ``run_child``)."""
         from durable.children import start_child
 
-        return start_child(self._exec, workflow, input, id, if_running)
+        return start_child(self._exec, workflow, input, id, if_running, serdes)
 
     def changed(self, patch_id: str) -> bool:
         """Ship a small fix to runs already in flight, without a new version.

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.children import child_annotation, child_detail, child_of, link
+from durable.codecs import Coded
 from durable.completion import (
     BatchItem,
     BatchResult,
@@ -88,7 +89,10 @@ def run_distributed(
     *,
     max_concurrency: int | None,
     completion: Any,
+    codec: Coded | None = None,
 ) -> BatchResult[Any]:
+    """``codec`` (``serdes=``): what decodes each child's result, in place of its
+    workflow's return annotation."""
     rule = parse_completion(completion)
     check_max_concurrency(max_concurrency)
     total = len(items)
@@ -105,7 +109,7 @@ def run_distributed(
             )
             raise x.nondeterminism
         _cancel_open(x, position, decision)
-        return _result(x, name, wf, position, decision)
+        return _result(x, name, wf, position, decision, codec)
     looked: list[datetime] = []  # when this invocation last looked at the open items
     while True:
         started, open_, succeeded, failed = _count(x, position, total)
@@ -130,7 +134,7 @@ def run_distributed(
             )
             decision = json.loads(written.output or "{}")
             _cancel_open(x, position, decision)
-            return _result(x, name, wf, position, decision)
+            return _result(x, name, wf, position, decision, codec)
         free = window - len(open_)
         if free > 0 and started < total:
             if started == 0:
@@ -380,7 +384,12 @@ def _cancel_open(x: Execution, position: str, decision: dict[str, Any]) -> None:
 
 
 def _result(
-    x: Execution, name: str, wf: WorkflowDef, position: str, decision: dict[str, Any]
+    x: Execution,
+    name: str,
+    wf: WorkflowDef,
+    position: str,
+    decision: dict[str, Any],
+    codec: Coded | None = None,
 ) -> BatchResult[Any]:
     started, open_ = int(decision["started"]), set(decision.get("open", []))
     items: list[BatchItem[Any]] = []
@@ -389,7 +398,7 @@ def _result(
         if index > started or index in open_ or rec is None or not rec.status.final:
             items.append(BatchItem(index - 1, "canceled"))
         elif rec.status == StepStatus.DONE:
-            value = x.decode(rec.output, child_annotation(x, rec, wf))
+            value = x.decode(rec.output, codec or child_annotation(x, rec, wf))
             items.append(BatchItem(index - 1, "succeeded", value=value))
         else:
             error = ChildFailed(

@@ -121,6 +121,14 @@ class PayloadTooLarge(DurableError):
         self.limit = limit
 
 
+class SerdesError(TerminalError):
+    """A custom codec (``serdes=``, ``durable.Serdes``) failed to encode or decode a value:
+    terminal, naming the call and the codec. A step whose result its codec cannot encode
+    (or decode back) fails for good with it (``StepFailed``, ``error_type``
+    "SerdesError"); a recorded value its codec cannot decode raises it where the workflow
+    reads the value, on every replay."""
+
+
 class CallbackNotFound(DurableError):
     """No pending callback matches the token (unknown, or forged): HTTP 404."""
 

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
+from durable.codecs import Coded, Serdes, coded
 from durable.context import (
     Context,
     bind_context,
@@ -335,6 +336,7 @@ class Execution(LeaseKeeping):
         semantics: Semantics | None,
         compensate: Callable[..., Any] | None,
         kind: StepKind = StepKind.STEP,
+        serdes: Serdes[Any] | None = None,
     ) -> Any:
         step_name = callable_name(fn, name)
         if compensate is not None:
@@ -344,7 +346,8 @@ class Execution(LeaseKeeping):
             raise TypeError(f"reserved option(s) {sorted(clash)}: use functools.partial")
         check_step_options(retry, timeout, semantics or "at_least_once")
         position = self.next_position()
-        annotation = return_annotation(fn)
+        codec = coded(serdes, f"step {step_name!r} at position {position}")
+        annotation = return_annotation(fn) if codec is None else codec
         rec = self.recorded(position, step_name, kind)
         if rec is not None and rec.status.final:
             result = self.replay_result(rec, annotation)  # the hot path: no options needed
@@ -441,8 +444,8 @@ class Execution(LeaseKeeping):
     def decode(self, text: str | None, annotation: Any) -> Any:
         """A stored value, its sealed secrets opened: by the run's key, or, for a
         callback's answer the API sealed, by the key its nodes carry."""
-        if text is None or SEALED not in text:
-            return serde.decode(text, annotation)
+        if text is None or SEALED not in text or isinstance(annotation, Coded):
+            return serde.decode(text, annotation)  # (a codec's text is never sealed)
         sealer = self.sealer() if self.run.data_key else None
         return serde.decode(text, annotation, sealer, self._answer_sealer)
 

@@ -25,7 +25,7 @@ Semantics = Literal["at_least_once", "at_most_once_per_attempt"]
 SEMANTICS: tuple[str, ...] = ("at_least_once", "at_most_once_per_attempt")
 # ``Context.step`` keeps these keyword names for itself; user arguments with the same
 # name go through ``functools.partial``.
-RESERVED_STEP_OPTIONS = frozenset({"name", "retry", "timeout", "semantics", "compensate"})
+RESERVED_STEP_OPTIONS = frozenset({"name", "retry", "timeout", "semantics", "compensate", "serdes"})
 
 
 def callable_name(fn: Callable[..., Any], explicit: str | None) -> str:

@@ -3,6 +3,8 @@
 Values are encoded with the callable's return annotation through a cached pydantic
 ``TypeAdapter`` and decoded straight back, so the first execution hands the workflow the
 same value a replay will. Without an annotation a value must already be plain JSON.
+A call given a custom codec (``serdes=``) passes a ``durable.codecs.Coded`` in the
+annotation's place: its codec encodes and decodes the value, with no sealing.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from functools import lru_cache
 from typing import Any
 
 from pydantic import Secret, SecretBytes, SecretStr, TypeAdapter, ValidationError
+from pydantic.errors import PydanticSchemaGenerationError
 from pydantic_core import to_json
 
+from durable.codecs import Coded
 from durable.errors import InvalidInput
 from durable.secrets import KEY, SEALED, Sealer, SecretsNeedKeys, is_sealed, masked, transform
 
@@ -29,13 +33,25 @@ def _adapter(annotation: Any) -> TypeAdapter[Any]:
 
 
 def adapter_for(annotation: Any) -> TypeAdapter[Any] | None:
-    """A cached adapter, or None when values are plain JSON (no or ``Any`` annotation)."""
+    """A cached adapter, or None when values are plain JSON (no or ``Any`` annotation) or
+    a codec's (``Coded``)."""
     if annotation is NO_ANNOTATION or annotation is Any or annotation is None.__class__:
         return None
+    if isinstance(annotation, Coded):
+        return None
     try:
-        return _adapter(annotation)
-    except TypeError:  # unhashable annotation objects: build one uncached
-        return TypeAdapter(annotation)
+        try:
+            return _adapter(annotation)
+        except TypeError:  # unhashable annotation objects: build one uncached
+            return TypeAdapter(annotation)
+    except PydanticSchemaGenerationError as e:
+        # A RuntimeError, which a step would retry (running its body again) to the same
+        # end: a TypeError is the caller's mistake, terminal, and says what to do.
+        raise TypeError(
+            f"values of {annotation!r} cannot be encoded: pydantic has no schema for it; "
+            "give the call a codec (serdes=, a durable.Serdes), or make the type a pydantic "
+            "model or a dataclass"
+        ) from e
 
 
 @lru_cache(maxsize=1024)
@@ -103,7 +119,10 @@ def dumps_plain(value: Any) -> str:
 
 def encode(value: Any, annotation: Any = NO_ANNOTATION, sealer: Sealer | None = None) -> str:
     """``value`` as JSON text by ``annotation``; secret-typed fields sealed by ``sealer``
-    (``SecretsNeedKeys`` when there are some and no sealer)."""
+    (``SecretsNeedKeys`` when there are some and no sealer). A codec's value is its
+    ``serialize`` text (``SerdesError`` when it fails or is not JSON)."""
+    if isinstance(annotation, Coded):
+        return annotation.encode(value)
     adapter = adapter_for(annotation)
     if adapter is None:
         try:
@@ -131,6 +150,8 @@ def decode(
     for a node that carries its own key's record, by ``keyed(record)``."""
     if text is None:
         return None
+    if isinstance(annotation, Coded):  # stored as the codec wrote it: nothing sealed
+        return annotation.decode(text)
     adapter = adapter_for(annotation)
     if adapter is None:
         return json.loads(text)

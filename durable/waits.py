@@ -19,8 +19,17 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn
 from typing_extensions import TypeVar
 
 from durable import serde, tokens
+from durable.codecs import Serdes, coded
 from durable.context import bind_context, reset_context
-from durable.errors import CallbackFailed, CallbackTimeout, LeaseLost, StepFailed, TerminalError
+from durable.errors import (
+    CallbackFailed,
+    CallbackTimeout,
+    InvalidInput,
+    LeaseLost,
+    SerdesError,
+    StepFailed,
+    TerminalError,
+)
 from durable.ids import has_control_characters
 from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time, signal_order
 from durable.ports import ConditionFailed
@@ -88,12 +97,15 @@ class Callback(Generic[T]):
     # What the answer must be (a pydantic model, say): the API refuses an answer that
     # does not fit (422), and ``result()`` returns it decoded. None: any JSON.
     result_type: Any = field(default=None, repr=False)
+    # Or the codec that decodes the answer's JSON text (``serdes=``).
+    _serdes: Serdes[Any] | None = field(default=None, repr=False)
 
     def result(self) -> T:
-        """Wait for the answer: its result (decoded to ``result_type`` when given), or
-        ``CallbackFailed`` / ``CallbackTimeout``."""
-        annotation = serde.NO_ANNOTATION if self.result_type is None else self.result_type
-        value: T = _await(self._execution, self.position, "callback", annotation)
+        """Wait for the answer: its result (decoded to ``result_type``, or by the codec
+        given as ``serdes``), or ``CallbackFailed`` / ``CallbackTimeout``."""
+        annotation: Any = serde.NO_ANNOTATION if self.result_type is None else self.result_type
+        codec = coded(self._serdes, f"callback {self.name!r} at position {self.position}")
+        value: T = _await(self._execution, self.position, "callback", codec or annotation)
         return value
 
 
@@ -103,14 +115,25 @@ def create_callback(
     timeout: timedelta | None,
     result_type: Any = None,
     heartbeat_timeout: timedelta | None = None,
+    serdes: Serdes[Any] | None = None,
 ) -> Callback[Any]:
     check_wait_name(name, "callback")
     _check_timeout(timeout)
     _check_heartbeat(heartbeat_timeout, timeout)
+    if serdes is not None:
+        if result_type is not None:
+            # The API checks an answer against result_type before it is stored; a codec
+            # decodes the stored text in the worker: one says how, not both.
+            raise InvalidInput(
+                f"callback {name!r}: pass result_type= (an answer the API validates) or "
+                "serdes= (a codec that decodes it), not both",
+                field="serdes",
+            )
+        coded(serdes, f"callback {name!r}")  # refused before any token exists
     if x.dry_run:  # a deploy check: it sends nothing, so needs no token (nor its key)
         position = x.next_position()
         x.recorded(position, name, StepKind.CALLBACK)  # the frontier ends the check here
-        return Callback("", "", name, position, x, result_type)
+        return Callback("", "", name, position, x, result_type, serdes)
     secret = tokens.check_secret(x.config.callback_secret)
     position = x.next_position()
     rec = x.recorded(position, name, StepKind.CALLBACK)
@@ -172,7 +195,7 @@ def create_callback(
         token = tokens.make_token(secret, x.run.run_id, position, rec.token_nonce or "")
     x.tokens.add(token)
     base = x.config.callback_base_url.rstrip("/")
-    return Callback(token, f"{base}/callbacks/{token}", name, position, x, result_type)
+    return Callback(token, f"{base}/callbacks/{token}", name, position, x, result_type, serdes)
 
 
 def _await(x: Execution, position: str, what: str, annotation: Any = serde.NO_ANNOTATION) -> Any:
@@ -242,8 +265,9 @@ def wait_for_callback(
     submit: Callable[[Callback[Any]], Any] | None,
     result_type: Any = None,
     heartbeat_timeout: timedelta | None = None,
+    serdes: Serdes[Any] | None = None,
 ) -> Any:
-    callback = create_callback(x, name, timeout, result_type, heartbeat_timeout)
+    callback = create_callback(x, name, timeout, result_type, heartbeat_timeout, serdes)
     if submit is not None:
         x.call_step(
             submit,
@@ -346,16 +370,19 @@ def wait_for_condition(
     until: Callable[[Any], object] | None = None,
     max_attempts: int | None = None,
     jitter: str = "none",
+    serdes: Serdes[Any] | None = None,
 ) -> Any:
     _check_condition(interval, timeout, backoff, max_attempts, jitter)
     stateful = initial_state is not NO_STATE
     if until is not None and not stateful:
         raise ValueError("until= decides on a state: pass initial_state= with it")
     step_name = callable_name(check, name)
-    annotation = return_annotation(check)
     cap = max_interval or interval * 10
     policy = x.resolve_options(check, None, None, None).retry
     position = x.next_position()
+    # The result and the state are encoded by the codec when one is given.
+    codec = coded(serdes, f"condition {step_name!r} at position {position}")
+    annotation = return_annotation(check) if codec is None else codec
     rec = x.recorded(position, step_name, StepKind.CONDITION)
     if rec is not None and rec.status.final:
         if rec.status == StepStatus.TERMINAL_FAILED:
@@ -391,7 +418,9 @@ def wait_for_condition(
         if error is not None and policy.next_delay(errors, error) is None:
             _fail_condition(x, base, error)
         if error is None and stateful:
-            state = value
+            # A codec's state is what it decodes, in memory as after a park: ``until`` and
+            # the next check see one state whether the run parked between checks or not.
+            state = value if codec is None else x.decode(_encode(x, base, value, codec), codec)
         met = error is None and (_met(x, base, until, state) if stateful else bool(value))
         if met or (max_attempts is not None and attempt >= max_attempts):
             return _end_condition(x, base, annotation, met, state if stateful else value)
@@ -404,7 +433,7 @@ def wait_for_condition(
         base.detail = {"errors": errors} if errors else None
         if stateful:
             # (A callback token in it is redacted by the write boundary like anywhere.)
-            base.checkpoint = {"payload_version": 1, "state": x.encode(state, annotation)}
+            base.checkpoint = {"payload_version": 1, "state": _encode(x, base, state, annotation)}
         x.write_fenced(base)
         raise x.suspend(base.wake_at, position)
 
@@ -414,10 +443,20 @@ def _end_condition(x: Execution, base: StepRecord, annotation: Any, met: bool, r
     the wait ends as a timeout would, ``CallbackTimeout``, saying why."""
     base.status = StepStatus.DONE if met else StepStatus.TIMED_OUT
     if met:
-        base.output = x.redact(x.encode(result, annotation))
+        base.output = x.redact(_encode(x, base, result, annotation))
     else:
         base.error_summary = f"not met after {base.attempt} checks (max_attempts)"
     return _settled(x.write_fenced(base), "condition", annotation, x)
+
+
+def _encode(x: Execution, base: StepRecord, value: Any, annotation: Any) -> str:
+    """A condition's result or state as stored; a codec that cannot encode it fails the
+    wait, recorded (``StepFailed``), as a check that fails for good does: a replay reads
+    the failure instead of polling again."""
+    try:
+        return x.encode(value, annotation)
+    except SerdesError as e:
+        _fail_condition(x, base, e)
 
 
 def _next_poll(x: Execution, delay: timedelta, jitter: str, expires: str | None) -> datetime:

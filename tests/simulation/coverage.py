@@ -13,13 +13,17 @@ from __future__ import annotations
 # an option that changes what the engine does counts apart: keyed children, distributed
 # maps). ``run_id``, ``workflow`` and ``version`` are properties, read, not called.
 CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
-    "step": ("ctx.step", "ctx.step(retryable_errors)"),
+    "step": ("ctx.step", "ctx.step(retryable_errors)", "ctx.step(serdes)"),
     "sleep": ("ctx.sleep",),
     "sleep_until": ("ctx.sleep_until",),
     "create_callback": ("ctx.create_callback",),
     "wait_for_callback": ("ctx.wait_for_callback",),
     "wait_for_signal": ("ctx.wait_for_signal",),
-    "wait_for_condition": ("ctx.wait_for_condition", "ctx.wait_for_condition(initial_state)"),
+    "wait_for_condition": (
+        "ctx.wait_for_condition",
+        "ctx.wait_for_condition(initial_state)",
+        "ctx.wait_for_condition(serdes)",
+    ),
     "parallel": ("ctx.parallel",),
     "map": (
         "ctx.map",

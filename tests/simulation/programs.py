@@ -16,6 +16,7 @@ per schedule would keep every finished schedule alive.
 from __future__ import annotations
 
 import functools
+import json
 import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,6 +58,53 @@ class SimInput(BaseModel):
 class Point(BaseModel):
     x: int
     tag: str
+
+
+class Amount:
+    """A value pydantic has no schema for: a step stores it by a codec (``serdes=``).
+    ``fresh`` is not stored: a first execution that returned the body's value instead of
+    the decoded one would differ from its replays (``replay_values_equal``)."""
+
+    __slots__ = ("cents", "fresh")
+
+    def __init__(self, cents: int, fresh: bool = False) -> None:
+        self.cents, self.fresh = cents, fresh
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Amount) and (other.cents, other.fresh) == (self.cents, self.fresh)
+
+    def __hash__(self) -> int:
+        return hash((self.cents, self.fresh))
+
+    def __repr__(self) -> str:
+        return f"Amount({self.cents}, fresh={self.fresh})"
+
+
+class AmountCodec:
+    """``Amount`` as a JSON text of euros ("12.05"), ``fresh`` dropped."""
+
+    def serialize(self, value: Amount) -> str:
+        euros, cents = divmod(value.cents, 100)
+        return json.dumps(f"{euros}.{cents:02d}")
+
+    def deserialize(self, data: str) -> Amount:
+        euros, cents = json.loads(data).split(".")
+        return Amount(int(euros) * 100 + int(cents))
+
+
+class CountCodec:
+    """A stateful condition's count as ``{"n": 3}`` (the state of a codec's condition)."""
+
+    def serialize(self, value: int) -> str:
+        return json.dumps({"n": value})
+
+    def deserialize(self, data: str) -> int:
+        n: int = json.loads(data)["n"]
+        return n
+
+
+AMOUNT_CODEC = AmountCodec()
+COUNT_CODEC = CountCodec()
 
 
 # --- the generator -------------------------------------------------------------------
@@ -232,6 +280,8 @@ def _op(rng: random.Random, kind: str, i: int | str) -> Op:
         # twice with three tries: the first failure retries, the second is terminal by the
         # filter. Derived from the draws above, so every seed's schedule stays the same.
         op["filter"] = op["fails"] == 2 and op["tries"] == 3 and not op["terminal"]
+        # A result stored by a codec (serdes=): an ``Amount`` in place of the int.
+        op["codec"] = op["ret"] == "int" and op["tries"] == 2
         return op
     if kind == "sleep":
         return {"op": "sleep", "s": rng.choice((1, 30, 600, 3600))}
@@ -260,6 +310,8 @@ def _op(rng: random.Random, kind: str, i: int | str) -> Op:
         # A check that carries state (initial_state, until, max_attempts): derived from the
         # draws above, so every seed's schedule stays the same.
         op["stateful"] = op["polls"] == 2
+        # Its state and result stored by a codec (serdes=), now and then.
+        op["codec"] = op["stateful"] and op["timeout"] is None
         return op
     if kind == "sleep_until":
         return {"op": "sleep_until", "s": rng.choice((1, 600, 3600))}
@@ -413,6 +465,11 @@ def ret_time(op: Op) -> datetime:
 
 def ret_none(op: Op) -> None:
     _body(op, lambda r: None)
+
+
+def ret_amount(op: Op) -> Amount:
+    """``ret_int``'s draw as an ``Amount``, stored by ``AMOUNT_CODEC``."""
+    return _body(op, lambda r: Amount(r.randint(0, 10**6), fresh=True))
 
 
 BODIES: dict[str, Callable[[Op], Any]] = {
@@ -579,6 +636,8 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
     hooks().journal.produced[context_call(op)] += 1
     if kind == "continue" and isinstance(i, str) and "." in i:
         hooks().journal.produced["ctx.continue_as_new in a branch"] += 1
+    if op.get("codec"):
+        hooks().journal.produced[f"{context_call(op).partition('(')[0]}(serdes)"] += 1
     timeout = timedelta(seconds=op["timeout"]) if op.get("timeout") else None
     if kind == "dmap":
         return _distributed(ctx, i, op)
@@ -614,7 +673,7 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
             return ctx.start_child(WORKFLOW, program, id=op.get("id"), if_running=policy).run_id
         if kind == "step":
             return ctx.step(
-                BODIES[op["ret"]],
+                ret_amount if op.get("codec") else BODIES[op["ret"]],
                 op,
                 name=f"op{i}",
                 retry=RetryPolicy(
@@ -624,6 +683,7 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
                 ),
                 semantics="at_most_once_per_attempt" if op["amo"] else "at_least_once",
                 compensate=undo if op["undo"] else None,
+                serdes=AMOUNT_CODEC if op.get("codec") else None,
             )
         if kind == "sleep":
             ctx.sleep(timedelta(seconds=op["s"]))
@@ -652,6 +712,7 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
                     initial_state=0,
                     until=lambda n: n >= op["polls"],
                     max_attempts=op["polls"] + 3,
+                    serdes=COUNT_CODEC if op.get("codec") else None,
                 )
             check = functools.partial(poll, run, i, op["polls"])
             return ctx.wait_for_condition(

@@ -9,6 +9,7 @@ run time) and runs ``pay``, whose forms of ``ctx.step`` must run as they are typ
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import uuid
 from datetime import datetime, timedelta
@@ -27,6 +28,7 @@ from durable import (
     Context,
     RateLimit,
     RetryPolicy,
+    Serdes,
     StepContext,
     current_step,
 )
@@ -49,6 +51,25 @@ class Order(BaseModel):
 class Receipt(BaseModel):
     order_id: str
     charge_id: str
+
+
+class Cents:
+    """A class pydantic has no schema for: stored by a codec (``serdes=``)."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+class CentsCodec:
+    def serialize(self, value: Cents) -> str:
+        return json.dumps(value.value)
+
+    def deserialize(self, data: str) -> Cents:
+        return Cents(int(json.loads(data)))
+
+
+# Any object with the two methods is a codec.
+cents_codec: Serdes[Cents] = CentsCodec()
 
 
 # --- steps -------------------------------------------------------------------------
@@ -107,6 +128,14 @@ def count_up(n: int) -> int:
     return n + 1
 
 
+def in_cents(amount: int) -> Cents:
+    return Cents(amount * 100)
+
+
+def add_cent(c: Cents) -> Cents:
+    return Cents(c.value + 1)
+
+
 # --- workflows ---------------------------------------------------------------------
 
 
@@ -132,6 +161,10 @@ def pay(ctx: Context, order: Order) -> Receipt:
     assert_type(ctx.step(functools.partial(price, currency="USD"), "o", name="price"), float)
     # A step function called in a workflow is the step itself.
     assert_type(charge(order), str)
+    # A codec for a result pydantic cannot encode: typed as the step's result.
+    cents = ctx.step(in_cents, order.amount, name="in-cents", serdes=CentsCodec())
+    assert_type(cents, Cents)
+    assert cents.value == order.amount * 100
     return Receipt(order_id=order.order_id, charge_id=charge_id)
 
 
@@ -248,6 +281,35 @@ def fulfil(ctx: Context, order: Order) -> dict[str, Any]:
     if decision.approved:
         ctx.continue_as_new(order)
     return {"receipt": receipt, "by": decision.by}
+
+
+@app.workflow(name="coded")
+def coded(ctx: Context, order: Order) -> int:
+    """``serdes=`` on every call that records a value (a step's is in ``pay``)."""
+    # A codec decodes the answer (in place of result_type): typed as what it decodes.
+    assert_type(ctx.wait_for_callback("refund", serdes=cents_codec), Cents)
+    assert_type(ctx.create_callback("fee", serdes=CentsCodec()), Callback[Cents])
+    assert_type(
+        ctx.wait_for_condition(lambda: Cents(1), timedelta(seconds=5), serdes=CentsCodec()),
+        Cents,
+    )
+    assert_type(
+        ctx.wait_for_condition(
+            add_cent, timedelta(seconds=5), initial_state=Cents(0), serdes=cents_codec
+        ),
+        Cents,
+    )
+    # A child's: the parent gets what it decodes of the child's result (its JSON form).
+    assert_type(ctx.run_child(nightly, serdes=cents_codec), Cents)
+    assert_type(ctx.run_child(pay, order, serdes=cents_codec), Cents)
+    assert_type(ctx.run_child("nightly", serdes=cents_codec), Cents)
+    assert_type(ctx.start_child(pay, order, serdes=cents_codec), ChildHandle[Cents])
+    # A batch's: inline, of fn's results; distributed, of what it decodes of each child's.
+    mapped = ctx.map(lambda c, n: Cents(n), [1, 2], name="cents", serdes=cents_codec)
+    assert_type(mapped, BatchResult[Cents])
+    assert_type(ctx.map(pay, [order], distributed=True, serdes=cents_codec), BatchResult[Cents])
+    assert_type(ctx.parallel(lambda c: Cents(1), name="one", serdes=cents_codec), BatchResult[Any])
+    return sum(c.value for c in mapped.values())
 
 
 # --- schedules and composition -----------------------------------------------------

@@ -41,6 +41,8 @@ ignore_missing_imports = True
 # Each wrong call, with the code of the error mypy must give on its line (`# error: <code>`;
 # mypy may add a second one, from the other form of ``ctx.step`` it tried).
 WRONG_CALLS = """\
+from datetime import timedelta
+
 from pydantic import BaseModel
 
 from durable import App, Context
@@ -50,6 +52,19 @@ app = App()
 
 class Decision(BaseModel):
     approved: bool
+
+
+class Count:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+class CountCodec:
+    def serialize(self, value: Count) -> str:
+        return str(value.n)
+
+    def deserialize(self, data: str) -> Count:
+        return Count(int(data))
 
 
 @app.step
@@ -75,6 +90,11 @@ def flow(ctx: Context) -> None:
     ctx.run_child(child, 3)  # error: arg-type
     count: str = ctx.run_child(child, "o")  # error: assignment
     charged: str = ctx.start_child(child, "o").result()  # error: assignment
+    # A codec must be one of the step's result type (mypy says so of the first form of
+    # ctx.step, which takes no option); what a codec decodes is the call's result.
+    ctx.step(reserve, "o", serdes=CountCodec())  # error: call-arg
+    seen: str = ctx.run_child(child, "o", serdes=CountCodec())  # error: assignment
+    ctx.wait_for_condition(lambda: 1, timedelta(seconds=1), serdes=CountCodec())  # error: arg-type
 """
 
 _ERROR = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+): error: (?P<message>.*)\[(?P<code>[a-z-]+)\]$")
@@ -148,7 +168,8 @@ def test_the_scaffold_of_durable_init_type_checks_strictly(check: Check, tmp_pat
 
 def test_a_wrong_call_is_an_error_on_its_line(check: Check, tmp_path: Path) -> None:
     """A wrong argument to ``ctx.step`` (its type, a name ``fn`` lacks, one missing), a
-    wrong input to ``run_child`` and a result used as another type are each refused."""
+    wrong input to ``run_child``, a result used as another type and a codec (``serdes=``)
+    of another type than the call's value are each refused."""
     (tmp_path / "wrong_calls.py").write_text(WRONG_CALLS)
     report, status = check([tmp_path / "wrong_calls.py"], tmp_path)
     assert status == 1, "\n".join(report)
@@ -170,3 +191,7 @@ def test_a_wrong_call_is_an_error_on_its_line(check: Check, tmp_path: Path) -> N
         in messages
     )
     assert 'Unexpected keyword argument "colour" for "step" of "Context"' in messages
+    assert (
+        'Argument 1 to "wait_for_condition" of "Context" has incompatible type '
+        '"Callable[[], int]"; expected "Callable[[], Count]"' in messages
+    )
