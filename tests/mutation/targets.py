@@ -100,6 +100,8 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/model.py", ("copy_run", "copy_step")),
     # A warm worker's view of its runs: the rule, and every write it must follow.
     Target("durable/history_cache.py"),
+    # Large values: what goes to the payload store, and what a read resolves.
+    Target("durable/claim_check.py"),
     # The DynamoDB ledger's writes, through the contract suite on moto in-process: the run
     # writes (dynamodb.py), the step writes (the StepsMixin), the shared transaction and
     # expression helpers (TableBase) and the conditions (dynamodb_support.py). Reads
