@@ -1,6 +1,6 @@
 """What the conformance port shares: running a workflow on ``LocalRunner`` and reading back
 what the peer's requirements assert (the result, the run's status, the invocations it took,
-the ledger's records), plus the marks for cases that wait on features not merged yet.
+the ledger's records), and the codecs the cases with ``serdes=`` share.
 
 The peer (the AWS Lambda durable functions conformance suite) asserts an execution history
 of events (``StepStarted``, ``WaitSucceeded``, ``InvocationCompleted``, ...). Our ledger
@@ -19,19 +19,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
-
 from durable import App, RunStatus
 from durable.model import RunRecord, StepRecord, parse_time
 from durable.testing import LocalRunner
-
-# Cases that need a feature being built in a parallel branch (issue 36). Each is written
-# against the API the feature will most likely have, and is expected to fail until it is
-# merged; strict, so the merge that makes one pass must flip its mark (and its row in
-# docs/testing.md). The item numbers are in this one place.
-SERDES = "issue 36 item 5: custom codecs per call (serdes=) not merged yet"
-
-pending_serdes = pytest.mark.xfail(strict=True, reason=SERDES)
 
 # A peer result over its 256 KB checkpoint limit fits in our 400 KB item; half a megabyte
 # does not, and goes to the payload store (durable.claim_check).
@@ -134,20 +124,15 @@ def children(played: Played) -> list[RunRecord]:
     return sorted(mine, key=lambda r: r.parent or "")
 
 
-def dynamic(value: object) -> Any:
-    """``value`` as ``Any``: for the pending cases, which call keywords (``serdes=``) the
-    typed API does not have yet, so that they type-check before the feature exists."""
-    return value
-
-
 class UpperCodec:
     """A custom codec as the peer's cases write one: strings upper-cased on the way in."""
 
-    def serialize(self, value: Any) -> str:
-        return json.dumps(value.upper() if isinstance(value, str) else value)
+    def serialize(self, value: str) -> str:
+        return json.dumps(value.upper())
 
-    def deserialize(self, text: str) -> Any:
-        return json.loads(text)
+    def deserialize(self, text: str) -> str:
+        decoded: str = json.loads(text)
+        return decoded
 
 
 class WrapCodec:

@@ -16,7 +16,7 @@ from typing import Any
 
 from durable import App, Context, RunStatus, StepFailed, StepStatus
 from durable.model import StepKind
-from tests.conformance.helpers import UpperCodec, dynamic, pending_serdes, play
+from tests.conformance.helpers import UpperCodec, play
 
 SECOND = timedelta(seconds=1)
 
@@ -252,7 +252,6 @@ def test_WAIT_FOR_CONDITION_6_10_null_final_state() -> None:
     assert played.invocations == ["succeeded"]
 
 
-@pending_serdes
 def test_WAIT_FOR_CONDITION_6_11_custom_codec_for_the_state() -> None:
     """6-11: the state goes through a codec of the call (``serdes=``) when recorded and
     when read back after a suspension; each check adds a character until there are two.
@@ -266,17 +265,18 @@ def test_WAIT_FOR_CONDITION_6_11_custom_codec_for_the_state() -> None:
 
     @app.workflow
     def coded(ctx: Context) -> str:
-        result: str = dynamic(ctx).wait_for_condition(
+        return ctx.wait_for_condition(
             grow,
             SECOND,
             initial_state="",
             until=lambda s: len(s) >= 2,
             serdes=UpperCodec(),
         )
-        return result
 
     played = play(app, "coded", until=timedelta(seconds=10))
     assert played.result() == "XX"
+    assert played.invocations == ["suspended", "succeeded"]
+    assert played.records()[0].output == '"XX"'
 
 
 def test_WAIT_FOR_CONDITION_6_12_result_feeds_a_step() -> None:
