@@ -338,3 +338,18 @@ def test_the_folder_store_round_trips_deletes_by_age_and_refuses_a_path(tmp_path
         with pytest.raises(StorageError, match="not <run id>/<sha256>"):
             store.put(bad, b"x")
     assert store.delete_older("../", clock.now()) == 0
+
+
+def test_a_fork_copies_large_values_under_its_own_run() -> None:
+    """A fork's copied records are written through the claim check again: their objects
+    live under the fork's id, so the original's purge cannot take them away."""
+    runner = LocalRunner(app)
+    run = runner.start("big-result", BIG)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    forked = runner.fork(run.run_id, 2)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.result(forked.run_id) == BIG
+    owners = {key.split("/")[0] for key in runner.payloads.objects}  # type: ignore[attr-defined]
+    assert owners == {run.run_id, forked.run_id}
