@@ -8,18 +8,21 @@ child's report to its parent. A text longer than ``offload_bytes`` is put in a
 ``PayloadStore`` (S3 on AWS, a folder under ``durable dev``, memory in tests) and the
 field holds a reference instead, which is what the DynamoDB console shows::
 
-    {"$durable.payload":{"sha256":"9f86d0…","bytes":524288}}
+    {"$durable.payload":{"object":"01JH…","sha256":"9f86d0…","bytes":524288}}
 
 Every read through the wrapper resolves references back to the text, so the engine,
 the read API, the console and replay see the value itself, and nothing else changes:
 one conditional write per step, fenced waits, the explorer's invariants.
 
-Why the key is ``<run id>/<sha256>`` and the reference holds only the hash: the object
-is addressed by its content, so a retried or a zombie's put of the same value writes
-the same object (idempotent, nothing to clean up on a lost race), and a reference can
-only name a value of the run whose record holds it (the run id comes from the record,
-never from the reference): an outside caller who sends a reference-shaped input cannot
-make the engine read another run's value. The hash is checked on every read.
+Why the key is ``<run id>/<object>`` with a fresh ULID for each put, and the run id is
+taken from the record, never from the reference: a reference can only name a value of
+the run whose record holds it, so an outside caller who sends a reference-shaped input
+cannot make the engine read another run's value; and every put is a new object, so the
+purge of an expired run (which deletes its objects written before a cutoff) can never
+delete one that a new run under the same id (a keyed restart) has just written, as it
+could if the key were the value's hash. The hash is in the reference and checked on
+every read. A put whose ledger write then fails leaves an object nothing names; it is
+deleted with the run's objects when the run is purged.
 
 Why a small text shaped like a reference is stored by reference too: then every
 reference in the ledger is one this wrapper wrote, and a value that merely looks like
@@ -27,8 +30,15 @@ one comes back as itself.
 
 Why the values are safe to keep outside the ledger: a secret-typed value is sealed
 before it gets here (``durable.serde``), and the write boundary has redacted any live
-callback token, so the store holds exactly what the item would have held. Objects are
-deleted with the run's leftovers (``purge_leftovers``: the same cutoff).
+callback token, so the store holds exactly what the item would have held. Only the
+purge of an expired run deletes objects (``purge_payloads``), never a worker or the API.
+
+Without a store, writes pass unchanged (a value over the item limit is refused by the
+ledger as ``PayloadTooLarge``) and a read that meets a reference fails with an error
+that says to configure one, never hands the reference on as if it were the value.
+
+Records of an earlier run under the same id (leftovers, which the engine drops after a
+load: ``durable.retention``) are not resolved: their objects may be gone already.
 
 Resolved texts are cached by key (content-addressed, so never stale), bounded in bytes:
 a warm worker replaying a run does not fetch its large values again. A write puts its
@@ -40,13 +50,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from durable.clock import Clock, SystemClock
 from durable.errors import DurableError, PayloadTooLarge, StorageError
+from durable.ids import new_ulid
 from durable.model import (
     RunHistory,
     RunRecord,
@@ -57,6 +70,7 @@ from durable.model import (
     parse_time,
 )
 from durable.ports import ChildReport, Claim, Ledger, Page, PayloadStore, RunGuard
+from durable.retention import leftover_cutoff
 
 MARK = '{"$durable.payload":'
 # Texts this long or shorter stay in the item. A DynamoDB write costs a unit per KB and
@@ -64,15 +78,20 @@ MARK = '{"$durable.payload":'
 # default keeps every ordinary value in the item and moves only what threatens its limit
 # (several fields of one item stay well under 400 KB together).
 DEFAULT_OFFLOAD_BYTES = 64 * 1024
-# No value may be larger: it is held in memory whole, on every replay.
-DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+# No value may be larger: it is held in memory whole, on every replay, and the read API
+# answers a run with its values in one Lambda response (at most 6 MB).
+DEFAULT_MAX_BYTES = 4 * 1024 * 1024
 CACHE_BYTES = 64 * 1024 * 1024
 
 R = TypeVar("R")
 
 
-def payload_key(run_id: str, sha256: str) -> str:
-    return f"{run_id}/{sha256}"
+_OBJECT = re.compile(r"^[0-9A-Z]{26}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def payload_key(run_id: str, object_id: str) -> str:
+    return f"{run_id}/{object_id}"
 
 
 def is_reference(text: str | None) -> bool:
@@ -114,13 +133,15 @@ class ClaimCheck:
     def __init__(
         self,
         ledger: Ledger,
-        store: PayloadStore,
+        store: PayloadStore | None,
         *,
         offload_bytes: int = DEFAULT_OFFLOAD_BYTES,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        clock: Clock | None = None,
     ) -> None:
         self._ledger = ledger
         self.store = store
+        self.clock = clock or SystemClock()
         self.offload_bytes = offload_bytes
         self.max_bytes = max_bytes
         self._cache = _Cache()
@@ -133,6 +154,8 @@ class ClaimCheck:
 
     def _out(self, run_id: str, text: str, what: str) -> str:
         """``text`` itself (the same object) when it stays in the item, else a reference."""
+        if self.store is None:
+            return text  # the ledger refuses what does not fit
         if len(text) * 4 <= self.offload_bytes and not text.startswith(MARK):
             return text  # short even if every character took four bytes: the hot path
         data = text.encode("utf-8")
@@ -147,29 +170,39 @@ class ClaimCheck:
                 "pass a reference to it.",
             )
         digest = hashlib.sha256(data).hexdigest()
-        key = payload_key(run_id, digest)
-        # Put every time, cached or not: the object may have been deleted since (a run id
-        # is reused once its run expired and the purge removed what it stored).
+        object_id = new_ulid(self.clock.now())
+        key = payload_key(run_id, object_id)
         self.store.put(key, data)
         self._cache.add(key, text, len(data))
-        return (
-            MARK + json.dumps({"sha256": digest, "bytes": len(data)}, separators=(",", ":")) + "}"
-        )
+        held = {"object": object_id, "sha256": digest, "bytes": len(data)}
+        return MARK + json.dumps(held, separators=(",", ":")) + "}"
 
     def _in(self, run_id: str, text: str) -> str:
         """The text a reference stands for (checked against its hash), or ``text``."""
         if not text.startswith(MARK):
             return text
         try:
-            digest = str(json.loads(text)["$durable.payload"]["sha256"])
+            held = json.loads(text)["$durable.payload"]
+            object_id, digest = str(held["object"]), str(held["sha256"])
         except (ValueError, KeyError, TypeError) as e:
             raise StorageError(
                 f"run {run_id}: a malformed payload reference {text[:120]!r}", retryable=False
             ) from e
-        key = payload_key(run_id, digest)
+        if not (_OBJECT.match(object_id) and _SHA256.match(digest)):
+            raise StorageError(
+                f"run {run_id}: a malformed payload reference {text[:120]!r}", retryable=False
+            )
+        key = payload_key(run_id, object_id)
         cached = self._cache.get(key)
         if cached is not None:
             return cached
+        if self.store is None:
+            raise StorageError(
+                f"run {run_id} holds a value kept in the payload store ({key}), and none is "
+                "configured here: set DURABLE_PAYLOAD_BUCKET (the stack's PayloadBucketName "
+                "output; `durable check-deploy --payload-bucket`)",
+                retryable=False,
+            )
         data = self.store.get(key)
         if hashlib.sha256(data).hexdigest() != digest:
             raise StorageError(
@@ -258,8 +291,13 @@ class ClaimCheck:
             return self._run_in(value)
         if isinstance(value, RunHistory):
             run = self._run_in(value.run)
-            steps = {p: self._step_in(s) for p, s in value.steps.items()}
-            signals = [self._signal_in(s) for s in value.signals]
+            # An earlier run's records under this id are dropped by the engine after the
+            # load; their objects may be purged already, so they stay as they are.
+            cutoff = "" if value.run.forked_from is not None else leftover_cutoff(value.run)
+            steps = {
+                p: s if s.updated_at < cutoff else self._step_in(s) for p, s in value.steps.items()
+            }
+            signals = [s if s.received_at < cutoff else self._signal_in(s) for s in value.signals]
             same = run is value.run and all(steps[p] is s for p, s in value.steps.items())
             if same and all(a is b for a, b in zip(signals, value.signals, strict=True)):
                 return value
@@ -277,17 +315,28 @@ class ClaimCheck:
             return (self._run_in(value[0]), *value[1:])
         return value
 
-    def _call(self, method: Callable[..., R], *args: Any, **kwargs: Any) -> R:
-        """``method``'s answer resolved, and the records an error carries resolved too."""
+    def _raw(self, method: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``method``'s answer as the ledger gave it; the records an error carries are
+        resolved."""
         try:
-            answer = method(*args, **kwargs)
+            return method(*args, **kwargs)
         except DurableError as error:
             for name in ("existing", "current"):
                 held = getattr(error, name, None)
                 if held is not None:
                     setattr(error, name, self.resolve(held))
             raise
-        return self.resolve(answer)  # type: ignore[no-any-return]
+
+    def _call(self, method: Callable[..., R], *args: Any, **kwargs: Any) -> R:
+        """``method``'s answer resolved, and the records an error carries resolved too."""
+        return self.resolve(self._raw(method, *args, **kwargs))  # type: ignore[no-any-return]
+
+    def _kept(self, mine: R, sent: Any, stored: Any) -> R:
+        """What a write returns: the engine's own record when the ledger kept the one
+        sent (compared before resolving: a resolved copy is never the same object),
+        else the stored one, resolved. The engine tells its write from an adopted one by
+        identity (``durable.write_boundary``)."""
+        return mine if stored is sent else self.resolve(stored)
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._ledger, name)
@@ -299,8 +348,8 @@ class ClaimCheck:
 
     def create_run(self, run: RunRecord) -> RunRecord:
         out = self._run_out(run)
-        stored = self._call(self._ledger.create_run, out)
-        return run if stored is out else stored
+        stored = self._raw(self._ledger.create_run, out)
+        return self._kept(run, out, stored)
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         return self._call(
@@ -327,8 +376,8 @@ class ClaimCheck:
 
     def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
         out = self._step_out(step)
-        stored = self._call(self._ledger.start_child, out, guard, self._run_out(child))
-        return step if stored is out else stored
+        stored = self._raw(self._ledger.start_child, out, guard, self._run_out(child))
+        return self._kept(step, out, stored)
 
     def start_children(
         self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
@@ -364,8 +413,8 @@ class ClaimCheck:
 
     def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
         out = self._step_out(step)
-        stored = self._call(self._ledger.write_step, out, guard)
-        return step if stored is out else stored
+        stored = self._raw(self._ledger.write_step, out, guard)
+        return self._kept(step, out, stored)
 
     def write_step_fenced(
         self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
@@ -386,10 +435,16 @@ class ClaimCheck:
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
         out = self._step_out(step)
-        stored = self._call(self._ledger.consume_signal, out, signal, guard)
-        return step if stored is out else stored
+        stored = self._raw(self._ledger.consume_signal, out, signal, guard)
+        return self._kept(step, out, stored)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
-        """The run's leftovers, and its stored values written before the same cutoff."""
-        purged = self._call(self._ledger.purge_leftovers, run_id, before=before)
-        return purged + self.store.delete_older(f"{run_id}/", parse_time(before))
+    def unresolved(self) -> Ledger:
+        """The ledger beneath, for reads that need a run's state, never its values (a
+        listing's waiting reason, a purge's look at the run item): no object is fetched."""
+        return self._ledger
+
+    def purge_payloads(self, run_id: str, *, before: str) -> int:
+        """Delete the run's objects written before ``before`` (an expired run's purge)."""
+        if self.store is None:
+            return 0
+        return self.store.delete_older(f"{run_id}/", parse_time(before))

@@ -68,7 +68,7 @@ class EngineConfig:
     # signal's payload) go to the payload store, when there is one (``durable.claim_check``);
     # none may be longer than ``payload_max_bytes``.
     payload_offload_bytes: int = 64 * 1024
-    payload_max_bytes: int = 32 * 1024 * 1024
+    payload_max_bytes: int = 4 * 1024 * 1024
 
     def __post_init__(self) -> None:
         if self.steps_per_invocation < 1:

@@ -89,17 +89,16 @@ class Engine:
         self.invoker = invoker
         self.clock = clock or SystemClock()
         self.config = config or EngineConfig()
-        if payloads is not None:
-            # Values too large for an item go to the payload store (``durable.claim_check``).
-            ledger = cast(
-                Ledger,
-                ClaimCheck(
-                    ledger,
-                    payloads,
-                    offload_bytes=self.config.payload_offload_bytes,
-                    max_bytes=self.config.payload_max_bytes,
-                ),
-            )
+        # Values too large for an item go to the payload store, and reads resolve them
+        # (``durable.claim_check``); without a store, a reference read fails clearly.
+        self.claims = ClaimCheck(
+            ledger,
+            payloads,
+            offload_bytes=self.config.payload_offload_bytes,
+            max_bytes=self.config.payload_max_bytes,
+            clock=self.clock,
+        )
+        ledger = cast(Ledger, self.claims)
         # Every write passes the boundary that keeps live callback tokens out of storage
         # (``durable.write_boundary``): whatever workflow code puts them in. It is the
         # outer wrapper, so a token is redacted before a value is stored anywhere.
@@ -434,7 +433,19 @@ class Engine:
     def purge_expired(self, run_id: str) -> int:
         """What the purge on the table's stream does once a run item has expired: delete
         the steps and signals it left (``durable.retention``)."""
-        return purge_expired(self.ledger, run_id, self.clock.now())
+        return purge_expired(
+            self.ledger,
+            run_id,
+            self.clock.now(),
+            current=self.claims.unresolved().get_run(run_id),  # its state, not its values
+            purge_payloads=self.claims.purge_payloads,
+        )
+
+    def peek_run(self, run_id: str) -> RunRecord | None:
+        """The run's item with large values left as references (``durable.claim_check``):
+        for a reader that needs its state (status, workflow, what it waits for), never its
+        input or output, so no object is fetched."""
+        return self.claims.unresolved().get_run(run_id)
 
     # --- external events ------------------------------------------------------------
 

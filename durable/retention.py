@@ -13,6 +13,7 @@ take a leftover for the current run's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import lru_cache
 
@@ -97,17 +98,29 @@ def visible_history(history: RunHistory | None) -> RunHistory | None:
     )
 
 
-def purge_expired(ledger: Ledger, run_id: str, now: datetime) -> int:
+def purge_expired(
+    ledger: Ledger,
+    run_id: str,
+    now: datetime,
+    *,
+    current: RunRecord | None,
+    purge_payloads: Callable[..., int] | None = None,
+) -> int:
     """Delete the steps and signals an expired run left (TTL deleted only its item).
 
     Items written within ``LEFTOVER_MARGIN`` of ``now`` stay, and so does anything of a
     new run that took the same id meanwhile (it was created after the expired one ended).
-    A live fork is left alone (its copied steps are older by design).
+    A live fork is left alone (its copied steps are older by design). ``current`` is the
+    run item under that id now (None once TTL deleted it), read by the caller without its
+    values. ``purge_payloads`` deletes the run's large values written before the same
+    cutoff (``durable.claim_check``): only this purge deletes them.
     """
-    current = ledger.get_run(run_id)
     if current is not None and current.forked_from is not None:
         return 0
     cutoff = format_time(now - LEFTOVER_MARGIN)
     if current is not None:
         cutoff = min(cutoff, leftover_cutoff(current))
-    return ledger.purge_leftovers(run_id, before=cutoff)
+    purged = ledger.purge_leftovers(run_id, before=cutoff)
+    if purge_payloads is not None:
+        purged += purge_payloads(run_id, before=cutoff)
+    return purged

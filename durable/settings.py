@@ -86,15 +86,16 @@ class Settings(BaseModel):
     # The KMS key that wraps each run's data key (secret-typed values are sealed with it).
     # Empty: workflows whose inputs or results hold secrets are refused.
     kms_key_id: str = ""
-    # Request bodies above this are refused with 413 before parsing; well below
-    # DynamoDB's 400 KB item limit, which the run item must also fit in.
-    max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=6 * 1024 * 1024)
+    # Request bodies above this are refused with 413 before parsing. A body over the
+    # payload offload size goes to the payload bucket; without one it must fit in the run
+    # item (DynamoDB's 400 KB). Lambda takes requests of at most 6 MB, envelope included.
+    max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=5 * 1024 * 1024)
     # The S3 bucket that keeps values too large for a ledger item (the template's
     # PayloadBucket; ``durable.claim_check``). Empty: such values fail as PayloadTooLarge.
     payload_bucket: str = ""
     # Texts longer than this go to the bucket; none may be longer than the maximum.
     payload_offload_bytes: int = Field(default=64 * 1024, ge=1024, le=128 * 1024)
-    payload_max_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=1024 * 1024 * 1024)
+    payload_max_bytes: int = Field(default=4 * 1024 * 1024, ge=128 * 1024, le=1024 * 1024 * 1024)
     retention_days: int = Field(default=30, ge=1, le=3650)
     # A run's usage is priced at this region's list prices (``durable.usage.PRICES``; the
     # template passes the stack's region; one not in the table is priced as us-east-1),

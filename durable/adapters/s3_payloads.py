@@ -12,7 +12,9 @@ from durable.adapters.dynamodb_support import error_code, storage_error
 from durable.errors import StorageError
 
 PREFIX = "runs/"
-_MISSING = {"NoSuchKey", "404", "NotFound"}
+# S3 answers a missing key with 403 AccessDenied to a role that may not list the bucket
+# (the functions may not: they read keys they wrote), so that reads as missing too.
+_MISSING = {"NoSuchKey", "404", "NotFound", "AccessDenied", "403"}
 
 
 class S3Payloads:
@@ -39,7 +41,9 @@ class S3Payloads:
         except Exception as e:
             if error_code(e) in _MISSING:
                 raise StorageError(
-                    f"payload {key} is missing from s3://{self.bucket}", retryable=False
+                    f"payload {key} is missing from s3://{self.bucket} (or this role may not "
+                    f"read it: {error_code(e)})",
+                    retryable=False,
                 ) from e
             storage_error(e, f"reading payload {key} from s3://{self.bucket}")
         return data
@@ -55,9 +59,19 @@ class S3Payloads:
                     if item["LastModified"] < before:
                         old.append({"Key": item["Key"]})
             for start in range(0, len(old), 1000):  # DeleteObjects takes 1,000 keys a call
-                self.client.delete_objects(
+                answer = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": old[start : start + 1000], "Quiet": True}
                 )
+                # A batch answers 200 with the keys it could not delete listed apart.
+                failed = answer.get("Errors", [])
+                if failed:
+                    raise StorageError(
+                        f"{len(failed)} payload(s) under {prefix} in s3://{self.bucket} were "
+                        f"not deleted: {failed[0].get('Code')} {failed[0].get('Message')}",
+                        retryable=True,
+                    )
+        except StorageError:
+            raise
         except Exception as e:
             storage_error(e, f"deleting the payloads under {prefix} in s3://{self.bucket}")
         return len(old)

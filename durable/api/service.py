@@ -304,7 +304,7 @@ class ApiService:
         """``run_id``, if it is a run of ``workflow``: a route scoped to a workflow (which
         an IAM policy can allow for that workflow alone) acts on that workflow's runs only.
         Any other run is answered as a missing one (404): the path says nothing about it."""
-        run = self.engine.ledger.get_run(check_run_id(run_id))
+        run = self.engine.peek_run(check_run_id(run_id))
         if run is None or run.workflow != workflow:
             raise RunNotFound(f"no run {run_id[:64]!r} of workflow {workflow[:100]!r}")
         return run_id
@@ -386,7 +386,7 @@ class ApiService:
         a page pays one read per waiting run on it."""
         summary = RunSummary.of(run)
         if run.status == RunStatus.WAITING and run.waiting_for is None:
-            whole = self.engine.ledger.get_run(run.run_id)
+            whole = self.engine.peek_run(run.run_id)  # its state; its values stay put
             if whole is not None and whole.status == RunStatus.WAITING:
                 summary.waiting_for = whole.waiting_for
         return summary

@@ -8,6 +8,7 @@ reference cannot reach.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, SecretStr
 
-from durable import App, Context, PayloadTooLarge
+from durable import App, Context, PayloadTooLarge, current_step
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
 from durable.adapters.payload_stores import FolderPayloads, MemoryPayloads
 from durable.claim_check import MARK, ClaimCheck, is_reference
@@ -140,11 +141,12 @@ def test_a_step_result_over_the_item_limit_succeeds_and_replays_equal() -> None:
     assert runner.result(run.run_id) == BIG
     raw = stored_step(runner, run.run_id, "big_text")
     assert is_reference(raw.output) and len(raw.output) < 200
-    assert json.loads(raw.output)["$durable.payload"]["bytes"] == BIG + 2  # the JSON quotes
+    held = json.loads(raw.output)["$durable.payload"]
+    assert held["bytes"] == BIG + 2  # the JSON quotes
     payloads = runner.payloads
     assert isinstance(payloads, MemoryPayloads)
     [key] = payloads.objects
-    assert key.startswith(f"{run.run_id}/")
+    assert key == f"{run.run_id}/{held['object']}"
     assert json.loads(payloads.objects[key][0]) == "x" * BIG
     # What the tests and the read API see: the value itself.
     assert json.loads(runner.history(run.run_id)[0].output or "") == "x" * BIG
@@ -211,8 +213,12 @@ def test_a_reference_shaped_input_comes_back_as_itself_and_reads_no_other_run() 
     runner = LocalRunner(app)
     first = runner.start("echo", {"blob": "secret " * 80_000})
     [key] = runner.payloads.objects  # type: ignore[attr-defined]
-    digest = key.split("/")[1]
-    forged = json.loads(MARK + json.dumps({"sha256": digest, "bytes": 560_000}) + "}")
+    object_id = key.split("/")[1]
+    data = runner.payloads.objects[key][0]  # type: ignore[attr-defined]
+    digest = hashlib.sha256(data).hexdigest()
+    forged = json.loads(
+        MARK + json.dumps({"object": object_id, "sha256": digest, "bytes": len(data)}) + "}"
+    )
     second = runner.start("echo", forged)
     runner.run_until_idle()
     runner.advance(timedelta(minutes=2))
@@ -281,16 +287,17 @@ def test_small_values_stay_in_the_item_and_the_store_is_never_called() -> None:
     assert runner.call_count("payloads.put") == runner.call_count("payloads.get") == 0
 
 
-def test_a_crash_after_the_put_loses_nothing_and_stores_one_object() -> None:
+def test_a_crash_after_the_put_loses_nothing() -> None:
     """The object is written before the ledger write that references it: a worker that
-    dies between the two leaves an object the retry writes again, to the same key."""
+    dies between the two leaves an object nothing names (the purge removes it with the
+    run's), and the retry writes the value again, under a key of its own."""
     runner = LocalRunner(app)
     runner.crash_at("payloads.put", call=1, when="after")
     run = runner.start("big-result", BIG)
     runner.run_until_idle()
     runner.advance(timedelta(minutes=10))
     assert runner.crashes and runner.result(run.run_id) == BIG
-    assert len(runner.payloads.objects) == 1  # type: ignore[attr-defined]
+    assert len(runner.payloads.objects) == 2  # type: ignore[attr-defined]
     assert stored_step(runner, run.run_id, "big_text").status == StepStatus.DONE
 
 
@@ -317,7 +324,7 @@ def test_the_engine_on_every_ledger_keeps_large_values_aside(ledger: Any) -> Non
     assert done is not None and done.status == RunStatus.SUCCEEDED
     assert json.loads(done.output or "") == {"blob": "e" * BIG}
     assert is_reference(ledger.get_run(run.run_id).output)
-    assert len(store.objects) == 1  # input and output are the same text: one object
+    assert len(store.objects) == 2  # the input and the output, an object each
 
 
 # --- the stores -----------------------------------------------------------------------
@@ -353,3 +360,102 @@ def test_a_fork_copies_large_values_under_its_own_run() -> None:
     assert runner.result(forked.run_id) == BIG
     owners = {key.split("/")[0] for key in runner.payloads.objects}  # type: ignore[attr-defined]
     assert owners == {run.run_id, forked.run_id}
+
+
+@app.step()
+def slow_export(n: int) -> int:
+    """Checkpoints a large state, then fails once: its retry's record carries the state."""
+    step = current_step()
+    if step.checkpoint_state is None:
+        step.checkpoint({"rows": "r" * n})
+        raise ConnectionError("the export service dropped the connection")
+    return len(step.checkpoint_state["rows"])
+
+
+@app.workflow(name="export", version=1)
+def export(ctx: Context, n: int) -> int:
+    return ctx.step(slow_export, n)
+
+
+@app.workflow(name="grow", version=1)
+def grow(ctx: Context, n: int) -> int:
+    state = ctx.wait_for_condition(
+        lambda s: s + "g" * n,
+        timedelta(minutes=1),
+        initial_state="",
+        until=lambda s: len(s) >= 3 * n,
+        name="grow",
+    )
+    return len(state)
+
+
+def test_a_pending_record_with_a_large_state_stays_the_engines_own() -> None:
+    """Found in review: a write whose record was offloaded came back as a resolved copy,
+    so the engine took its own pending record for another worker's and raised LeaseLost
+    (three takeovers, then the run FAILED). A large checkpoint state and a growing
+    condition state park and resume with no takeover."""
+    runner = LocalRunner(app)
+    run = runner.start("export", BIG)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=10))
+    assert runner.result(run.run_id) == BIG
+    assert runner.get_run(run.run_id).takeovers == 0
+    grown = runner.start("grow", 30_000)
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=30))
+    assert runner.result(grown.run_id) == 90_000
+    assert runner.get_run(grown.run_id).takeovers == 0
+
+
+def test_a_keyed_restart_keeps_its_values_when_the_old_run_is_purged() -> None:
+    """Found in review: with keys derived from the value's hash, a keyed restart with the
+    same input wrote the same key that the expired run's purge was about to delete. Each
+    put is an object of its own now: the purge deletes the old run's, never the new's."""
+    config = EngineConfig(inprocess_wait_threshold=timedelta(0), retention=timedelta(hours=2))
+    runner = LocalRunner(app, config=config)
+    payload = {"blob": "k" * BIG}
+    first = runner.start("echo", payload, idempotency_key="nightly")
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.get_run(first.run_id).status == RunStatus.SUCCEEDED
+    runner.clock.advance(timedelta(hours=3))
+    runner.memory_ledger.expire(runner.clock.now())  # TTL; the stream's purge comes later
+    again = runner.start("echo", payload, idempotency_key="nightly")
+    assert again.run_id == first.run_id
+    runner.engine.purge_expired(first.run_id)  # the old run's purge, late
+    runner.run_until_idle()
+    runner.advance(timedelta(minutes=2))
+    assert runner.result(again.run_id) == payload
+
+
+def test_an_engine_without_a_store_refuses_to_read_a_reference_as_a_value() -> None:
+    """Found in review: check-deploy without --payload-bucket decoded the reference itself
+    (a false failure, or a silent wrong pass with Any). A read that meets one now fails
+    saying what to configure."""
+    runner = LocalRunner(app)
+    run = runner.start("echo", {"blob": "n" * BIG})
+    bare = Engine(app, runner.memory_ledger, MemoryInvoker(), MemoryEffectStore())
+    with pytest.raises(StorageError, match="DURABLE_PAYLOAD_BUCKET"):
+        bare.ledger.get_run(run.run_id)
+    assert bare.peek_run(run.run_id) is not None  # the state, without the value
+
+
+def test_reading_a_run_for_its_state_fetches_no_value() -> None:
+    """The listing's waiting reason and a scoped route's workflow check read the run item
+    for its state: no object is fetched for them."""
+    from durable.adapters.nonces import MemoryNonceStore
+    from durable.api.service import ApiService
+
+    runner = LocalRunner(app)
+    run = runner.start("hold", {"blob": "w" * BIG})
+    runner.run_until_idle()
+    api = ApiService(
+        runner.engine, clock=runner.clock, nonces=MemoryNonceStore(), webhook_secret=lambda: None
+    )
+    before = runner.call_count("payloads.get")
+    assert api.of_workflow("hold", run.run_id) == run.run_id
+    listed = api.list_runs(
+        workflow="hold", status=None, needs_attention=None, version=None, limit=10, cursor=None
+    )
+    assert [r.run_id for r in listed.runs] == [run.run_id]
+    assert runner.call_count("payloads.get") == before
