@@ -20,7 +20,7 @@ from pydantic import BaseModel, SecretStr
 from durable import App, Context, PayloadTooLarge, current_step
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
 from durable.adapters.payload_stores import FolderPayloads, MemoryPayloads
-from durable.claim_check import MARK, ClaimCheck, is_reference
+from durable.claim_check import MARK, ClaimCheck, _Cache, is_reference
 from durable.clock import FakeClock
 from durable.config import EngineConfig
 from durable.engine import Engine
@@ -459,3 +459,54 @@ def test_reading_a_run_for_its_state_fetches_no_value() -> None:
     )
     assert [r.run_id for r in listed.runs] == [run.run_id]
     assert runner.call_count("payloads.get") == before
+
+
+@app.workflow(name="measure", version=1)
+def measure(ctx: Context, text: str) -> int:
+    return ctx.step(length, text)
+
+
+@app.workflow(name="measure-all", version=1)
+def measure_all(ctx: Context, n: int) -> list[int]:
+    texts = [str(i) * (100 * 1024) for i in range(n)]
+    return ctx.map("measure", texts, distributed=True).values()
+
+
+def test_children_with_large_inputs_start_together_with_their_inputs_aside() -> None:
+    """A distributed map's children start in one atomic write (``start_children``) with
+    their large inputs in the store; none is started one by one."""
+    runner = LocalRunner(app)
+    run = runner.start("measure-all", 3)
+    runner.run_until_idle()
+    assert runner.result(run.run_id) == [100 * 1024] * 3
+    assert runner.call_count("ledger.start_children") >= 1
+    assert runner.call_count("ledger.start_child") == 0
+    owners = {key.split("/")[0] for key in runner.payloads.objects}  # type: ignore[attr-defined]
+    assert len(owners - {run.run_id}) == 3  # each child's input under its own id
+
+
+def test_a_broken_reference_is_an_error_that_is_not_retried() -> None:
+    """A reference the store cannot honour (malformed, or an object whose bytes do not
+    match its hash) is corruption, not a passing fault: retrying cannot help."""
+    runner = LocalRunner(app)
+    run = runner.start("echo", {"blob": "m" * BIG})
+    stored = runner.memory_ledger.get_run(run.run_id)
+    assert stored is not None
+    reader = ClaimCheck(runner.memory_ledger, runner.payloads)
+    for broken in (MARK + '{"object":"../x","sha256":"00"}}', MARK + "not json"):
+        stored.input = broken
+        with pytest.raises(StorageError) as refused:
+            reader.resolve(stored)
+        assert refused.value.retryable is False and "malformed" in str(refused.value)
+
+
+def test_the_cache_drops_the_least_recently_used_text_first() -> None:
+    cache = _Cache(limit=10)
+    cache.add("a", "aaaa", 4)
+    cache.add("b", "bbbb", 4)
+    assert cache.get("a") == "aaaa"  # a is now the most recent
+    cache.add("c", "cccc", 4)  # over the limit: b goes, not a
+    assert cache.get("b") is None
+    assert cache.get("a") == "aaaa" and cache.get("c") == "cccc"
+    cache.add("huge", "x" * 11, 11)  # larger than the whole cache: never kept
+    assert cache.get("huge") is None and cache.get("c") == "cccc"
