@@ -76,6 +76,7 @@ ENGINE_INTERNAL = frozenset(
         "load",
         "new_run",
         "new_sealer",
+        "peek_run",
         "run_by_key",
     }
 )

@@ -357,12 +357,17 @@ def child_reports_match(f: Final) -> list[str]:
                 if not rec.status.final and not h.run.terminal:
                     problems.append(f"run {run_id} waits at {position} on a missing child")
                 continue
-            if child.run.created_at > rec.updated_at:
+            mine = {f"{r}@{position}" for r in _fork_chain(f, run_id)}
+            later = child.run.created_at > rec.updated_at or (
+                # The same millisecond (the clock did not move between the two writes):
+                # a run this parent did not start is the later one.
+                child.run.created_at == rec.updated_at and child.run.parent not in mine
+            )
+            if later:
                 # A keyed child's id outlives it: expired, then started again under its
                 # key (an operator's ``durable start --key``), it is a later run the
                 # parent's record never saw.
                 continue
-            mine = {f"{r}@{position}" for r in _fork_chain(f, run_id)}
             # A keyed child (``id=``) that was there already, finished, is adopted: it
             # names whoever started it (another parent, or none: an operator).
             if child.run.parent not in mine and child.run.idempotency_key is None:
