@@ -132,7 +132,12 @@ class CrashingPort:
 
 
 class LocalRunner:
-    """An in-process engine on the memory adapters with a fake clock."""
+    """An in-process engine on the memory adapters with a fake clock.
+
+    Values too large for a ledger item go to a memory payload store (``runner.payloads``),
+    as they go to the stack's S3 bucket; ``large_values=False`` leaves it out, as a stack
+    without ``DURABLE_PAYLOAD_BUCKET``, where such a value fails as ``PayloadTooLarge``.
+    """
 
     def __init__(
         self,
@@ -144,6 +149,7 @@ class LocalRunner:
         remaining_seconds: Callable[[], float] | None = None,
         effect_store: EffectStore | None = None,
         payloads: PayloadStore | None = None,
+        large_values: bool = True,
     ) -> None:
         self.app = app
         self.clock = clock or FakeClock()
@@ -160,10 +166,13 @@ class LocalRunner:
         self.timers = MemoryTimers()
         # Seals secret-typed values as KMS would, with a master key of this runner's own.
         self.keys = LocalKeys()
-        # Values too large for a ledger item go here, as they go to S3 on AWS.
+        # Values too large for a ledger item go here, as they go to S3 on AWS; with
+        # ``large_values=False`` there is none, as in a stack without a payload bucket
+        # (a value over the item limit then fails as PayloadTooLarge).
         self.payloads: PayloadStore = payloads or MemoryPayloads(self.clock)
+        store = self.payloads if large_values else None
         # Reads for assertions resolve large values the way the engine's reads do.
-        self._reader = ClaimCheck(self.memory_ledger, self.payloads)
+        self._reader = ClaimCheck(self.memory_ledger, store)
         self.guard = DeterminismGuard() if determinism_guard else None
         self.engine = Engine(
             app,
@@ -175,7 +184,7 @@ class LocalRunner:
             guard=self.guard or NoGuard(),
             timers=CrashingPort("timers", self.timers, self.plan),
             keys=self.keys,
-            payloads=CrashingPort("payloads", self.payloads, self.plan),
+            payloads=CrashingPort("payloads", store, self.plan) if store else None,
         )
         self.remaining_seconds = remaining_seconds
         self.origin = self.clock.now()  # when a rate(...) schedule's clock started

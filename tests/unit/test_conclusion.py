@@ -83,7 +83,7 @@ def test_a_successor_input_over_the_item_limit_fails_the_run_with_attention() ->
     def loop(ctx: Context, state: str) -> None:
         ctx.continue_as_new("x" * (ITEM_LIMIT + 10))
 
-    runner = LocalRunner(app)
+    runner = LocalRunner(app, large_values=False)
     run = runner.start("loop", "small")
     runner.run_until_idle()
     stored = runner.get_run(run.run_id)
@@ -103,7 +103,7 @@ def test_a_result_over_the_item_limit_fails_the_run_with_attention() -> None:
     def big(ctx: Context) -> str:
         return "x" * ITEM_LIMIT
 
-    runner = LocalRunner(app, config=EngineConfig(lease=LEASE))
+    runner = LocalRunner(app, config=EngineConfig(lease=LEASE), large_values=False)
     run = runner.start("big")
     runner.run_until_idle()
     runner.advance(LEASE * 5)

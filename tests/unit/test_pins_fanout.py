@@ -286,7 +286,7 @@ def test_a_decision_too_large_for_an_item_fails_at_the_call_and_undoes_the_branc
         values = ctx.map(lambda c, n: c.step(big, n, compensate=forget), [1, 2]).values()
         return len(values)
 
-    runner = LocalRunner(app)
+    runner = LocalRunner(app, large_values=False)
     run_id = runner.start("wf").run_id
     runner.run_until_idle()
     run = runner.get_run(run_id)

@@ -157,7 +157,7 @@ def test_a_result_too_large_for_the_ledger_fails_the_step_for_good() -> None:
 
         return ctx.step(export, name="export-" + "n" * 500)
 
-    runner = LocalRunner(app)
+    runner = LocalRunner(app, large_values=False)
     run_id = runner.start("flow").run_id
     runner.run_until_idle()
     assert runner.get_run(run_id).status == RunStatus.FAILED

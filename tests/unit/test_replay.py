@@ -219,7 +219,7 @@ def test_an_oversized_step_result_fails_for_good_without_retries() -> None:
     def flow(ctx: Context) -> str:
         return big()
 
-    runner = LocalRunner(app)
+    runner = LocalRunner(app, large_values=False)
     run = runner.start("flow")
     runner.run_until_idle()
     stored = runner.get_run(run.run_id)
