@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid as _uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, TypeVarTuple, overload
@@ -89,8 +89,27 @@ class Context:
     # without options, every argument is checked against ``fn``; with options, the
     # positional ones are (a TypeVarTuple), and ``fn``'s keyword arguments go through
     # ``functools.partial``, as a same-named one must already. Runtime is the one below.
+    # Each form comes first for an ``async def`` ``fn``, whose awaited value is the result.
+    @overload
+    def step(
+        self, fn: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> R: ...
+
     @overload
     def step(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @overload
+    def step(
+        self,
+        fn: Callable[[*Ts], Coroutine[Any, Any, R]],
+        /,
+        *args: *Ts,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+        semantics: Semantics | None = None,
+        compensate: Callable[..., Any] | None = None,
+    ) -> R: ...
 
     @overload
     def step(
@@ -441,6 +460,9 @@ class Context:
                 completion=completion,
             )
             return distributed_result
+        from durable.fanout import check_plain_branch
+
+        check_plain_branch(fn, f"map {name!r}'s function")
         annotation = return_annotation(fn)
 
         def branch(item: T) -> Callable[[Context], R]:
