@@ -29,11 +29,13 @@ What async code adds is concurrency, under rules that keep positions independent
 from __future__ import annotations
 
 import asyncio
+import inspect
+import weakref
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
-from durable.aio import Scoped
+from durable.aio import Scoped, run_coroutine
 from durable.clock import SystemClock
 from durable.context import Context
 from durable.cursor import Cursor, bind_cursor
@@ -77,6 +79,8 @@ class AsyncRun:
         self.fatal: BaseException | None = None
         self._idle: asyncio.Future[None] | None = None
         self._frontiers: dict[tuple[int, ...], int] | None = None
+        self._ended: set[int] = set()  # the cursors of tasks that ended (by id)
+        self.calls: weakref.WeakSet[Coroutine[Any, Any, Any]] = weakref.WeakSet()
         self._apply: Callable[[], AbstractContextManager[None]] = carried()
 
     # --- the invocation ------------------------------------------------------------------
@@ -92,8 +96,10 @@ class AsyncRun:
         root.parks = True  # a wait parks its task; the run suspends at the end (below)
         x.aio = self
         try:
+            # A loop of its own (on a thread of its own when the caller runs one: an async
+            # test driving a LocalRunner), its own code and step bodies unguarded.
             with observer_code():
-                asyncio.run(self._drive(fn, args))
+                run_coroutine(self._drive(fn, args))
         finally:
             x.aio = None
             root.parks = root.stopped = False
@@ -115,6 +121,9 @@ class AsyncRun:
         for task in self.tasks:  # retrieved, so that asyncio logs none as lost
             if not task.cancelled():
                 task.exception()
+        for call in list(self.calls):  # called, never awaited: ended without a warning
+            if inspect.getcoroutinestate(call) == inspect.CORO_CREATED:
+                call.close()
 
     async def _until_quiet(self) -> None:
         """Until nothing can go on: no body under way, and QUIET_TURNS turns of the loop
@@ -187,7 +196,7 @@ class AsyncRun:
         position = x.next_position()
         rec = x.steps.get(position)
         if rec is not None:  # the code that ran before made a call here, not a task
-            called = f"a task ({getattr(coro, '__qualname__', 'coroutine')})"
+            called = f"a task ({getattr(coro, '__name__', 'coroutine')})"
             x.nondeterminism = NonDeterminismError(position, f"{rec.kind} {rec.name!r}", called)
             raise x.nondeterminism
         key = position_key(position)
@@ -219,13 +228,20 @@ class AsyncRun:
             try:
                 return await self._bounded(scoped)
             finally:
-                # Its compensable steps join its creator's, in position order: the same
-                # list whichever task finished first.
-                creator = cursor.parent
-                assert creator is not None
-                creator.compensations.extend(cursor.compensations)
-                creator.compensations.sort(key=lambda c: position_key(c[0]))
-                cursor.compensations.clear()
+                self._merge(cursor)
+
+    def _merge(self, cursor: Cursor) -> None:
+        """A task's compensable steps join its creator's (or, when that task ended first,
+        the nearest live creator's) in position order: the same list whichever task
+        finished first."""
+        self._ended.add(id(cursor))
+        creator = cursor.parent
+        while creator is not None and id(creator) in self._ended:
+            creator = creator.parent
+        assert creator is not None  # the top level's cursor never ends
+        creator.compensations.extend(cursor.compensations)
+        creator.compensations.sort(key=lambda c: position_key(c[0]))
+        cursor.compensations.clear()
 
     async def _bounded(self, awaitable: Any) -> Any:
         """A task's boundary: a wait that is not over, a stop or a signal ends the task's
@@ -313,7 +329,9 @@ def await_step(
         )
     position = x.next_position()
     rec = x.recorded(position, fn.name, StepKind.STEP)
-    return _step(run, fn, position, rec, args, kwargs)
+    call = _step(run, fn, position, rec, args, kwargs)
+    run.calls.add(call)
+    return call
 
 
 async def _step(

@@ -281,6 +281,21 @@ class Context:
 
         return wait_for_signal(self._exec, name, timeout)
 
+    # An ``async def`` check runs like a step body; its awaited value is what counts.
+    @overload
+    def wait_for_condition(
+        self,
+        check: Callable[[], Coroutine[Any, Any, R]],
+        interval: timedelta,
+        timeout: timedelta | None = None,
+        *,
+        name: str | None = None,
+        backoff: float = 1.5,
+        max_interval: timedelta | None = None,
+        max_attempts: int | None = None,
+        jitter: Literal["none", "full"] = "none",
+    ) -> R: ...
+
     @overload
     def wait_for_condition(
         self,
@@ -294,6 +309,22 @@ class Context:
         max_attempts: int | None = None,
         jitter: Literal["none", "full"] = "none",
     ) -> R: ...
+
+    @overload
+    def wait_for_condition(
+        self,
+        check: Callable[[S], Coroutine[Any, Any, S]],
+        interval: timedelta,
+        timeout: timedelta | None = None,
+        *,
+        initial_state: S,
+        until: Callable[[S], object] | None = None,
+        name: str | None = None,
+        backoff: float = 1.5,
+        max_interval: timedelta | None = None,
+        max_attempts: int | None = None,
+        jitter: Literal["none", "full"] = "none",
+    ) -> S: ...
 
     @overload
     def wait_for_condition(
@@ -339,6 +370,9 @@ class Context:
         replayed run goes on from there; checks a worker ran in memory (waits shorter
         than the step budget) since the last park run again after a crash, as a step's
         body would. ``until`` raising fails the wait (``StepFailed``), recorded.
+
+        ``check`` may be ``async def``: each poll runs it to its end, as ``ctx.step``
+        runs an async step.
         """
         from durable.waits import wait_for_condition
 
@@ -396,6 +430,22 @@ class Context:
             ),
         )
 
+    # An ``async def`` workflow mapped as child runs (``distributed``): the results are
+    # its awaited values. (Inline, a branch is plain code: an async one is refused.)
+    @overload
+    def map(
+        self,
+        fn: Callable[[Context, T], Coroutine[Any, Any, R]],
+        items: Iterable[T],
+        *,
+        name: str = "map",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+        distributed: bool | None = None,
+        item_name: Callable[[T, int], str] | None = None,
+    ) -> BatchResult[R]: ...
+
+    @overload
     def map(
         self,
         fn: Callable[[Context, T], R] | str,
@@ -406,7 +456,19 @@ class Context:
         completion: Any = None,
         distributed: bool | None = None,
         item_name: Callable[[T, int], str] | None = None,
-    ) -> BatchResult[R]:
+    ) -> BatchResult[R]: ...
+
+    def map(
+        self,
+        fn: Callable[[Context, T], Any] | str,
+        items: Iterable[T],
+        *,
+        name: str = "map",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+        distributed: bool | None = None,
+        item_name: Callable[[T, int], str] | None = None,
+    ) -> BatchResult[Any]:
         """Run ``fn(ctx, item)`` for each item as a branch of one batch (see ``parallel``);
         results come back in item order, decoded by ``fn``'s return annotation.
 
@@ -451,7 +513,7 @@ class Context:
                     f"map {name!r} with distributed=True runs each item as a child run: {e}",
                     field="fn",
                 ) from e
-            distributed_result: BatchResult[R] = run_distributed(
+            distributed_result: BatchResult[Any] = run_distributed(
                 self._exec,
                 name,
                 wf,
@@ -465,10 +527,10 @@ class Context:
         check_plain_branch(fn, f"map {name!r}'s function")
         annotation = return_annotation(fn)
 
-        def branch(item: T) -> Callable[[Context], R]:
+        def branch(item: T) -> Callable[[Context], Any]:
             return lambda c: fn(c, item)
 
-        result: BatchResult[R] = run_batch(
+        result: BatchResult[Any] = run_batch(
             self._exec,
             name,
             [(branch(v), annotation) for v in values],
@@ -479,7 +541,28 @@ class Context:
         return result
 
     # A workflow function passed as itself types the call: its input parameter checks
-    # ``input``, its return annotation is the result's type. By name, both are Any.
+    # ``input``, its return annotation is the result's type (an ``async def`` one's
+    # awaited value). By name, both are Any.
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context, In], Coroutine[Any, Any, Out]],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> Out: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context], Coroutine[Any, Any, Out]],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> Out: ...
+
     @overload
     def run_child(
         self,
@@ -533,6 +616,26 @@ class Context:
         (it stays that run's, not this one's: this run's cancel leaves it running)."""
         handle: ChildHandle[Any] = self.start_child(workflow, input, id=id, if_running=if_running)
         return handle.result()
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context, In], Coroutine[Any, Any, Out]],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> ChildHandle[Out]: ...
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context], Coroutine[Any, Any, Out]],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> ChildHandle[Out]: ...
 
     @overload
     def start_child(
