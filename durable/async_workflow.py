@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable.aio import Scoped, run_coroutine
 from durable.clock import SystemClock
-from durable.context import Context
+from durable.context import Context, active_context
 from durable.cursor import Cursor, bind_cursor
 from durable.determinism import carried, observer_code
 from durable.errors import ControlFlow, NonDeterminismError, TerminalError
@@ -81,6 +81,9 @@ class AsyncRun:
         self._frontiers: dict[tuple[int, ...], int] | None = None
         self._ended: set[int] = set()  # the cursors of tasks that ended (by id)
         self.calls: weakref.WeakSet[Coroutine[Any, Any, Any]] = weakref.WeakSet()
+        # The guard state of workflow code (``Execution.run_workflow`` entered it): the
+        # workflow's tasks take it on at each of their steps; the loop's own code, and
+        # step bodies, run without it.
         self._apply: Callable[[], AbstractContextManager[None]] = carried()
 
     # --- the invocation ------------------------------------------------------------------
@@ -90,9 +93,6 @@ class AsyncRun:
         return its value, raise its error, or suspend the run (``Execution.suspend``)."""
         x = self.x
         root = x._root
-        # The guard state of workflow code (the caller entered it): its tasks take it on at
-        # each of their steps; the loop's own code, and step bodies, run without it.
-        self._apply = carried()
         root.parks = True  # a wait parks its task; the run suspends at the end (below)
         x.aio = self
         try:
@@ -185,8 +185,6 @@ class AsyncRun:
         return self._track(asyncio.Task(self._branch(coro, cursor), loop=loop, **kwargs))
 
     def _in_workflow_code(self) -> bool:
-        from durable.context import active_context
-
         return active_context() is not None  # a step body binds none
 
     def _new_branch(self, coro: Any) -> Cursor:
@@ -346,9 +344,11 @@ async def _step(
     annotation = fn.return_annotation
     if rec is not None and rec.status.final:
         return x.replay_result(rec, annotation)  # its value, or StepFailed
-    cursor = x.cursor
-    if cursor.halted():  # called before a stop, awaited after it: no new body now
+    # Called before a stop, a divergence or a cancel another task met, awaited after it:
+    # no new body now.
+    if x.cursor.halted():
         raise BranchStopped()
+    x.check_cancel()
     opts = x.resolve_options(fn, None, None, None)
     step = StepRun(x, position, fn.name, rec, opts)
     run.started()
@@ -374,5 +374,6 @@ def _idle(x: Execution) -> Callable[[float], Coroutine[Any, Any, None]]:
         cursor = x.cursor
         if not cursor.compensating and cursor.halted():
             raise BranchStopped()
+        x.check_cancel()  # a divergence or a cancel met meanwhile: no next attempt
 
     return idle

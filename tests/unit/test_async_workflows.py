@@ -377,3 +377,99 @@ def test_a_runner_driven_from_async_code_runs_async_workflows_too() -> None:
         return runner.result(run.run_id)
 
     assert asyncio.run(drive()) == {"gathered": [10], "piped": [[10, 60]]}
+
+
+def test_a_deploy_check_replays_an_async_run_and_names_a_changed_order() -> None:
+    """``durable check-deploy``'s dry replay runs async workflows too: the same code gets
+    through every record (tasks included); gathering in another order is caught at 0001."""
+    from durable.deploy_check import dry_replay
+
+    events: list[tuple[str, int]] = []
+    runner = LocalRunner(make_app(events))
+    run = runner.start("fan", [1, 2])
+    runner.run_until_idle()
+    runner.advance(hours=1)  # pipeline 1 past its nap, pipeline 2 still asleep
+    history = runner.engine.load(run.run_id)
+    assert history is not None
+    started = len(events)
+    same = make_app([]).get_workflow("fan")
+    assert dry_replay(runner.engine, same, history) is None
+    assert len(events) == started  # a dry replay runs no body
+
+    reordered = App()
+
+    @reordered.step(name="fetch")
+    async def fetch(n: int) -> int:
+        return n
+
+    @reordered.workflow(name="fan")
+    async def fan(ctx: Context, ns: list[int]) -> list[int]:
+        return list(await asyncio.gather(*(fetch(n) for n in reversed(ns))))
+
+    problem = dry_replay(runner.engine, reordered.get_workflow("fan"), history)
+    assert problem is None  # same names: only the arguments differ, as in a plain workflow
+    renamed = App()
+
+    @renamed.step(name="lookup")
+    async def lookup(n: int) -> int:
+        return n
+
+    @renamed.workflow(name="fan")
+    async def fan2(ctx: Context, ns: list[int]) -> list[int]:
+        return list(await asyncio.gather(*(lookup(n) for n in ns)))
+
+    problem = dry_replay(runner.engine, renamed.get_workflow("fan"), history)
+    assert problem is not None and "0001" in str(problem) and "'lookup'" in str(problem)
+
+
+def test_a_divergence_in_one_task_starts_no_new_body_in_another() -> None:
+    """GIVEN a run whose code changed in one task (its step has another name now), and
+    another task that called a step (taking its position) before the divergence was met
+    and awaits it after
+    THEN that body never runs: the run is parked FAILED for the divergence, as a plain
+    workflow that diverges starts nothing more."""
+    old, new = App(), App()
+    bodies: list[str] = []
+
+    def make(app: App, first: str) -> None:
+        @app.step(name=first)
+        async def one() -> str:
+            bodies.append(first)
+            return first
+
+        @app.step(name="later")
+        async def later() -> str:
+            bodies.append("later")
+            return "later"
+
+        async def diverging(ctx: Context) -> str:
+            for _ in range(3):  # the other task calls its step meanwhile
+                await asyncio.sleep(0)
+            return await one()
+
+        async def slow(ctx: Context) -> str:
+            ctx.sleep(timedelta(minutes=1))
+            pending = later()  # its position taken now, its body run when awaited
+            for _ in range(6):
+                await asyncio.sleep(0)
+            return await pending
+
+        @app.workflow(name="w")
+        async def w(ctx: Context) -> list[str]:
+            # With return_exceptions the workflow goes on waiting for ``slow`` after
+            # ``diverging`` raised: nothing but the divergence itself can stop it.
+            got = await asyncio.gather(diverging(ctx), slow(ctx), return_exceptions=True)
+            return [str(g) for g in got]
+
+    make(old, "ping")
+    make(new, "pong")
+    runner = LocalRunner(old)
+    run = runner.start("w")
+    runner.run_until_idle()
+    assert bodies == ["ping"]
+    runner.engine.app = new
+    runner.advance(minutes=1)
+    stored = runner.get_run(run.run_id)
+    assert stored.status == RunStatus.FAILED and stored.error is not None
+    assert stored.error.type == "NonDeterminismError" and "'ping'" in stored.error.message
+    assert bodies == ["ping"]  # neither "pong" nor "later" ran
