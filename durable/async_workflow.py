@@ -64,6 +64,11 @@ _ENDS = (ControlFlow, InboxChanged, ContinueAsNew, DryRunComplete)
 QUIET_TURNS = 10
 
 
+class AwaitNotDurable(TerminalError):
+    """An async workflow waits for something no durable call can end (an asyncio.sleep,
+    an event, I/O in workflow code): the run fails, naming what to use instead."""
+
+
 class AsyncRun:
     """One invocation of an ``async def`` workflow; see the module docstring."""
 
@@ -159,7 +164,7 @@ class AsyncRun:
         if self.parked:
             due = [d for d in self.parked if d is not None]
             raise x.suspend(min(due) if due else None)
-        raise TerminalError(
+        raise AwaitNotDurable(
             "the async workflow waits for something that is not a durable call (an "
             "asyncio.sleep, an event, a future, I/O): nothing it awaits can end. Wait with "
             "ctx.sleep or ctx.wait_for_*, and do I/O in steps"

@@ -270,8 +270,8 @@ def test_a_workflow_awaiting_something_not_durable_fails_with_what_to_use() -> N
     run = runner.start("w")
     runner.run_until_idle()
     error = runner.get_run(run.run_id).error
-    assert error is not None and "not a durable call" in error.message
-    assert "ctx.sleep" in error.message
+    assert error is not None and error.type == "AwaitNotDurable"
+    assert "not a durable call" in error.message and "ctx.sleep" in error.message
 
 
 def test_the_determinism_guard_watches_workflow_code_not_step_bodies() -> None:
