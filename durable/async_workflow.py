@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import weakref
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -85,7 +84,10 @@ class AsyncRun:
         self._idle: asyncio.Future[None] | None = None
         self._frontiers: dict[tuple[int, ...], int] | None = None
         self._ended: set[int] = set()  # the cursors of tasks that ended (by id)
-        self.calls: weakref.WeakSet[Coroutine[Any, Any, Any]] = weakref.WeakSet()
+        # Every coroutine of the workflow's code and steps, held and closed at the end if
+        # it never started (a step call whose neighbour in a gather's arguments raised, a
+        # task canceled before its first step): asyncio would warn it was never awaited.
+        self.calls: list[Coroutine[Any, Any, Any]] = []
         # The guard state of workflow code (``Execution.run_workflow`` entered it): the
         # workflow's tasks take it on at each of their steps; the loop's own code, and
         # step bodies, run without it.
@@ -126,7 +128,7 @@ class AsyncRun:
         for task in self.tasks:  # retrieved, so that asyncio logs none as lost
             if not task.cancelled():
                 task.exception()
-        for call in list(self.calls):  # called, never awaited: ended without a warning
+        for call in self.calls:  # called, never awaited: ended without a warning
             if inspect.getcoroutinestate(call) == inspect.CORO_CREATED:
                 call.close()
 
@@ -184,9 +186,13 @@ class AsyncRun:
             return asyncio.Task(coro, loop=loop, **kwargs)
         try:
             cursor = self._new_branch(coro)
-        except BaseException:
+        except BaseException as refused:
+            # No position for it (a stop, a cancel, a divergence): the task meets that at
+            # its start, as its first durable call would, instead of ``create_task``
+            # raising half-way through a ``gather``'s arguments.
             coro.close()  # never to run: no "coroutine was never awaited" warning
-            raise
+            return self._track(asyncio.Task(self._bounded(_raise(refused)), loop=loop, **kwargs))
+        self.calls.append(coro)
         return self._track(asyncio.Task(self._branch(coro, cursor), loop=loop, **kwargs))
 
     def _in_workflow_code(self) -> bool:
@@ -333,7 +339,7 @@ def await_step(
     position = x.next_position()
     rec = x.recorded(position, fn.name, StepKind.STEP)
     call = _step(run, fn, position, rec, args, kwargs)
-    run.calls.add(call)
+    run.calls.append(call)
     return call
 
 
@@ -365,6 +371,10 @@ async def _step(
 
 # How the loop tells an awaited step's task from one that workflow code started.
 STEP_CODE = _step.__code__
+
+
+async def _raise(error: BaseException) -> None:
+    raise error
 
 
 def _idle(x: Execution) -> Callable[[float], Coroutine[Any, Any, None]]:
