@@ -473,3 +473,57 @@ def test_a_divergence_in_one_task_starts_no_new_body_in_another() -> None:
     assert stored.status == RunStatus.FAILED and stored.error is not None
     assert stored.error.type == "NonDeterminismError" and "'ping'" in stored.error.message
     assert bodies == ["ping"]  # neither "pong" nor "later" ran
+
+
+def test_a_task_group_waits_for_its_parked_task_and_a_forgotten_task_stops_at_the_end() -> None:
+    """GIVEN a ``TaskGroup`` whose second task sleeps, and a task started and never
+    awaited
+    THEN the group's code after it runs once the sleep is over (a parked task does not
+    end the group), and the forgotten task, still going when the workflow returned, did
+    not start its second step: it stopped at its next durable call."""
+    app = App()
+    ran: list[str] = []
+
+    @app.step(name="note")
+    async def note(what: str) -> str:
+        ran.append(what)
+        return what
+
+    async def quick(ctx: Context) -> str:
+        return await note("quick")
+
+    async def sleepy(ctx: Context) -> str:
+        ctx.sleep(timedelta(minutes=10))
+        return await note("sleepy")
+
+    async def forgotten(ctx: Context) -> None:
+        await note("forgotten-1")
+        for _ in range(20):  # still going when the workflow returns
+            await asyncio.sleep(0)
+        await note("forgotten-2")
+
+    @app.workflow(name="w")
+    async def w(ctx: Context) -> list[str]:
+        async with asyncio.TaskGroup() as group:
+            first = group.create_task(quick(ctx))
+            second = group.create_task(sleepy(ctx))
+        forgotten_task = asyncio.create_task(forgotten(ctx))  # held, never awaited
+        await asyncio.sleep(0)  # a turn: the forgotten task runs its first step
+        del forgotten_task
+        return [first.result(), second.result(), await note("after")]
+
+    runner = LocalRunner(app)
+    run = runner.start("w")
+    runner.run_until_idle()
+    assert ran == ["quick"] and runner.get_run(run.run_id).status == RunStatus.WAITING
+    runner.advance(minutes=10)
+    assert runner.result(run.run_id) == ["quick", "sleepy", "after"]
+    assert ran == ["quick", "sleepy", "forgotten-1", "after"]  # never "forgotten-2"
+    outputs = {s.position: s.output for s in runner.history(run.run_id)}
+    assert outputs == {
+        "0001.0001": '"quick"',
+        "0002.0001": None,  # the sleep
+        "0002.0002": '"sleepy"',
+        "0003.0001": '"forgotten-1"',
+        "0004": '"after"',
+    }
