@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid as _uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, TypeVarTuple, overload
@@ -91,8 +91,27 @@ class Context:
     # without options, every argument is checked against ``fn``; with options, the
     # positional ones are (a TypeVarTuple), and ``fn``'s keyword arguments go through
     # ``functools.partial``, as a same-named one must already. Runtime is the one below.
+    # Each form comes first for an ``async def`` ``fn``, whose awaited value is the result.
+    @overload
+    def step(
+        self, fn: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args, **kwargs: P.kwargs
+    ) -> R: ...
+
     @overload
     def step(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @overload
+    def step(
+        self,
+        fn: Callable[[*Ts], Coroutine[Any, Any, R]],
+        /,
+        *args: *Ts,
+        name: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: timedelta | None = None,
+        semantics: Semantics | None = None,
+        compensate: Callable[..., Any] | None = None,
+    ) -> R: ...
 
     @overload
     def step(
@@ -305,6 +324,21 @@ class Context:
 
         return wait_for_signal(self._exec, name, timeout)
 
+    # An ``async def`` check runs like a step body; its awaited value is what counts.
+    @overload
+    def wait_for_condition(
+        self,
+        check: Callable[[], Coroutine[Any, Any, R]],
+        interval: timedelta,
+        timeout: timedelta | None = None,
+        *,
+        name: str | None = None,
+        backoff: float = 1.5,
+        max_interval: timedelta | None = None,
+        max_attempts: int | None = None,
+        jitter: Literal["none", "full"] = "none",
+    ) -> R: ...
+
     @overload
     def wait_for_condition(
         self,
@@ -319,6 +353,22 @@ class Context:
         jitter: Literal["none", "full"] = "none",
         serdes: Serdes[R] | None = None,
     ) -> R: ...
+
+    @overload
+    def wait_for_condition(
+        self,
+        check: Callable[[S], Coroutine[Any, Any, S]],
+        interval: timedelta,
+        timeout: timedelta | None = None,
+        *,
+        initial_state: S,
+        until: Callable[[S], object] | None = None,
+        name: str | None = None,
+        backoff: float = 1.5,
+        max_interval: timedelta | None = None,
+        max_attempts: int | None = None,
+        jitter: Literal["none", "full"] = "none",
+    ) -> S: ...
 
     @overload
     def wait_for_condition(
@@ -371,6 +421,9 @@ class Context:
         codec writes them, in place of the encoding by ``check``'s return annotation;
         ``until`` and each check see the state the codec decodes, parked or not. A codec
         that cannot encode one fails the wait, recorded (``StepFailed``).
+
+        ``check`` may be ``async def``: each poll runs it to its end, as ``ctx.step``
+        runs an async step.
         """
         from durable.waits import wait_for_condition
 
@@ -453,6 +506,21 @@ class Context:
         serdes: Serdes[V],
     ) -> BatchResult[V]: ...
 
+    # An ``async def`` workflow mapped as child runs (``distributed``): the results are
+    # its awaited values. (Inline, a branch is plain code: an async one is refused.)
+    @overload
+    def map(
+        self,
+        fn: Callable[[Context, T], Coroutine[Any, Any, R]],
+        items: Iterable[T],
+        *,
+        name: str = "map",
+        max_concurrency: int | None = None,
+        completion: Any = None,
+        distributed: bool | None = None,
+        item_name: Callable[[T, int], str] | None = None,
+    ) -> BatchResult[R]: ...
+
     @overload
     def map(
         self,
@@ -530,7 +598,7 @@ class Context:
                     f"map {name!r} with distributed=True runs each item as a child run: {e}",
                     field="fn",
                 ) from e
-            return run_distributed(
+            distributed_result: BatchResult[Any] = run_distributed(
                 self._exec,
                 name,
                 wf,
@@ -539,12 +607,16 @@ class Context:
                 completion=completion,
                 codec=codec,
             )
+            return distributed_result
+        from durable.fanout import check_plain_branch
+
+        check_plain_branch(fn, f"map {name!r}'s function")
         annotation = return_annotation(fn) if codec is None else codec
 
         def branch(item: T) -> Callable[[Context], Any]:
             return lambda c: fn(c, item)
 
-        return run_batch(
+        result: BatchResult[Any] = run_batch(
             self._exec,
             name,
             [(branch(v), annotation) for v in values],
@@ -552,11 +624,32 @@ class Context:
             completion=completion,
             names=_item_labels(values, item_name),
         )
+        return result
 
     # A workflow function passed as itself types the call: its input parameter checks
-    # ``input``, its return annotation is the result's type. By name, both are Any. With
-    # a codec (``serdes=``) the result is what the codec decodes, whatever the child
-    # returns (its JSON form).
+    # ``input``, its return annotation is the result's type (an ``async def`` one's
+    # awaited value). By name, both are Any. With a codec (``serdes=``) the result is
+    # what the codec decodes, whatever the child returns (its JSON form).
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context, In], Coroutine[Any, Any, Out]],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> Out: ...
+
+    @overload
+    def run_child(
+        self,
+        workflow: Callable[[Context], Coroutine[Any, Any, Out]],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> Out: ...
+
     @overload
     def run_child(
         self,
@@ -650,6 +743,26 @@ class Context:
         from durable.children import start_child
 
         return start_child(self._exec, workflow, input, id, if_running, serdes).result()
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context, In], Coroutine[Any, Any, Out]],
+        input: In,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> ChildHandle[Out]: ...
+
+    @overload
+    def start_child(
+        self,
+        workflow: Callable[[Context], Coroutine[Any, Any, Out]],
+        input: None = None,
+        *,
+        id: str | None = None,
+        if_running: IfRunning = "fail",
+    ) -> ChildHandle[Out]: ...
 
     @overload
     def start_child(

@@ -9,6 +9,7 @@ the workflow and are turned into outcomes by ``Engine.resume``.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -62,6 +63,7 @@ from durable.registry import (
     WorkflowDef,
     callable_name,
     check_step_options,
+    reject_async_generator,
     return_annotation,
 )
 from durable.retry import RetryPolicy
@@ -71,6 +73,7 @@ from durable.turns import Turn
 from durable.values import RECORDED_VALUES
 
 if TYPE_CHECKING:
+    from durable.async_workflow import AsyncRun
     from durable.engine import Engine
 
 _PATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -149,6 +152,8 @@ class Execution(LeaseKeeping):
         self._answer_sealers: dict[str, Sealer] = {}  # a callback answer's own keys
         self.compensated = False  # compensations of a failure or a cancel were started
         self.dry_run = False  # replay recorded results only; stop where new work begins
+        # The event loop driving an ``async def`` workflow, while it runs (else None).
+        self.aio: AsyncRun | None = None
 
     # --- the calling code's cursor ------------------------------------------------------
 
@@ -278,6 +283,10 @@ class Execution(LeaseKeeping):
         token = bind_context(ctx)
         try:
             with self.engine.guard.workflow_code(self.workflow.fn):
+                if inspect.iscoroutinefunction(self.workflow.fn):
+                    from durable.async_workflow import AsyncRun
+
+                    return AsyncRun(self).run(self.workflow.fn, args)
                 return self.workflow.fn(*args)
         finally:
             reset_context(token)
@@ -353,6 +362,8 @@ class Execution(LeaseKeeping):
             result = self.replay_result(rec, annotation)  # the hot path: no options needed
         else:
             body = fn.fn if isinstance(fn, StepFunction) else fn
+            if inspect.isasyncgenfunction(body):
+                reject_async_generator(body, "step")
             opts = self.resolve_options(fn, retry, timeout, semantics)
             result = StepRun(self, position, step_name, rec, opts, kind).execute(
                 lambda: body(*args, **kwargs), annotation

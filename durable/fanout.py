@@ -29,6 +29,7 @@ would let a crash re-run a canceled branch's body on top of its own undo.
 from __future__ import annotations
 
 import contextvars
+import inspect
 import json
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -169,6 +170,7 @@ def _branches(
                 "the context, e.g. ctx.parallel(lambda c: c.step(fetch, 1), ...)",
                 field="branches",
             )
+        check_plain_branch(fn, f"branch {i} of the batch")
         cursor = Cursor(prefix=(*base, i), frontier=frontiers.get(i, 0), parent=caller, parks=True)
         runs.append(_Branch(i, fn, annotation, cursor))
     return runs
@@ -275,6 +277,19 @@ def _run_branch(
         finally:
             if turn is not None:
                 turn.release()
+
+
+def check_plain_branch(fn: Callable[..., Any], what: str) -> None:
+    """A branch is plain workflow code run on a thread: an ``async def`` one would only
+    return a coroutine, never run. Async workflows run coroutines concurrently with
+    ``asyncio.gather`` instead (``durable.async_workflow``)."""
+    if inspect.iscoroutinefunction(fn):
+        raise InvalidInput(
+            f"{what} is async def: ctx.parallel and ctx.map run plain functions (their "
+            "steps may be async def). In an async def workflow, run coroutines at once "
+            "with asyncio.gather(...)",
+            field="branches",
+        )
 
 
 def _stops_run(x: Execution, error: Exception) -> bool:

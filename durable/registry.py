@@ -89,11 +89,14 @@ def _return_annotation(target: Callable[..., Any]) -> Any:
 _cached_return_annotation = functools.lru_cache(maxsize=4096)(_return_annotation)
 
 
-def _reject_async(fn: Callable[..., Any], what: str) -> None:
-    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+def reject_async_generator(fn: Callable[..., Any], what: str) -> None:
+    """``async def`` steps and workflows are fine (``durable.async_workflow``); an async
+    generator yields many values where a step or a workflow records one."""
+    if inspect.isasyncgenfunction(fn):
         raise RegistrationError(
-            f"{what} {getattr(fn, '__qualname__', fn)!r} is async; async def is not supported "
-            "yet: write a plain def (run asyncio.run(...) inside a step if you need it)"
+            f"{what} {getattr(fn, '__name__', fn)!r} is an async generator (async def with "
+            "yield): a step or a workflow returns one value, which is recorded. Collect the "
+            "items and return them (a list), or make each item a step of its own"
         )
 
 
@@ -106,13 +109,19 @@ class StepOptions:
 
 
 class StepFunction(Generic[P, R]):
-    """A step function: durable when called inside a workflow, a plain call elsewhere."""
+    """A step function: durable when called inside a workflow, a plain call elsewhere.
+
+    An ``async def`` one called in an ``async def`` workflow returns an awaitable, as the
+    function does (``await fetch(url)``, ``asyncio.gather(fetch(a), fetch(b))``): the step
+    takes its position at the call and its body runs when awaited, concurrently with
+    other awaited steps (``durable.async_workflow``)."""
 
     def __init__(self, fn: Callable[P, R], name: str, options: StepOptions) -> None:
         self.fn = fn
         self.name = name
         self.options = options
         self.return_annotation = return_annotation(fn)
+        self.is_async = inspect.iscoroutinefunction(fn)
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -121,6 +130,11 @@ class StepFunction(Generic[P, R]):
         ctx = active_context()
         if ctx is None:
             return self.fn(*args, **kwargs)
+        if self.is_async:
+            from durable.async_workflow import await_step
+
+            awaitable: R = await_step(ctx, self, args, kwargs)  # type: ignore[assignment]
+            return awaitable
         # Reserved option names cannot collide: they are keyword-only in Context.step and
         # a step needing one takes it through functools.partial.
         result: R = ctx.step(self, *args, **kwargs)
@@ -254,7 +268,7 @@ class App:
             wf_name = name or getattr(f, "__name__", None)
             if not wf_name:
                 raise RegistrationError("a workflow needs a name")
-            _reject_async(f, "workflow")
+            reject_async_generator(f, "workflow")
             if not isinstance(version, int) or version < 1:
                 raise RegistrationError(f"workflow {wf_name!r}: version must be an int >= 1")
             takes_input, annotation = _workflow_signature(f, wf_name)
@@ -322,7 +336,7 @@ class App:
         """
 
         def wrap(f: Callable[P, R]) -> StepFunction[P, R]:
-            _reject_async(f, "step")
+            reject_async_generator(f, "step")
             check_step_options(retry, timeout, semantics)
             if not isinstance(version, int) or version < 1:
                 raise RegistrationError("version= must be an int >= 1")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
+from durable.aio import Scoped, run_coroutine
 from durable.context import StepContext, bind_context, bind_step, reset_context, reset_step
 from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, StorageError, TerminalError
 from durable.interrupts import WorkerInterrupted, summarize
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 
 # after_failure's answer when the retry was served in-process: loop to the next attempt.
 _RETRY_NOW: Any = object()
+# What the attempt loop yields where the body runs (``StepRun.attempt_loop``).
+_BODY: Any = object()
 
 
 @dataclass(slots=True)
@@ -108,6 +112,55 @@ class StepRun:
     # --- the attempt loop ----------------------------------------------------------
 
     def execute(self, body: Callable[[], Any], annotation: Any) -> Any:
+        """Run the attempts on this thread: the body, and a backoff served in-process."""
+        attempts = self.attempt_loop(annotation)
+        try:
+            request = next(attempts)
+            while True:
+                if request is _BODY:
+                    try:
+                        value = self.run_body(body)
+                    except Exception as error:  # the attempt loop's to judge
+                        request = attempts.throw(error)
+                    else:
+                        request = attempts.send(value)
+                else:
+                    self.x.idle(request)
+                    request = attempts.send(None)
+        except StopIteration as done:
+            return done.value
+
+    async def execute_async(
+        self,
+        body: Callable[[], Coroutine[Any, Any, Any]],
+        annotation: Any,
+        idle: Callable[[float], Coroutine[Any, Any, None]],
+    ) -> Any:
+        """The attempts of an awaited ``async def`` step (``durable.async_workflow``): the
+        same loop as ``execute``, awaiting the body and ``idle`` (a backoff served
+        in-process), so the loop's other tasks (other steps' bodies) run meanwhile."""
+        attempts = self.attempt_loop(annotation)
+        try:
+            request = next(attempts)
+            while True:
+                if request is _BODY:
+                    try:
+                        value = await self.run_body_async(body)
+                    except Exception as error:  # the attempt loop's to judge
+                        request = attempts.throw(error)
+                    else:
+                        request = attempts.send(value)
+                else:
+                    await idle(request)
+                    request = attempts.send(None)
+        except StopIteration as done:
+            return done.value
+
+    def attempt_loop(self, annotation: Any) -> Generator[Any, Any, Any]:
+        """The attempt loop, as a generator: it yields ``_BODY`` where the body runs (and
+        is sent its value, or thrown its error) and the seconds of a backoff served
+        in-process; its return value is the step's. A generator, so a plain and an
+        awaited step share one loop, each running bodies and waits its own way."""
         prev = self.previous
         waiting = prev is not None and prev.status == StepStatus.WAITING and prev.wake_at
         if waiting and parse_time(prev.wake_at) > self.x.clock.now():  # type: ignore[union-attr,arg-type]
@@ -116,7 +169,7 @@ class StepRun:
         if prev is not None and prev.status == StepStatus.RUNNING:
             interrupted = self.interrupted(prev)
             if interrupted is not None:
-                outcome = self.after_failure(interrupted, annotation)
+                outcome = yield from self.after_failure(interrupted, annotation)
                 if outcome is not _RETRY_NOW:
                     return outcome
         while True:
@@ -149,7 +202,7 @@ class StepRun:
             self.x.count_body()
             self.effect_actions.clear()  # an action names one effect per attempt
             try:
-                value = self.run_body(body)
+                value = yield _BODY
                 # Redacted before decoding: the first run returns what a replay will.
                 encoded = self.x.redact(self.x.encode(value, annotation))
                 decoded = self.x.decode(encoded, annotation)
@@ -167,7 +220,7 @@ class StepRun:
                 attempt.finished_at = self.x.now_text()
                 attempt.error_class = classify(error)
                 attempt.error = self.x.redact(summarize(error, 500))
-                outcome = self.after_failure(error, annotation)
+                outcome = yield from self.after_failure(error, annotation)
                 if outcome is _RETRY_NOW:
                     continue
                 return outcome
@@ -206,7 +259,23 @@ class StepRun:
         ctx_token = bind_context(None)  # a decorated step called inside a step is plain
         try:
             with self.x.engine.guard.step_code(), self.x.off_turn():
-                return body()
+                value = body()
+                if inspect.iscoroutine(value):  # an ``async def`` body: run it to its end
+                    value = run_coroutine(value)
+                return value
+        finally:
+            reset_context(ctx_token)
+            reset_step(step_token)
+
+    async def run_body_async(self, body: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+        """An ``async def`` body awaited on the workflow's loop. The context variables
+        are the awaiting task's own; the determinism guard's state is the thread's, so it
+        is switched off around each of the body's steps (``Scoped``), not around the await,
+        during which other tasks run workflow code."""
+        step_token = bind_step(StepContext(self))
+        ctx_token = bind_context(None)  # a decorated step called inside a step is plain
+        try:
+            return await Scoped(body(), self.x.engine.guard.step_code)
         finally:
             reset_context(ctx_token)
             reset_step(step_token)
@@ -227,7 +296,7 @@ class StepRun:
             last.error = summarize(error, 500)
         return error
 
-    def after_failure(self, error: BaseException, annotation: Any) -> Any:
+    def after_failure(self, error: BaseException, annotation: Any) -> Generator[Any, Any, Any]:
         delay = self.opts.retry.next_delay(self.attempt - self.attempt_base, error)
         if delay is None:
             return self.fail_for_good(error, annotation)
@@ -243,7 +312,7 @@ class StepRun:
             )
             if stored.status.final:
                 return self.adopt(stored, annotation)
-            self.x.idle(delay.total_seconds())
+            yield delay.total_seconds()  # the driver waits (``Execution.idle``)
             self.attempt += 1
             return _RETRY_NOW
         wake_at = format_time(self.x.clock.now() + delay)

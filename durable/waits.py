@@ -7,6 +7,7 @@ operations, which bump the run's inbox so a worker that is running sees them.
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn
 from typing_extensions import TypeVar
 
 from durable import serde, tokens
+from durable.aio import run_coroutine
 from durable.codecs import Serdes, coded
 from durable.context import bind_context, reset_context
 from durable.errors import (
@@ -509,7 +511,10 @@ def _poll(x: Execution, check: Callable[..., Any], state: Any) -> tuple[Any, Exc
     token = bind_context(None)
     try:
         with x.engine.guard.step_code(), x.off_turn():
-            return (check() if state is NO_STATE else check(state)), None
+            value = check() if state is NO_STATE else check(state)
+            if inspect.iscoroutine(value):  # an ``async def`` check, run like a body
+                value = run_coroutine(value)
+            return value, None
     except TerminalError as e:
         return None, e
     except Exception as e:

@@ -44,6 +44,7 @@ from durable.retention import incarnation
 from durable.sweeper import SweepReport
 from durable.testing import SimulatedCrash
 from durable.tokens import token_hash
+from tests.simulation.async_programs import ASYNC
 from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor, WindowMonitor
 from tests.simulation.journal import Event, Journal
 from tests.simulation.programs import (
@@ -376,6 +377,8 @@ class World:
             # a start asked "rated" the copy behind a rate limit.
             gated = arg.get("gated") or (key or "").startswith("g")
             workflow = GATED if gated else RATED if arg.get("rated") else WORKFLOW
+            if arg.get("async"):
+                workflow = ASYNC
             attach = bool(key) and bool(arg.get("attach"))
             record = engine.start(
                 workflow,

@@ -13,7 +13,7 @@ from __future__ import annotations
 # an option that changes what the engine does counts apart: keyed children, distributed
 # maps). ``run_id``, ``workflow`` and ``version`` are properties, read, not called.
 CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
-    "step": ("ctx.step", "ctx.step(retryable_errors)", "ctx.step(serdes)"),
+    "step": ("ctx.step", "ctx.step(retryable_errors)", "ctx.step(serdes)", "ctx.step(async)"),
     "sleep": ("ctx.sleep",),
     "sleep_until": ("ctx.sleep_until",),
     "create_callback": ("ctx.create_callback",),
@@ -102,7 +102,17 @@ OUTSIDE_EVENTS = (
 )
 
 
+# ``async def`` workflows (issue 36): the workflow itself, a decorated async step awaited
+# in it, several awaited at once, and tasks (each a branch with positions of its own).
+ASYNC_CALLS = (
+    "async def workflow",
+    "await step",
+    "asyncio.gather(steps)",
+    "asyncio.gather(tasks)",
+)
+
+
 def required() -> set[str]:
-    names = {n for calls in CONTEXT_CALLS.values() for n in calls}
+    names = {n for calls in CONTEXT_CALLS.values() for n in calls} | set(ASYNC_CALLS)
     names |= {n for calls in ENGINE_CALLS.values() for n in calls}
     return names | set(OUTSIDE_EVENTS)

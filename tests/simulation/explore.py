@@ -20,6 +20,7 @@ from durable.adapters.memory import MemoryLedger
 from durable.model import RunHistory, StepKind, StepStatus
 from durable.sweeper import SweepReport
 from tests.simulation.actors import OUTSIDE, SWEEPER, WEIGHTS, Settings, World
+from tests.simulation.async_programs import ASYNC
 from tests.simulation.invariants import FINAL_CHECKS, Final, no_stuck_runs
 from tests.simulation.journal import Violation
 from tests.simulation.policy import Policy
@@ -139,7 +140,7 @@ def _generate(world: World, policy: Policy) -> Iterator[Decision]:
 
 def all_runs(world: World) -> set[str]:
     ids = set(world.runs) | set(world.journal.runs_seen)
-    for workflow in (WORKFLOW, GATED, RATED, LANED):
+    for workflow in (WORKFLOW, GATED, RATED, LANED, ASYNC):
         cursor: str | None = None
         while True:
             page = world.raw.list_runs(workflow=workflow, limit=100, cursor=cursor)

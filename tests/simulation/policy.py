@@ -14,6 +14,7 @@ from typing import Any
 
 from durable.sweeper import SweepReport
 from tests.simulation.actors import OUTSIDE, SWEEPER, WORKERS, World
+from tests.simulation.async_programs import is_async_start
 from tests.simulation.programs import CHILD_KEYS, SIGNALS, generate_program, keyed_program
 from tests.simulation.scheduler import CRASH, CRASH_AFTER, PAUSE_AFTER, RUN, Decision
 
@@ -108,7 +109,15 @@ class Policy:
             self.keys += 1
             key = f"{'g' if gated else 'k'}{self.keys}"
         program = generate_program(r)
-        return {"type": "start", "program": program, "key": key, "gated": gated, "rated": rated}
+        asynchronous = is_async_start(self.starts, gated, rated, key)  # no draw of its own
+        return {
+            "type": "start",
+            "program": program,
+            "key": key,
+            "gated": gated,
+            "rated": rated,
+            "async": asynchronous,
+        }
 
     def _event(self) -> dict[str, Any]:
         w, r = self.world, self.rng

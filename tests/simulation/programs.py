@@ -15,10 +15,11 @@ per schedule would keep every finished schedule alive.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -482,6 +483,58 @@ BODIES: dict[str, Callable[[Op], Any]] = {
 }
 
 
+# The same bodies as ``async def`` (issue 36): each gives its loop a turn before and after
+# the work, so awaited steps of an async workflow interleave (``async_programs.py``).
+async def _abody(op: Op, make: Callable[[random.Random], T]) -> T:
+    await asyncio.sleep(0)
+    value = _body(op, make)
+    await asyncio.sleep(0)
+    return value
+
+
+async def aret_int(op: Op) -> int:
+    return await _abody(op, lambda r: r.randint(0, 10**6))
+
+
+async def aret_str(op: Op) -> str:
+    return await _abody(op, lambda r: f"s{r.randint(0, 999)}")
+
+
+async def aret_tuple(op: Op) -> tuple[int, str]:
+    return await _abody(op, lambda r: (r.randint(0, 99), f"t{r.randint(0, 99)}"))
+
+
+async def aret_point(op: Op) -> Point:
+    return await _abody(op, lambda r: Point(x=r.randint(0, 99), tag=f"p{r.randint(0, 9)}"))
+
+
+async def aret_time(op: Op) -> datetime:
+    return await _abody(op, lambda r: datetime(2026, 1, 1, tzinfo=UTC) + timedelta(r.random()))
+
+
+async def aret_none(op: Op) -> None:
+    await _abody(op, lambda r: None)
+
+
+ASYNC_BODIES: dict[str, Callable[[Op], Coroutine[Any, Any, Any]]] = {
+    "int": aret_int,
+    "str": aret_str,
+    "tuple": aret_tuple,
+    "point": aret_point,
+    "time": aret_time,
+    "none": aret_none,
+}
+
+
+def step_policy(op: Op) -> RetryPolicy:
+    """A step op's retry policy (its tries, now and then a filter by message)."""
+    return RetryPolicy(
+        max_attempts=op["tries"],
+        initial_delay=timedelta(seconds=2),
+        retryable_errors=(r"^attempt 1 fails",) if op.get("filter") else (),
+    )
+
+
 _PLAIN: Op = {"amo": False, "ckpt": False, "effect": False, "fails": 0, "terminal": False}
 
 
@@ -672,15 +725,20 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
                 return ctx.run_child(WORKFLOW, program, id=op.get("id"), if_running=policy)
             return ctx.start_child(WORKFLOW, program, id=op.get("id"), if_running=policy).run_id
         if kind == "step":
+            # A step with an undo runs an ``async def`` body (derived from the draws, so
+            # every seed's schedule stays the same): ``ctx.step`` runs it to its end.
+            if op["undo"] and not op.get("codec"):
+                hooks().journal.produced["ctx.step(async)"] += 1
+            body: Any = (
+                ret_amount
+                if op.get("codec")
+                else (ASYNC_BODIES if op["undo"] else BODIES)[op["ret"]]
+            )
             return ctx.step(
-                ret_amount if op.get("codec") else BODIES[op["ret"]],
+                body,
                 op,
                 name=f"op{i}",
-                retry=RetryPolicy(
-                    max_attempts=op["tries"],
-                    initial_delay=timedelta(seconds=2),
-                    retryable_errors=(r"^attempt 1 fails",) if op.get("filter") else (),
-                ),
+                retry=step_policy(op),
                 semantics="at_most_once_per_attempt" if op["amo"] else "at_least_once",
                 compensate=undo if op["undo"] else None,
                 serdes=AMOUNT_CODEC if op.get("codec") else None,

@@ -8,6 +8,7 @@ run time) and runs ``pay``, whose forms of ``ctx.step`` must run as they are typ
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -310,6 +311,54 @@ def coded(ctx: Context, order: Order) -> int:
     assert_type(ctx.map(pay, [order], distributed=True, serdes=cents_codec), BatchResult[Cents])
     assert_type(ctx.parallel(lambda c: Cents(1), name="one", serdes=cents_codec), BatchResult[Any])
     return sum(c.value for c in mapped.values())
+
+
+# --- async def ----------------------------------------------------------------------
+
+
+@app.step(retry=RetryPolicy(max_attempts=2))
+async def fetch_rate(currency: str) -> float:
+    await asyncio.sleep(0)
+    return 1.25 if currency == "EUR" else 1.0
+
+
+async def count_stock(sku: str, *, warehouse: str = "main") -> int:
+    await asyncio.sleep(0)
+    return len(sku + warehouse)
+
+
+async def stock_arrived() -> bool:
+    return True
+
+
+async def count_restocked(seen: int) -> int:
+    return seen + 1
+
+
+@app.workflow(name="restock")
+async def restock(ctx: Context, order: Order) -> list[float]:
+    # ctx.step on an async function: the awaited value, in any workflow.
+    assert_type(ctx.step(count_stock, order.order_id), int)
+    assert_type(ctx.step(count_stock, order.order_id, warehouse="east"), int)
+    assert_type(ctx.step(count_stock, order.order_id, name="stock", retry=None), int)
+    assert_type(ctx.step(fetch_rate, "EUR"), float)
+    # A decorated async step called in an async workflow is awaited, alone or gathered.
+    assert_type(await fetch_rate("EUR"), float)
+    rates = await asyncio.gather(fetch_rate("EUR"), fetch_rate("USD"))
+    assert_type(rates, tuple[float, float])
+    # An async check polls like a plain one, typed by its awaited value.
+    assert_type(ctx.wait_for_condition(stock_arrived, timedelta(minutes=1)), bool)
+    assert_type(ctx.wait_for_condition(count_restocked, timedelta(minutes=1), initial_state=0), int)
+    return list(rates)
+
+
+@app.workflow
+def reorder(ctx: Context, order: Order) -> float:
+    # An async workflow as a child: its input checked, its awaited result typed.
+    assert_type(ctx.run_child(restock, order), list[float])
+    assert_type(ctx.start_child(restock, order), ChildHandle[list[float]])
+    assert_type(ctx.map(restock, [order], distributed=True), BatchResult[list[float]])
+    return ctx.step(fetch_rate, "USD")
 
 
 # --- schedules and composition -----------------------------------------------------

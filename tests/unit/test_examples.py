@@ -112,3 +112,101 @@ def test_the_nightly_import_maps_its_records_over_child_runs_and_tolerates_bad_o
     assert summary["imported"] == 999 and summary["skipped"] == 0
     assert len(warehouse.rows) == 999
     assert stored.children == 1000
+
+
+def test_the_async_quote_example_gathers_its_steps_and_retries_a_busy_vendor(
+    monkeypatch: Any,
+) -> None:
+    """examples/async_fetch.py with its HTTP call faked (tests/integration/
+    test_async_example.py runs it against a real server): a 503 is retried after its
+    backoff, a 404 fails the step for good without a retry, the cheapest quote wins."""
+    import asyncio
+    from datetime import timedelta
+
+    from examples import async_fetch
+
+    answers = {"/a": [(503, b""), (200, b'{"vendor":"a","price":3}')]}
+    answers["/b"] = [(200, b'{"vendor":"b","price":5}')]
+    answers["/gone"] = [(404, b"")]
+
+    async def fake_get(url: str, timeout: float = 10.0) -> tuple[int, bytes]:
+        await asyncio.sleep(0)
+        return answers[url].pop(0)
+
+    monkeypatch.setattr(async_fetch, "http_get", fake_get)
+    runner = LocalRunner(async_fetch.app)
+    run = runner.start("best-quote", ["/a", "/b"])
+    runner.run_until_idle()
+    runner.advance(timedelta(seconds=5))
+    assert runner.result(run.run_id) == {"vendor": "a", "price": 3.0, "asked": 2}
+    assert [s.attempt for s in runner.history(run.run_id)] == [2, 1]
+    gone = runner.start("best-quote", ["/gone"])
+    runner.run_until_idle()
+    stored = runner.get_run(gone.run_id)
+    assert stored.status == RunStatus.FAILED and stored.error is not None
+    assert "answered 404" in stored.error.message
+    assert runner.history(gone.run_id)[0].attempt == 1
+
+
+def test_the_async_guide_example_runs_as_written(monkeypatch: Any) -> None:
+    """docs/async.md's first example, with a stand-in for httpx (the reader's own
+    dependency, not this project's): a 503 is retried after its backoff, the quotes are
+    gathered, the plain workflow runs the async step with ``ctx.step``."""
+    import re
+    import sys
+    import types
+    from datetime import timedelta
+    from pathlib import Path
+
+    prices = {"https://a.example/q": 7.0, "https://b.example/q": 4.0}
+    busy = {"https://b.example/q"}  # answers 503 once
+
+    class HTTPStatusError(Exception):
+        def __init__(self, response: Any) -> None:
+            super().__init__(f"HTTP {response.status_code}")
+            self.response = response
+
+    class Response:
+        def __init__(self, url: str) -> None:
+            self.url = url
+            self.status_code = 503 if url in busy else 200
+            busy.discard(url)
+
+        def raise_for_status(self) -> None:
+            if self.status_code >= 400:
+                raise HTTPStatusError(self)
+
+        def json(self) -> Any:
+            base = self.url.split("?")[0]
+            return {"vendor": base.split("/")[2], "price": prices[base]}
+
+    class AsyncClient:
+        def __init__(self, timeout: float) -> None:
+            self.timeout = timeout
+
+        async def __aenter__(self) -> AsyncClient:
+            return self
+
+        async def __aexit__(self, *exc: object) -> None:
+            return None
+
+        async def get(self, url: str) -> Response:
+            return Response(url)
+
+    httpx = types.ModuleType("httpx")
+    httpx.AsyncClient = AsyncClient  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "httpx", httpx)
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "async.md").read_text()
+    code = re.search(r"```python\n(.*?)```", guide, re.S)
+    assert code is not None
+    namespace: dict[str, Any] = {"__name__": "async_guide"}
+    exec(compile(code.group(1), "docs/async.md", "exec"), namespace)
+    runner = LocalRunner(namespace["app"])
+    run = runner.start("best-quote", list(prices))
+    runner.run_until_idle()
+    runner.advance(timedelta(hours=1, seconds=2))
+    assert runner.result(run.run_id) == namespace["Quote"](vendor="b.example", price=4.0)
+    assert [s.attempt for s in runner.history(run.run_id) if s.kind == "step"] == [1, 2, 1]
+    one = runner.start("one-quote", "https://a.example/q")
+    runner.run_until_idle()
+    assert runner.result(one.run_id).price == 7.0

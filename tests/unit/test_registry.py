@@ -13,17 +13,21 @@ from durable.errors import RegistrationError
 from durable.testing import LocalRunner
 
 
-def test_async_workflows_and_steps_are_rejected_with_a_clear_message() -> None:
+def test_async_generators_are_refused_as_workflows_and_steps_with_a_clear_message() -> None:
+    """``async def`` workflows and steps register (tests/unit/test_async_*.py); an async
+    generator yields many values where one is recorded, so it is refused, by name."""
     app = App()
-    with pytest.raises(RegistrationError, match="async def is not supported"):
+    with pytest.raises(RegistrationError, match="workflow 'flow' is an async generator"):
 
         @app.workflow
-        async def flow(ctx: Context) -> None: ...
+        async def flow(ctx: Context) -> Any:
+            yield 1
 
-    with pytest.raises(RegistrationError, match="async def is not supported"):
+    with pytest.raises(RegistrationError, match="step 'items' is an async generator"):
 
         @app.step
-        async def step() -> None: ...
+        async def items() -> Any:
+            yield 1
 
 
 def test_a_workflow_takes_ctx_and_at_most_one_input() -> None:

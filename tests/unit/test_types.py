@@ -39,7 +39,7 @@ ignore_missing_imports = True
 """
 
 # Each wrong call, with the code of the error mypy must give on its line (`# error: <code>`;
-# mypy may add a second one, from the other form of ``ctx.step`` it tried).
+# mypy may add a second one, from another form of ``ctx.step`` it tried: the async one).
 WRONG_CALLS = """\
 from datetime import timedelta
 
@@ -95,6 +95,24 @@ def flow(ctx: Context) -> None:
     ctx.step(reserve, "o", serdes=CountCodec())  # error: call-arg
     seen: str = ctx.run_child(child, "o", serdes=CountCodec())  # error: assignment
     ctx.wait_for_condition(lambda: 1, timedelta(seconds=1), serdes=CountCodec())  # error: arg-type
+
+
+async def count(sku: str) -> int:
+    return len(sku)
+
+
+@app.step
+async def rate(currency: str) -> float:
+    return 1.0
+
+
+@app.workflow
+async def priced(ctx: Context) -> None:
+    ctx.step(count, 3)  # error: arg-type
+    label: str = ctx.step(count, "o")  # error: assignment
+    quoted: str = await rate("EUR")  # error: assignment
+    await rate(1)  # error: arg-type
+    ctx.run_child(priced, "o")  # error: arg-type
 """
 
 _ERROR = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+): error: (?P<message>.*)\[(?P<code>[a-z-]+)\]$")
@@ -147,6 +165,14 @@ def test_the_app_using_every_call_registers_and_its_step_forms_run() -> None:
     receipt = runner.result(run.run_id)
     assert isinstance(receipt, every.Receipt)
     assert receipt.order_id == "o-1" and receipt.charge_id.startswith("ch-effect:")
+    # The async forms run as typed: ``restock`` awaits and gathers, ``reorder`` runs it
+    # as a child three ways.
+    order = {"order_id": "o-2", "amount": 1}
+    restocked = runner.start("restock", order)
+    reordered = runner.start("reorder", order)
+    runner.run_until_idle()
+    assert runner.result(restocked.run_id) == [1.25, 1.0]
+    assert runner.result(reordered.run_id) == 1.0
 
 
 def test_the_example_of_the_context_reference_type_checks(check: Check, tmp_path: Path) -> None:
@@ -169,7 +195,8 @@ def test_the_scaffold_of_durable_init_type_checks_strictly(check: Check, tmp_pat
 def test_a_wrong_call_is_an_error_on_its_line(check: Check, tmp_path: Path) -> None:
     """A wrong argument to ``ctx.step`` (its type, a name ``fn`` lacks, one missing), a
     wrong input to ``run_child``, a result used as another type and a codec (``serdes=``)
-    of another type than the call's value are each refused."""
+    of another type than the call's value are each refused, for an ``async def`` step or
+    workflow as for a plain one."""
     (tmp_path / "wrong_calls.py").write_text(WRONG_CALLS)
     report, status = check([tmp_path / "wrong_calls.py"], tmp_path)
     assert status == 1, "\n".join(report)
