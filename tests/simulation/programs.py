@@ -684,6 +684,13 @@ def _distributed(ctx: Context, i: int | str, op: Op) -> Any:
     return _batch_summary(result)
 
 
+def _step_body(op: Op) -> Any:
+    """A step op's body: by a codec, async (with an undo) or plain, by its result kind."""
+    if op.get("codec"):
+        return ret_amount
+    return (ASYNC_BODIES if op["undo"] else BODIES)[op["ret"]]
+
+
 def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> Any:
     kind = op["op"]
     hooks().journal.produced[context_call(op)] += 1
@@ -729,13 +736,8 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
             # every seed's schedule stays the same): ``ctx.step`` runs it to its end.
             if op["undo"] and not op.get("codec"):
                 hooks().journal.produced["ctx.step(async)"] += 1
-            body: Any = (
-                ret_amount
-                if op.get("codec")
-                else (ASYNC_BODIES if op["undo"] else BODIES)[op["ret"]]
-            )
             return ctx.step(
-                body,
+                _step_body(op),
                 op,
                 name=f"op{i}",
                 retry=step_policy(op),
