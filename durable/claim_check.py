@@ -146,10 +146,6 @@ class ClaimCheck:
         self.max_bytes = max_bytes
         self._cache = _Cache()
 
-    @property
-    def inner(self) -> Ledger:
-        return self._ledger
-
     # --- texts --------------------------------------------------------------------------
 
     def _out(self, run_id: str, text: str, what: str) -> str:
