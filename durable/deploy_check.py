@@ -88,9 +88,7 @@ class _Refusing:
 def read_only_engine(engine: Engine) -> Engine:
     """``engine``'s app, clock, configuration and keys on its ledger made read-only, with
     no invoker, effect store or timers: what a check inside a worker replays with."""
-    from durable.engine import Engine
-
-    return Engine(
+    return type(engine)(
         engine.app,
         ReadOnlyLedger(engine.ledger),
         _Refusing("invoker"),

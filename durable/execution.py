@@ -18,12 +18,10 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
+from durable.active import bind_context, reset_context
+from durable.callables import Semantics, callable_name, return_annotation
 from durable.codecs import Coded, Serdes, coded
-from durable.context import (
-    Context,
-    bind_context,
-    reset_context,
-)
+from durable.context import Context
 from durable.cursor import Compensation, Cursor, bound_cursor
 from durable.errors import (
     InvalidInput,
@@ -58,13 +56,10 @@ from durable.model import (
 from durable.ports import ConditionFailed, Invocation, RunGuard
 from durable.registry import (
     RESERVED_STEP_OPTIONS,
-    Semantics,
     StepFunction,
     WorkflowDef,
-    callable_name,
     check_step_options,
     reject_async_generator,
-    return_annotation,
 )
 from durable.retry import RetryPolicy
 from durable.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
@@ -274,6 +269,10 @@ class Execution(LeaseKeeping):
         return format_time(self.clock.now())
 
     # --- running the workflow --------------------------------------------------------
+
+    def new_context(self) -> Context:
+        """A workflow ``Context`` over this execution (fan-out's branches take one too)."""
+        return Context(self)
 
     def run_workflow(self) -> Any:
         ctx = Context(self)

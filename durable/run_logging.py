@@ -22,6 +22,8 @@ import logging
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
+from durable.active import _active_context, _active_step
+
 if TYPE_CHECKING:
     from durable.execution import Execution
     from durable.steps import StepRun
@@ -98,8 +100,6 @@ class RunKeys(logging.Filter):
 
 def current_keys() -> dict[str, Any]:
     """The keys of the workflow or step code running now on this thread (none outside)."""
-    from durable.context import _active_context, _active_step
-
     step = _active_step.get()
     if step is not None:
         return step_keys(step._step)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from durable.callables import callable_name
 from durable.errors import LeaseLost, StepFailed
 from durable.model import RunStatus, StepKind, format_time
 from durable.ports import ConditionFailed
-from durable.registry import callable_name
 
 if TYPE_CHECKING:
     from durable.execution import Execution

@@ -9,8 +9,9 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
+from durable.active import bind_context, bind_step, reset_context, reset_step
 from durable.aio import Scoped, run_coroutine
-from durable.context import StepContext, bind_context, bind_step, reset_context, reset_step
+from durable.callables import Semantics
 from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, StorageError, TerminalError
 from durable.interrupts import WorkerInterrupted, summarize
 from durable.leases import apply_changes
@@ -24,9 +25,9 @@ from durable.model import (
     parse_time,
 )
 from durable.ports import ConditionFailed
-from durable.registry import Semantics
 from durable.retention import incarnation
 from durable.retry import RetryPolicy, classify, error_type_name
+from durable.step_context import StepContext
 
 if TYPE_CHECKING:
     from durable.execution import Execution

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn
 from typing_extensions import TypeVar
 
 from durable import serde, tokens
+from durable.active import bind_context, reset_context
 from durable.aio import run_coroutine
+from durable.callables import callable_name, return_annotation
 from durable.codecs import Serdes, coded
-from durable.context import bind_context, reset_context
 from durable.errors import (
     CallbackFailed,
     CallbackTimeout,
@@ -35,7 +36,6 @@ from durable.errors import (
 from durable.ids import has_control_characters
 from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time, signal_order
 from durable.ports import ConditionFailed
-from durable.registry import callable_name, return_annotation
 from durable.retry import error_type_name, jitter_share
 from durable.values import NO_STATE
 
