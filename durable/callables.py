@@ -1,19 +1,38 @@
 """What the engine needs to know of a declared callable, below the engine and the
 authoring API: its ledger name (``callable_name``), its return annotation
-(``return_annotation``), and a step's ``Semantics``. ``durable.registry`` re-exports them;
-its ``StepFunction`` is a ``StepDeclaration``.
+(``return_annotation``), a step's ``Semantics``, and a registered workflow
+(``WorkflowDef``). ``durable.registry`` re-exports them; its ``StepFunction`` is a
+``StepDeclaration``.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, get_type_hints
 
 from durable.errors import RegistrationError
+from durable.flow import Concurrency, RateLimit
+from durable.hooks import HookSpec
 from durable.serde import NO_ANNOTATION
 
 Semantics = Literal["at_least_once", "at_most_once_per_attempt"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowDef:
+    name: str
+    version: int
+    fn: Callable[..., Any]
+    takes_input: bool
+    input_annotation: Any
+    return_annotation: Any
+    # How ``POST /hooks/<name>`` authenticates deliveries for it (None: our own scheme).
+    hook: HookSpec | None = None
+    # Flow control (``durable.flow``): runs active at once, and starts per period.
+    concurrency: Concurrency | None = None
+    rate_limit: RateLimit | None = None
 
 
 class StepDeclaration:

@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic
 
 # A TypeVar default (PEP 696, typing's from Python 3.13) keeps a bare ``ChildHandle``
 # valid under mypy --strict, as ``ChildHandle[Any]``. Installed with pydantic.
@@ -42,6 +42,7 @@ from typing_extensions import TypeVar
 
 from durable import serde
 from durable.codecs import Coded, Serdes, coded
+from durable.engine_parts import IfRunning
 from durable.errors import (
     ChildFailed,
     InvalidInput,
@@ -65,9 +66,9 @@ from durable.ports import ChildReport, ConditionFailed, RunExists
 from durable.retention import incarnation
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
+    from durable.callables import WorkflowDef
+    from durable.engine_parts import EngineParts
     from durable.execution import Execution
-    from durable.registry import WorkflowDef
 
 log = logging.getLogger("durable.children")
 
@@ -77,7 +78,6 @@ _CHILD_SCOPE = "child"
 
 T = TypeVar("T", default=Any)
 
-IfRunning = Literal["fail", "attach"]
 IF_RUNNING: tuple[IfRunning, ...] = ("fail", "attach")
 # How often a parent looks at a run it attached to and waits for: a tenth of the time
 # it has waited so far, within these bounds.
@@ -122,7 +122,7 @@ def parse_link(parent: str) -> tuple[str, str]:
     return run_id, position
 
 
-def resolve_workflow(engine: Engine, workflow: str | Callable[..., Any]) -> WorkflowDef:
+def resolve_workflow(engine: EngineParts, workflow: str | Callable[..., Any]) -> WorkflowDef:
     """The registered workflow a child runs: by name, or by the function registered."""
     app = engine.app
     if isinstance(workflow, str):
@@ -445,7 +445,7 @@ def pending_children(steps: dict[str, StepRecord]) -> list[str]:
     ]
 
 
-def cancel_children(engine: Engine, run: RunRecord, steps: dict[str, StepRecord]) -> None:
+def cancel_children(engine: EngineParts, run: RunRecord, steps: dict[str, StepRecord]) -> None:
     """Cancel the children ``run`` still waits for, as its own cancel asked (with their
     compensations when it asked for them). Each cancel is idempotent; a child that ended
     meanwhile is left as it ended."""

@@ -30,9 +30,10 @@ from durable.step_context import StepContext  # noqa: F401
 from durable.values import NO_STATE
 
 if TYPE_CHECKING:
-    from durable.children import ChildHandle, IfRunning
+    from durable.children import ChildHandle
     from durable.codecs import Serdes
     from durable.completion import BatchResult
+    from durable.engine_parts import IfRunning
     from durable.execution import Execution
     from durable.retry import RetryPolicy
     from durable.waits import Callback

@@ -63,8 +63,8 @@ from durable.ports import MAX_CHILDREN_PER_START, TRANSACTION_BYTES, ConditionFa
 from durable.retention import incarnation
 
 if TYPE_CHECKING:
+    from durable.callables import WorkflowDef
     from durable.execution import Execution
-    from durable.registry import WorkflowDef
 
 log = logging.getLogger("durable.distributed")
 

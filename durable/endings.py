@@ -42,7 +42,7 @@ from durable.retry import error_type_name
 from durable.sagas import run_compensations
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
+    from durable.engine_parts import EngineParts
     from durable.execution import Execution
 
 ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
@@ -71,7 +71,7 @@ class Outcome:
 class Endings:
     """The run-item transitions that end an invocation; one per engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineParts) -> None:
         self.engine = engine
         self.ledger = engine.ledger
         self.clock = engine.clock

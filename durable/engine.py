@@ -14,13 +14,15 @@ from typing import Any, cast
 
 from durable import events, operations, serde
 from durable.admission import Admission
-from durable.children import IfRunning, check_if_running
+from durable.callables import WorkflowDef
+from durable.children import check_if_running
 from durable.claim_check import ClaimCheck
 from durable.clock import Clock, SystemClock
 from durable.config import EngineConfig
 from durable.determinism import Guard, NoGuard
 from durable.effects import Effects
 from durable.endings import FINISHED, Endings, LifetimeExceeded, Outcome
+from durable.engine_parts import IfRunning
 from durable.errors import (
     DurableError,
     IdempotencyConflict,
@@ -56,7 +58,7 @@ from durable.ports import (
     RunGuard,
     Timers,
 )
-from durable.registry import App, WorkflowDef
+from durable.registry import App
 from durable.retention import (
     nothing_recorded_yet,
     purge_expired,

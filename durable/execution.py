@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.active import bind_context, reset_context
-from durable.callables import Semantics, callable_name, return_annotation
+from durable.callables import Semantics, WorkflowDef, callable_name, return_annotation
 from durable.codecs import Coded, Serdes, coded
 from durable.context import Context
 from durable.cursor import Compensation, Cursor, bound_cursor
@@ -57,7 +57,6 @@ from durable.ports import ConditionFailed, Invocation, RunGuard
 from durable.registry import (
     RESERVED_STEP_OPTIONS,
     StepFunction,
-    WorkflowDef,
     check_step_options,
     reject_async_generator,
 )
@@ -69,7 +68,7 @@ from durable.values import RECORDED_VALUES
 
 if TYPE_CHECKING:
     from durable.async_workflow import AsyncRun
-    from durable.engine import Engine
+    from durable.engine_parts import EngineParts
 
 _PATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # A waiting record's kind as ``waiting_for`` says it: a step waiting is a retry's backoff.
@@ -96,7 +95,7 @@ class Execution(LeaseKeeping):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: EngineParts,
         workflow: WorkflowDef,
         history: RunHistory,
         owner: str,

@@ -15,6 +15,7 @@ from durable import serde
 from durable.callables import (
     Semantics,
     StepDeclaration,
+    WorkflowDef,
     callable_name,
     resolve_annotation,
     return_annotation,
@@ -89,21 +90,6 @@ class StepFunction(StepDeclaration, Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<step {self.name}>"
-
-
-@dataclass(frozen=True, slots=True)
-class WorkflowDef:
-    name: str
-    version: int
-    fn: Callable[..., Any]
-    takes_input: bool
-    input_annotation: Any
-    return_annotation: Any
-    # How ``POST /hooks/<name>`` authenticates deliveries for it (None: our own scheme).
-    hook: HookSpec | None = None
-    # Flow control (``durable.flow``): runs active at once, and starts per period.
-    concurrency: Concurrency | None = None
-    rate_limit: RateLimit | None = None
 
 
 def _check_context_parameter(fn: Callable[..., Any], first: inspect.Parameter, name: str) -> None:

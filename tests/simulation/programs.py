@@ -28,8 +28,8 @@ from pydantic import BaseModel, Field
 
 import durable
 from durable import App, Concurrency, Context, RateLimit, RetryPolicy, TerminalError
-from durable.children import IfRunning
 from durable.clock import FakeClock
+from durable.engine_parts import IfRunning
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
 from durable.model import RunRecord, format_time
 from durable.retention import incarnation
