@@ -1,26 +1,50 @@
 """``StepContext``: what a step body sees of its own durable state
 (``durable.current_step()``). Below ``durable.context``: it imports nothing of the engine
-at run time (the step it wraps is the engine's ``StepRun``, typed only).
+at all: the step it wraps is the engine's ``StepRun``, named by ``StepParts``, the
+protocol of what ``StepContext`` uses of it.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from durable.run_logging import StepLogger
-
-if TYPE_CHECKING:
-    from durable.steps import StepRun
+from durable.run_logging import StepLogger, StepView
 
 T = TypeVar("T")
+
+
+class StepParts(StepView, Protocol):
+    """What ``StepContext`` uses of the running step (``durable.steps.StepRun``)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def idempotency_key(self) -> str: ...
+
+    @property
+    def checkpoint_state(self) -> Any: ...
+
+    def checkpoint(self, state: Any, payload_version: int) -> None: ...
+
+    def heartbeat(self) -> None: ...
+
+    def record_ref(self, kind: str, value: str) -> None: ...
+
+    def effect(
+        self,
+        action: str,
+        call: Callable[[str], Any],
+        reconcile: Callable[[str], Any] | None,
+    ) -> Any: ...
 
 
 class StepContext:
     """The running step's view of its own durable state."""
 
-    def __init__(self, step: StepRun) -> None:
+    def __init__(self, step: StepParts) -> None:
         self._step = step
 
     @property

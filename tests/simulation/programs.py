@@ -354,7 +354,7 @@ class Hooks:
         """A stamp from inside a step body, marked when the worker is a zombie: another
         worker claimed the run since this one did."""
         try:
-            x = durable.current_step()._step.x  # the engine's Execution behind the body
+            x: Any = durable.current_step()._step.x  # the engine's Execution behind the body
             run_id, fence, owner = x.run.run_id, x.run.fence, x.owner
         except AttributeError:  # the engine's internals moved: no attribution
             return self.stamp()
