@@ -1,15 +1,17 @@
 """What the modules an ``Execution`` drives use of it: ``ExecutionParts``, a protocol that
 ``durable.execution.Execution`` satisfies.
 
-Endings and compensation (``durable.endings``, ``durable.sagas``) are given the execution
-and read or move its state; they name this protocol, not ``Execution``, so neither imports
-``durable.execution`` (which imports them). It imports nothing of the engine at run time.
+Steps, endings and compensation (``durable.steps``, ``durable.endings``,
+``durable.sagas``) are given the execution and read or move its state; they name this
+protocol, not ``Execution``, so none imports ``durable.execution`` (which imports them).
+It imports nothing of the engine at run time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
+from contextlib import AbstractContextManager
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from durable.model import StepKind
@@ -18,15 +20,18 @@ if TYPE_CHECKING:
     from durable.callables import Semantics, WorkflowDef
     from durable.clock import Clock
     from durable.codecs import Serdes
+    from durable.config import EngineConfig
     from durable.cursor import Compensation
-    from durable.errors import NonDeterminismError
-    from durable.model import RunRecord, StepRecord
-    from durable.ports import Ledger, RunGuard
+    from durable.engine_parts import EngineParts
+    from durable.errors import NonDeterminismError, Suspend
+    from durable.model import RunRecord, StepRecord, StepStatus
+    from durable.ports import Invocation, Ledger, RunGuard
     from durable.retry import RetryPolicy
+    from durable.turns import Turn
 
 
 class ExecutionParts(Protocol):
-    """One invocation's replay of a run, as endings and compensation use it."""
+    """One invocation's replay of a run, as steps, endings and compensation use it."""
 
     run: RunRecord
     compensated: bool
@@ -38,6 +43,18 @@ class ExecutionParts(Protocol):
 
     @property
     def steps(self) -> dict[str, StepRecord]: ...
+
+    @property
+    def engine(self) -> EngineParts: ...
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    @property
+    def invocation(self) -> Invocation: ...
+
+    @property
+    def turn(self) -> Turn | None: ...
 
     @property
     def ledger(self) -> Ledger: ...
@@ -59,6 +76,11 @@ class ExecutionParts(Protocol):
 
     @property
     def compensations(self) -> list[Compensation]: ...
+
+    @property
+    def position(self) -> str | None: ...
+
+    def replaying(self) -> bool: ...
 
     def guard(self, **extra: Any) -> RunGuard: ...
 
@@ -84,3 +106,50 @@ class ExecutionParts(Protocol):
         kind: StepKind = StepKind.STEP,
         serdes: Serdes[Any] | None = None,
     ) -> Any: ...
+
+    # --- what a step's attempt loop uses (``durable.steps``) ---------------------------
+
+    def now_text(self) -> str: ...
+
+    def replay_result(self, rec: StepRecord, annotation: Any) -> Any: ...
+
+    def new_record(
+        self,
+        position: str,
+        name: str,
+        kind: StepKind,
+        status: StepStatus,
+        updated_at: str | None = None,
+        **fields: Any,
+    ) -> StepRecord: ...
+
+    def decode(self, text: str | None, annotation: Any) -> Any: ...
+
+    def write_result(self, rec: StepRecord) -> StepRecord: ...
+
+    def write_fenced(
+        self, rec: StepRecord, *, starts_body: bool = False, adopt_pending: bool = False
+    ) -> StepRecord: ...
+
+    def suspend(
+        self, due_at: str | None, position: str | None = None, *, replayed: bool = False
+    ) -> Suspend: ...
+
+    def off_turn(self) -> AbstractContextManager[None]: ...
+
+    def idle(self, seconds: float) -> None: ...
+
+    def can_wait_in_process(self, wait: timedelta, then_needed: timedelta) -> bool: ...
+
+    # (``durable.lease_keeping.LeaseKeeping``, which Execution is)
+    def remaining(self) -> float | None: ...
+
+    def check_budget(self, budget: timedelta, *, explicit: bool = True) -> None: ...
+
+    def ensure_lease(self, budget: timedelta) -> None: ...
+
+    def vouched(self, sent: datetime, budget: timedelta) -> None: ...
+
+    def check_lease_alive(self) -> None: ...
+
+    def count_body(self) -> None: ...

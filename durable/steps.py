@@ -30,7 +30,7 @@ from durable.retry import RetryPolicy, classify, error_type_name
 from durable.step_context import StepContext
 
 if TYPE_CHECKING:
-    from durable.execution import Execution
+    from durable.execution_parts import ExecutionParts
 
 # after_failure's answer when the retry was served in-process: loop to the next attempt.
 _RETRY_NOW: Any = object()
@@ -61,7 +61,7 @@ class StepRun:
 
     def __init__(
         self,
-        execution: Execution,
+        execution: ExecutionParts,
         position: str,
         name: str,
         previous: StepRecord | None,
