@@ -1,8 +1,8 @@
 """What the engine needs to know of a declared callable, below the engine and the
 authoring API: its ledger name (``callable_name``), its return annotation
-(``return_annotation``), a step's ``Semantics``, and a registered workflow
-(``WorkflowDef``). ``durable.registry`` re-exports them; its ``StepFunction`` is a
-``StepDeclaration``.
+(``return_annotation``), a step's ``Semantics`` and resolved options
+(``StepOptionsResolved``), and a registered workflow (``WorkflowDef``).
+``durable.registry`` re-exports them; its ``StepFunction`` is a ``StepDeclaration``.
 """
 
 from __future__ import annotations
@@ -10,12 +10,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_type_hints
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 from durable.errors import RegistrationError
 from durable.flow import Concurrency, RateLimit
 from durable.hooks import HookSpec
 from durable.serde import NO_ANNOTATION
+
+if TYPE_CHECKING:
+    from durable.retry import RetryPolicy
 
 Semantics = Literal["at_least_once", "at_most_once_per_attempt"]
 
@@ -33,6 +37,15 @@ class WorkflowDef:
     # Flow control (``durable.flow``): runs active at once, and starts per period.
     concurrency: Concurrency | None = None
     rate_limit: RateLimit | None = None
+
+
+@dataclass(slots=True)
+class StepOptionsResolved:
+    retry: RetryPolicy
+    budget: timedelta
+    semantics: Semantics
+    explicit_budget: bool = False  # timeout= was given, not the default guess
+    version: int = 1
 
 
 class StepDeclaration:

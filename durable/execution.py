@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.active import bind_context, reset_context
-from durable.callables import Semantics, WorkflowDef, callable_name, return_annotation
+from durable.callables import (
+    Semantics,
+    StepOptionsResolved,
+    WorkflowDef,
+    callable_name,
+    return_annotation,
+)
 from durable.codecs import Coded, Serdes, coded
 from durable.context import Context
 from durable.cursor import Compensation, Cursor, bound_cursor
@@ -62,7 +68,7 @@ from durable.registry import (
 )
 from durable.retry import RetryPolicy
 from durable.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
-from durable.steps import StepOptionsResolved, StepRun
+from durable.steps import StepRun
 from durable.turns import Turn
 from durable.values import RECORDED_VALUES
 

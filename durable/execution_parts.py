@@ -1,10 +1,10 @@
 """What the modules an ``Execution`` drives use of it: ``ExecutionParts``, a protocol that
 ``durable.execution.Execution`` satisfies.
 
-Steps, endings and compensation (``durable.steps``, ``durable.endings``,
-``durable.sagas``) are given the execution and read or move its state; they name this
-protocol, not ``Execution``, so none imports ``durable.execution`` (which imports them).
-It imports nothing of the engine at run time.
+Steps, waits, endings and compensation (``durable.steps``, ``durable.waits``,
+``durable.endings``, ``durable.sagas``) are given the execution and read or move its
+state; they name this protocol, not ``Execution``, so none imports ``durable.execution``
+(which imports them). It imports nothing of the engine at run time.
 """
 
 from __future__ import annotations
@@ -17,21 +17,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 from durable.model import StepKind
 
 if TYPE_CHECKING:
-    from durable.callables import Semantics, WorkflowDef
+    from durable.callables import Semantics, StepOptionsResolved, WorkflowDef
     from durable.clock import Clock
     from durable.codecs import Serdes
     from durable.config import EngineConfig
     from durable.cursor import Compensation
     from durable.engine_parts import EngineParts
     from durable.errors import NonDeterminismError, Suspend
-    from durable.model import RunRecord, StepRecord, StepStatus
+    from durable.model import RunRecord, SignalRecord, StepRecord, StepStatus
     from durable.ports import Invocation, Ledger, RunGuard
     from durable.retry import RetryPolicy
     from durable.turns import Turn
 
 
 class ExecutionParts(Protocol):
-    """One invocation's replay of a run, as steps, endings and compensation use it."""
+    """One invocation's replay of a run, as steps, waits, endings and compensation use it."""
 
     run: RunRecord
     compensated: bool
@@ -76,6 +76,15 @@ class ExecutionParts(Protocol):
 
     @property
     def compensations(self) -> list[Compensation]: ...
+
+    @property
+    def dry_run(self) -> bool: ...
+
+    @property
+    def signals(self) -> list[SignalRecord]: ...
+
+    @property
+    def tokens(self) -> set[str]: ...
 
     @property
     def position(self) -> str | None: ...
@@ -153,3 +162,23 @@ class ExecutionParts(Protocol):
     def check_lease_alive(self) -> None: ...
 
     def count_body(self) -> None: ...
+
+    # --- what a durable call's position and record use (``durable.waits``) -------------
+
+    def next_position(self) -> str: ...
+
+    def recorded(self, position: str, name: str, kind: StepKind) -> StepRecord | None: ...
+
+    def kept(self, rec: StepRecord, stored: StepRecord) -> StepRecord: ...
+
+    def check_cancel(self) -> None: ...
+
+    def check_lifetime(self, until: datetime, what: str) -> None: ...
+
+    def resolve_options(
+        self,
+        fn: Callable[..., Any],
+        retry: RetryPolicy | None,
+        timeout: timedelta | None,
+        semantics: Semantics | None,
+    ) -> StepOptionsResolved: ...

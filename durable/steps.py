@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Coroutine, Generator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
 from durable.active import bind_context, bind_step, reset_context, reset_step
 from durable.aio import Scoped, run_coroutine
-from durable.callables import Semantics
+from durable.callables import StepOptionsResolved
 from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, StorageError, TerminalError
 from durable.interrupts import WorkerInterrupted, summarize
 from durable.leases import apply_changes
@@ -26,7 +25,7 @@ from durable.model import (
 )
 from durable.ports import ConditionFailed
 from durable.retention import incarnation
-from durable.retry import RetryPolicy, classify, error_type_name
+from durable.retry import classify, error_type_name
 from durable.step_context import StepContext
 
 if TYPE_CHECKING:
@@ -36,15 +35,6 @@ if TYPE_CHECKING:
 _RETRY_NOW: Any = object()
 # What the attempt loop yields where the body runs (``StepRun.attempt_loop``).
 _BODY: Any = object()
-
-
-@dataclass(slots=True)
-class StepOptionsResolved:
-    retry: RetryPolicy
-    budget: timedelta
-    semantics: Semantics
-    explicit_budget: bool = False  # timeout= was given, not the default guess
-    version: int = 1
 
 
 def step_key(run: RunRecord, position: str, name: str) -> str:
