@@ -1,10 +1,11 @@
 """What the modules an ``Execution`` drives use of it: ``ExecutionParts``, a protocol that
 ``durable.execution.Execution`` satisfies.
 
-Steps, waits, endings and compensation (``durable.steps``, ``durable.waits``,
-``durable.endings``, ``durable.sagas``) are given the execution and read or move its
-state; they name this protocol, not ``Execution``, so none imports ``durable.execution``
-(which imports them). It imports nothing of the engine at run time.
+Steps, waits, child runs, distributed maps, endings and compensation (``durable.steps``,
+``durable.waits``, ``durable.children``, ``durable.distributed``, ``durable.endings``,
+``durable.sagas``) are given the execution and read or move its state; they name this
+protocol, not ``Execution``, so none imports ``durable.execution`` (which imports them).
+It imports nothing of the engine at run time.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from durable.clock import Clock
     from durable.codecs import Serdes
     from durable.config import EngineConfig
-    from durable.cursor import Compensation
+    from durable.cursor import Compensation, Cursor
     from durable.engine_parts import EngineParts
     from durable.errors import NonDeterminismError, Suspend
     from durable.model import RunRecord, SignalRecord, StepRecord, StepStatus
@@ -31,12 +32,13 @@ if TYPE_CHECKING:
 
 
 class ExecutionParts(Protocol):
-    """One invocation's replay of a run, as steps, waits, endings and compensation use it."""
+    """One invocation's replay of a run, as the modules it drives use it."""
 
     run: RunRecord
     compensated: bool
     compensating: bool
     poison_failed: bool
+    nondeterminism: NonDeterminismError | None
 
     @property
     def workflow(self) -> WorkflowDef: ...
@@ -72,10 +74,10 @@ class ExecutionParts(Protocol):
     def poisoned(self) -> bool: ...
 
     @property
-    def nondeterminism(self) -> NonDeterminismError | None: ...
+    def compensations(self) -> list[Compensation]: ...
 
     @property
-    def compensations(self) -> list[Compensation]: ...
+    def cursor(self) -> Cursor: ...
 
     @property
     def dry_run(self) -> bool: ...
