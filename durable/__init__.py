@@ -12,11 +12,12 @@ def onboarding(ctx: Context, user_id: str) -> dict[str, str]:
     return {"workspace": provision_workspace(user_id)}
 """
 
+from durable.active import current_step
 from durable.children import ChildHandle
 from durable.codecs import Serdes
 from durable.completion import BatchFailed, BatchItem, BatchResult, BranchFailed, Completion
 from durable.config import EngineConfig
-from durable.context import Context, StepContext, current_step
+from durable.context import Context
 from durable.engine import Engine, Outcome
 from durable.errors import (
     CallbackFailed,
@@ -39,6 +40,7 @@ from durable.model import RunRecord, RunStatus, StepRecord, StepStatus
 from durable.registry import App
 from durable.retry import RetryPolicy
 from durable.run_logging import RunKeys
+from durable.step_context import StepContext
 from durable.waits import Callback
 
 __all__ = [

@@ -29,9 +29,9 @@ from durable.model import TERMINAL_RUN_STATUSES, RunRecord, RunStatus, format_ti
 from durable.ports import ConditionFailed, RunGuard
 
 if TYPE_CHECKING:
+    from durable.callables import WorkflowDef
     from durable.config import EngineConfig
-    from durable.engine import Engine
-    from durable.registry import WorkflowDef
+    from durable.engine_parts import EngineParts
 
 log = logging.getLogger("durable.admission")
 
@@ -51,7 +51,7 @@ def recheck_after(queued_at: datetime, now: datetime, config: EngineConfig) -> t
 
 
 class Admission:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineParts) -> None:
         self.engine = engine
         self.ledger = engine.ledger
         self.clock = engine.clock

@@ -34,9 +34,9 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
+from durable.active import active_context
 from durable.aio import Scoped, run_coroutine
 from durable.clock import SystemClock
-from durable.context import Context, active_context
 from durable.cursor import Cursor, bind_cursor
 from durable.determinism import carried, observer_code
 from durable.errors import ControlFlow, NonDeterminismError, TerminalError
@@ -51,6 +51,7 @@ from durable.model import StepKind, StepRecord, position_key
 from durable.steps import StepRun
 
 if TYPE_CHECKING:
+    from durable.context import Context
     from durable.execution import Execution
     from durable.registry import StepFunction
 

@@ -34,7 +34,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic
 
 # A TypeVar default (PEP 696, typing's from Python 3.13) keeps a bare ``ChildHandle``
 # valid under mypy --strict, as ``ChildHandle[Any]``. Installed with pydantic.
@@ -42,6 +42,7 @@ from typing_extensions import TypeVar
 
 from durable import serde
 from durable.codecs import Coded, Serdes, coded
+from durable.engine_parts import IfRunning
 from durable.errors import (
     ChildFailed,
     InvalidInput,
@@ -65,9 +66,9 @@ from durable.ports import ChildReport, ConditionFailed, RunExists
 from durable.retention import incarnation
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
-    from durable.execution import Execution
-    from durable.registry import WorkflowDef
+    from durable.callables import WorkflowDef
+    from durable.engine_parts import EngineParts
+    from durable.execution_parts import ExecutionParts
 
 log = logging.getLogger("durable.children")
 
@@ -77,7 +78,6 @@ _CHILD_SCOPE = "child"
 
 T = TypeVar("T", default=Any)
 
-IfRunning = Literal["fail", "attach"]
 IF_RUNNING: tuple[IfRunning, ...] = ("fail", "attach")
 # How often a parent looks at a run it attached to and waits for: a tenth of the time
 # it has waited so far, within these bounds.
@@ -98,7 +98,7 @@ class ChildHandle(Generic[T]):
     run_id: str
     workflow: str
     position: str
-    _execution: Execution = field(repr=False)
+    _execution: ExecutionParts = field(repr=False)
     _workflow: WorkflowDef | None = field(repr=False, default=None)
     # The codec that decodes the child's result (``serdes=``), in place of the annotation.
     _serdes: Serdes[Any] | None = field(repr=False, default=None)
@@ -122,7 +122,7 @@ def parse_link(parent: str) -> tuple[str, str]:
     return run_id, position
 
 
-def resolve_workflow(engine: Engine, workflow: str | Callable[..., Any]) -> WorkflowDef:
+def resolve_workflow(engine: EngineParts, workflow: str | Callable[..., Any]) -> WorkflowDef:
     """The registered workflow a child runs: by name, or by the function registered."""
     app = engine.app
     if isinstance(workflow, str):
@@ -149,7 +149,7 @@ def check_if_running(if_running: Any) -> IfRunning:
 
 
 def start_child(
-    x: Execution,
+    x: ExecutionParts,
     workflow: str | Callable[..., Any],
     input: Any,
     id: str | None,
@@ -176,7 +176,7 @@ def start_child(
 
 
 def _start(
-    x: Execution,
+    x: ExecutionParts,
     wf: WorkflowDef,
     input: Any,
     id: str | None,
@@ -241,7 +241,7 @@ def _start(
     return rec
 
 
-def _check_not_own_line(x: Execution, run_id: str, id: str | None) -> None:
+def _check_not_own_line(x: ExecutionParts, run_id: str, id: str | None) -> None:
     """A run cannot attach to itself or to a run it descends from: each would wait for
     the other for ever (found by the explorer: a run started under key K whose code
     starts a child with ``id=K``)."""
@@ -262,7 +262,7 @@ def _check_not_own_line(x: Execution, run_id: str, id: str | None) -> None:
 
 
 def await_child(
-    x: Execution, position: str, wf: WorkflowDef | None, codec: Coded | None = None
+    x: ExecutionParts, position: str, wf: WorkflowDef | None, codec: Coded | None = None
 ) -> Any:
     """The child's outcome once its report is in (its result decoded by ``codec`` when
     given); else suspend until it is."""
@@ -288,7 +288,7 @@ def is_attached(rec: StepRecord) -> bool:
     return rec.kind == StepKind.CHILD and bool((rec.detail or {}).get("attached"))
 
 
-def _look_at_attached(x: Execution, rec: StepRecord) -> StepRecord:
+def _look_at_attached(x: ExecutionParts, rec: StepRecord) -> StepRecord:
     """Settle the record from the attached run once it has ended; until then, suspend to
     look again after a tenth of the time waited so far (``ATTACHED_LOOK_MIN`` to
     ``_MAX``): no report comes from a run that is not this run's child."""
@@ -320,7 +320,7 @@ def child_of(rec: StepRecord) -> str:
     return str((rec.detail or {}).get("child", ""))
 
 
-def _reopened(x: Execution, rec: StepRecord) -> StepRecord:
+def _reopened(x: ExecutionParts, rec: StepRecord) -> StepRecord:
     """A child record an operator's retry of the parent reopened (the child had failed):
     retry the child too when it can be, and wait for it again; settle the record from
     the child when it ended otherwise (or ended while the record was not waiting)."""
@@ -412,7 +412,7 @@ def _settled_from(rec: StepRecord, child: RunRecord, now: str) -> StepRecord:
     return settle_child_record(rec, outcome_report(child, changes, rec.run_id, rec.position), now)
 
 
-def child_annotation(x: Execution, rec: StepRecord, newest: WorkflowDef) -> Any:
+def child_annotation(x: ExecutionParts, rec: StepRecord, newest: WorkflowDef) -> Any:
     """The annotation a child's result is decoded by: its workflow's at the version the
     child ran (``detail["version"]``, from its report), so a v1 child that ends after v2
     was deployed decodes as v1 wrote it. The newest's when the record does not say (a
@@ -445,7 +445,7 @@ def pending_children(steps: dict[str, StepRecord]) -> list[str]:
     ]
 
 
-def cancel_children(engine: Engine, run: RunRecord, steps: dict[str, StepRecord]) -> None:
+def cancel_children(engine: EngineParts, run: RunRecord, steps: dict[str, StepRecord]) -> None:
     """Cancel the children ``run`` still waits for, as its own cancel asked (with their
     compensations when it asked for them). Each cancel is idempotent; a child that ended
     meanwhile is left as it ended."""

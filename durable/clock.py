@@ -1,10 +1,17 @@
-"""Time as a port: the engine never calls ``datetime.now`` or ``time.sleep`` directly."""
+"""Time as a port: the engine never calls ``datetime.now`` or ``time.sleep`` directly.
+
+``ScaledClock`` is ``durable dev``'s virtual clock (``durable.local.clock`` keeps its
+file); here because the deployed composition (``durable.adapters.aws_services``) reads it
+when ``DURABLE_CLOCK_FILE`` is set, and adapters do not import ``durable.local``."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Protocol
 
 
@@ -49,3 +56,38 @@ class FakeClock:
     def set(self, when: datetime) -> None:
         with self._lock:
             self._now = when
+
+
+@dataclass(frozen=True, slots=True)
+class Epoch:
+    scale: float
+    real_epoch: float  # time.time() when the clock was created
+    virtual_epoch: float  # virtual POSIX seconds at that moment
+
+
+class ScaledClock:
+    def __init__(self, epoch: Epoch) -> None:
+        if epoch.scale <= 0:
+            raise ValueError("time scale must be positive")
+        self.epoch = epoch
+
+    @property
+    def scale(self) -> float:
+        return self.epoch.scale
+
+    def now(self) -> datetime:
+        e = self.epoch
+        virtual = e.virtual_epoch + (time.time() - e.real_epoch) * e.scale
+        return datetime.fromtimestamp(virtual, UTC)
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds / self.epoch.scale)
+
+    def real(self, virtual: timedelta) -> float:
+        """Real seconds a virtual duration takes."""
+        return virtual.total_seconds() / self.epoch.scale
+
+
+def read(path: Path) -> Epoch:
+    return Epoch(**json.loads(path.read_text()))

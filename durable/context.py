@@ -9,21 +9,33 @@ from __future__ import annotations
 import logging
 import uuid as _uuid
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, TypeVarTuple, overload
 
-from durable.errors import DurableError, InvalidInput
-from durable.registry import Semantics, return_annotation
+# The step-context plumbing lives in durable.active and durable.step_context (below the
+# engine); re-exported here, where it was.
+from durable.active import (  # noqa: F401
+    _active_context,
+    _active_step,
+    active_context,
+    bind_context,
+    bind_step,
+    current_step,
+    reset_context,
+    reset_step,
+)
+from durable.callables import Semantics, return_annotation
+from durable.errors import InvalidInput
+from durable.step_context import StepContext  # noqa: F401
 from durable.values import NO_STATE
 
 if TYPE_CHECKING:
-    from durable.children import ChildHandle, IfRunning
+    from durable.children import ChildHandle
     from durable.codecs import Serdes
     from durable.completion import BatchResult
+    from durable.engine_parts import IfRunning
     from durable.execution import Execution
     from durable.retry import RetryPolicy
-    from durable.steps import StepRun
     from durable.waits import Callback
 
 P = ParamSpec("P")
@@ -35,26 +47,7 @@ In = TypeVar("In")
 Out = TypeVar("Out")
 Ts = TypeVarTuple("Ts")
 
-_active_context: ContextVar[Context | None] = ContextVar("durable_context", default=None)
-_active_step: ContextVar[StepContext | None] = ContextVar("durable_step", default=None)
-
 logger = logging.getLogger("durable.workflow")
-
-
-def active_context() -> Context | None:
-    """The workflow context when called from workflow code (not inside a step body)."""
-    return _active_context.get()
-
-
-def current_step() -> StepContext:
-    """The running step's context; only valid inside a step body."""
-    step = _active_step.get()
-    if step is None:
-        raise DurableError(
-            "durable.current_step() is only available inside a step body that the engine is "
-            "running (call it from a function passed to ctx.step or decorated with @app.step)"
-        )
-    return step
 
 
 class Context:
@@ -890,105 +883,6 @@ class Context:
     def continue_as_new(self, input: Any = None) -> None:
         """End this run and start a fresh one (new ledger) of the same workflow with ``input``."""
         self._exec.continue_as_new(input)
-
-
-class StepContext:
-    """The running step's view of its own durable state."""
-
-    def __init__(self, step: StepRun) -> None:
-        self._step = step
-
-    @property
-    def run_id(self) -> str:
-        """The id of the run this step belongs to."""
-        return self._step.run_id
-
-    @property
-    def step_name(self) -> str:
-        """The step's name as recorded in the ledger (``name=``, else the callable's)."""
-        return self._step.name
-
-    @property
-    def position(self) -> str:
-        """The step's position in the run, e.g. ``0003``: with the name, its identity."""
-        return self._step.position
-
-    @property
-    def attempt(self) -> int:
-        """1-based attempt number of this execution of the step."""
-        return self._step.attempt
-
-    @property
-    def idempotency_key(self) -> str:
-        """Stable across attempts and invocations, unique to this run: ``<run id>.<run
-        incarnation>:<position>:<step name>``. Pass it to APIs that deduplicate requests."""
-        return self._step.idempotency_key
-
-    @property
-    def checkpoint_state(self) -> Any:
-        """The state saved by the last ``checkpoint`` of this step (any attempt), or None."""
-        return self._step.checkpoint_state
-
-    def checkpoint(self, state: Any, *, payload_version: int = 1) -> None:
-        """Persist ``state`` (plain JSON) so a retry or a new worker resumes from it.
-
-        One atomic write that also renews the run's lease.
-        """
-        self._step.checkpoint(state, payload_version)
-
-    def heartbeat(self) -> None:
-        """Renew the run's lease during a long body (no-op when it has time left)."""
-        self._step.heartbeat()
-
-    def record_ref(self, kind: str, value: str) -> None:
-        """Remember an external id this step created; written with the step's result."""
-        self._step.record_ref(kind, value)
-
-    @property
-    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
-        """A logger whose records carry the run id, workflow, version, step, attempt and
-        position (``durable.run_logging``)."""
-        from durable.run_logging import StepLogger
-
-        return StepLogger(self._step)
-
-    def effect(
-        self,
-        action: str,
-        call: Callable[[str], T],
-        reconcile: Callable[[str], T | None] | None = None,
-    ) -> T:
-        """Perform an external side effect at most once per key, across every retry.
-
-        The key (this step's idempotency key plus ``action``) is persisted before
-        ``call(key)``; the reference ``call`` returns is stored after. A later attempt
-        gets the stored reference back, or, when an earlier attempt died between the two
-        writes, ``reconcile(key)`` (look the effect up by key) decides: a non-None result
-        is adopted; None means it did not happen and ``call(key)`` runs again with the same
-        key. Without ``reconcile`` the call repeats with the same key, for APIs that
-        deduplicate by it.
-
-        The reference must be plain JSON (an id, a dict of them); it is typed as what
-        ``call`` returns, and comes back as its JSON decodes (a tuple as a list).
-        """
-        reference: T = self._step.effect(action, call, reconcile)
-        return reference
-
-
-def bind_context(ctx: Context | None) -> object:
-    return _active_context.set(ctx)
-
-
-def bind_step(step: StepContext | None) -> object:
-    return _active_step.set(step)
-
-
-def reset_context(token: object) -> None:
-    _active_context.reset(token)  # type: ignore[arg-type]
-
-
-def reset_step(token: object) -> None:
-    _active_step.reset(token)  # type: ignore[arg-type]
 
 
 def _branch_label(branch: Callable[..., Any], index: int) -> str:

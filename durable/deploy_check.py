@@ -26,8 +26,8 @@ from durable.retention import visible_history
 from durable.secrets import SecretsNeedKeys
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
-    from durable.registry import WorkflowDef
+    from durable.callables import WorkflowDef
+    from durable.engine_parts import EngineParts
 
 Verdict = Literal["ok", "nondeterministic", "fails", "unregistered", "unchecked"]
 # What would break a run: the gate and the CLI fail on these (and on unchecked runs).
@@ -74,7 +74,7 @@ class ReadOnlyLedger:
         return getattr(self._ledger, name)
 
 
-class _Refusing:
+class Refusing:
     """A port the check must never use (it runs no step body, so it has no effect to
     record and no run to invoke): any call raises ``CheckWrote``."""
 
@@ -85,23 +85,7 @@ class _Refusing:
         raise CheckWrote(f"check-deploy must not act, but called {self._port}.{name}")
 
 
-def read_only_engine(engine: Engine) -> Engine:
-    """``engine``'s app, clock, configuration and keys on its ledger made read-only, with
-    no invoker, effect store or timers: what a check inside a worker replays with."""
-    from durable.engine import Engine
-
-    return Engine(
-        engine.app,
-        ReadOnlyLedger(engine.ledger),
-        _Refusing("invoker"),
-        _Refusing("effects"),
-        clock=engine.clock,
-        config=engine.config,
-        keys=engine.keys,
-    )
-
-
-def dry_replay(engine: Engine, workflow: WorkflowDef, history: RunHistory) -> Exception | None:
+def dry_replay(engine: EngineParts, workflow: WorkflowDef, history: RunHistory) -> Exception | None:
     """Replay ``history``'s recorded steps on ``workflow`` without running a body or
     writing: None when the code agrees with every record, else what stops it there.
 
@@ -188,7 +172,7 @@ class Report:
         }
 
 
-def check_run(engine: Engine, history: RunHistory) -> RunVerdict:
+def check_run(engine: EngineParts, history: RunHistory) -> RunVerdict:
     run = history.run
     verdict = RunVerdict(run.run_id, run.workflow, run.version, run.status.value, "ok")
     try:
@@ -241,7 +225,7 @@ def check_run(engine: Engine, history: RunHistory) -> RunVerdict:
 
 
 def check_deploy(
-    engine: Engine,
+    engine: EngineParts,
     workflows: Iterable[str],
     *,
     page_size: int = 100,

@@ -63,9 +63,25 @@ def served(app: App) -> dict[str, list[int]]:
     return {name: sorted(versions) for name, versions in sorted(table.items())}
 
 
+def read_only_engine(engine: Engine) -> Engine:
+    """``engine``'s app, clock, configuration and keys on its ledger made read-only, with
+    no invoker, effect store or timers: what a check inside a worker replays with."""
+    from durable.deploy_check import ReadOnlyLedger, Refusing
+
+    return type(engine)(
+        engine.app,
+        ReadOnlyLedger(engine.ledger),
+        Refusing("invoker"),
+        Refusing("effects"),
+        clock=engine.clock,
+        config=engine.config,
+        keys=engine.keys,
+    )
+
+
 def answer(engine: Engine, event: dict[str, Any], time_left: Callable[[], float]) -> dict[str, Any]:
     """A worker's answer to a control event (``describe`` or ``check-deploy``)."""
-    from durable.deploy_check import Resume, check_deploy, read_only_engine
+    from durable.deploy_check import Resume, check_deploy
 
     kind = event.get(CONTROL)
     if kind == "describe":

@@ -63,8 +63,8 @@ from durable.ports import MAX_CHILDREN_PER_START, TRANSACTION_BYTES, ConditionFa
 from durable.retention import incarnation
 
 if TYPE_CHECKING:
-    from durable.execution import Execution
-    from durable.registry import WorkflowDef
+    from durable.callables import WorkflowDef
+    from durable.execution_parts import ExecutionParts
 
 log = logging.getLogger("durable.distributed")
 
@@ -82,7 +82,7 @@ REFRESH_BUDGET = timedelta(seconds=5)
 
 
 def run_distributed(
-    x: Execution,
+    x: ExecutionParts,
     name: str,
     wf: WorkflowDef,
     items: Sequence[Any],
@@ -168,7 +168,7 @@ def _check(name: str, wf: WorkflowDef, total: int, rule: Completion) -> None:
         )
 
 
-def _check_items(x: Execution, wf: WorkflowDef, items: Sequence[Any]) -> None:
+def _check_items(x: ExecutionParts, wf: WorkflowDef, items: Sequence[Any]) -> None:
     """Every item against the workflow's input type and its flow-control keys, before the
     first child starts: a bad item is the caller's mistake, found at the call with nothing
     started (its children would keep running after the parent failed). Inputs with
@@ -184,7 +184,7 @@ def _check_items(x: Execution, wf: WorkflowDef, items: Sequence[Any]) -> None:
             raise InvalidInput(f"map item {index} (of {len(items)}): {e}", field="items") from e
 
 
-def _refresh(x: Execution, position: str, open_: list[int], looked: list[datetime]) -> bool:
+def _refresh(x: ExecutionParts, position: str, open_: list[int], looked: list[datetime]) -> bool:
     """Look again at the open items' records only (one batched read per 100), and take
     those their children settled since: while reports keep coming, the parent goes on
     in this invocation at O(window) a look, instead of suspending, being refused for the
@@ -231,7 +231,7 @@ def _child_id(wf: WorkflowDef, stem: str, at: str, digest: str | None) -> str:
 
 
 def _check_replayed_items(
-    x: Execution, wf: WorkflowDef, position: str, items: Sequence[Any]
+    x: ExecutionParts, wf: WorkflowDef, position: str, items: Sequence[Any]
 ) -> None:
     """The items of a map that started children are the items it started them with: a
     replay with fewer items (the dropped ones' children would never be waited for nor
@@ -271,7 +271,7 @@ def _check_replayed_items(
             raise x.nondeterminism
 
 
-def _count(x: Execution, position: str, total: int) -> tuple[int, list[int], int, int]:
+def _count(x: ExecutionParts, position: str, total: int) -> tuple[int, list[int], int, int]:
     """(started, open indices, succeeded, failed) from the items' records. Items start
     in order, so the started ones are 1..started."""
     started = succeeded = failed = 0
@@ -292,7 +292,7 @@ def _count(x: Execution, position: str, total: int) -> tuple[int, list[int], int
 
 
 def _start(
-    x: Execution, wf: WorkflowDef, position: str, items: Sequence[Any], first: int, last: int
+    x: ExecutionParts, wf: WorkflowDef, position: str, items: Sequence[Any], first: int, last: int
 ) -> None:
     """Start items ``first..last`` (their records and children together), in batches."""
     parent_id = x.run.run_id
@@ -336,7 +336,7 @@ def start_batches(
     return batches
 
 
-def _start_batch(x: Execution, steps: list[StepRecord], children: list[RunRecord]) -> None:
+def _start_batch(x: ExecutionParts, steps: list[StepRecord], children: list[RunRecord]) -> None:
     x.check_cancel()
     try:
         together = x.ledger.start_children(steps, x.guard(), children)
@@ -351,7 +351,9 @@ def _start_batch(x: Execution, steps: list[StepRecord], children: list[RunRecord
         x.engine.invoke_worker(child.run_id, "start")
 
 
-def _start_one_by_one(x: Execution, steps: list[StepRecord], children: list[RunRecord]) -> None:
+def _start_one_by_one(
+    x: ExecutionParts, steps: list[StepRecord], children: list[RunRecord]
+) -> None:
     for step, child in zip(steps, children, strict=True):
         try:
             stored = x.ledger.start_child(step, x.guard(), child)
@@ -365,7 +367,7 @@ def _start_one_by_one(x: Execution, steps: list[StepRecord], children: list[RunR
         x.kept(step, stored)
 
 
-def _cancel_open(x: Execution, position: str, decision: dict[str, Any]) -> None:
+def _cancel_open(x: ExecutionParts, position: str, decision: dict[str, Any]) -> None:
     """Cancel the children that were running when the rule was decided (again after a
     crash: a cancel of a finished or already canceled run is a no-op)."""
     for index in decision.get("open", []):
@@ -384,7 +386,7 @@ def _cancel_open(x: Execution, position: str, decision: dict[str, Any]) -> None:
 
 
 def _result(
-    x: Execution,
+    x: ExecutionParts,
     name: str,
     wf: WorkflowDef,
     position: str,

@@ -12,7 +12,7 @@ expiration was computed on.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from durable import serde
 from durable.config import EngineConfig
@@ -20,9 +20,40 @@ from durable.model import parse_time
 from durable.ports import EffectStore
 
 if TYPE_CHECKING:
-    from durable.steps import StepRun
+    from durable.clock import Clock
+    from durable.model import RunRecord
 
 COMPLETED = "COMPLETED"
+
+
+class EffectRun(Protocol):
+    """What an effect reads of the run's execution (``durable.execution.Execution``)."""
+
+    @property
+    def run(self) -> RunRecord: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def check_lease_alive(self) -> None: ...
+
+    def redact(self, text: str) -> str: ...
+
+
+class EffectStep(Protocol):
+    """The step an effect runs in (``durable.steps.StepRun``), as an effect uses it."""
+
+    @property
+    def x(self) -> EffectRun: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def idempotency_key(self) -> str: ...
+
+    @property
+    def effect_actions(self) -> set[str]: ...
 
 
 class Effects:
@@ -36,7 +67,7 @@ class Effects:
 
     def perform(
         self,
-        step: StepRun,
+        step: EffectStep,
         action: str,
         call: Callable[[str], Any],
         reconcile: Callable[[str], Any] | None,
@@ -69,7 +100,7 @@ class Effects:
                 return self._store(step, key, found, expiration)
         return self._store(step, key, call(key), expiration)
 
-    def _store(self, step: StepRun, key: str, reference: Any, expiration: int) -> Any:
+    def _store(self, step: EffectStep, key: str, reference: Any, expiration: int) -> Any:
         try:
             text = serde.dumps_plain(reference)
         except (TypeError, ValueError) as e:

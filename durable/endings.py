@@ -42,8 +42,8 @@ from durable.retry import error_type_name
 from durable.sagas import run_compensations
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
-    from durable.execution import Execution
+    from durable.engine_parts import EngineParts
+    from durable.execution_parts import ExecutionParts
 
 ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
 FINISHED = frozenset({"succeeded", "failed", "canceled"})
@@ -71,7 +71,7 @@ class Outcome:
 class Endings:
     """The run-item transitions that end an invocation; one per engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: EngineParts) -> None:
         self.engine = engine
         self.ledger = engine.ledger
         self.clock = engine.clock
@@ -79,7 +79,7 @@ class Endings:
 
     # --- the way a replay stopped ----------------------------------------------------
 
-    def drive(self, x: Execution) -> Outcome:
+    def drive(self, x: ExecutionParts) -> Outcome:
         """Run the replay and turn the way it stopped into the run item's next state.
 
         ``InboxChanged`` (reload and replay again) and retryable storage errors (the
@@ -96,7 +96,7 @@ class Endings:
         except Exception as error:  # concluding failed: park the run, never crash-loop
             return self._finish_failed(x.run, x.owner, error, attention=True, cancel_ok=True)
 
-    def _settle(self, x: Execution, act: Callable[[], Outcome]) -> Outcome:
+    def _settle(self, x: ExecutionParts, act: Callable[[], Outcome]) -> Outcome:
         """``act``'s outcome, the control-flow signals it raised turned into theirs. An
         ending may run workflow code again (a cancel that beat a continue-as-new runs the
         compensations, which may back off or lose the lease), so its signals are settled
@@ -114,7 +114,7 @@ class Endings:
             value = c.input_value
             return self._settle(x, lambda: self._continue_as_new(x, value))
 
-    def _conclude(self, x: Execution) -> Outcome:
+    def _conclude(self, x: ExecutionParts) -> Outcome:
         try:
             try:
                 result = x.run_workflow()
@@ -151,7 +151,7 @@ class Endings:
         except RunCanceled:
             return self._cancel(x)
 
-    def _after_failure(self, x: Execution, error: Exception) -> Outcome:
+    def _after_failure(self, x: ExecutionParts, error: Exception) -> Outcome:
         """Compensate (unless the code itself is in doubt), then record the failure.
 
         A failure wins over a cancel that lands meanwhile: the run did fail, and its
@@ -169,7 +169,7 @@ class Endings:
             cancel_ok=True,
         )
 
-    def _cancel(self, x: Execution) -> Outcome:
+    def _cancel(self, x: ExecutionParts) -> Outcome:
         if x.run.children:
             # Before its own end: a crash in between cancels them again (idempotent).
             cancel_children(self.engine, x.run, x.steps)
@@ -208,7 +208,7 @@ class Endings:
         owner: str,
         changes: dict[str, Any],
         *,
-        execution: Execution | None = None,
+        execution: ExecutionParts | None = None,
         cancel_ok: bool = False,
     ) -> Outcome:
         """The final write: fenced, on an active status, and never over a cancel request
@@ -315,7 +315,7 @@ class Endings:
             return False
         return parent.lease_owner is None or (parent.lease_until or "") < now
 
-    def _handoff(self, x: Execution) -> Outcome:
+    def _handoff(self, x: ExecutionParts) -> Outcome:
         """Release the lease with a due time first, then invoke a fresh worker."""
         now = self.clock.now()
         try:
@@ -334,7 +334,7 @@ class Endings:
         self.engine.invoke_worker(x.run.run_id, "continue", x.hop + 1)
         return Outcome(x.run.run_id, "handed_off", x.run.status.value)
 
-    def _release(self, x: Execution) -> None:
+    def _release(self, x: ExecutionParts) -> None:
         """After a transient storage failure: give the lease back with a due time, so the
         next worker need not wait for it to expire. Best effort: the storage may still be
         failing, and then the lease expires on its own."""
@@ -370,7 +370,7 @@ class Endings:
             return Outcome(run.run_id, "lease_lost")
         return Outcome(run.run_id, "deferred", status.value)
 
-    def _continue_as_new(self, x: Execution, input_value: Any) -> Outcome:
+    def _continue_as_new(self, x: ExecutionParts, input_value: Any) -> Outcome:
         """End this run and create its successor in one atomic write (a cancel that lands
         first wins and starts nothing), then invoke the successor.
 

@@ -12,15 +12,17 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from durable import serde
+from durable import events, operations, serde
 from durable.admission import Admission
-from durable.children import IfRunning, check_if_running
+from durable.callables import WorkflowDef
+from durable.children import check_if_running
 from durable.claim_check import ClaimCheck
 from durable.clock import Clock, SystemClock
 from durable.config import EngineConfig
 from durable.determinism import Guard, NoGuard
 from durable.effects import Effects
 from durable.endings import FINISHED, Endings, LifetimeExceeded, Outcome
+from durable.engine_parts import IfRunning
 from durable.errors import (
     DurableError,
     IdempotencyConflict,
@@ -56,7 +58,7 @@ from durable.ports import (
     RunGuard,
     Timers,
 )
-from durable.registry import App, WorkflowDef
+from durable.registry import App
 from durable.retention import (
     nothing_recorded_yet,
     purge_expired,
@@ -456,9 +458,7 @@ class Engine:
         ``CallbackAlreadyCompleted`` (used), ``CallbackExpired`` (timed out); nothing is
         written in any of these. Returns the run id.
         """
-        from durable.events import complete_callback
-
-        return complete_callback(self, token, result, error)
+        return events.complete_callback(self, token, result, error)
 
     def heartbeat(self, token: str) -> tuple[str, str]:
         """A heartbeat for a callback created with ``heartbeat_timeout``: its wait's expiry
@@ -466,9 +466,7 @@ class Engine:
         the new expiry. Raises ``CallbackNotFound`` (unknown token), ``InvalidState`` (the
         callback takes no heartbeats), ``CallbackAlreadyCompleted`` or ``CallbackExpired``
         (a heartbeat missed: too late); nothing is written in any of these."""
-        from durable.events import heartbeat_callback
-
-        return heartbeat_callback(self, token)
+        return events.heartbeat_callback(self, token)
 
     def complete_wait(
         self,
@@ -485,9 +483,7 @@ class Engine:
         wait), ``AmbiguousWait`` (several wait and no position), ``CallbackAlreadyCompleted``,
         ``CallbackExpired``, ``InvalidState`` (the run finished); nothing is written in any
         of these."""
-        from durable.events import complete_wait
-
-        return complete_wait(self, run_id, name, result, error, requested_by, position)
+        return events.complete_wait(self, run_id, name, result, error, requested_by, position)
 
     def signal(
         self,
@@ -505,9 +501,7 @@ class Engine:
         payload returns the stored signal (same ``signal_id``) and writes nothing; another
         payload raises ``IdempotencyConflict``. Without one, every call stores a new signal.
         """
-        from durable.events import send_signal
-
-        return send_signal(self, run_id, name, payload, key, sent_by).signal
+        return events.send_signal(self, run_id, name, payload, key, sent_by).signal
 
     def sweep(self, now: datetime | None = None) -> SweepReport:
         """Invoke a worker for every run due before ``now - sweep_grace`` (capped)."""
@@ -526,9 +520,7 @@ class Engine:
         running one stops at its next lease check or durable call (its in-flight step
         finishes and is recorded). With ``compensate`` the registered compensations run
         first. Canceling a finished run raises ``InvalidState``; twice is harmless."""
-        from durable.operations import cancel
-
-        return cancel(self, run_id, reason, compensate, requested_by)
+        return operations.cancel(self, run_id, reason, compensate, requested_by)
 
     def retry(
         self, run_id: str, upgrade_to: int | None = None, requested_by: str | None = None
@@ -536,16 +528,12 @@ class Engine:
         """Re-run a FAILED run from its failed step, keeping completed steps and the failed
         step's checkpoint. ``upgrade_to`` re-pins it to a newer version, only if that
         version replays the recorded steps without non-determinism."""
-        from durable.operations import retry
-
-        return retry(self, run_id, upgrade_to, requested_by)
+        return operations.retry(self, run_id, upgrade_to, requested_by)
 
     def fork(self, run_id: str, from_step: int | str, requested_by: str | None = None) -> RunRecord:
         """Start a new run with the ledger of ``run_id`` up to (not including) step
         ``from_step``, re-executing from there."""
-        from durable.operations import fork
-
-        return fork(self, run_id, from_step, requested_by)
+        return operations.fork(self, run_id, from_step, requested_by)
 
     # --- reading -------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from durable.secrets import SEALED, is_sealed, transform
 from durable.waits import check_wait_name, heartbeat_expiry
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
+    from durable.engine_parts import EngineParts
 
 
 def _json_text(value: Any, field: str) -> str:
@@ -92,7 +92,7 @@ def _answered(
     )
 
 
-def _deliver(engine: Engine, answered: StepRecord, token_hash: str | None, now: str) -> None:
+def _deliver(engine: EngineParts, answered: StepRecord, token_hash: str | None, now: str) -> None:
     """One conditional write (still pending, not expired, the token's hash; the inbox
     bump), then a worker; a refusal explains itself and writes nothing."""
     try:
@@ -104,7 +104,9 @@ def _deliver(engine: Engine, answered: StepRecord, token_hash: str | None, now: 
     engine.invoke_worker(answered.run_id, "callback")
 
 
-def complete_callback(engine: Engine, token: str, result: Any = None, error: Any = None) -> str:
+def complete_callback(
+    engine: EngineParts, token: str, result: Any = None, error: Any = None
+) -> str:
     """Answer a callback with ``result`` or ``error``; returns the run id."""
     run_id, position, _ = tokens.parse_token(token)
     if error is not None and result is not None:
@@ -121,7 +123,7 @@ def complete_callback(engine: Engine, token: str, result: Any = None, error: Any
     return run_id
 
 
-def heartbeat_callback(engine: Engine, token: str) -> tuple[str, str]:
+def heartbeat_callback(engine: EngineParts, token: str) -> tuple[str, str]:
     """A heartbeat from the party a callback waits on: its wait's expiry moves to now +
     its ``heartbeat_timeout`` (never past its deadline). One conditional write of the
     wait's own record (still WAITING with this token, not expired, the run not finished:
@@ -166,7 +168,7 @@ def heartbeat_callback(engine: Engine, token: str) -> tuple[str, str]:
     return run_id, expires or ""
 
 
-def _token_wait(engine: Engine, token: str, run_id: str, position: str) -> StepRecord:
+def _token_wait(engine: EngineParts, token: str, run_id: str, position: str) -> StepRecord:
     """The callback a token names, checked (its MAC, its hash, its run's lifetime);
     ``CallbackNotFound`` for anything else."""
     secret = tokens.check_secret(engine.config.callback_secret)
@@ -189,7 +191,7 @@ def _token_wait(engine: Engine, token: str, run_id: str, position: str) -> StepR
 
 
 def _answer_text(
-    engine: Engine, rec: StepRecord, result: Any, output: str | None, failure: Any
+    engine: EngineParts, rec: StepRecord, result: Any, output: str | None, failure: Any
 ) -> str | None:
     """What is stored of an answer. One that does not fit the type the callback declared
     is refused (422, naming the field) when this process can import the type; the
@@ -242,7 +244,7 @@ def _refuse_sealed_shapes(result: Any) -> None:
 
 
 def complete_wait(
-    engine: Engine,
+    engine: EngineParts,
     run_id: str,
     name: str,
     result: Any = None,
@@ -329,7 +331,7 @@ class SignalDelivery:
     duplicate: bool
 
 
-def _add_signal(engine: Engine, run: RunRecord, signal: SignalRecord, now: str) -> None:
+def _add_signal(engine: EngineParts, run: RunRecord, signal: SignalRecord, now: str) -> None:
     """Store ``signal``; a keyed one found under its key from an earlier run of the same
     id (expired, not yet purged) is a leftover, not a repeat: purge, then store."""
     try:
@@ -343,7 +345,7 @@ def _add_signal(engine: Engine, run: RunRecord, signal: SignalRecord, now: str) 
 
 
 def send_signal(
-    engine: Engine,
+    engine: EngineParts,
     run_id: str,
     name: str,
     payload: Any = None,

@@ -18,12 +18,16 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
-from durable.codecs import Coded, Serdes, coded
-from durable.context import (
-    Context,
-    bind_context,
-    reset_context,
+from durable.active import bind_context, reset_context
+from durable.callables import (
+    Semantics,
+    StepOptionsResolved,
+    WorkflowDef,
+    callable_name,
+    return_annotation,
 )
+from durable.codecs import Coded, Serdes, coded
+from durable.context import Context
 from durable.cursor import Compensation, Cursor, bound_cursor
 from durable.errors import (
     InvalidInput,
@@ -58,23 +62,19 @@ from durable.model import (
 from durable.ports import ConditionFailed, Invocation, RunGuard
 from durable.registry import (
     RESERVED_STEP_OPTIONS,
-    Semantics,
     StepFunction,
-    WorkflowDef,
-    callable_name,
     check_step_options,
     reject_async_generator,
-    return_annotation,
 )
 from durable.retry import RetryPolicy
 from durable.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
-from durable.steps import StepOptionsResolved, StepRun
+from durable.steps import StepRun
 from durable.turns import Turn
 from durable.values import RECORDED_VALUES
 
 if TYPE_CHECKING:
     from durable.async_workflow import AsyncRun
-    from durable.engine import Engine
+    from durable.engine_parts import EngineParts
 
 _PATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # A waiting record's kind as ``waiting_for`` says it: a step waiting is a retry's backoff.
@@ -101,7 +101,7 @@ class Execution(LeaseKeeping):
 
     def __init__(
         self,
-        engine: Engine,
+        engine: EngineParts,
         workflow: WorkflowDef,
         history: RunHistory,
         owner: str,
@@ -274,6 +274,10 @@ class Execution(LeaseKeeping):
         return format_time(self.clock.now())
 
     # --- running the workflow --------------------------------------------------------
+
+    def new_context(self) -> Context:
+        """A workflow ``Context`` over this execution (fan-out's branches take one too)."""
+        return Context(self)
 
     def run_workflow(self) -> Any:
         ctx = Context(self)

@@ -48,7 +48,6 @@ from durable.completion import (
     check_max_concurrency,
     parse_completion,
 )
-from durable.context import Context
 from durable.cursor import Cursor, bind_cursor
 from durable.determinism import carried
 from durable.errors import (
@@ -67,6 +66,7 @@ from durable.sagas import run_compensations
 from durable.turns import Turn
 
 if TYPE_CHECKING:
+    from durable.context import Context
     from durable.execution import Execution
 
 # An inline batch's decision is one ledger item: past this many branches it could not
@@ -79,7 +79,7 @@ BRANCH_THREAD = "durable-branch"
 # branches a parallel has, without a thousand threads for a map of a thousand items.
 DEFAULT_THREADS = 64
 
-Branch = Callable[[Context], Any]
+Branch = Callable[["Context"], Any]
 
 
 @dataclass(slots=True, eq=False)
@@ -139,7 +139,7 @@ def run_batch(
         _cancel_children(x, position, decision)
         return _result(x, name, decision, runs)
     workers = max_concurrency or min(len(runs), DEFAULT_THREADS)
-    _run_threads(x, runs, rule, workers, Context(x))
+    _run_threads(x, runs, rule, workers, x.new_context())
     return _conclude(x, caller, position, name, rule, runs, labels)
 
 
@@ -447,7 +447,7 @@ def _rebuild(x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[s
     """Re-run, from records only, the branches that registered compensations, in branch
     order: their undos join the caller's list as on the first execution, and a canceled
     branch's compensations finish if a crash cut them short."""
-    ctx = Context(x)
+    ctx = x.new_context()
     items = decision["items"]
     for index in decision["comp"]:
         b = runs[index - 1]

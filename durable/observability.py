@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from durable.context import current_step
+from durable.active import current_step
 from durable.errors import DurableError, InvalidInput
 from durable.model import StepKind, StepRecord, StepStatus, parse_time
 from durable.ports import Ledger, RunGuard

@@ -33,7 +33,7 @@ from durable.model import (
 from durable.ports import ConditionFailed
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
+    from durable.engine_parts import EngineParts
 
 ACTIVE = tuple(s.value for s in RunStatus if s.value not in TERMINAL_RUN_STATUSES)
 # Unleased in these, a run runs no code until a worker claims it: a cancel can end it at once.
@@ -41,7 +41,7 @@ _STOPPED = (RunStatus.PENDING.value, RunStatus.WAITING.value, RunStatus.RUNNING.
 
 
 def _operation(
-    engine: Engine, action: str, by: str | None, reason: str | None, **detail: Any
+    engine: EngineParts, action: str, by: str | None, reason: str | None, **detail: Any
 ) -> dict[str, str]:
     op = {"action": action, "at": format_time(engine.clock.now())}
     if by:
@@ -78,7 +78,7 @@ def available_decisions(run: RunRecord) -> list[str]:
 
 
 def cancel(
-    engine: Engine, run_id: str, reason: str, compensate: bool, requested_by: str | None
+    engine: EngineParts, run_id: str, reason: str, compensate: bool, requested_by: str | None
 ) -> RunRecord:
     if not isinstance(reason, str) or not reason.strip() or len(reason) > 1000:
         raise InvalidInput("reason must be a non-empty string (<= 1000 chars)", field="reason")
@@ -147,7 +147,7 @@ def cancel(
 # --- retry ------------------------------------------------------------------------
 
 
-def _check_upgrade(engine: Engine, history: RunHistory, version: int) -> None:
+def _check_upgrade(engine: EngineParts, history: RunHistory, version: int) -> None:
     """Replay the recorded steps on ``version`` without writing; refuse on divergence."""
     from durable.deploy_check import dry_replay
 
@@ -168,7 +168,7 @@ def _check_upgrade(engine: Engine, history: RunHistory, version: int) -> None:
 
 
 def retry(
-    engine: Engine, run_id: str, upgrade_to: int | None, requested_by: str | None
+    engine: EngineParts, run_id: str, upgrade_to: int | None, requested_by: str | None
 ) -> RunRecord:
     history = engine.load(run_id)
     run = history.run
@@ -306,7 +306,9 @@ def _parse_position(from_step: int | str, settled: int) -> int:
     return index
 
 
-def fork(engine: Engine, run_id: str, from_step: int | str, requested_by: str | None) -> RunRecord:
+def fork(
+    engine: EngineParts, run_id: str, from_step: int | str, requested_by: str | None
+) -> RunRecord:
     history = engine.load(run_id)
     source = history.run
     if not source.terminal:

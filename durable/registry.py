@@ -7,9 +7,19 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, get_type_hints, overload
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from durable import serde
+
+# Below the engine (durable.callables), re-exported here, where they were.
+from durable.callables import (
+    Semantics,
+    StepDeclaration,
+    WorkflowDef,
+    callable_name,
+    resolve_annotation,
+    return_annotation,
+)
 from durable.errors import InvalidInput, RegistrationError, WorkflowNotFound
 from durable.flow import Concurrency, RateLimit, concurrency_of
 from durable.hooks import HookSpec
@@ -21,72 +31,10 @@ P = ParamSpec("P")
 R = TypeVar("R")
 F = TypeVar("F", bound=Callable[..., Any])
 
-Semantics = Literal["at_least_once", "at_most_once_per_attempt"]
 SEMANTICS: tuple[str, ...] = ("at_least_once", "at_most_once_per_attempt")
 # ``Context.step`` keeps these keyword names for itself; user arguments with the same
 # name go through ``functools.partial``.
 RESERVED_STEP_OPTIONS = frozenset({"name", "retry", "timeout", "semantics", "compensate", "serdes"})
-
-
-def callable_name(fn: Callable[..., Any], explicit: str | None) -> str:
-    """The ledger name of a callable: explicit, else ``__qualname__``.
-
-    Lambdas and partials have no readable name, so they must be given one.
-    """
-    if explicit is not None:
-        if not explicit or not explicit.strip():
-            raise RegistrationError("name= must be a non-empty string")
-        return explicit
-    if isinstance(fn, StepFunction):
-        return fn.name
-    if isinstance(fn, functools.partial):
-        raise RegistrationError(
-            "a functools.partial has no readable name: pass name='...' so the ledger says what ran"
-        )
-    qualname = getattr(fn, "__qualname__", None)
-    if not isinstance(qualname, str) or "<lambda>" in qualname:
-        raise RegistrationError(
-            "a lambda has no readable name: pass name='...' (for example "
-            "ctx.step(lambda: ..., name='fetch-price'))"
-        )
-    return qualname
-
-
-def resolve_annotation(fn: Callable[..., Any], name: str) -> Any:
-    """One parameter's (or ``"return"``'s) annotation, resolved without needing the others.
-
-    ``get_type_hints`` fails when *any* annotation names a type it cannot see (a local
-    import of ``Context``, say); resolving just the one we need avoids that trap.
-    """
-    try:
-        return get_type_hints(fn).get(name, NO_ANNOTATION)
-    except Exception:
-        raw = getattr(fn, "__annotations__", {}).get(name, NO_ANNOTATION)
-        if not isinstance(raw, str):
-            return raw
-        namespace = dict(getattr(fn, "__globals__", {}))
-        return eval(raw, namespace)
-
-
-def return_annotation(fn: Callable[..., Any]) -> Any:
-    target = fn.func if isinstance(fn, functools.partial) else fn
-    if isinstance(target, StepFunction):
-        return target.return_annotation
-    try:
-        return _cached_return_annotation(target)
-    except TypeError:  # an unhashable callable object
-        return _return_annotation(target)
-
-
-def _return_annotation(target: Callable[..., Any]) -> Any:
-    try:
-        return resolve_annotation(target, "return")
-    except Exception:  # builtins without annotations, or a type defined in a function
-        return NO_ANNOTATION
-
-
-# Resolving string annotations compiles code: once per callable, not once per step.
-_cached_return_annotation = functools.lru_cache(maxsize=4096)(_return_annotation)
 
 
 def reject_async_generator(fn: Callable[..., Any], what: str) -> None:
@@ -108,7 +56,7 @@ class StepOptions:
     version: int = 1  # recorded as step_version: which code produced a stored result
 
 
-class StepFunction(Generic[P, R]):
+class StepFunction(StepDeclaration, Generic[P, R]):
     """A step function: durable when called inside a workflow, a plain call elsewhere.
 
     An ``async def`` one called in an ``async def`` workflow returns an awaitable, as the
@@ -125,7 +73,7 @@ class StepFunction(Generic[P, R]):
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        from durable.context import active_context
+        from durable.active import active_context
 
         ctx = active_context()
         if ctx is None:
@@ -142,21 +90,6 @@ class StepFunction(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<step {self.name}>"
-
-
-@dataclass(frozen=True, slots=True)
-class WorkflowDef:
-    name: str
-    version: int
-    fn: Callable[..., Any]
-    takes_input: bool
-    input_annotation: Any
-    return_annotation: Any
-    # How ``POST /hooks/<name>`` authenticates deliveries for it (None: our own scheme).
-    hook: HookSpec | None = None
-    # Flow control (``durable.flow``): runs active at once, and starts per period.
-    concurrency: Concurrency | None = None
-    rate_limit: RateLimit | None = None
 
 
 def _check_context_parameter(fn: Callable[..., Any], first: inspect.Parameter, name: str) -> None:

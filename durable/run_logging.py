@@ -20,17 +20,51 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+from durable.active import _active_context, _active_step
 
 if TYPE_CHECKING:
-    from durable.execution import Execution
-    from durable.steps import StepRun
+    from durable.callables import WorkflowDef
+    from durable.model import RunRecord
+
+
+class RunView(Protocol):
+    """What a log line reads of the running workflow (``durable.execution.Execution``)."""
+
+    @property
+    def run(self) -> RunRecord: ...
+
+    @property
+    def workflow(self) -> WorkflowDef: ...
+
+    @property
+    def position(self) -> str | None: ...
+
+    def replaying(self) -> bool: ...
+
+
+class StepView(Protocol):
+    """What a log line reads of the running step (``durable.steps.StepRun``)."""
+
+    @property
+    def x(self) -> RunView: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def position(self) -> str: ...
+
 
 WORKFLOW_LOGGER = logging.getLogger("durable.workflow")
 STEP_LOGGER = logging.getLogger("durable.step")
 
 
-def workflow_keys(execution: Execution) -> dict[str, Any]:
+def workflow_keys(execution: RunView) -> dict[str, Any]:
     return {
         "run_id": execution.run.run_id,
         "workflow": execution.workflow.name,
@@ -39,7 +73,7 @@ def workflow_keys(execution: Execution) -> dict[str, Any]:
     }
 
 
-def step_keys(step: StepRun) -> dict[str, Any]:
+def step_keys(step: StepView) -> dict[str, Any]:
     return {
         **workflow_keys(step.x),
         "step": step.name,
@@ -62,7 +96,7 @@ class _Keyed(logging.LoggerAdapter):  # type: ignore[type-arg]
 class WorkflowLogger(_Keyed):
     """``ctx.logger``: silent while the workflow code replays what it already ran."""
 
-    def __init__(self, execution: Execution) -> None:
+    def __init__(self, execution: RunView) -> None:
         super().__init__(WORKFLOW_LOGGER, {})
         self._exec = execution
 
@@ -76,7 +110,7 @@ class WorkflowLogger(_Keyed):
 class StepLogger(_Keyed):
     """``current_step().logger``: a step body runs only when it executes, never on replay."""
 
-    def __init__(self, step: StepRun) -> None:
+    def __init__(self, step: StepView) -> None:
         super().__init__(STEP_LOGGER, {})
         self._step = step
 
@@ -98,8 +132,6 @@ class RunKeys(logging.Filter):
 
 def current_keys() -> dict[str, Any]:
     """The keys of the workflow or step code running now on this thread (none outside)."""
-    from durable.context import _active_context, _active_step
-
     step = _active_step.get()
     if step is not None:
         return step_keys(step._step)

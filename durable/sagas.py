@@ -11,20 +11,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from durable.callables import callable_name
 from durable.errors import LeaseLost, StepFailed
 from durable.model import RunStatus, StepKind, format_time
 from durable.ports import ConditionFailed
-from durable.registry import callable_name
 
 if TYPE_CHECKING:
-    from durable.execution import Execution
+    from durable.execution_parts import ExecutionParts
 
 
 def compensation_name(undo_name: str) -> str:
     return f"compensate:{undo_name}"
 
 
-def run_compensations(x: Execution, *, mark_status: bool) -> StepFailed | None:
+def run_compensations(x: ExecutionParts, *, mark_status: bool) -> StepFailed | None:
     """Run every registered compensation, newest first; stop at one that fails for good.
 
     Returns that failure (never skipped: the caller parks the run), or None. With

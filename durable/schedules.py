@@ -36,7 +36,7 @@ from durable.model import RunStatus, format_time
 from durable.recurrence import Cron, InvalidExpression, Rate, parse
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
+    from durable.engine_parts import EngineParts
     from durable.ports import EffectRecord
 
 Overlap = Literal["allow", "skip", "buffer_one"]
@@ -105,7 +105,9 @@ class Fired:
     detail: str = ""
 
 
-def fire(engine: Engine, schedule: Schedule, scheduled_time: str, *, manual: str = "") -> Fired:
+def fire(
+    engine: EngineParts, schedule: Schedule, scheduled_time: str, *, manual: str = ""
+) -> Fired:
     """Start the run of one fire of ``schedule`` (at most once per fire time).
 
     ``manual``: a "run now" request's id (not a clock fire: no overlap or lateness rule).
@@ -149,7 +151,7 @@ def _verdict_key(key: str) -> str:
     return f"{key}#verdict"
 
 
-def _decide(engine: Engine, schedule: Schedule, key: str, when: datetime) -> Fired:
+def _decide(engine: EngineParts, schedule: Schedule, key: str, when: datetime) -> Fired:
     """What a clock fire does: "started" (not yet: the caller starts it once the verdict is
     recorded), or skipped, by the schedule's rules."""
     late = engine.clock.now() - when
@@ -166,14 +168,14 @@ def _decide(engine: Engine, schedule: Schedule, key: str, when: datetime) -> Fir
     return Fired(schedule.name, "started")
 
 
-def _start(engine: Engine, schedule: Schedule, key: str) -> Fired:
+def _start(engine: EngineParts, schedule: Schedule, key: str) -> Fired:
     """The fire's keyed start: at most one run per key, however often it is called."""
     gate = schedule_gate(schedule) if schedule.overlap == "buffer_one" else None
     run = engine.start(schedule.workflow, schedule.input, idempotency_key=key, gate=gate)
     return Fired(schedule.name, "started", run.run_id)
 
 
-def _repeat(engine: Engine, schedule: Schedule, key: str, claim: EffectRecord) -> Fired:
+def _repeat(engine: EngineParts, schedule: Schedule, key: str, claim: EffectRecord) -> Fired:
     """Another delivery of a fire already decided: its verdict, not a new one. A fire
     decided "started" whose start a crash cut short is started now (the keyed start
     makes that once)."""
@@ -193,7 +195,7 @@ def schedule_gate(schedule: Schedule) -> str:
     return gate_name("S", schedule.workflow, schedule.name)
 
 
-def _running(engine: Engine, schedule: Schedule, enough: int) -> list[str]:
+def _running(engine: EngineParts, schedule: Schedule, enough: int) -> list[str]:
     """Up to ``enough`` runs this schedule started that have not ended (the listing
     index), oldest status first: PENDING (waiting) runs come before the going ones."""
     prefix = f"{KEY_PREFIX}{schedule.name}/"

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Coroutine, Generator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable import serde
+from durable.active import bind_context, bind_step, reset_context, reset_step
 from durable.aio import Scoped, run_coroutine
-from durable.context import StepContext, bind_context, bind_step, reset_context, reset_step
+from durable.callables import StepOptionsResolved
 from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, StorageError, TerminalError
 from durable.interrupts import WorkerInterrupted, summarize
 from durable.leases import apply_changes
@@ -24,26 +24,17 @@ from durable.model import (
     parse_time,
 )
 from durable.ports import ConditionFailed
-from durable.registry import Semantics
 from durable.retention import incarnation
-from durable.retry import RetryPolicy, classify, error_type_name
+from durable.retry import classify, error_type_name
+from durable.step_context import StepContext
 
 if TYPE_CHECKING:
-    from durable.execution import Execution
+    from durable.execution_parts import ExecutionParts
 
 # after_failure's answer when the retry was served in-process: loop to the next attempt.
 _RETRY_NOW: Any = object()
 # What the attempt loop yields where the body runs (``StepRun.attempt_loop``).
 _BODY: Any = object()
-
-
-@dataclass(slots=True)
-class StepOptionsResolved:
-    retry: RetryPolicy
-    budget: timedelta
-    semantics: Semantics
-    explicit_budget: bool = False  # timeout= was given, not the default guess
-    version: int = 1
 
 
 def step_key(run: RunRecord, position: str, name: str) -> str:
@@ -60,7 +51,7 @@ class StepRun:
 
     def __init__(
         self,
-        execution: Execution,
+        execution: ExecutionParts,
         position: str,
         name: str,
         previous: StepRecord | None,

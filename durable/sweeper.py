@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from durable.model import format_time
 
 if TYPE_CHECKING:
-    from durable.engine import Engine
+    from durable.engine_parts import EngineParts
 
 PAGE = 100
 
@@ -28,7 +28,7 @@ class SweepReport:
     capped: bool
 
 
-def sweep(engine: Engine, now: datetime | None = None) -> SweepReport:
+def sweep(engine: EngineParts, now: datetime | None = None) -> SweepReport:
     now = now or engine.clock.now()
     config = engine.config
     before = format_time(now - config.sweep_grace)

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING, Any, Generic, NoReturn
 from typing_extensions import TypeVar
 
 from durable import serde, tokens
+from durable.active import bind_context, reset_context
 from durable.aio import run_coroutine
+from durable.callables import callable_name, return_annotation
 from durable.codecs import Serdes, coded
-from durable.context import bind_context, reset_context
 from durable.errors import (
     CallbackFailed,
     CallbackTimeout,
@@ -35,14 +36,13 @@ from durable.errors import (
 from durable.ids import has_control_characters
 from durable.model import StepKind, StepRecord, StepStatus, format_time, parse_time, signal_order
 from durable.ports import ConditionFailed
-from durable.registry import callable_name, return_annotation
 from durable.retry import error_type_name, jitter_share
 from durable.values import NO_STATE
 
 log = logging.getLogger("durable.waits")
 
 if TYPE_CHECKING:
-    from durable.execution import Execution
+    from durable.execution_parts import ExecutionParts
 
 T = TypeVar("T", default=Any)
 
@@ -64,7 +64,10 @@ def _check_timeout(timeout: timedelta | None) -> None:
 
 
 def _settled(
-    rec: StepRecord, what: str, annotation: Any = serde.NO_ANNOTATION, x: Execution | None = None
+    rec: StepRecord,
+    what: str,
+    annotation: Any = serde.NO_ANNOTATION,
+    x: ExecutionParts | None = None,
 ) -> Any:
     """The outcome of a finished wait: its value (decoded with ``annotation``, on the first
     execution as on a replay), or the error it ended with."""
@@ -95,7 +98,7 @@ class Callback(Generic[T]):
     url: str = field(repr=False)
     name: str
     position: str
-    _execution: Execution = field(repr=False)
+    _execution: ExecutionParts = field(repr=False)
     # What the answer must be (a pydantic model, say): the API refuses an answer that
     # does not fit (422), and ``result()`` returns it decoded. None: any JSON.
     result_type: Any = field(default=None, repr=False)
@@ -112,7 +115,7 @@ class Callback(Generic[T]):
 
 
 def create_callback(
-    x: Execution,
+    x: ExecutionParts,
     name: str,
     timeout: timedelta | None,
     result_type: Any = None,
@@ -200,7 +203,9 @@ def create_callback(
     return Callback(token, f"{base}/callbacks/{token}", name, position, x, result_type, serdes)
 
 
-def _await(x: Execution, position: str, what: str, annotation: Any = serde.NO_ANNOTATION) -> Any:
+def _await(
+    x: ExecutionParts, position: str, what: str, annotation: Any = serde.NO_ANNOTATION
+) -> Any:
     """Return a settled wait's outcome, time it out, or suspend until it settles.
 
     A recorded answer is returned even after a cancel request: the replay goes on to
@@ -247,7 +252,7 @@ def heartbeat_expiry(
     return min(due, deadline) if deadline is not None else due
 
 
-def _expiry(x: Execution, timeout: timedelta | None, what: str) -> str | None:
+def _expiry(x: ExecutionParts, timeout: timedelta | None, what: str) -> str | None:
     """When a new wait times out, refused past the run's lifetime."""
     if timeout is None:
         return None
@@ -261,7 +266,7 @@ def _fields(rec: StepRecord) -> dict[str, Any]:
 
 
 def wait_for_callback(
-    x: Execution,
+    x: ExecutionParts,
     name: str,
     timeout: timedelta | None,
     submit: Callable[[Callback[Any]], Any] | None,
@@ -287,7 +292,7 @@ def wait_for_callback(
 # --- signals ------------------------------------------------------------------------
 
 
-def wait_for_signal(x: Execution, name: str, timeout: timedelta | None) -> Any:
+def wait_for_signal(x: ExecutionParts, name: str, timeout: timedelta | None) -> Any:
     check_wait_name(name, "signal")
     _check_timeout(timeout)
     position = x.next_position()
@@ -360,7 +365,7 @@ def _check_condition(
 
 
 def wait_for_condition(
-    x: Execution,
+    x: ExecutionParts,
     check: Callable[..., Any],
     interval: timedelta,
     timeout: timedelta | None,
@@ -440,7 +445,9 @@ def wait_for_condition(
         raise x.suspend(base.wake_at, position)
 
 
-def _end_condition(x: Execution, base: StepRecord, annotation: Any, met: bool, result: Any) -> Any:
+def _end_condition(
+    x: ExecutionParts, base: StepRecord, annotation: Any, met: bool, result: Any
+) -> Any:
     """Met (its result recorded and returned), or out of checks (``max_attempts``): then
     the wait ends as a timeout would, ``CallbackTimeout``, saying why."""
     base.status = StepStatus.DONE if met else StepStatus.TIMED_OUT
@@ -451,7 +458,7 @@ def _end_condition(x: Execution, base: StepRecord, annotation: Any, met: bool, r
     return _settled(x.write_fenced(base), "condition", annotation, x)
 
 
-def _encode(x: Execution, base: StepRecord, value: Any, annotation: Any) -> str:
+def _encode(x: ExecutionParts, base: StepRecord, value: Any, annotation: Any) -> str:
     """A condition's result or state as stored; a codec that cannot encode it fails the
     wait, recorded (``StepFailed``), as a check that fails for good does: a replay reads
     the failure instead of polling again."""
@@ -461,7 +468,7 @@ def _encode(x: Execution, base: StepRecord, value: Any, annotation: Any) -> str:
         _fail_condition(x, base, e)
 
 
-def _next_poll(x: Execution, delay: timedelta, jitter: str, expires: str | None) -> datetime:
+def _next_poll(x: ExecutionParts, delay: timedelta, jitter: str, expires: str | None) -> datetime:
     """When the next check runs: after ``delay`` (a random share of it with full jitter,
     recorded in ``wake_at`` so a replay reads it and never draws again), at the latest when
     the wait expires."""
@@ -471,7 +478,7 @@ def _next_poll(x: Execution, delay: timedelta, jitter: str, expires: str | None)
     return min(wake, parse_time(expires)) if expires is not None else wake
 
 
-def _last_state(x: Execution, rec: StepRecord | None, annotation: Any, initial: Any) -> Any:
+def _last_state(x: ExecutionParts, rec: StepRecord | None, annotation: Any, initial: Any) -> Any:
     """The state a stateful condition goes on from: the one its last poll recorded, else
     ``initial`` (``NO_STATE`` for a condition without state)."""
     if initial is NO_STATE or rec is None or rec.checkpoint is None:
@@ -479,7 +486,7 @@ def _last_state(x: Execution, rec: StepRecord | None, annotation: Any, initial: 
     return x.decode(rec.checkpoint["state"], annotation)
 
 
-def _fail_condition(x: Execution, base: StepRecord, error: Exception) -> NoReturn:
+def _fail_condition(x: ExecutionParts, base: StepRecord, error: Exception) -> NoReturn:
     """A check that failed for good (terminal, or out of its retry policy's attempts)."""
     base.status = StepStatus.TERMINAL_FAILED
     base.error_type, base.error_class = error_type_name(error), "terminal"
@@ -494,7 +501,9 @@ def _fail_condition(x: Execution, base: StepRecord, error: Exception) -> NoRetur
     ) from error
 
 
-def _met(x: Execution, base: StepRecord, until: Callable[[Any], object] | None, state: Any) -> bool:
+def _met(
+    x: ExecutionParts, base: StepRecord, until: Callable[[Any], object] | None, state: Any
+) -> bool:
     """Whether a condition's state is the one waited for: the user's predicate (workflow
     code: it decides on the recorded state alone, so a replay decides the same), or the
     state's truth. A predicate that raises fails the wait, recorded, so no later replay
@@ -505,7 +514,7 @@ def _met(x: Execution, base: StepRecord, until: Callable[[Any], object] | None, 
         _fail_condition(x, base, failed)
 
 
-def _poll(x: Execution, check: Callable[..., Any], state: Any) -> tuple[Any, Exception | None]:
+def _poll(x: ExecutionParts, check: Callable[..., Any], state: Any) -> tuple[Any, Exception | None]:
     """Run one check like a step body: outside workflow code, errors captured; given the
     previous state when the condition carries one."""
     token = bind_context(None)

@@ -104,7 +104,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         )
     clock: Clock = SystemClock()
     if settings.clock_file:  # durable dev: every process shares one scaled virtual clock
-        from durable.local.clock import ScaledClock, read
+        from durable.clock import ScaledClock, read
 
         clock = ScaledClock(read(Path(settings.clock_file)))
     return Services(

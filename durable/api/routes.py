@@ -504,7 +504,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
 
     @app.get("/openapi.json", summary="This document", tags=["meta"], include_in_schema=False)
     def openapi() -> Response[str]:
-        from durable.api.openapi import document
+        from durable.api.spec import document
 
         return Response(status_code=200, content_type=JSON, body=json.dumps(document(app)))
 

@@ -46,6 +46,7 @@ from durable.api.models import (
 )
 from durable.api.preflight import FORM, check_body
 from durable.api.served import ServedVersions
+from durable.callables import WorkflowDef
 from durable.children import check_if_running
 from durable.clock import Clock
 from durable.engine import Engine
@@ -56,7 +57,6 @@ from durable.hooks import durable as default_hook
 from durable.ids import check_idempotency_key, new_ulid
 from durable.model import RunRecord, RunStatus, format_time, position_key
 from durable.operations import available_decisions
-from durable.registry import WorkflowDef
 from durable.render import audit_trail
 from durable.schedules import RecurringSchedules, Schedule, find, fire
 from durable.serde import NO_ANNOTATION

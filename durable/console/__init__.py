@@ -48,3 +48,9 @@ def asset(path: str, *, token: str = "", where: str = "") -> tuple[str, bytes] |
 
 def is_console_path(path: str) -> bool:
     return path == PREFIX.rstrip("/") or path.startswith(PREFIX)
+
+
+def allowed_host(host: str | None, port: int) -> bool:
+    """A request names this server of ours on 127.0.0.1 in ``Host`` (``durable dev``'s and
+    the console proxy's rule, ``durable.local.front_door``): a rebound name is refused."""
+    return host in (f"127.0.0.1:{port}", f"localhost:{port}")

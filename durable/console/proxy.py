@@ -27,8 +27,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from durable.adapters.sigv4 import NoCredentials, is_aws_api, signed_headers
-from durable.console import HEADERS, PREFIX, asset, is_console_path
-from durable.local.front_door import allowed_host
+from durable.console import HEADERS, PREFIX, allowed_host, asset, is_console_path
 
 TOKEN_HEADER = "X-Durable-Console"
 # Headers of the page's calls the API reads: the body's type and a signal's retry key.

@@ -12,40 +12,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import asdict
 from pathlib import Path
 
+# The clock itself is in durable.clock (the deployed composition reads it too).
+from durable.clock import Epoch, ScaledClock, read
 
-@dataclass(frozen=True, slots=True)
-class Epoch:
-    scale: float
-    real_epoch: float  # time.time() when the clock was created
-    virtual_epoch: float  # virtual POSIX seconds at that moment
-
-
-class ScaledClock:
-    def __init__(self, epoch: Epoch) -> None:
-        if epoch.scale <= 0:
-            raise ValueError("time scale must be positive")
-        self.epoch = epoch
-
-    @property
-    def scale(self) -> float:
-        return self.epoch.scale
-
-    def now(self) -> datetime:
-        e = self.epoch
-        virtual = e.virtual_epoch + (time.time() - e.real_epoch) * e.scale
-        return datetime.fromtimestamp(virtual, UTC)
-
-    def sleep(self, seconds: float) -> None:
-        if seconds > 0:
-            time.sleep(seconds / self.epoch.scale)
-
-    def real(self, virtual: timedelta) -> float:
-        """Real seconds a virtual duration takes."""
-        return virtual.total_seconds() / self.epoch.scale
+__all__ = ["Epoch", "ScaledClock", "load_or_create", "read"]
 
 
 def load_or_create(path: Path, scale: float) -> Epoch:
@@ -65,7 +38,3 @@ def load_or_create(path: Path, scale: float) -> Epoch:
     tmp.write_text(json.dumps(asdict(epoch)))
     os.replace(tmp, path)  # atomic: a crash never leaves half a clock
     return epoch
-
-
-def read(path: Path) -> Epoch:
-    return Epoch(**json.loads(path.read_text()))

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+# Shared with the deployed console's proxy, which does not import durable.local.
+from durable.console import allowed_host
+
 CHANGES = ("POST", "PUT", "PATCH", "DELETE")
 # Paths whose bodies are not ours to type: a provider's webhook, botocore's invocations.
 OWN_CONTENT = ("/hooks/", "/2015-03-31/")
-
-
-def allowed_host(host: str | None, port: int) -> bool:
-    return host in (f"127.0.0.1:{port}", f"localhost:{port}")
 
 
 def _header(headers: Mapping[str, str], name: str) -> str | None:

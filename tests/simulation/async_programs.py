@@ -15,8 +15,9 @@ import asyncio
 from typing import Any
 
 from durable import App, Context
+from durable.callables import Semantics
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
-from durable.registry import Semantics, StepFunction
+from durable.registry import StepFunction
 from tests.simulation.journal import typed
 from tests.simulation.programs import (
     APP,

@@ -28,8 +28,8 @@ from pydantic import BaseModel, Field
 
 import durable
 from durable import App, Concurrency, Context, RateLimit, RetryPolicy, TerminalError
-from durable.children import IfRunning
 from durable.clock import FakeClock
+from durable.engine_parts import IfRunning
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
 from durable.model import RunRecord, format_time
 from durable.retention import incarnation
@@ -354,7 +354,7 @@ class Hooks:
         """A stamp from inside a step body, marked when the worker is a zombie: another
         worker claimed the run since this one did."""
         try:
-            x = durable.current_step()._step.x  # the engine's Execution behind the body
+            x: Any = durable.current_step()._step.x  # the engine's Execution behind the body
             run_id, fence, owner = x.run.run_id, x.run.fence, x.owner
         except AttributeError:  # the engine's internals moved: no attribution
             return self.stamp()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from durable import App, ChildFailed, Context, RunStatus
-from durable.children import IfRunning
+from durable.engine_parts import IfRunning
 from durable.errors import IdempotencyConflict, InvalidInput
 from durable.testing import LocalRunner
 
