@@ -214,3 +214,15 @@ def test_make_uses_the_active_virtualenv_so_nothing_is_installed_twice(tmp_path:
     alone = planned("test", {})
     assert "python3 -m venv .venv" in alone and ".venv/bin/pip install" in alone
     assert planned("clean", {"VIRTUAL_ENV": str(mine)}).strip() == "rm -rf .venv .durable .aws-sam"
+
+
+def test_the_scaffold_ships_templates_only() -> None:
+    """Every file of the project scaffold is a template (``*.tmpl``): a stray file (an
+    editor's backup, a patch's ``.orig``) would ship in the wheel and in every project."""
+    root = ROOT / "durable" / "scaffold" / "project"
+    stray = [
+        p.relative_to(root)
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".tmpl"
+    ]
+    assert stray == []
