@@ -81,7 +81,7 @@ soak: $(STAMP)
 
 # Mutation testing of the engine core against the unit tier (docs/testing.md). Slow, so not
 # part of `make test`: one module takes minutes, all of them about an hour on two cores.
-#   make mutation MODULE=durable/retry.py      one module
+#   make mutation MODULE=durable/core/retry.py      one module
 #   make mutation MODULE=retry SAMPLE=40       a budget: 40 random mutants
 #   make mutation FAIL_UNDER=90                exit 1 if a module scores under 90%
 MODULE ?=

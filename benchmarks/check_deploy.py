@@ -26,7 +26,7 @@ from benchmarks.common import (
 )
 from durable import App, Context
 from durable.adapters.dynamodb import DynamoLedger
-from durable.deploy_check import ReadOnlyLedger, check_deploy
+from durable.engine.deploy_check import ReadOnlyLedger, check_deploy
 
 RUNS = int(os.environ.get("RUNS", "10000"))
 STEPS = 20

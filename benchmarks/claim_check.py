@@ -1,6 +1,6 @@
 """What the claim check costs a step: the engine with and without a payload store.
 
-With a store (``durable.claim_check``), every text a write carries is measured against
+With a store (``durable.core.claim_check``), every text a write carries is measured against
 the offload size, and every read looks for a reference: on the hot path of every step,
 even when nothing is ever offloaded. This runs N steps on the memory ledger with the
 engine composed with a memory store and without one, in interleaved rounds, and prints
@@ -20,7 +20,7 @@ from benchmarks.common import CONFIG, Figure, collect, median, print_figures, sa
 from durable import App, Context
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
 from durable.adapters.payload_stores import MemoryPayloads
-from durable.engine import Engine
+from durable.engine.engine import Engine
 
 N = 400
 ROUNDS = 9

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from durable import App, Context, RetryableError, RetryPolicy, current_step
 from durable.adapters.dynamodb_units import item_size
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
-from durable.clock import Clock
-from durable.config import EngineConfig
-from durable.engine import Engine
-from durable.ports import Ledger
+from durable.core.clock import Clock
+from durable.core.config import EngineConfig
+from durable.core.ports import Ledger
+from durable.engine.engine import Engine
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

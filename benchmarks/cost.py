@@ -27,9 +27,9 @@ from benchmarks.write_units import UnitCounter
 from benchmarks.write_units import build_app as build_ten_and_sleep
 from durable import App, RunStatus
 from durable.adapters.memory import MemoryInvoker, MemoryTimers
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.engine.engine import Engine
 
 # US East (N. Virginia) list prices in USD, as published in 2026; edit here, rerun.
 PRICES = {

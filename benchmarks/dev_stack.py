@@ -69,12 +69,12 @@ from benchmarks.common import (
 )
 from durable import App, Context
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryTimers
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.ports import Ledger
+from durable.engine.engine import Engine
 from durable.local.harness import DevProcess
 from durable.local.lambda_runtime import DEADLINE_OVERRUN
-from durable.ports import Ledger
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -103,7 +103,7 @@ def busy(seconds: float) -> float:
 
 @app.workflow(name="limited", concurrency=2)
 def limited(ctx: Context, seconds: float) -> float:
-    """One busy step, at most two runs at a time (``durable.flow``)."""
+    """One busy step, at most two runs at a time (``durable.core.flow``)."""
     return busy(seconds)
 
 

@@ -3,7 +3,7 @@
 
 Per configuration: the wall time from the start request to the parent's SUCCEEDED (the
 listing, polled every 2 s), items per second, the parent's invocations (its wake-ups),
-and what the map cost from the usage every run records (``durable.usage``: DynamoDB
+and what the map cost from the usage every run records (``durable.core.usage``: DynamoDB
 requests and units, worker invocations, Lambda time). The parent's usage is read whole;
 the children's from an even sample of them (their usage differs only by a retry, which
 trivial steps do not have), times N. Dollars per 1,000 items at list prices beside
@@ -26,7 +26,7 @@ from typing import Any
 from benchmarks import stack
 from benchmarks.common import Figure, format_table, say
 from benchmarks.cost import PRICES
-from durable.usage import INVOCATIONS, READ_UNITS, REQUESTS, WRITE_UNITS, Prices
+from durable.core.usage import INVOCATIONS, READ_UNITS, REQUESTS, WRITE_UNITS, Prices
 
 WINDOW = 100
 SAMPLE = 100  # children whose usage is read, evenly spread

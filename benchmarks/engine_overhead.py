@@ -38,7 +38,7 @@ from benchmarks.common import (
     say,
 )
 from durable import App
-from durable.engine import Engine
+from durable.engine.engine import Engine
 
 SIZES = (10, 100, 1000)
 # Runs of each size per round: about the same wall time per size.

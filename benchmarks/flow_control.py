@@ -1,4 +1,4 @@
-"""Flow control (``durable.flow``): what a limit costs per start, and that it holds.
+"""Flow control (``durable.core.flow``): what a limit costs per start, and that it holds.
 
 (a) cost per start, on DynamoDB Local, the engine driven in-process with a fake clock:
     200 runs of a workflow of one step and a one-minute sleep, without a limit, with a
@@ -42,8 +42,8 @@ from benchmarks.common import (
 )
 from durable import App, Concurrency, Context
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
-from durable.engine import Engine
+from durable.core.clock import FakeClock
+from durable.engine.engine import Engine
 
 ENGINE_RUNS = 200
 HOLD = 0.2  # seconds each dev-stack step body holds its worker: long enough to overlap

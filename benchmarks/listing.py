@@ -22,8 +22,8 @@ from typing import Any
 from benchmarks.common import Figure, dynamo_client, dynamo_main, median, say
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.schema import LEDGER, create_table_request, table_definitions
-from durable.clock import FakeClock
-from durable.model import RunError, RunRecord, RunStatus, format_time
+from durable.core.clock import FakeClock
+from durable.core.model import RunError, RunRecord, RunStatus, format_time
 
 RUNS = 10_000
 PAGES = 20

@@ -2,7 +2,7 @@
 
 A run of N trivial steps, in invocations of 1,000 steps (each hands off to the next, as a
 long run does on AWS), on DynamoDB Local. Without the warm cache invocation k loads and
-decodes the (k-1) x 1,000 records before it; with it (``durable.history_cache``, what a
+decodes the (k-1) x 1,000 records before it; with it (``durable.core.history_cache``, what a
 worker container keeps between invocations of the same run) it loads nothing it wrote.
 
     per-step ratio = (seconds per step at N=10,000) / (seconds per step at N=1,000)
@@ -29,8 +29,8 @@ from benchmarks.common import (
     median,
     say,
 )
-from durable.config import EngineConfig
-from durable.history_cache import CachingLedger
+from durable.core.config import EngineConfig
+from durable.core.history_cache import CachingLedger
 
 SHORT = 1_000
 LONG = int(os.environ.get("LONG_STEPS", "10000"))

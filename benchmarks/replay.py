@@ -33,7 +33,7 @@ from benchmarks.common import (
     print_figures,
     say,
 )
-from durable.engine import Engine
+from durable.engine.engine import Engine
 
 MEMORY_N = 1000
 MEMORY_ROUNDS = 7

@@ -32,7 +32,7 @@ from benchmarks.common import (
 )
 from benchmarks.common import fresh_tables as create_fresh_tables
 from durable.adapters.dynamodb import DynamoLedger
-from durable.engine import Engine
+from durable.engine.engine import Engine
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

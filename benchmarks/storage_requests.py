@@ -27,7 +27,7 @@ from benchmarks.common import (
     fresh_tables,
     say,
 )
-from durable.engine import Engine
+from durable.engine.engine import Engine
 
 N_STEPS = 200
 PHASE_ORDER = ("create_run", "claim", "load", "write_step", "update_run")

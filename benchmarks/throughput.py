@@ -35,7 +35,7 @@ from benchmarks.common import (
 from benchmarks.common import fresh_tables as create_fresh_tables
 from benchmarks.step_vs_put import captured_step_put
 from durable.adapters.dynamodb import DynamoLedger
-from durable.engine import Engine
+from durable.engine.engine import Engine
 
 THREADS = 4
 STEPS = 20  # per run

@@ -35,8 +35,8 @@ from benchmarks.common import (
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.dynamodb_items import step_to_item
 from durable.adapters.memory import MemoryLedger
-from durable.clock import FakeClock
-from durable.model import RunHistory
+from durable.core.clock import FakeClock
+from durable.core.model import RunHistory
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

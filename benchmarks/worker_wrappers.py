@@ -1,4 +1,4 @@
-"""What the worker's ledger wrappers cost per step: the warm cache (``durable.history_cache``)
+"""What the worker's ledger wrappers cost per step: the warm cache (``durable.core.history_cache``)
 and the OpenTelemetry span recorder (``durable.adapters.otel``, with OpenTelemetry's no-op
 tracer, as a deployment without a tracer provider has it), against the bare ledger.
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from benchmarks.common import build_app, make_engine, say
 from durable.adapters.memory import MemoryLedger
-from durable.history_cache import CachingLedger
+from durable.core.history_cache import CachingLedger
 
 STEPS = 2000
 ROUNDS = 7

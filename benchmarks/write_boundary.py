@@ -1,6 +1,6 @@
 """What the write boundary costs a step: the engine with and without ``WriteBoundary``.
 
-Every write to the ledger passes ``durable.write_boundary.scrub`` (issue 32: no live
+Every write to the ledger passes ``durable.core.write_boundary.scrub`` (issue 32: no live
 callback token is stored, whatever path it takes). That is a regular expression over the
 texts of each record written, on the hot path of every step. This measures a run of N
 trivial steps on the memory ledger (where the boundary's share is largest: no network to
@@ -24,7 +24,7 @@ from contextlib import contextmanager
 
 from benchmarks.common import Figure, collect, median, memory_engine, print_figures, say
 from durable import App, Context
-from durable.engine import Engine
+from durable.engine.engine import Engine
 
 N = 400
 ROUNDS = 9
@@ -56,7 +56,7 @@ def build_app() -> App:
 @contextmanager
 def without_boundary() -> Iterator[None]:
     """Engines made inside hold their ledger as given (the boundary is an identity)."""
-    import durable.engine as engine_module
+    import durable.engine.engine as engine_module
 
     saved = engine_module.__dict__["WriteBoundary"]
     setattr(engine_module, "WriteBoundary", lambda ledger: ledger)  # noqa: B010

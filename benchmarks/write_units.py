@@ -29,7 +29,7 @@ from benchmarks.common import (
     say,
 )
 from durable import App, Context
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
 
 TINY_TARGET = 20.0
 LARGE_TARGET = 24.0
@@ -97,11 +97,11 @@ class UnitCounter:
 
 def one_run(endpoint: str, payload: Any, *, billed: bool = False) -> UnitCounter:
     """The run on a fresh table; ``billed``: composed as the worker is, the run's usage
-    recorded by each invocation's last write (``durable.usage``), to see what keeping
+    recorded by each invocation's last write (``durable.core.usage``), to see what keeping
     the bill costs in units."""
     from durable.adapters import dynamodb_units
     from durable.adapters.dynamodb import DynamoLedger
-    from durable.usage import Meter, UsageLedger
+    from durable.core.usage import Meter, UsageLedger
 
     client = dynamo_client(endpoint)
     table = fresh_tables(client)

@@ -12,13 +12,20 @@ def onboarding(ctx: Context, user_id: str) -> dict[str, str]:
     return {"workspace": provision_workspace(user_id)}
 """
 
-from durable.active import current_step
-from durable.children import ChildHandle
-from durable.codecs import Serdes
-from durable.completion import BatchFailed, BatchItem, BatchResult, BranchFailed, Completion
-from durable.config import EngineConfig
-from durable.context import Context
-from durable.engine import Engine, Outcome
+from durable.core.codecs import Serdes
+from durable.core.completion import BatchFailed, BatchItem, BatchResult, BranchFailed, Completion
+from durable.core.config import EngineConfig
+from durable.core.flow import Concurrency, RateLimit
+from durable.core.model import RunRecord, RunStatus, StepRecord, StepStatus
+from durable.core.retry import RetryPolicy
+from durable.engine.active import current_step
+from durable.engine.children import ChildHandle
+from durable.engine.context import Context
+from durable.engine.engine import Engine, Outcome
+from durable.engine.registry import App
+from durable.engine.run_logging import RunKeys
+from durable.engine.step_context import StepContext
+from durable.engine.waits import Callback
 from durable.errors import (
     CallbackFailed,
     CallbackTimeout,
@@ -35,13 +42,6 @@ from durable.errors import (
     TerminalError,
     WorkflowNotFound,
 )
-from durable.flow import Concurrency, RateLimit
-from durable.model import RunRecord, RunStatus, StepRecord, StepStatus
-from durable.registry import App
-from durable.retry import RetryPolicy
-from durable.run_logging import RunKeys
-from durable.step_context import StepContext
-from durable.waits import Callback
 
 __all__ = [
     "App",

@@ -1,4 +1,4 @@
-"""Small asyncio helpers for ``async def`` steps and workflows (``durable.async_workflow``).
+"""Small asyncio helpers for ``async def`` steps and workflows (``durable.engine.async_workflow``).
 
 A step body that is a coroutine runs to completion where a plain body would return: on a
 loop of its own when the calling thread runs none (a plain workflow, a batch's branch), or

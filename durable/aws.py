@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias, cast
 from durable.errors import DurableError, InvalidInput, StorageError
 
 if TYPE_CHECKING:
-    from durable.ports import EffectStore, Invoker, Ledger, PayloadStore, Timers
-    from durable.registry import App
+    from durable.core.ports import EffectStore, Invoker, Ledger, PayloadStore, Timers
+    from durable.engine.registry import App
     from durable.runtime import Runtime, Services
     from durable.settings import Settings
 
@@ -71,7 +71,7 @@ class LambdaHandler:
         with self._lock:
             if self._handle is not None:
                 return self._handle
-            from durable.observability import MeteredLedger, Telemetry
+            from durable.ops.observability import MeteredLedger, Telemetry
             from durable.runtime import Runtime, load_app
 
             settings: Settings = _resolve(self._settings)
@@ -97,16 +97,16 @@ class LambdaHandler:
             ledger: Any = services.ledger
             if services.meter is not None:
                 # Each invocation's last write (and a start) records what the run used.
-                from durable.usage import UsageLedger
+                from durable.core.usage import UsageLedger
 
                 ledger = UsageLedger(ledger, services.meter)
             ledger = MeteredLedger(ledger, telemetry)
             if self.function == "worker":
                 ledger = _traced(ledger)
                 # A warm container continues its runs without reloading what it wrote
-                # (``durable.history_cache``); outside the metering, so a load it saves
+                # (``durable.core.history_cache``); outside the metering, so a load it saves
                 # is not counted as one.
-                from durable.history_cache import CachingLedger
+                from durable.core.history_cache import CachingLedger
 
                 ledger = CachingLedger(ledger)
             metered = replace(services, ledger=ledger)
@@ -129,7 +129,7 @@ def _log_to_console(console: Any) -> None:
     the sweeper in one), so a line is never printed twice."""
     import logging
 
-    from durable.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
+    from durable.engine.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
 
     for logger in (WORKFLOW_LOGGER, STEP_LOGGER):
         for old in [h for h in logger.handlers if getattr(h, "durable_console", False)]:
@@ -223,9 +223,9 @@ def crash_injected(services: Services, spec: str) -> Services:
 def _worker(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
     from pydantic import ValidationError
 
-    from durable import deploy_gate
-    from durable.ports import Invocation
-    from durable.triggers import WorkerEvent, first_error
+    from durable.core.ports import Invocation
+    from durable.ingress.triggers import WorkerEvent, first_error
+    from durable.ops import deploy_gate
 
     if isinstance(event, dict) and "schedule" in event and "run_id" not in event:
         return _fire(runtime, telemetry, event)
@@ -285,7 +285,7 @@ def _worker(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[
 
 def _fire(runtime: Runtime, telemetry: Any, event: dict[str, Any]) -> dict[str, Any]:
     """A schedule's fire (Scheduler's delivery, or "run now"): start its run, once."""
-    from durable import schedules
+    from durable.engine import schedules
 
     name = str(event.get("schedule"))
     declared = runtime.app.schedules().get(name)
@@ -309,7 +309,7 @@ def _reconcile(runtime: Runtime, telemetry: Any) -> dict[str, Any]:
     """Make the stack's recurring schedules match this version's code."""
     from dataclasses import asdict
 
-    from durable import schedules
+    from durable.engine import schedules
 
     port = runtime.services.schedules
     declared = runtime.app.schedules()
@@ -451,7 +451,7 @@ def sweeper_handler(
 
 def start_from(runtime: Runtime, request: Any) -> str:
     """Start (or find) the run for one event; returns the run id."""
-    from durable.model import format_time
+    from durable.core.model import format_time
 
     before = format_time(runtime.clock.now())
     run = runtime.engine.start(
@@ -468,7 +468,7 @@ def start_from(runtime: Runtime, request: Any) -> str:
 
 
 def _events(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> Any:
-    from durable.event_sources import eventbridge_start, sqs_batch
+    from durable.ingress.event_sources import eventbridge_start, sqs_batch
 
     if isinstance(event, dict) and isinstance(event.get("Records"), list):
         return sqs_batch(runtime, telemetry, event, context, start_from)
@@ -605,7 +605,7 @@ def deploy_hook_handler(
 
     Puts ``describe`` and ``check-deploy`` to the new version (``DURABLE_WORKER_VERSION``)
     and ``describe`` to the alias as it still is (``DURABLE_WORKER_FUNCTION``), then
-    reports Succeeded or Failed to CodeDeploy (``durable.deploy_gate.pre_traffic``). A
+    reports Succeeded or Failed to CodeDeploy (``durable.ops.deploy_gate.pre_traffic``). A
     Failed hook rolls the deploy back: the alias stays on the old version.
     ``clients`` makes (lambda, codedeploy) clients; boto3's default ones otherwise.
     """
@@ -615,7 +615,7 @@ def deploy_hook_handler(
         from dataclasses import asdict
 
         from durable.adapters.lambda_invoker import LambdaCaller, split_qualifier
-        from durable.deploy_gate import pre_traffic
+        from durable.ops.deploy_gate import pre_traffic
 
         given = event if isinstance(event, dict) else {}
         deployment = given.get("DeploymentId")

@@ -31,8 +31,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
-from durable import render
 from durable.adapters.sigv4 import NoCredentials, is_aws_api, signed_headers
+from durable.ops import render
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
 STATE_DIR = Path(".durable")
@@ -240,8 +240,8 @@ def cmd_sam(args: argparse.Namespace) -> int:
 
 
 def cmd_check_deploy(args: argparse.Namespace) -> int:
-    """Replay every unfinished run against the new code (``durable.deploy_check``)."""
-    from durable.deploy_check import ReadOnlyLedger, check_deploy
+    """Replay every unfinished run against the new code (``durable.engine.deploy_check``)."""
+    from durable.engine.deploy_check import ReadOnlyLedger, check_deploy
 
     sys.path.insert(0, os.getcwd())
     app = _load_app(args.app)
@@ -285,7 +285,7 @@ def cmd_check_deploy(args: argparse.Namespace) -> int:
 
 
 def _load_app(reference: str) -> Any:
-    from durable.registry import App
+    from durable.engine.registry import App
 
     module_name, _, attribute = reference.partition(":")
     try:
@@ -306,9 +306,9 @@ def _check_engine(args: argparse.Namespace, app: Any, read_only: Any) -> Any:
     from durable.adapters.aws_services import DYNAMODB_CLIENT_OPTIONS
     from durable.adapters.dynamodb import DynamoLedger
     from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
-    from durable.engine import Engine
-    from durable.ports import PayloadStore
-    from durable.secrets import KeyService, LocalKeys
+    from durable.core.ports import PayloadStore
+    from durable.core.secrets import KeyService, LocalKeys
+    from durable.engine.engine import Engine
 
     endpoint, table = args.dynamodb_endpoint, args.table
     keys: KeyService | None = None

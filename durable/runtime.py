@@ -12,17 +12,17 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from durable.clock import Clock, SystemClock
-from durable.determinism import WarningGuard
-from durable.engine import Engine
+from durable.core.clock import Clock, SystemClock
+from durable.core.ports import EffectStore, Invoker, Ledger, NoTimers, PayloadStore, Timers
+from durable.core.secrets import KeyService
+from durable.core.tokens import parse_secret
+from durable.core.usage import Meter
+from durable.engine.determinism import WarningGuard
+from durable.engine.engine import Engine
+from durable.engine.registry import App
+from durable.engine.schedules import RecurringSchedules
 from durable.errors import InvalidInput
-from durable.ports import EffectStore, Invoker, Ledger, NoTimers, PayloadStore, Timers
-from durable.registry import App
-from durable.schedules import RecurringSchedules
-from durable.secrets import KeyService
 from durable.settings import Settings
-from durable.tokens import parse_secret
-from durable.usage import Meter
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.idempotency import (
@@ -58,18 +58,18 @@ class Services:
     # Builds Powertools' persistence for the API's duplicate-delivery guard; None: no
     # guard (the engine's derived run id still deduplicates keyed starts).
     idempotency: Callable[[], BasePersistenceLayer] | None = None
-    # Seals secret-typed values (``durable.secrets``); None: they are refused.
+    # Seals secret-typed values (``durable.core.secrets``); None: they are refused.
     keys: KeyService | None = None
     # Asks the workers which workflow versions they serve (``durable.api.served``); None:
     # the API starts whatever its own code registers.
     served: Callable[[], dict[str, list[int]]] | None = None
     # Counts what each invocation uses (request units, time) for the run's bill
-    # (``durable.usage``); None: runs record no usage.
+    # (``durable.core.usage``); None: runs record no usage.
     meter: Meter | None = None
-    # The stack's recurring schedules (``durable.schedules``); None: schedules are
+    # The stack's recurring schedules (``durable.engine.schedules``); None: schedules are
     # declared in code but nothing here can create or change them.
     schedules: RecurringSchedules | None = None
-    # Keeps values too large for a ledger item (``durable.claim_check``); None: they fail
+    # Keeps values too large for a ledger item (``durable.core.claim_check``); None: they fail
     # as PayloadTooLarge.
     payloads: PayloadStore | None = None
 

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from durable.config import EngineConfig
+from durable.core.config import EngineConfig
+from durable.core.ports import check_crash_target
 from durable.errors import InvalidInput
-from durable.ports import check_crash_target
 
 if TYPE_CHECKING:
-    from durable.usage import Prices
+    from durable.core.usage import Prices
 
 PREFIX = "DURABLE_"
 # Set by ``durable dev`` (and tests through it) only; a deployed template never sets them.
@@ -59,7 +59,7 @@ class Settings(BaseModel):
     # ``live`` alias's (the template's AutoPublishAlias): a deploy moves it after its gate.
     worker_function: str | None = None
     # The worker version a deploy hook checks before the alias moves to it
-    # (``durable.deploy_gate``): the template sets it on the hook function only.
+    # (``durable.ops.deploy_gate``): the template sets it on the hook function only.
     worker_version: str | None = None
     # The API asks the workers which workflow versions they serve and refuses (503) to
     # start one they do not, trusting an answer this long (``durable.api.served``). 0: off.
@@ -91,13 +91,13 @@ class Settings(BaseModel):
     # item (DynamoDB's 400 KB). Lambda takes requests of at most 6 MB, envelope included.
     max_body_bytes: int = Field(default=256 * 1024, ge=1024, le=5 * 1024 * 1024)
     # The S3 bucket that keeps values too large for a ledger item (the template's
-    # PayloadBucket; ``durable.claim_check``). Empty: such values fail as PayloadTooLarge.
+    # PayloadBucket; ``durable.core.claim_check``). Empty: such values fail as PayloadTooLarge.
     payload_bucket: str = ""
     # Texts longer than this go to the bucket; none may be longer than the maximum.
     payload_offload_bytes: int = Field(default=64 * 1024, ge=1024, le=128 * 1024)
     payload_max_bytes: int = Field(default=4 * 1024 * 1024, ge=128 * 1024, le=1024 * 1024 * 1024)
     retention_days: int = Field(default=30, ge=1, le=3650)
-    # A run's usage is priced at this region's list prices (``durable.usage.PRICES``; the
+    # A run's usage is priced at this region's list prices (``durable.core.usage.PRICES``; the
     # template passes the stack's region; one not in the table is priced as us-east-1),
     # with any price overridden by ``prices``: a JSON object of USD per unit, e.g.
     # {"wcu": 7.05e-7} (negotiated rates, another region).
@@ -138,7 +138,7 @@ class Settings(BaseModel):
     deadline_overrun_seconds: float | None = Field(default=None, ge=0, le=60)
     # Local only (crash tests through ``durable dev``): the worker SIGKILLs itself at one
     # port call, ``port.method:k:before|after[:once-file]``; see ``durable.aws.crash_injected``.
-    # ``port.method`` is one of ``durable.ports.CRASH_TARGETS``; another name is refused.
+    # ``port.method`` is one of ``durable.core.ports.CRASH_TARGETS``; another name is refused.
     crash_at: str | None = None
     # ``durable dev`` only: a file holding the master key that wraps data keys in place of
     # KMS (kept in its state folder, so sealed values survive a restart).
@@ -150,7 +150,7 @@ class Settings(BaseModel):
     # ``payloads``) in place of S3.
     payload_folder: str | None = None
     # ``durable dev`` only: workflow code that reads the clock, randomness or the network
-    # outside a step is a warning line (``durable.determinism.WarningGuard``); deployed,
+    # outside a step is a warning line (``durable.engine.determinism.WarningGuard``); deployed,
     # no guard runs (it costs a frame walk per guarded call).
     determinism_warnings: bool = False
 
@@ -169,7 +169,7 @@ class Settings(BaseModel):
                 "must be 'port.method:k:before|after[:once-file]', e.g. 'ledger.claim:1:after'"
             )
         if value is not None:
-            check_crash_target(value.split(":", 1)[0])  # one of durable.ports.CRASH_TARGETS
+            check_crash_target(value.split(":", 1)[0])  # one of durable.core.ports.CRASH_TARGETS
         return value
 
     @field_validator("shared_clock", "deadline_overrun_seconds", "local_key_file")
@@ -195,7 +195,7 @@ class Settings(BaseModel):
     @classmethod
     def _prices_are_known(cls, value: str) -> str:
         if value:
-            from durable.usage import Prices
+            from durable.core.usage import Prices
 
             try:
                 overrides = json.loads(value)
@@ -210,7 +210,7 @@ class Settings(BaseModel):
         return value
 
     def price_table(self) -> Prices:
-        from durable.usage import Prices
+        from durable.core.usage import Prices
 
         return Prices.of(self.price_region or None, json.loads(self.prices or "{}"))
 

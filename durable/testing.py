@@ -28,22 +28,28 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from durable import serde
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
 from durable.adapters.payload_stores import MemoryPayloads
-from durable.claim_check import ClaimCheck
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
-from durable.engine import Engine, Outcome
+from durable.core import serde
+from durable.core.claim_check import ClaimCheck
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.model import RunRecord, RunStatus, SignalRecord, StepRecord, parse_time
+from durable.core.ports import (
+    CRASH_TARGETS,
+    EffectStore,
+    Invocation,
+    PayloadStore,
+    check_crash_target,
+)
+from durable.core.recurrence import Rate
+from durable.core.secrets import SEALED, LocalKeys, open_sealer
+from durable.engine.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
+from durable.engine.engine import Engine, Outcome
+from durable.engine.fanout import BRANCH_THREAD
+from durable.engine.registry import App
+from durable.engine.schedules import Fired, fire
 from durable.errors import RunNotFound
-from durable.fanout import BRANCH_THREAD
-from durable.model import RunRecord, RunStatus, SignalRecord, StepRecord, parse_time
-from durable.ports import CRASH_TARGETS, EffectStore, Invocation, PayloadStore, check_crash_target
-from durable.recurrence import Rate
-from durable.registry import App
-from durable.schedules import Fired, fire
-from durable.secrets import SEALED, LocalKeys, open_sealer
 
 When = Literal["before", "after"]
 # Wake-ups one ``advance`` stops at, at most: a run that polls every second for a year
@@ -80,7 +86,7 @@ class CrashPlan:
     counts: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Set when a crash fires: the dead worker's batch branches (threads of their own,
-    # ``durable.fanout.BRANCH_THREAD``) make no call after it, as in a real crash. The
+    # ``durable.engine.fanout.BRANCH_THREAD``) make no call after it, as in a real crash. The
     # next call from any other thread is a new worker's and clears it.
     dead: bool = False
 
@@ -293,7 +299,7 @@ class LocalRunner:
         times = [at for _, at in self.timers.armed.values()]
         # A run due (the sweeper's fallback, a dead worker's lease) is taken a millisecond
         # after its due time, as a real sweeper always comes: a lease is taken over only
-        # strictly after its end and the skew allowance (``durable.leases``).
+        # strictly after its end and the skew allowance (``durable.core.leases``).
         runs = (self.memory_ledger.get_run(r) for r in self.memory_ledger.all_run_ids())
         times += [parse_time(r.due_at) + _TICK for r in runs if r is not None and r.due_at]
         fires: dict[str, datetime] = {}

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pydantic import BaseModel
 
 from durable import App, CallbackFailed, CallbackTimeout, Context, current_step
-from durable.waits import Callback
+from durable.engine.waits import Callback
 from examples.services import services
 
 app = App()

@@ -20,13 +20,13 @@ from durable.adapters.kms import KmsKeys
 from durable.adapters.lambda_invoker import LambdaCaller, LambdaInvoker
 from durable.adapters.nonces import DynamoNonceStore
 from durable.adapters.scheduler import SchedulerRecurring, SchedulerTimers
-from durable.clock import Clock, SystemClock
+from durable.core.clock import Clock, SystemClock
+from durable.core.ports import NoTimers, PayloadStore, Timers
+from durable.core.secrets import KeyService
+from durable.core.usage import Meter
 from durable.errors import StorageError
-from durable.ports import NoTimers, PayloadStore, Timers
 from durable.runtime import Services
-from durable.secrets import KeyService
 from durable.settings import Settings
-from durable.usage import Meter
 
 if TYPE_CHECKING:
     import boto3
@@ -74,7 +74,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         return LazyClient(lambda: own.client(service, config=config))  # type: ignore[call-overload]
 
     # Every DynamoDB request reports the units it consumed to the meter: each
-    # invocation's run records what it used (``durable.usage``).
+    # invocation's run records what it used (``durable.core.usage``).
     meter = Meter()
 
     def watched_dynamodb() -> Any:
@@ -104,7 +104,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         )
     clock: Clock = SystemClock()
     if settings.clock_file:  # durable dev: every process shares one scaled virtual clock
-        from durable.clock import ScaledClock, read
+        from durable.core.clock import ScaledClock, read
 
         clock = ScaledClock(read(Path(settings.clock_file)))
     return Services(
@@ -163,7 +163,7 @@ def _keys(settings: Settings, client: Callable[[str], Any]) -> KeyService | None
     if settings.kms_key_id:
         return KmsKeys(client("kms"), settings.kms_key_id)
     if settings.local_key_file:
-        from durable.secrets import LocalKeys
+        from durable.core.secrets import LocalKeys
 
         return LocalKeys(bytes.fromhex(Path(settings.local_key_file).read_text().strip()))
     return None

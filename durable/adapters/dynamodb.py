@@ -1,6 +1,6 @@
 """The DynamoDB ledger: every engine write is one conditional request.
 
-Condition expressions here mirror the pure rules in ``durable.leases``; the contract
+Condition expressions here mirror the pure rules in ``durable.core.leases``; the contract
 suite runs the same tests against this adapter (moto, DynamoDB Local, LocalStack) and the
 memory ledger so the two cannot drift. Vendor errors are translated at this boundary.
 """
@@ -39,11 +39,10 @@ from durable.adapters.dynamodb_support import (
     s,
     storage_error,
 )
-from durable.errors import PayloadTooLarge, StorageError
-from durable.ids import due_shard
-from durable.leases import apply_changes, check_listing, claim_kind, claimed, listed
-from durable.limits import check_item_size, value_size
-from durable.model import (
+from durable.core.ids import due_shard
+from durable.core.leases import apply_changes, check_listing, claim_kind, claimed, listed
+from durable.core.limits import check_item_size, value_size
+from durable.core.model import (
     RunHistory,
     RunRecord,
     RunStatus,
@@ -52,7 +51,8 @@ from durable.model import (
     StepStatus,
     signal_order,
 )
-from durable.ports import Claim, ConditionFailed, Page, RunExists, RunGuard
+from durable.core.ports import Claim, ConditionFailed, Page, RunExists, RunGuard
+from durable.errors import PayloadTooLarge, StorageError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -1,4 +1,4 @@
-"""DynamoDB ledger, part four: child runs (``durable.children``).
+"""DynamoDB ledger, part four: child runs (``durable.engine.children``).
 
 A child is started by one transaction (the parent's WAITING record, the parent's run item
 under its guard, the child's run item) and ends by one transaction (its own final write,
@@ -20,11 +20,11 @@ from durable.adapters.dynamodb_items import (
 )
 from durable.adapters.dynamodb_support import Expr, guard_condition, n, s
 from durable.adapters.dynamodb_table import TableBase
+from durable.core.leases import children_batch, settle_child_record
+from durable.core.limits import check_item_size
+from durable.core.model import RunRecord, StepKind, StepRecord, StepStatus
+from durable.core.ports import ChildReport, ConditionFailed, RunExists, RunGuard
 from durable.errors import StorageError
-from durable.leases import children_batch, settle_child_record
-from durable.limits import check_item_size
-from durable.model import RunRecord, StepKind, StepRecord, StepStatus
-from durable.ports import ChildReport, ConditionFailed, RunExists, RunGuard
 
 
 class ChildrenMixin(TableBase):
@@ -138,7 +138,7 @@ class ChildrenMixin(TableBase):
 
     def _settle(self, report: ChildReport, now: str) -> dict[str, Any]:
         """The parent's record at the report's position, settled by an update that
-        requires it to be a WAITING child record (``durable.leases.settle_child_record``
+        requires it to be a WAITING child record (``durable.core.leases.settle_child_record``
         names the attributes it changes)."""
         settled = _report_record(report, now)
         e = Expr()
@@ -161,7 +161,7 @@ class ChildrenMixin(TableBase):
         update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         kind, status, detail = e.name("kind"), e.name("status"), e.name("detail")
         # The record names this child (its detail, stored as compact JSON, is exactly
-        # ``durable.children.child_detail``): an earlier incarnation's child never
+        # ``durable.engine.children.child_detail``): an earlier incarnation's child never
         # settles a later one's record.
         names = json.dumps({"child": report.child_id}, separators=(",", ":"))
         condition = (

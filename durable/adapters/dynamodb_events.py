@@ -28,11 +28,11 @@ from durable.adapters.dynamodb_support import (
     storage_error,
 )
 from durable.adapters.dynamodb_table import TableBase
+from durable.core.ids import due_shard
+from durable.core.limits import check_item_size
+from durable.core.model import TERMINAL_RUN_STATUSES, SignalRecord, StepRecord, StepStatus
+from durable.core.ports import Page, RunFinished, SignalExists, WaitNotPending
 from durable.errors import StorageError
-from durable.ids import due_shard
-from durable.limits import check_item_size
-from durable.model import TERMINAL_RUN_STATUSES, SignalRecord, StepRecord, StepStatus
-from durable.ports import Page, RunFinished, SignalExists, WaitNotPending
 
 if TYPE_CHECKING:
     pass

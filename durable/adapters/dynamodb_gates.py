@@ -1,7 +1,7 @@
-"""DynamoDB ledger, part four: flow-control gates (``durable.flow``), one item each.
+"""DynamoDB ledger, part four: flow-control gates (``durable.core.flow``), one item each.
 
 A gate item (``GATE#<name>`` / ``GATE``) is written whole, conditional on the version
-read (``attribute_not_exists`` for the first write): the decision is ``durable.flow``'s,
+read (``attribute_not_exists`` for the first write): the decision is ``durable.core.flow``'s,
 the same on every ledger, and two workers that decided from the same read cannot both
 write. It has no index keys and no expiry: it stays small (the runs in it) and is reused
 by every run of its workflow and key.
@@ -13,7 +13,7 @@ from typing import Any
 
 from durable.adapters.dynamodb_support import n, s, storage_error
 from durable.adapters.dynamodb_table import TableBase
-from durable.flow import GateState
+from durable.core.flow import GateState
 
 GATE_SK = "GATE"
 

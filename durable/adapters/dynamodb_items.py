@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from durable.ids import due_shard
-from durable.leases import wants_a_person
-from durable.model import (
+from durable.core.ids import due_shard
+from durable.core.leases import wants_a_person
+from durable.core.model import (
     Attempt,
     RunError,
     RunRecord,
@@ -216,7 +216,7 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         workflow=d["workflow"],
         version=int(d["version"]),
         status=RunStatus(d["status"]),
-        # A listing index projects neither (``durable.leases.LISTED_FIELDS``).
+        # A listing index projects neither (``durable.core.leases.LISTED_FIELDS``).
         input=d.get("input", ""),
         input_hash=d.get("input_hash", ""),
         created_at=d["created_at"],

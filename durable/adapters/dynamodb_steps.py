@@ -1,4 +1,4 @@
-"""DynamoDB ledger, part three: step records, each fenced by ``durable.leases``'s rule.
+"""DynamoDB ledger, part three: step records, each fenced by ``durable.core.leases``'s rule.
 
 A plain write is one conditional put (``step_replaceable`` as its condition). A write that
 needs the lease itself (a wait, a value, a consumed signal, a checkpoint) is one
@@ -25,10 +25,10 @@ from durable.adapters.dynamodb_support import (
     storage_error,
 )
 from durable.adapters.dynamodb_table import TableBase
+from durable.core.limits import check_item_size
+from durable.core.model import SignalRecord, StepRecord
+from durable.core.ports import ConditionFailed, RunGuard, WaitNotPending
 from durable.errors import StorageError
-from durable.limits import check_item_size
-from durable.model import SignalRecord, StepRecord
-from durable.ports import ConditionFailed, RunGuard, WaitNotPending
 
 
 class StepsMixin(TableBase):

@@ -6,10 +6,10 @@ import base64
 import json
 from typing import Any, NoReturn
 
+from durable.core.model import FINAL_STEP_STATUSES, StepRecord, StepStatus
+from durable.core.ports import RunGuard
+from durable.core.retry import classify
 from durable.errors import InvalidCursor, StorageError
-from durable.model import FINAL_STEP_STATUSES, StepRecord, StepStatus
-from durable.ports import RunGuard
-from durable.retry import classify
 
 
 def error_code(error: Exception) -> str:
@@ -94,7 +94,7 @@ def decode_cursor(
 
 
 def guard_condition(e: Expr, guard: RunGuard) -> str:
-    """``durable.leases.guard_holds`` as a condition on the run item."""
+    """``durable.core.leases.guard_holds`` as a condition on the run item."""
     parts = [
         f"{e.name('fence')} = {e.value(n(guard.fence), 'gf')}",
         f"{e.name('lease_owner')} = {e.value(s(guard.owner), 'go')}",
@@ -113,7 +113,7 @@ def guard_condition(e: Expr, guard: RunGuard) -> str:
 
 
 def step_condition(e: Expr, step: StepRecord) -> str:
-    """``durable.leases.step_replaceable`` as a condition on the stored item."""
+    """``durable.core.leases.step_replaceable`` as a condition on the stored item."""
     st, fence = e.name("status"), e.name("fence")
     finals = ", ".join(e.value(s(v), "fin") for v in FINAL_STEP_STATUSES)
     mine = e.value(n(step.fence), "sf")

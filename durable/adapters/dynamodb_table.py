@@ -20,11 +20,11 @@ from durable.adapters.dynamodb_items import (
     run_pk,
 )
 from durable.adapters.dynamodb_support import Expr, guard_condition, s, storage_error
+from durable.core.ids import due_shard
+from durable.core.leases import normalize_changes, wants_a_person
+from durable.core.model import RunRecord, StepRecord
+from durable.core.ports import RunGuard
 from durable.errors import StorageError
-from durable.ids import due_shard
-from durable.leases import normalize_changes, wants_a_person
-from durable.model import RunRecord, StepRecord
-from durable.ports import RunGuard
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -1,4 +1,4 @@
-"""DynamoDB's request units, as DynamoDB counts them, for a run's bill (``durable.usage``).
+"""DynamoDB's request units, as DynamoDB counts them, for a run's bill (``durable.core.usage``).
 
 Two parts. ``watch`` asks every request of a client for its consumed capacity
 (``ReturnConsumedCapacity=TOTAL``, free) and adds it to the current invocation's meter.
@@ -24,8 +24,8 @@ from typing import Any
 
 from durable.adapters.dynamodb_items import run_to_item
 from durable.adapters.ledger_layout import LEDGER_INDEXES
-from durable.model import RunRecord
-from durable.usage import READ_UNITS, REQUESTS, WRITE_UNITS, Meter
+from durable.core.model import RunRecord
+from durable.core.usage import READ_UNITS, REQUESTS, WRITE_UNITS, Meter
 
 KB = 1024
 TABLE_KEYS = ("pk", "sk")

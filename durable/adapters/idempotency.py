@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_support import storage_error
-from durable.ports import EffectRecord
+from durable.core.ports import EffectRecord
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -1,4 +1,4 @@
-"""The key service on AWS KMS: one data key per run (``durable.secrets``).
+"""The key service on AWS KMS: one data key per run (``durable.core.secrets``).
 
 ``GenerateDataKey`` makes a 256-bit key and returns it with its wrapped form, which only
 ``Decrypt`` under the same KMS key and encryption context opens: the context names the

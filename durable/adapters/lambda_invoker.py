@@ -38,7 +38,7 @@ def split_qualifier(function: str) -> tuple[str, str | None]:
 
 class LambdaCaller:
     """A synchronous invoke (``RequestResponse``) of a worker version or alias with a
-    control event (``durable.deploy_gate``); its JSON answer, or an error naming why."""
+    control event (``durable.ops.deploy_gate``); its JSON answer, or an error naming why."""
 
     def __init__(self, client: LambdaClient, function: str, qualifier: str | None = None) -> None:
         self.client = client

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable.leases import LISTED_FIELDS
+from durable.core.leases import LISTED_FIELDS
 
 
 def _index(name: str, hash_key: str, range_key: str, projection: dict[str, Any]) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def _index(name: str, hash_key: str, range_key: str, projection: dict[str, Any])
     }
 
 
-# What a listing shows (``durable.leases.LISTED_FIELDS``), not the input or output.
+# What a listing shows (``durable.core.leases.LISTED_FIELDS``), not the input or output.
 _LISTED = {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(LISTED_FIELDS)}
 
 LEDGER_INDEXES: tuple[dict[str, Any], ...] = (

@@ -10,10 +10,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from durable.errors import InvalidCursor, InvalidInput
-from durable.flow import GateState
-from durable.ids import due_shard, timer_name
-from durable.leases import (
+from durable.core.flow import GateState
+from durable.core.ids import due_shard, timer_name
+from durable.core.leases import (
     apply_changes,
     check_listing,
     children_batch,
@@ -25,8 +24,8 @@ from durable.leases import (
     step_replaceable,
     wants_a_person,
 )
-from durable.limits import check_item_size
-from durable.model import (
+from durable.core.limits import check_item_size
+from durable.core.model import (
     RunHistory,
     RunRecord,
     SignalRecord,
@@ -34,9 +33,9 @@ from durable.model import (
     StepRecord,
     StepStatus,
 )
-from durable.model import copy_run as model_copy_run
-from durable.model import copy_step as model_copy_step
-from durable.ports import (
+from durable.core.model import copy_run as model_copy_run
+from durable.core.model import copy_step as model_copy_step
+from durable.core.ports import (
     ChildReport,
     Claim,
     ConditionFailed,
@@ -48,7 +47,8 @@ from durable.ports import (
     SignalExists,
     WaitNotPending,
 )
-from durable.schedules import Remote, Schedule
+from durable.engine.schedules import Remote, Schedule
+from durable.errors import InvalidCursor, InvalidInput
 
 # Records are mutable: the ledger never shares one with its caller (DynamoDB would not).
 copy_run = model_copy_run
@@ -549,7 +549,7 @@ class MemoryEffectStore:
 
 
 class MemoryRecurring:
-    """Recurring schedules in memory (``durable.schedules.RecurringSchedules``)."""
+    """Recurring schedules in memory (``durable.engine.schedules.RecurringSchedules``)."""
 
     def __init__(self, clock: Callable[[], datetime] | None = None) -> None:
         self.held: dict[str, Remote] = {}

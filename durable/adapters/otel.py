@@ -28,10 +28,10 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-from durable.determinism import observer_code
-from durable.ledger_watch import WatchedLedger
-from durable.model import RunRecord, StepKind, StepRecord, StepStatus, parse_time
-from durable.ports import Claim, Ledger, RunGuard
+from durable.core.ledger_watch import WatchedLedger
+from durable.core.model import RunRecord, StepKind, StepRecord, StepStatus, parse_time
+from durable.core.ports import Claim, Ledger, RunGuard
+from durable.engine.determinism import observer_code
 
 _WAITS = {StepKind.SLEEP, StepKind.CALLBACK, StepKind.SIGNAL, StepKind.CONDITION}
 _STEPS = {StepKind.STEP, StepKind.COMPENSATION}

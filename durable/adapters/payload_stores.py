@@ -10,7 +10,7 @@ import threading
 from datetime import datetime
 from pathlib import Path
 
-from durable.clock import Clock, SystemClock
+from durable.core.clock import Clock, SystemClock
 from durable.errors import StorageError
 
 
@@ -53,7 +53,7 @@ class FolderPayloads:
 
     def _path(self, key: str) -> Path:
         run_id, _, digest = key.partition("/")
-        # Keys are made by ``durable.claim_check`` from a run id and a hex digest; anything
+        # Keys are made by ``durable.core.claim_check`` from a run id and a hex digest; anything
         # else (a separator, a dot-dot) would leave the folder, so it is refused.
         if not (run_id.isalnum() and digest.isalnum()):
             raise StorageError(f"payload key {key!r} is not <run id>/<sha256>", retryable=False)

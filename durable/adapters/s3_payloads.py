@@ -1,4 +1,4 @@
-"""The payload store on S3 (``durable.claim_check``): one object per large value under
+"""The payload store on S3 (``durable.core.claim_check``): one object per large value under
 ``<prefix><run id>/<sha256>`` in the stack's PayloadBucket. The bucket encrypts at rest
 and refuses public access (``template.yaml``); secret-typed values are sealed before they
 get here, so an object holds what the ledger item would have held."""

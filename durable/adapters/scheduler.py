@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_support import error_code, storage_error
+from durable.core.ids import timer_name
+from durable.engine.schedules import Remote, Schedule
 from durable.errors import InvalidInput
-from durable.ids import timer_name
-from durable.schedules import Remote, Schedule
 
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
@@ -102,13 +102,13 @@ class SchedulerTimers(_InGroup):
                     storage_error(err, f"deleting schedule {name}")
 
 
-# --- recurring schedules (durable.schedules) -------------------------------------------
+# --- recurring schedules (durable.engine.schedules) -------------------------------------------
 
 RECURRING_PREFIX = "schedule."  # beside the timers (named <run id>-...) in the stack's group
 
 
 class SchedulerRecurring(_InGroup):
-    """A stack's recurring schedules (``durable.schedules``) in its Scheduler group.
+    """A stack's recurring schedules (``durable.engine.schedules``) in its Scheduler group.
 
     Each targets the worker with ``{"schedule": name, "scheduled_time": ...}``, the fire
     time filled in by Scheduler (``<aws.scheduler.scheduled-time>``), so a fire that is

@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from durable import serde
-from durable.model import RunRecord, RunStatus, SignalRecord, StepKind, StepRecord, StepStatus
-from durable.secrets import masked
+from durable.core import serde
+from durable.core.model import RunRecord, RunStatus, SignalRecord, StepKind, StepRecord, StepStatus
+from durable.core.secrets import masked
 
 RunStatusName = Literal[
     "PENDING", "RUNNING", "WAITING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELED"

@@ -154,7 +154,7 @@ def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
 
 
 def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiService]) -> None:
-    """``durable schedules``: list, pause, resume, run now (``durable.schedules``)."""
+    """``durable schedules``: list, pause, resume, run now (``durable.engine.schedules``)."""
 
     @app.get("/schedules", summary="The app's schedules: state, next fire", tags=["schedules"])
     def schedules() -> ScheduleList:

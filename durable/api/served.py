@@ -9,7 +9,7 @@ API *knows* cannot run yet is refused up front, with 503 and Retry-After, and no
 written: the caller retries once the deploy has finished.
 
 The answer (``{"workflow": [versions]}``) comes from a ``describe`` control event sent to
-the worker alias (``durable.deploy_gate``), kept ``ttl`` seconds. A refusal asks again
+the worker alias (``durable.ops.deploy_gate``), kept ``ttl`` seconds. A refusal asks again
 first, at most every ``recheck`` seconds, so a finished deploy is seen at once. When
 the workers cannot be asked, the API starts the run (and says so in a metric): refusing
 every start because of a describe failure would turn a small fault into an outage, and

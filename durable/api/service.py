@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs
 
-from durable import serde
 from durable.api import hooks
 from durable.api.errors import HttpError
 from durable.api.models import (
@@ -46,21 +45,22 @@ from durable.api.models import (
 )
 from durable.api.preflight import FORM, check_body
 from durable.api.served import ServedVersions
-from durable.callables import WorkflowDef
-from durable.children import check_if_running
-from durable.clock import Clock
-from durable.engine import Engine
+from durable.core import serde
+from durable.core.callables import WorkflowDef
+from durable.core.clock import Clock
+from durable.core.ids import check_idempotency_key, new_ulid
+from durable.core.model import RunRecord, RunStatus, format_time, position_key
+from durable.core.serde import NO_ANNOTATION
+from durable.core.usage import Prices
+from durable.engine.children import check_if_running
+from durable.engine.engine import Engine
+from durable.engine.events import send_signal
+from durable.engine.operations import available_decisions
+from durable.engine.schedules import RecurringSchedules, Schedule, find, fire
 from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound, WorkflowNotFound
-from durable.events import send_signal
 from durable.hooks import HookRejected
 from durable.hooks import durable as default_hook
-from durable.ids import check_idempotency_key, new_ulid
-from durable.model import RunRecord, RunStatus, format_time, position_key
-from durable.operations import available_decisions
-from durable.render import audit_trail
-from durable.schedules import RecurringSchedules, Schedule, find, fire
-from durable.serde import NO_ANNOTATION
-from durable.usage import Prices
+from durable.ops.render import audit_trail
 
 _RUN_ID = re.compile(r"^[0-9A-Z]{26}$")
 
@@ -102,7 +102,7 @@ class StartRequest:
     idempotency_key: str | None
     requested_by: str | None
     # Whose idempotency keys these are: None for the management API (operators), or a
-    # hook's own namespace (``durable.ids.derived_run_id``).
+    # hook's own namespace (``durable.core.ids.derived_run_id``).
     key_scope: str | None = None
     # What a key a running run holds means: refuse another input, or take that run.
     if_running: str = "fail"
@@ -185,9 +185,9 @@ class ApiService:
         self.wall_clock = wall_clock
         # What the workers run (``durable.api.served``); None: start whatever this code has.
         self.served = served
-        # A run's usage priced (``durable.usage``); the deployment's region by default.
+        # A run's usage priced (``durable.core.usage``); the deployment's region by default.
         self.prices = prices or Prices.of(None)
-        # The stack's recurring schedules (``durable.schedules``); None: none to show.
+        # The stack's recurring schedules (``durable.engine.schedules``); None: none to show.
         self.schedules = schedules
 
     # --- starting runs ---------------------------------------------------------------

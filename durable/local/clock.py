@@ -15,8 +15,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-# The clock itself is in durable.clock (the deployed composition reads it too).
-from durable.clock import Epoch, ScaledClock, read
+# The clock itself is in durable.core.clock (the deployed composition reads it too).
+from durable.core.clock import Epoch, ScaledClock, read
 
 __all__ = ["Epoch", "ScaledClock", "load_or_create", "read"]
 

@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
-from durable.ledger_watch import WatchedLedger
-from durable.model import (
+from durable.core.ledger_watch import WatchedLedger
+from durable.core.model import (
     RunRecord,
     RunStatus,
     SignalRecord,
@@ -32,9 +32,9 @@ from durable.model import (
     StepStatus,
     parse_time,
 )
-from durable.ports import ChildReport, Claim, Ledger, RunGuard
-from durable.render import batch_summary, human
-from durable.render import short as render_short
+from durable.core.ports import ChildReport, Claim, Ledger, RunGuard
+from durable.ops.render import batch_summary, human
+from durable.ops.render import short as render_short
 
 _WAITS = {
     StepKind.SLEEP: "sleep",
@@ -367,7 +367,7 @@ def answer_hint(step: StepRecord) -> str:
     reference = (step.detail or {}).get("result_type")
     if not reference:
         return base
-    from durable import serde
+    from durable.core import serde
 
     annotation = serde.resolve_reference(str(reference))
     if annotation is None:

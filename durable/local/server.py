@@ -31,7 +31,7 @@ from durable.local.front_door import refusal
 from durable.local.lambda_runtime import DEADLINE_OVERRUN, LocalContext, WorkerPool, load_handler
 from durable.local.servers.dynamodb_local import DynamoDBLocal, dynamodb_local_problem
 from durable.local.timers import SchedulerLoop
-from durable.render import human
+from durable.ops.render import human
 
 if TYPE_CHECKING:
     from durable.local.overlay import LocalFunction

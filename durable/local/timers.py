@@ -5,7 +5,7 @@ locally); nothing local fires them, so this loop does: it reads the group's sche
 fires each whose time has come on the (possibly scaled) clock by handing its target
 input to the worker, and deletes it, as ``ActionAfterCompletion=DELETE`` would.
 
-Recurring schedules (``durable.schedules``, ``schedule.<name>``) fire at each time their
+Recurring schedules (``durable.engine.schedules``, ``schedule.<name>``) fire at each time their
 ``cron``/``rate`` expression gives on the same clock, with the fire time filled in where
 Scheduler would put it (``<aws.scheduler.scheduled-time>``), unless paused. A clock run
 far faster than real time fires at most ``MAX_CATCH_UP`` of a schedule's times per tick
@@ -21,8 +21,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from durable.clock import Clock
-from durable.recurrence import Rate, parse
+from durable.core.clock import Clock
+from durable.core.recurrence import Rate, parse
 
 log = logging.getLogger("durable.local")
 RECURRING = "schedule."

@@ -20,11 +20,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durable import App, RunStatus
-from durable.model import RunRecord, StepRecord, parse_time
+from durable.core.model import RunRecord, StepRecord, parse_time
 from durable.testing import LocalRunner
 
 # A peer result over its 256 KB checkpoint limit fits in our 400 KB item; half a megabyte
-# does not, and goes to the payload store (durable.claim_check).
+# does not, and goes to the payload store (durable.core.claim_check).
 OVER_ITEM_LIMIT = 500 * 1024
 
 

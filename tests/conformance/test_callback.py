@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable import App, CallbackFailed, CallbackTimeout, Context, RunStatus, StepStatus
-from durable.model import StepKind
+from durable.core.model import StepKind
 from durable.testing import LocalRunner
 from tests.conformance.helpers import play
 

@@ -17,7 +17,7 @@ from datetime import timedelta
 import pytest
 
 from durable import App, ChildFailed, Context, RetryPolicy, RunStatus, StepStatus, current_step
-from durable.model import StepKind
+from durable.core.model import StepKind
 from durable.testing import SimulatedCrash
 from tests.conformance.helpers import OVER_ITEM_LIMIT, children, play
 

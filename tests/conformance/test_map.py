@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from durable import App, BatchResult, Context, RunStatus
-from durable.model import StepKind
+from durable.core.model import StepKind
 from tests.conformance.helpers import OVER_ITEM_LIMIT, Played, WrapCodec, play
 from tests.conformance.test_parallel import projection
 

@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from durable import App, BatchResult, Context, RunStatus
-from durable.model import StepKind
+from durable.core.model import StepKind
 from tests.conformance.helpers import WrapCodec, play
 
 

@@ -19,7 +19,7 @@ from durable import (
     TerminalError,
     current_step,
 )
-from durable.model import StepKind
+from durable.core.model import StepKind
 from durable.testing import SimulatedCrash
 from tests.conformance.helpers import UpperCodec, play
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from durable import App, Context, RunStatus, StepStatus
-from durable.model import StepKind
+from durable.core.model import StepKind
 from tests.conformance.helpers import play
 
 

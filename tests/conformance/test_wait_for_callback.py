@@ -24,7 +24,7 @@ from durable import (
     StepStatus,
     current_step,
 )
-from durable.model import StepKind
+from durable.core.model import StepKind
 from tests.conformance.helpers import children, play
 
 REJECTED = {"type": "RejectedError", "message": "not approved"}

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from durable import App, Context, RunStatus, StepFailed, StepStatus
-from durable.model import StepKind
+from durable.core.model import StepKind
 from tests.conformance.helpers import UpperCodec, play
 
 SECOND = timedelta(seconds=1)

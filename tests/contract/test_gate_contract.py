@@ -1,11 +1,11 @@
-"""Ledger contract, part five: flow-control gates (``durable.flow``), one item each,
+"""Ledger contract, part five: flow-control gates (``durable.core.flow``), one item each,
 written whole and only over the version that was read."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from durable.flow import GateState
+from durable.core.flow import GateState
 
 
 def test_a_gate_not_written_yet_reads_empty(ledger: Any) -> None:

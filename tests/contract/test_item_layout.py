@@ -20,7 +20,7 @@ from durable.adapters.dynamodb_items import (
     step_to_item,
 )
 from durable.adapters.dynamodb_models import RunItem, SignalItem, StepItem
-from durable.model import Attempt, RunError, RunStatus, SignalRecord, StepKind, StepStatus
+from durable.core.model import Attempt, RunError, RunStatus, SignalRecord, StepKind, StepStatus
 from tests.support.records import make_run, make_step, t
 
 RUNS = [

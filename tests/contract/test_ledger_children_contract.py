@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from durable.leases import CHILD_REPORT_FIELDS
-from durable.model import RunError, RunStatus, StepKind, StepStatus
-from durable.ports import ChildReport, ConditionFailed, RunExists, RunGuard
+from durable.core.leases import CHILD_REPORT_FIELDS
+from durable.core.model import RunError, RunStatus, StepKind, StepStatus
+from durable.core.ports import ChildReport, ConditionFailed, RunExists, RunGuard
 from tests.support.records import make_run, make_step, t
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from durable.core.leases import listed
+from durable.core.model import Attempt, RunError, RunStatus, SignalRecord, StepStatus
+from durable.core.ports import ConditionFailed, RunExists, RunGuard
 from durable.errors import PayloadTooLarge
-from durable.leases import listed
-from durable.model import Attempt, RunError, RunStatus, SignalRecord, StepStatus
-from durable.ports import ConditionFailed, RunExists, RunGuard
 from tests.support.records import T0, make_run, make_step, t
 
 
@@ -448,7 +448,7 @@ def test_a_timeout_of_an_expiry_that_moved_on_is_refused(ledger: Any) -> None:
     """A callback's heartbeat moves its stored expiry on; a worker timing the wait out on
     the expiry it saw before must not end it (``leases.step_replaceable``): the write
     returns the stored wait. A timeout of the stored expiry itself is written."""
-    from durable.model import StepKind
+    from durable.core.model import StepKind
 
     ledger.create_run(make_run())
     waiting = make_step(

@@ -11,11 +11,11 @@ import pytest
 
 from durable import App, Context, Engine, EngineConfig
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
+from durable.core.ids import due_shard
+from durable.core.model import RunStatus, SignalRecord, StepKind, StepStatus
+from durable.core.ports import Invocation, RunFinished, RunGuard, SignalExists, WaitNotPending
 from durable.errors import IdempotencyConflict, InvalidInput, StorageError
-from durable.ids import due_shard
-from durable.model import RunStatus, SignalRecord, StepKind, StepStatus
-from durable.ports import Invocation, RunFinished, RunGuard, SignalExists, WaitNotPending
 from tests.support.records import make_run, make_step, t
 
 
@@ -402,8 +402,8 @@ def test_a_finished_run_leaves_the_due_index(ledger: Any) -> None:
 def test_a_heartbeat_extends_a_pending_wait_and_nothing_else(ledger: Any) -> None:
     """``extend_wait``: the wait's record with its later expiry, only while it is WAITING,
     with the token's hash, unexpired, the run going; the run item is not touched."""
-    from durable.model import StepKind
-    from durable.ports import RunFinished, WaitNotPending
+    from durable.core.model import StepKind
+    from durable.core.ports import RunFinished, WaitNotPending
 
     ledger.create_run(make_run(status=RunStatus.WAITING, due_at=t(10)))
     waiting = make_step(

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
+from durable.core.limits import ITEM_LIMIT
+from durable.core.model import RunStatus, SignalRecord, StepKind, StepStatus
+from durable.core.ports import ConditionFailed, RunExists, RunGuard, WaitNotPending
 from durable.errors import PayloadTooLarge
-from durable.limits import ITEM_LIMIT
-from durable.model import RunStatus, SignalRecord, StepKind, StepStatus
-from durable.ports import ConditionFailed, RunExists, RunGuard, WaitNotPending
 from tests.support.records import make_run, make_step, t
 
 

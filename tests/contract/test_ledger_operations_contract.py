@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from durable.model import RunStatus, StepStatus
-from durable.ports import ConditionFailed
+from durable.core.model import RunStatus, StepStatus
+from durable.core.ports import ConditionFailed
 from tests.support.records import make_run, make_step, t
 
 ACTIVE = ("PENDING", "RUNNING", "WAITING", "COMPENSATING")

@@ -1,4 +1,4 @@
-"""One contract for every payload store (``durable.ports.PayloadStore``): memory, the
+"""One contract for every payload store (``durable.core.ports.PayloadStore``): memory, the
 folder ``durable dev`` uses, and S3 on moto in-process (unit), moto's server over HTTP
 (integration) and LocalStack (its own tier). A store that drifted from S3 would fail
 here, not in a deployed stack."""
@@ -15,7 +15,7 @@ import pytest
 
 from durable.adapters.payload_stores import FolderPayloads, MemoryPayloads
 from durable.adapters.s3_payloads import PREFIX, S3Payloads
-from durable.clock import SystemClock
+from durable.core.clock import SystemClock
 from durable.errors import StorageError
 from tests.conftest import aws_client, server_endpoint
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from durable import App, Context, RetryPolicy, StepFailed, TerminalError, current_step
-from durable.waits import Callback
+from durable.engine.waits import Callback
 from examples.services import FileServices
 
 app = App()

@@ -27,10 +27,10 @@ from typing import Any
 
 import pytest
 
+from durable.core.ids import time_token
+from durable.core.model import parse_time
 from durable.errors import InvalidInput
-from durable.ids import time_token
 from durable.local.harness import DevProcess
-from durable.model import parse_time
 from durable.settings import Settings
 from tests.e2e import crash_workflow as flow
 
@@ -207,7 +207,7 @@ def check_run(dev: DevProcess, target: str, when: str, books: Path, once: Path) 
     # AND each side effect of a DONE step was asked for once and happened once: exactly the
     # effect keys of the recorded steps, no other
     kept = json.loads(books.read_text())
-    incarnation = time_token(parse_time(final["created_at"]))  # see durable.steps.step_key
+    incarnation = time_token(parse_time(final["created_at"]))  # see durable.engine.steps.step_key
     expected_keys = {
         f"effect:{run_id}.{incarnation}:{position}:{name}:{action}"
         for position, name, _, status, actions in flow.EXPECTED_LEDGER

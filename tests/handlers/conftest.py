@@ -24,13 +24,13 @@ from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker, MemoryRecurring, MemoryTimers
 from durable.adapters.nonces import DynamoNonceStore
 from durable.aws import LambdaHandler, api_handler, events_handler, sweeper_handler, worker_handler
-from durable.clock import FakeClock
-from durable.ports import Timers
-from durable.registry import App
+from durable.core.clock import FakeClock
+from durable.core.ports import Timers
+from durable.core.secrets import LocalKeys
+from durable.core.usage import Meter
+from durable.engine.registry import App
 from durable.runtime import Services
-from durable.secrets import LocalKeys
 from durable.settings import Settings
-from durable.usage import Meter
 from tests.conftest import MakeTables
 from tests.handlers import workflows
 from tests.handlers.events import ACCOUNT, LambdaContext

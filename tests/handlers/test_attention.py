@@ -83,7 +83,7 @@ def test_the_attention_alarms_gauge_counts_only_runs_the_engine_parked(
     the attention index; that index now holds every FAILED run and every waiting approval,
     so the alarm would go off at the first routine approval and stay on. It counts the
     runs the engine flagged for an operator, as it did."""
-    from durable.model import RunError
+    from durable.core.model import RunError
     from tests.handlers.events import LambdaContext, scheduled_sweep_event
 
     _start(stack, "flaky")

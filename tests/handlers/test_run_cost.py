@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from durable import cli
-from durable.usage import Prices
+from durable.core.usage import Prices
 from tests.handlers.conftest import Stack
 from tests.handlers.events import api_event
 from tests.handlers.test_api_events import cli_through, run_to_wait, show

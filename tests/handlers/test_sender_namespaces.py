@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from durable.schedules import fire_key
+from durable.engine.schedules import fire_key
 from tests.handlers.conftest import Stack
 from tests.handlers.events import LambdaContext, eventbridge_event, sqs_record
 from tests.handlers.test_events_and_sweeper import ENVELOPE, events, greet_runs

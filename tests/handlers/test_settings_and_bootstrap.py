@@ -121,7 +121,7 @@ def test_tracing_on_without_the_xray_sdk_says_how_to_fix_it(
 ) -> None:
     """The X-Ray SDK is no longer deployed (end of support 2027-02-25): a function turned
     to DURABLE_TRACING without it fails with the fix, not an ImportError deep in Powertools."""
-    from durable.observability import Telemetry
+    from durable.ops.observability import Telemetry
 
     monkeypatch.setitem(sys.modules, "aws_xray_sdk", None)  # not installed
     settings = Settings.from_env({**MINIMAL, "DURABLE_TRACING": "true"})
@@ -137,8 +137,8 @@ def test_only_bootstrap_reads_the_environment_on_the_lambda_path() -> None:
     code = (
         "import sys, handlers.worker, handlers.api, handlers.sweeper, handlers.events\n"
         "import handlers.purge\n"
-        "import durable.adapters.aws_services, durable.api.routes, durable.observability\n"
-        "import durable.event_sources, durable.api.idempotency\n"
+        "import durable.adapters.aws_services, durable.api.routes, durable.ops.observability\n"
+        "import durable.ingress.event_sources, durable.api.idempotency\n"
         "print('\\n'.join(m.__file__ for n, m in sys.modules.items()\n"
         "      if n.split('.')[0] in ('durable', 'handlers') and getattr(m, '__file__', None)))"
     )

@@ -8,7 +8,7 @@ import hashlib
 import json
 from typing import Any
 
-from durable import serde
+from durable.core import serde
 from tests.handlers.conftest import Stack
 from tests.handlers.events import api_event
 

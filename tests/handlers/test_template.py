@@ -444,7 +444,7 @@ RUN_OBJECTS = {"Sub": "${PayloadBucket.Arn}/runs/*"}
 
 
 def test_large_values_are_read_and_written_only_under_runs_and_deleted_only_by_the_purge() -> None:
-    """The payload bucket (durable.claim_check): who may touch which object. The
+    """The payload bucket (durable.core.claim_check): who may touch which object. The
     functions that write values (worker, API, events) read and write objects under
     runs/ only; only the purge lists and deletes, under runs/ only; the sweeper and the
     deploy hook never touch it."""
@@ -513,8 +513,8 @@ def test_the_purge_has_its_log_group_and_a_dead_letter_alarm() -> None:
 def test_the_listing_indexes_project_what_a_listing_shows_and_nothing_else() -> None:
     """Input, output, lease and operations stay out of both indexes: no copy of a run's
     payload on every write of the run item (issue 15), and what ledgers return from a
-    listing (``durable.leases.listed``) is exactly what the indexes hold."""
-    from durable.leases import LISTED_FIELDS
+    listing (``durable.core.leases.listed``) is exactly what the indexes hold."""
+    from durable.core.leases import LISTED_FIELDS
 
     ledger = load_template()["Resources"]["LedgerTable"]["Properties"]
     indexes = {i["IndexName"]: i for i in ledger["GlobalSecondaryIndexes"]}
@@ -547,7 +547,7 @@ def test_only_the_functions_that_open_sealed_values_may_decrypt() -> None:
     """The internet-facing API makes a new run's data key (a secret-typed input is sealed
     at the start) but opens no sealed value, so it holds kms:GenerateDataKey and not
     kms:Decrypt (issue 32, finding 10); the worker, which replays sealed values, holds
-    both. The code agrees: only the replay (``durable.execution``) opens a data key."""
+    both. The code agrees: only the replay (``durable.engine.execution``) opens a data key."""
     api, worker = actions(FUNCTIONS["ApiFunction"]), actions(FUNCTIONS["WorkerFunction"])
     assert {a for a in api if a.startswith("kms:")} == {"kms:GenerateDataKey"}
     assert {"kms:GenerateDataKey", "kms:Decrypt"} <= worker
@@ -557,7 +557,7 @@ def test_only_the_functions_that_open_sealed_values_may_decrypt() -> None:
         if "open_sealer(" in path.read_text() and path.name != "secrets.py"
     ]
     # LocalRunner.result opens with the test runner's own in-process keys (no KMS, no role).
-    assert openers == ["durable/execution.py", "durable/testing.py"]
+    assert openers == ["durable/engine/execution.py", "durable/testing.py"]
 
 
 def _throttles() -> dict[tuple[str, str], tuple[str, str]]:

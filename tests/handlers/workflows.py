@@ -17,8 +17,8 @@ from durable import (
     TerminalError,
     current_step,
 )
+from durable.engine.waits import Callback
 from durable.hooks import github, shopify, slack, stripe
-from durable.waits import Callback
 
 app = App()
 FLAKY = {"fail": True}  # flipped by tests: the step fails for good until it is fixed
@@ -40,7 +40,7 @@ def greet(ctx: Context, signup: Signup) -> dict[str, str]:
     return {"greeting": greet_user(signup.user_id)}
 
 
-# A schedule (durable.schedules): every morning in Berlin, unless the last is still going.
+# A schedule (durable.engine.schedules): every morning in Berlin, unless the last is still going.
 app.schedule(
     "greet",
     "cron(0 9 * * ? *)",
@@ -223,7 +223,7 @@ def shopify_order(ctx: Context, order: Order) -> int:
     return order.id
 
 
-# Flow control (durable.flow): one export per account at a time; the rest wait in line.
+# Flow control (durable.core.flow): one export per account at a time; the rest wait in line.
 @app.workflow(name="export", concurrency=Concurrency(1, key="account"))
 def export(ctx: Context, request: dict[str, Any]) -> str:
     ctx.wait_for_signal("uploaded")

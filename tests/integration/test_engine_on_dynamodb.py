@@ -13,7 +13,7 @@ from durable import Engine, EngineConfig, RunStatus, StepStatus
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
 from durable.testing import CrashingPort, CrashPlan, CrashPoint, SimulatedCrash
 from examples import onboarding
 from examples.services import services

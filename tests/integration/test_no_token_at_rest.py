@@ -24,8 +24,8 @@ from durable import App, Context, Engine, EngineConfig, RetryPolicy, StepFailed,
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
-from durable.write_boundary import REDACTED_TOKEN
+from durable.core.clock import FakeClock
+from durable.core.write_boundary import REDACTED_TOKEN
 from tests.conftest import MakeTables
 
 PLANT = "@@URL@@"  # where a structure carries the callback's URL
@@ -155,7 +155,7 @@ def test_no_live_token_is_stored_whatever_path_it_takes(
 
 def _minted_url(engine: Engine, run_id: str) -> str:
     """The callback URL, as the engine mints it for the run (what ``cb.url`` held)."""
-    from durable.tokens import make_token
+    from durable.core.tokens import make_token
 
     step = next(s for s in engine.history(run_id) if s.name == "approval")
     secret = engine.config.callback_secret

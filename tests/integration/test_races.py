@@ -18,7 +18,7 @@ from durable import App, Context, Engine, EngineConfig, RunStatus
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
 from durable.errors import InvalidState
 from tests.conftest import MakeTables
 

@@ -18,10 +18,10 @@ from durable import App, Context, RetryPolicy
 from durable.adapters import dynamodb_units
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryTimers
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine
-from durable.usage import Meter, UsageLedger
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.usage import Meter, UsageLedger
+from durable.engine.engine import Engine
 from tests.conftest import _fresh_tables
 
 pytestmark = pytest.mark.integration

@@ -30,11 +30,11 @@ from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.dynamodb_support import error_code
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
+from durable.core.flow import GateState
+from durable.core.model import SignalRecord, StepKind, StepStatus
+from durable.core.ports import ChildReport, ConditionFailed, Ledger, RunGuard
 from durable.errors import StorageError
-from durable.flow import GateState
-from durable.model import SignalRecord, StepKind, StepStatus
-from durable.ports import ChildReport, ConditionFailed, Ledger, RunGuard
 from tests.conftest import ClientFactory, MakeTables, aws_client, server_endpoint
 from tests.support.faults import THROTTLING_CODES, Throttle
 from tests.support.records import make_run, make_step, t

@@ -24,7 +24,7 @@ from durable import App, Context, Engine, EngineConfig, RunStatus, StepStatus
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
 from durable.errors import StorageError
 from durable.testing import CrashPlan, CrashPoint
 from infra.local.dynamodb_local import DynamoDBLocal

@@ -45,12 +45,12 @@ from durable import (
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker, MemoryTimers
-from durable.clock import FakeClock
-from durable.engine import Outcome
+from durable.core.clock import FakeClock
+from durable.core.model import RunRecord, StepKind, StepRecord
+from durable.core.ports import ConditionFailed, Invocation, RunFinished, WaitNotPending
+from durable.engine.engine import Outcome
+from durable.engine.waits import Callback
 from durable.errors import DurableError, StorageError
-from durable.model import RunRecord, StepKind, StepRecord
-from durable.ports import ConditionFailed, Invocation, RunFinished, WaitNotPending
-from durable.waits import Callback
 from examples.services import FakeServices
 from tests.conftest import MakeTables
 

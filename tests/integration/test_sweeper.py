@@ -13,7 +13,7 @@ from durable import App, Context, Engine, EngineConfig
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
 from durable.testing import CrashingPort, CrashPlan, CrashPoint, SimulatedCrash
 from tests.conftest import MakeTables
 

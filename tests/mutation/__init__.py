@@ -1,7 +1,7 @@
 """Mutation testing of the engine core: does the unit tier notice when the code is wrong?
 
-``python -m tests.mutation --module durable/retry.py`` (or ``make mutation
-MODULE=durable/retry.py``) makes small faults in one module (a flipped comparison, ``and``
+``python -m tests.mutation --module durable/core/retry.py`` (or ``make mutation
+MODULE=durable/core/retry.py``) makes small faults in one module (a flipped comparison, ``and``
 for ``or``, a negated condition, a changed constant, a deleted statement, a return of None,
 ``+`` for ``-``), runs the unit tests that cover each changed line against it, and reports
 how many of them a test caught. docs/testing.md explains the figures and the equivalents

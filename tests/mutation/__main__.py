@@ -1,6 +1,6 @@
 """``python -m tests.mutation``: mutate the engine core and report what the unit tests catch.
 
-    python -m tests.mutation --module durable/retry.py      # one module, in minutes
+    python -m tests.mutation --module durable/core/retry.py      # one module, in minutes
     python -m tests.mutation                                 # every target, one at a time
     python -m tests.mutation --module retry --sample 40      # a budget: 40 random mutants
     python -m tests.mutation --module retry --list           # the mutants and their ids

@@ -78,30 +78,30 @@ _DYNAMODB_TABLE_WRITES = tuple(
 )
 
 TARGETS: tuple[Target, ...] = (
-    Target("durable/leases.py"),
-    Target("durable/lease_keeping.py"),
-    Target("durable/tokens.py"),
-    Target("durable/secrets.py"),
-    Target("durable/retry.py"),
-    Target("durable/steps.py"),
-    Target("durable/waits.py"),
-    Target("durable/effects.py"),
-    Target("durable/execution.py"),
-    Target("durable/endings.py"),
-    Target("durable/interrupts.py"),
+    Target("durable/core/leases.py"),
+    Target("durable/engine/lease_keeping.py"),
+    Target("durable/core/tokens.py"),
+    Target("durable/core/secrets.py"),
+    Target("durable/core/retry.py"),
+    Target("durable/engine/steps.py"),
+    Target("durable/engine/waits.py"),
+    Target("durable/engine/effects.py"),
+    Target("durable/engine/execution.py"),
+    Target("durable/engine/endings.py"),
+    Target("durable/engine/interrupts.py"),
     Target("durable/hooks.py"),
     # The pre-deploy check: the dry replay (shared with retry --upgrade-to), the read-only
     # ledger wrapper and the verdicts.
-    Target("durable/deploy_check.py"),
+    Target("durable/engine/deploy_check.py"),
     # The memory ledger: its writes (and the due index's paging). The test helpers and the
     # other memory ports are out. The copies that keep its callers (and a warm worker's
-    # view, durable.history_cache) from sharing records are in model.py.
+    # view, durable.core.history_cache) from sharing records are in model.py.
     Target("durable/adapters/memory.py", _MEMORY_WRITES),
-    Target("durable/model.py", ("copy_run", "copy_step")),
+    Target("durable/core/model.py", ("copy_run", "copy_step")),
     # A warm worker's view of its runs: the rule, and every write it must follow.
-    Target("durable/history_cache.py"),
+    Target("durable/core/history_cache.py"),
     # Large values: what goes to the payload store, and what a read resolves.
-    Target("durable/claim_check.py"),
+    Target("durable/core/claim_check.py"),
     # The DynamoDB ledger's writes, through the contract suite on moto in-process: the run
     # writes (dynamodb.py), the step writes (the StepsMixin), the shared transaction and
     # expression helpers (TableBase) and the conditions (dynamodb_support.py). Reads
@@ -111,34 +111,34 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/adapters/dynamodb_table.py", _DYNAMODB_TABLE_WRITES),
     Target("durable/adapters/dynamodb_support.py", ("guard_condition", "step_condition")),
     # Schedules: the expressions' evaluation, fires and reconcile.
-    Target("durable/recurrence.py"),
-    Target("durable/schedules.py"),
+    Target("durable/core/recurrence.py"),
+    Target("durable/engine/schedules.py"),
     # A run's bill: what each invocation records, and DynamoDB's rule for a write's units.
-    Target("durable/usage.py"),
+    Target("durable/core/usage.py"),
     Target(
         "durable/adapters/dynamodb_units.py",
         ("item_size", "_value_size", "_units", "Index", "write_units"),
     ),
     # Flow control: the gates' rules, admission before a replay, leaving at the end.
-    Target("durable/flow.py"),
-    Target("durable/admission.py"),
+    Target("durable/core/flow.py"),
+    Target("durable/engine/admission.py"),
     Target("durable/adapters/dynamodb_gates.py", ("GatesMixin",)),
     # Inline fan-out: the completion rules, the batch driver, the branches' cursors and
     # the turns their threads take.
-    Target("durable/completion.py"),
-    Target("durable/fanout.py"),
-    Target("durable/cursor.py"),
-    Target("durable/turns.py"),
+    Target("durable/core/completion.py"),
+    Target("durable/engine/fanout.py"),
+    Target("durable/engine/cursor.py"),
+    Target("durable/engine/turns.py"),
     # Child runs and distributed maps: the engine side, and the DynamoDB transactions
     # that start children and carry their reports (the memory side is in _MEMORY_WRITES).
-    Target("durable/children.py"),
-    Target("durable/distributed.py"),
+    Target("durable/engine/children.py"),
+    Target("durable/engine/distributed.py"),
     Target("durable/adapters/dynamodb_children.py", ("ChildrenMixin",)),
 )
 
 
 def find(path: str) -> Target:
-    """The target for ``path`` (``durable/retry.py`` or ``retry``); ``KeyError`` if none."""
+    """The target for ``path`` (``durable/core/retry.py`` or ``retry``); ``KeyError`` if none."""
     for target in TARGETS:
         if path in (target.path, target.stem, target.module):
             return target

@@ -21,10 +21,16 @@ from typing import Any
 
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
 from durable.adapters.payload_stores import MemoryPayloads
-from durable.claim_check import ClaimCheck
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine
+from durable.core.claim_check import ClaimCheck
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.history_cache import CachingLedger
+from durable.core.model import RunHistory, StepRecord, StepStatus, format_time
+from durable.core.ports import Invocation
+from durable.core.retention import incarnation
+from durable.core.tokens import token_hash
+from durable.engine.engine import Engine
+from durable.engine.sweeper import SweepReport
 from durable.errors import (
     AmbiguousWait,
     CallbackAlreadyCompleted,
@@ -37,13 +43,7 @@ from durable.errors import (
     StorageError,
     WorkflowNotFound,
 )
-from durable.history_cache import CachingLedger
-from durable.model import RunHistory, StepRecord, StepStatus, format_time
-from durable.ports import Invocation
-from durable.retention import incarnation
-from durable.sweeper import SweepReport
 from durable.testing import SimulatedCrash
-from durable.tokens import token_hash
 from tests.simulation.async_programs import ASYNC
 from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor, WindowMonitor
 from tests.simulation.journal import Event, Journal
@@ -133,7 +133,7 @@ class World:
         self.monitor = FinishedRunMonitor(ledger, self.journal, self.hooks.stamp)
         self.stuck = StuckMonitor(ledger, self.journal, self.armed, self.hooks.stamp)
         self.window = WindowMonitor(ledger, self.journal, self.hooks.stamp)
-        # Large values (``durable.claim_check``): most schedules move every value longer
+        # Large values (``durable.core.claim_check``): most schedules move every value longer
         # than a few bytes to the payload store, so each interleaving also runs through
         # the references (a put before the write that names it, a read on every load);
         # the rest keep the default and never touch the store.
@@ -159,7 +159,7 @@ class World:
             payloads=SimPort("payloads", self.payloads, self.sched),
         )
         # Worker w1 is a warm container: it keeps the histories it loaded and wrote
-        # between its invocations (``durable.history_cache``), and every view it uses
+        # between its invocations (``durable.core.history_cache``), and every view it uses
         # instead of a load is compared with a real one.
         self.at_claim: dict[str, RunHistory | None] = {}  # what a load right after w1's claim saw
         self.cache = CachingLedger(
@@ -524,7 +524,7 @@ class World:
         """EventBridge Scheduler's delivery of a fire of the app's schedule (on time,
         late, again), or an operator's "run now"; every delivery and its verdict is
         journaled (``fire_verdicts_hold``)."""
-        from durable.schedules import fire, fire_key
+        from durable.engine.schedules import fire, fire_key
 
         name = BUFFERED if arg.get("buffered") else SCHEDULE
         schedule = APP.schedules()[name]

@@ -15,9 +15,9 @@ import asyncio
 from typing import Any
 
 from durable import App, Context
-from durable.callables import Semantics
+from durable.core.callables import Semantics
+from durable.engine.registry import StepFunction
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
-from durable.registry import StepFunction
 from tests.simulation.journal import typed
 from tests.simulation.programs import (
     APP,

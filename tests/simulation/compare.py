@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
-from durable.model import RunHistory
+from durable.core.model import RunHistory
 
 Partition = tuple[Any, dict[str, Any], list[Any]]
 

@@ -17,8 +17,8 @@ from datetime import timedelta
 from typing import Any
 
 from durable.adapters.memory import MemoryLedger
-from durable.model import RunHistory, StepKind, StepStatus
-from durable.sweeper import SweepReport
+from durable.core.model import RunHistory, StepKind, StepStatus
+from durable.engine.sweeper import SweepReport
 from tests.simulation.actors import OUTSIDE, SWEEPER, WEIGHTS, Settings, World
 from tests.simulation.async_programs import ASYNC
 from tests.simulation.invariants import FINAL_CHECKS, Final, no_stuck_runs

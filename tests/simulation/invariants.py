@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from typing import Any
 
-from durable.config import EngineConfig
-from durable.model import (
+from durable.core.config import EngineConfig
+from durable.core.model import (
     RunHistory,
     RunRecord,
     RunStatus,
@@ -26,9 +26,9 @@ from durable.model import (
     StepStatus,
     parse_time,
 )
-from durable.retention import visible_history
-from durable.serde import decode
-from durable.tokens import token_hash
+from durable.core.retention import visible_history
+from durable.core.serde import decode
+from durable.core.tokens import token_hash
 from tests.simulation.journal import Journal, Stamp
 from tests.simulation.programs import REFUSED
 
@@ -68,7 +68,7 @@ class Final:
 
 
 def _key(h: RunHistory) -> str:
-    from durable.retention import incarnation
+    from durable.core.retention import incarnation
 
     return f"{h.run.run_id}.{incarnation(h.run)}"
 

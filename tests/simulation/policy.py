@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from durable.sweeper import SweepReport
+from durable.engine.sweeper import SweepReport
 from tests.simulation.actors import OUTSIDE, SWEEPER, WORKERS, World
 from tests.simulation.async_programs import is_async_start
 from tests.simulation.programs import CHILD_KEYS, SIGNALS, generate_program, keyed_program

@@ -28,19 +28,19 @@ from pydantic import BaseModel, Field
 
 import durable
 from durable import App, Concurrency, Context, RateLimit, RetryPolicy, TerminalError
-from durable.clock import FakeClock
-from durable.engine_parts import IfRunning
+from durable.core.clock import FakeClock
+from durable.core.model import RunRecord, format_time
+from durable.core.retention import incarnation
+from durable.engine.engine_parts import IfRunning
+from durable.engine.waits import Callback
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
-from durable.model import RunRecord, format_time
-from durable.retention import incarnation
-from durable.waits import Callback
 from tests.simulation.journal import BodyStart, Journal, Mail, Stamp, typed
 from tests.simulation.scheduler import Scheduler
 
 Op = dict[str, Any]
 T = TypeVar("T")
 WORKFLOW = "sim"
-GATED = "sim-gated"  # the same workflow behind a concurrency limit (``durable.flow``)
+GATED = "sim-gated"  # the same workflow behind a concurrency limit (``durable.core.flow``)
 GATE_LIMIT = 2
 RATED = "sim-rated"  # the same workflow behind a rate limit
 LANED = "sim-laned"  # behind a keyed gate: one run at a time per ``lane`` of the input

@@ -59,7 +59,7 @@ from typing import Any
 
 import pytest
 
-import durable.retry
+import durable.core.retry
 from durable.testing import SimulatedCrash
 
 # What the scheduler tells a blocked actor when it lets it go on.
@@ -251,8 +251,8 @@ class _Seeded:
 @contextmanager
 def seeded_randomness(rng: random.Random) -> Iterator[None]:
     """Draw every random value of the engine from ``rng``: run and signal ids
-    (``durable.ids``), owner ids (``uuid.uuid4`` in ``Engine.resume``), callback nonces
-    (``durable.tokens``), recorded uuids and floats (``durable.values``) and retry jitter.
+    (``durable.core.ids``), owner ids (``uuid.uuid4`` in ``Engine.resume``), callback nonces
+    (``durable.core.tokens``), recorded uuids and floats (``durable.core.values``) and retry jitter.
 
     ``os`` and ``uuid`` are replaced where ``durable`` modules hold them, so a new module
     that draws from them is covered too.
@@ -267,5 +267,5 @@ def seeded_randomness(rng: random.Random) -> Iterator[None]:
                 patch.setattr(module, "os", seeded_os)
             if getattr(module, "uuid", None) is uuid:
                 patch.setattr(module, "uuid", seeded_uuid)
-        patch.setattr(durable.retry, "_JITTER", random.Random(rng.getrandbits(64)))
+        patch.setattr(durable.core.retry, "_JITTER", random.Random(rng.getrandbits(64)))
         yield

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from durable import Context
-from durable.engine import Engine
+from durable.engine.engine import Engine
 from tests.simulation.coverage import CONTEXT_CALLS, ENGINE_CALLS, ENGINE_INTERNAL, required
 from tests.simulation.explore import run_schedule
 

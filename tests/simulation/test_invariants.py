@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from durable.config import EngineConfig
-from durable.model import (
+from durable.core.config import EngineConfig
+from durable.core.model import (
     RunHistory,
     RunRecord,
     RunStatus,
@@ -15,8 +15,8 @@ from durable.model import (
     StepRecord,
     StepStatus,
 )
-from durable.serde import canonical_json
-from durable.tokens import token_hash
+from durable.core.serde import canonical_json
+from durable.core.tokens import token_hash
 from tests.simulation.invariants import (
     Final,
     FinishedRunMonitor,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from durable.adapters.dynamodb import DynamoLedger
-from durable.ports import Page
+from durable.core.ports import Page
 from tests.conftest import MakeTables
 from tests.simulation.compare import first_divergence, ledger_differences
 from tests.simulation.conftest import SimOptions

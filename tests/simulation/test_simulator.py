@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-import durable.engine
-from durable.ids import new_ulid
-from durable.model import RunStatus
+import durable.engine.engine
+from durable.core.ids import new_ulid
+from durable.core.model import RunStatus
+from durable.core.tokens import new_nonce
 from durable.testing import SimulatedCrash
-from durable.tokens import new_nonce
 from tests.simulation import invariants
 from tests.simulation.compare import ledger_differences
 from tests.simulation.explore import run_schedule, shrink
@@ -109,7 +109,7 @@ def test_randomness_is_drawn_from_the_seed() -> None:
             return new_ulid(datetime(2026, 1, 1, tzinfo=UTC)), new_nonce(), owner_id()
 
     def owner_id() -> str:
-        uuid_module: Any = vars(durable.engine)["uuid"]  # what Engine.resume draws from
+        uuid_module: Any = vars(durable.engine.engine)["uuid"]  # what Engine.resume draws from
         value: str = uuid_module.uuid4().hex
         return value
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from durable.model import RunRecord, RunStatus, StepKind, StepRecord, StepStatus
+from durable.core.model import RunRecord, RunStatus, StepKind, StepRecord, StepStatus
 
 T0 = "2026-01-01T00:00:00.000Z"
 

@@ -33,8 +33,8 @@ from durable import (
     StepContext,
     current_step,
 )
+from durable.engine.schedules import Schedule
 from durable.hooks import github
-from durable.schedules import Schedule
 
 app = App(default_retry=RetryPolicy(max_attempts=5))
 

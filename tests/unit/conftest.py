@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from durable import fanout
+from durable.engine import fanout
 
 
 @pytest.fixture

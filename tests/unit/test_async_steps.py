@@ -14,9 +14,9 @@ from pydantic import BaseModel
 
 from durable import App, Context, Engine, EngineConfig, RetryPolicy, RunStatus, current_step
 from durable.adapters.memory import MemoryInvoker
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
+from durable.core.model import StepStatus
 from durable.errors import InvalidInput, RegistrationError
-from durable.model import StepStatus
 from durable.testing import LocalRunner
 
 FAST = RetryPolicy(max_attempts=3, initial_delay=timedelta(seconds=1), jitter="none")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, current_step
-from durable.determinism import NonDeterministicCall
-from durable.model import StepKind, StepStatus
+from durable.core.model import StepKind, StepStatus
+from durable.engine.determinism import NonDeterministicCall
 from durable.testing import LocalRunner
 
 
@@ -382,7 +382,7 @@ def test_a_runner_driven_from_async_code_runs_async_workflows_too() -> None:
 def test_a_deploy_check_replays_an_async_run_and_names_a_changed_order() -> None:
     """``durable check-deploy``'s dry replay runs async workflows too: the same code gets
     through every record (tasks included); gathering in another order is caught at 0001."""
-    from durable.deploy_check import dry_replay
+    from durable.engine.deploy_check import dry_replay
 
     events: list[tuple[str, int]] = []
     runner = LocalRunner(make_app(events))

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from durable import App, Context, RetryPolicy, RunStatus, render
+from durable import App, Context, RetryPolicy, RunStatus
+from durable.ops import render
 from durable.testing import LocalRunner
 
 
@@ -104,7 +105,7 @@ def test_a_replay_gives_the_recorded_names_and_reason() -> None:
 
 
 def test_the_reason_says_why_the_batch_was_decided() -> None:
-    from durable.completion import BatchItem, BatchResult
+    from durable.core.completion import BatchItem, BatchResult
 
     done: BatchResult[Any] = BatchResult("b", "all", True, (BatchItem(0, "succeeded"),))
     early: BatchResult[Any] = BatchResult(

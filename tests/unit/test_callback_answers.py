@@ -9,9 +9,9 @@ import pytest
 from pydantic import BaseModel
 
 from durable import App, Context, RunStatus
+from durable.engine.waits import Callback
 from durable.errors import InvalidInput
 from durable.testing import LocalRunner
-from durable.waits import Callback
 
 
 class Delivery(BaseModel):

@@ -13,9 +13,9 @@ import pytest
 from durable import App, CallbackFailed, Context, RunStatus, current_step
 from durable.adapters.nonces import MemoryNonceStore
 from durable.api.service import ApiService
+from durable.engine.waits import Callback
 from durable.errors import CallbackAlreadyCompleted, CallbackNotFound, InvalidState
 from durable.testing import LocalRunner
-from durable.waits import Callback
 from examples.services import FakeServices
 
 

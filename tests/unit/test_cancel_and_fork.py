@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from durable import App, Context, EngineConfig, RunStatus, StepStatus
+from durable.engine.waits import Callback
 from durable.errors import InvalidInput, InvalidState
 from durable.testing import LocalRunner
-from durable.waits import Callback
 
 
 def test_cancel_never_runs_a_compensation_inside_the_request() -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from durable import App, Context, RetryPolicy, RunStatus, current_step
 from durable.adapters.memory import MemoryLedger
-from durable.engine import Engine
-from durable.model import StepStatus
+from durable.core.model import StepStatus
+from durable.engine.engine import Engine
 from durable.testing import LocalRunner
 
 LEASE = timedelta(seconds=60)

@@ -7,7 +7,7 @@ import pytest
 from pydantic import BaseModel
 
 from durable import App, Context, RunStatus, StepStatus
-from durable.model import StepKind
+from durable.core.model import StepKind
 from durable.testing import LocalRunner
 
 
@@ -154,7 +154,7 @@ def test_the_same_items_replay_and_children_of_an_older_engine_are_taken_as_they
 ) -> None:
     """Children whose ids an older engine derived from their position alone are the
     map's own: a replay with the same items goes on and the map completes."""
-    from durable import distributed
+    from durable.engine import distributed
 
     monkeypatch.setattr(distributed, "_item_digest", lambda wf, item: None)
     runner, run_id = _open_map(["ada", "bob", "cy"])

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from durable import App, Context, RunStatus, StepStatus
+from durable.core.model import StepKind
+from durable.core.ports import RunGuard
 from durable.errors import InvalidInput, InvalidState, StorageError, TerminalError
-from durable.model import StepKind
-from durable.ports import RunGuard
 from durable.testing import LocalRunner
 from tests.support.records import make_run, make_step, t
 from tests.unit.test_distributed_map import make_app as make_map_app
@@ -249,7 +249,7 @@ def test_a_transaction_conflict_is_retried_and_then_reported_as_retryable() -> N
 
 
 def test_a_plain_write_meeting_a_transaction_is_retryable() -> None:
-    from durable.retry import classify
+    from durable.core.retry import classify
 
     class Conflict(Exception):
         response = {

@@ -1,6 +1,6 @@
 """Large values: kept in the payload store and referenced from the ledger (the claim check).
 
-Every test here would fail without ``durable.claim_check``: the values are over
+Every test here would fail without ``durable.core.claim_check``: the values are over
 DynamoDB's item limit (PayloadTooLarge before), or the point is what the stored item
 holds (a reference), what the store holds (sealed, redacted), or what a forged
 reference cannot reach.
@@ -20,15 +20,15 @@ from pydantic import BaseModel, SecretStr
 from durable import App, Context, PayloadTooLarge, current_step
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
 from durable.adapters.payload_stores import FolderPayloads, MemoryPayloads
-from durable.claim_check import MARK, ClaimCheck, _Cache, is_reference
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine
+from durable.core.claim_check import MARK, ClaimCheck, _Cache, is_reference
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.model import RunStatus, StepStatus
+from durable.core.ports import Invocation
+from durable.core.write_boundary import TOKEN_TEXT
+from durable.engine.engine import Engine
 from durable.errors import StorageError
-from durable.model import RunStatus, StepStatus
-from durable.ports import Invocation
 from durable.testing import LocalRunner
-from durable.write_boundary import TOKEN_TEXT
 
 BIG = 450 * 1024  # over DynamoDB's 400 KB item limit on its own
 

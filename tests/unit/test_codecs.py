@@ -24,9 +24,9 @@ from durable import (
     StepFailed,
 )
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
-from durable.clock import FakeClock
-from durable.engine import Engine
-from durable.model import StepKind, StepStatus
+from durable.core.clock import FakeClock
+from durable.core.model import StepKind, StepStatus
+from durable.engine.engine import Engine
 from durable.testing import LocalRunner
 
 
@@ -535,7 +535,7 @@ def test_serdes_is_a_reserved_step_option() -> None:
 
 def test_serdes_error_is_terminal_and_exported() -> None:
     import durable
-    from durable.retry import classify
+    from durable.core.retry import classify
 
     assert {"Serdes", "SerdesError"} <= set(durable.__all__)
     assert classify(SerdesError("x")) == "terminal"

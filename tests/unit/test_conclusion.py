@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable import App, Context, EngineConfig, RunStatus
-from durable.ids import derived_run_id
-from durable.limits import ITEM_LIMIT
-from durable.retention import incarnation
+from durable.core.ids import derived_run_id
+from durable.core.limits import ITEM_LIMIT
+from durable.core.retention import incarnation
 from durable.testing import LocalRunner
 
 LEASE = timedelta(seconds=60)
@@ -149,7 +149,7 @@ def test_losing_the_lease_while_a_cancel_beats_continue_as_new_ends_the_invocati
     WHEN the worker turns to the compensations and its first write fails on the lease
     THEN resume returns lease_lost instead of raising (explorer seed 201846)."""
     from durable.adapters.memory import MemoryLedger
-    from durable.engine import Engine
+    from durable.engine.engine import Engine
 
     app = App()
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from durable import App, CallbackTimeout, Context, RunStatus
-from durable.model import StepStatus
+from durable.core.model import StepStatus
 from durable.testing import LocalRunner
 
 

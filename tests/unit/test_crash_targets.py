@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from durable import App, Context
+from durable.core.ports import CRASH_TARGETS, EffectStore, Invoker, Ledger, PayloadStore, Timers
 from durable.errors import InvalidInput
-from durable.ports import CRASH_TARGETS, EffectStore, Invoker, Ledger, PayloadStore, Timers
 from durable.settings import Settings
 from durable.testing import LocalRunner
 

@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel, SecretStr
 
 from durable import App, BatchResult, Concurrency, Context, RetryPolicy, RunStatus, StepStatus
+from durable.core.model import StepKind
 from durable.errors import InvalidInput
-from durable.model import StepKind
 from durable.testing import LocalRunner
 from tests.unit.test_schedules import nexts
 

@@ -12,8 +12,8 @@ import pytest
 
 from durable import App, Context, RunStatus
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
-from durable.deploy_check import CheckWrote, ReadOnlyLedger, check_deploy
-from durable.engine import Engine
+from durable.engine.deploy_check import CheckWrote, ReadOnlyLedger, check_deploy
+from durable.engine.engine import Engine
 from durable.testing import LocalRunner
 from tests.unit import deploy_apps
 
@@ -103,7 +103,7 @@ def test_the_cli_checks_a_ledger_table_and_fails_the_deploy_that_would_break_run
 ) -> None:
     from durable import cli
     from durable.adapters.dynamodb import DynamoLedger
-    from durable.clock import FakeClock
+    from durable.core.clock import FakeClock
     from tests.conftest import aws_client
 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")

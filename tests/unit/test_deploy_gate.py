@@ -17,12 +17,12 @@ from durable import App, Context
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryRecurring
 from durable.adapters.nonces import MemoryNonceStore
 from durable.aws import worker_handler
-from durable.deploy_check import ReadOnlyLedger, Resume, check_deploy
-from durable.deploy_gate import answer, pre_traffic
-from durable.engine import Engine
+from durable.engine.deploy_check import ReadOnlyLedger, Resume, check_deploy
+from durable.engine.engine import Engine
+from durable.engine.schedules import Remote
 from durable.local.lambda_runtime import LocalContext
+from durable.ops.deploy_gate import answer, pre_traffic
 from durable.runtime import Services
-from durable.schedules import Remote
 from durable.settings import Settings
 from durable.testing import LocalRunner
 from tests.unit import deploy_apps

@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from durable import App, Context, NonDeterminismError, RunStatus
-from durable.determinism import NonDeterministicCall
+from durable.engine.determinism import NonDeterministicCall
 from durable.testing import LocalRunner
 
 

@@ -12,9 +12,10 @@ from typing import Any, cast
 import pytest
 from pydantic import BaseModel, SecretStr
 
-from durable import App, Context, RetryPolicy, current_step, serde
+from durable import App, Context, RetryPolicy, current_step
+from durable.core import serde
+from durable.core.ports import Ledger
 from durable.local.console import Console, ConsoleLedger, short
-from durable.ports import Ledger
 from durable.testing import LocalRunner
 
 
@@ -116,7 +117,7 @@ def test_signals_and_cancels_are_reported_with_what_to_type() -> None:
 
 def test_a_write_that_lost_prints_nothing() -> None:
     """A worker that adopts another's final record did not do the step: no line."""
-    from durable.model import StepStatus
+    from durable.core.model import StepStatus
 
     app = App()
 
@@ -202,7 +203,7 @@ def test_a_batch_prints_its_branch_steps_and_its_decision_once() -> None:
 
 
 def test_durable_show_summarizes_a_batch_decision() -> None:
-    from durable.render import batch_summary, render_steps
+    from durable.ops.render import batch_summary, render_steps
 
     decision = {
         "rule": "min_successful=1",
@@ -322,7 +323,7 @@ def test_ctx_logger_lines_print_once_as_console_lines() -> None:
     """`ctx.logger` records reach the console (at INFO, with the console's quiet engine
     logs), once per run however often the code replays, in the console's own format."""
     from durable.aws import _log_to_console
-    from durable.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
+    from durable.engine.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
 
     app = App()
 
@@ -369,7 +370,7 @@ def test_telemetry_records_no_metric_when_metrics_are_disabled(
     """durable dev's sweeper counts a metric every sweep in one long-lived process;
     Powertools prints a metric set by itself at 100 values, whatever
     POWERTOOLS_METRICS_DISABLED says: disabled must mean nothing is recorded."""
-    from durable.observability import Telemetry
+    from durable.ops.observability import Telemetry
     from durable.settings import Settings
 
     settings = Settings(app="x:app", ledger_table="ledger", idempotency_table="idem")
@@ -398,8 +399,8 @@ def test_durable_dev_warns_of_the_clock_read_in_workflow_code_once_per_run() -> 
     Its composition (DURABLE_DETERMINISM_WARNINGS) now warns, once per run and call site
     however often the code replays, and the run goes on as it would deployed."""
     from durable.aws import _log_to_console
-    from durable.determinism import WarningGuard
-    from durable.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
+    from durable.engine.determinism import WarningGuard
+    from durable.engine.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
     from durable.runtime import Runtime
     from durable.settings import Settings
 

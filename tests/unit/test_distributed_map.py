@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from durable import App, BatchFailed, BatchResult, ChildFailed, Context, RunStatus, StepStatus
+from durable.core.model import StepKind
+from durable.core.ports import MAX_CHILDREN_PER_START
 from durable.errors import InvalidInput, TerminalError
-from durable.model import StepKind
-from durable.ports import MAX_CHILDREN_PER_START
 from durable.testing import LocalRunner
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, current_step
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
 from durable.errors import InvalidState
 from durable.testing import LocalRunner
 from examples.services import FakeServices

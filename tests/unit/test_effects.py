@@ -16,8 +16,8 @@ from durable import (
     RunStatus,
     current_step,
 )
+from durable.core.model import parse_time
 from durable.errors import DurableError
-from durable.model import parse_time
 from durable.testing import LocalRunner, SimulatedCrash
 from examples import data_pull
 from examples.services import FakeServices

@@ -22,7 +22,7 @@ def approval_run(runner: LocalRunner) -> tuple[str, str]:
 
 
 def _token(runner: LocalRunner, run_id: str, position: str, nonce: Any) -> str:
-    from durable.tokens import make_token
+    from durable.core.tokens import make_token
 
     secret = runner.config.callback_secret
     assert secret is not None

@@ -26,7 +26,7 @@ from durable import (
     StepFailed,
     StepStatus,
 )
-from durable.model import StepKind
+from durable.core.model import StepKind
 from durable.testing import LocalRunner
 
 LEASE = timedelta(seconds=60)
@@ -307,7 +307,7 @@ def test_the_rule_table(
     ],
 )
 def test_completion_spellings(given: Any, described: str) -> None:
-    from durable.completion import parse_completion
+    from durable.core.completion import parse_completion
 
     assert parse_completion(given).describe() == described
 

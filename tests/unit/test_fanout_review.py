@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from durable import App, Context, RetryPolicy, RunStatus, StepFailed, StepStatus
-from durable.config import EngineConfig
-from durable.deploy_check import dry_replay
+from durable.core.config import EngineConfig
+from durable.core.model import StepKind
+from durable.engine.deploy_check import dry_replay
 from durable.errors import NonDeterminismError
-from durable.model import StepKind
 from durable.testing import LocalRunner
 
 ONCE = RetryPolicy(max_attempts=1)

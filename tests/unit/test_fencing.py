@@ -11,11 +11,11 @@ import pytest
 
 from durable import App, Context, EngineConfig, RunStatus, StepStatus
 from durable.adapters.memory import MemoryLedger
-from durable.engine import Engine
-from durable.model import RunRecord, StepKind, StepRecord
-from durable.ports import ConditionFailed, RunGuard
+from durable.core.model import RunRecord, StepKind, StepRecord
+from durable.core.ports import ConditionFailed, RunGuard
+from durable.engine.engine import Engine
+from durable.engine.waits import Callback
 from durable.testing import LocalRunner
-from durable.waits import Callback
 
 LEASE = timedelta(seconds=60)
 T0, T1, T2 = "2026-01-01T00:00:00.000Z", "2026-01-01T00:01:00.000Z", "2026-01-01T00:02:00.000Z"

@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from durable import App, Context, RunStatus
-from durable.retention import nothing_recorded_yet
+from durable.core.retention import nothing_recorded_yet
 from durable.testing import LocalRunner
 
 

@@ -1,5 +1,5 @@
-"""Flow control (``durable.flow``, ``durable.admission``): a concurrency limit per workflow
-and per key, runs waiting in line in order, slots freed by every way a run ends (and by
+"""Flow control (``durable.core.flow``, ``durable.engine.admission``): a concurrency limit
+per workflow and per key, runs waiting in line in order, slots freed by every way a run ends (and by
 the backstop when a worker died before freeing one), and a rate limit on starts."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from durable import App, Concurrency, Context, RateLimit
+from durable.core.flow import GateState, book, enter, leave
+from durable.core.model import RunStatus, parse_time
 from durable.errors import InvalidInput, RegistrationError
-from durable.flow import GateState, book, enter, leave
-from durable.model import RunStatus, parse_time
 from durable.testing import LocalRunner
 
 pytestmark = pytest.mark.unit
@@ -300,8 +300,8 @@ def test_a_limit_per_key_needs_an_input_and_a_rate_a_real_period() -> None:
 
 
 def test_a_long_wait_looks_at_the_gate_less_and_less_often() -> None:
-    from durable.admission import MAX_RECHECK, recheck_after
-    from durable.config import EngineConfig
+    from durable.core.config import EngineConfig
+    from durable.engine.admission import MAX_RECHECK, recheck_after
 
     config = EngineConfig()
     t0 = parse_time("2026-12-04T12:00:00.000Z")

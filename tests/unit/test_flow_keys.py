@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from durable import App, Concurrency, Context, RateLimit, RunStatus
+from durable.core.model import StepKind
 from durable.errors import InvalidInput
-from durable.model import StepKind
 from durable.testing import LocalRunner
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from durable import App, CallbackTimeout, Context, RunStatus
+from durable.engine.waits import Callback
 from durable.errors import CallbackAlreadyCompleted, CallbackExpired, CallbackNotFound, InvalidState
 from durable.testing import LocalRunner
-from durable.waits import Callback
 
 SENT: list[Callback[Any]] = []
 
@@ -130,10 +130,10 @@ def test_a_worker_with_a_stale_view_does_not_time_out_a_wait_a_heartbeat_moved_o
     old expiry passed, must not write it TIMED_OUT: the ledger refuses a timeout of an
     expiry that moved on (a condition on the wait's own record), and the worker parks the
     run until the new expiry instead."""
+    from durable.core.ports import Invocation
+    from durable.engine.execution import Execution
+    from durable.engine.waits import _await
     from durable.errors import Suspend
-    from durable.execution import Execution
-    from durable.ports import Invocation
-    from durable.waits import _await
 
     runner = LocalRunner(job_app())
     run_id = runner.start("transcode").run_id

@@ -1,4 +1,4 @@
-"""A warm worker continues its runs without reloading them (``durable.history_cache``).
+"""A warm worker continues its runs without reloading them (``durable.core.history_cache``).
 
 Two engines share one memory ledger: ``warm`` is a worker container whose ledger is a
 ``CachingLedger``, ``cold`` any other worker. The simulation explorer runs a cached worker
@@ -14,14 +14,14 @@ import pytest
 
 from durable import App, Context, RetryPolicy, RunStatus
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine
-from durable.events import send_signal
-from durable.history_cache import CachingLedger, View, view_still_true
-from durable.model import RunRecord, StepRecord
-from durable.operations import retry
-from durable.ports import Claim
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.history_cache import CachingLedger, View, view_still_true
+from durable.core.model import RunRecord, StepRecord
+from durable.core.ports import Claim
+from durable.engine.engine import Engine
+from durable.engine.events import send_signal
+from durable.engine.operations import retry
 from durable.testing import SimulatedCrash
 
 pytestmark = pytest.mark.unit

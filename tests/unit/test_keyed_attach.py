@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from durable import App, ChildFailed, Context, RunStatus
-from durable.engine_parts import IfRunning
+from durable.engine.engine_parts import IfRunning
 from durable.errors import IdempotencyConflict, InvalidInput
 from durable.testing import LocalRunner
 
@@ -103,7 +103,7 @@ def test_a_parent_that_waits_for_a_run_it_attached_to_gets_its_result() -> None:
 
 
 def _plus(stamp: str, **delta: float) -> str:
-    from durable.model import format_time, parse_time
+    from durable.core.model import format_time, parse_time
 
     return format_time(parse_time(stamp) + timedelta(**delta))
 

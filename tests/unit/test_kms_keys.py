@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from durable.adapters.kms import KmsKeys
+from durable.core.secrets import Sealer
 from durable.errors import StorageError
-from durable.secrets import Sealer
 from tests.conftest import aws_client
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, StepStatus
-from durable.ports import Invocation
+from durable.core.ports import Invocation
 from durable.testing import LocalRunner, SimulatedCrash
 
 LEASE = timedelta(seconds=60)

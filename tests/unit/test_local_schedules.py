@@ -11,9 +11,9 @@ import boto3
 import pytest
 
 from durable.adapters.scheduler import SchedulerRecurring
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
+from durable.engine.schedules import Schedule, reconcile
 from durable.local.timers import MAX_CATCH_UP, SchedulerLoop
-from durable.schedules import Schedule, reconcile
 
 pytestmark = pytest.mark.unit
 TARGET = "arn:aws:lambda:us-east-1:123456789012:function:durable-worker"

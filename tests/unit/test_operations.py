@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 
 from durable import App, Context, RetryPolicy, RunStatus, StepFailed, StepStatus, current_step
+from durable.engine.operations import available_decisions
 from durable.errors import InvalidInput, InvalidState, RunNotFound
-from durable.operations import available_decisions
 from durable.testing import LocalRunner
 
 # --- cancel -----------------------------------------------------------------------

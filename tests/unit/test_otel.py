@@ -18,7 +18,7 @@ from opentelemetry.trace import StatusCode
 
 from durable import App, Context, RetryPolicy
 from durable.adapters.otel import TracingLedger, run_context
-from durable.ports import Ledger
+from durable.core.ports import Ledger
 from durable.testing import LocalRunner
 
 pytestmark = pytest.mark.unit

@@ -8,8 +8,8 @@ import pytest
 
 from durable import App, Context, RunStatus
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
-from durable.deploy_check import ReadOnlyLedger, check_deploy
-from durable.engine import Engine
+from durable.engine.deploy_check import ReadOnlyLedger, check_deploy
+from durable.engine.engine import Engine
 from durable.errors import InvalidInput
 from durable.testing import LocalRunner
 
@@ -127,7 +127,7 @@ def test_the_check_of_a_patch_at_the_frontier_writes_nothing() -> None:
 
 @pytest.mark.parametrize("bad", ["", "x" * 101, "-leading", "a b", "a/b"])
 def test_patch_ids_are_checked(bad: str) -> None:
-    from durable.execution import check_patch_id
+    from durable.engine.execution import check_patch_id
 
     with pytest.raises(InvalidInput, match=r"ctx\.changed"):
         check_patch_id(bad)

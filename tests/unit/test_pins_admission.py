@@ -1,4 +1,4 @@
-"""Pins for ``durable.admission``: what a claimed run's worker does at the gate when a
+"""Pins for ``durable.engine.admission``: what a claimed run's worker does at the gate when a
 write fails under it (the lease lost, an event arriving meanwhile, the run gone), the
 outcome it reports, the booked start's timer, a limit removed by a deploy, and the
 backstop that frees a dead worker's slot. Each kills mutants the broader tests let by."""
@@ -14,12 +14,12 @@ import pytest
 
 from durable import App, Concurrency, Context, RateLimit
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine, Outcome
-from durable.events import send_signal
-from durable.model import RunRecord, RunStatus, format_time, parse_time
-from durable.ports import ConditionFailed, RunGuard
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.model import RunRecord, RunStatus, format_time, parse_time
+from durable.core.ports import ConditionFailed, RunGuard
+from durable.engine.engine import Engine, Outcome
+from durable.engine.events import send_signal
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Pins for ``durable.completion``: the rules' argument checks and their boundaries, the
+"""Pins for ``durable.core.completion``: the rules' argument checks and their boundaries, the
 batch size limit, and what ``BatchResult`` / ``BatchItem`` / the errors expose (each test
 names the mutants of ``python -m tests.mutation --module completion`` it kills)."""
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from durable import BatchFailed, BatchItem, BatchResult, BranchFailed, Completion
-from durable.completion import check_batch_size, parse_completion
+from durable.core.completion import check_batch_size, parse_completion
 from durable.errors import DurableError, InvalidInput
 
 

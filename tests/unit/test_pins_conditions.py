@@ -1,5 +1,5 @@
-"""Pins on polled conditions (durable/waits.py, wait_for_condition): each test names the
-mutants it kills (ids of ``python -m tests.mutation --module durable/waits.py --list``)."""
+"""Pins on polled conditions (durable/engine/waits.py, wait_for_condition): each test names the
+mutants it kills (ids of ``python -m tests.mutation --module durable/engine/waits.py --list``)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from durable import (
     StepFailed,
     StepStatus,
 )
+from durable.core.model import format_time
 from durable.errors import TerminalError
-from durable.model import format_time
 from durable.testing import LocalRunner
 
 MINUTE = timedelta(minutes=1)

@@ -1,9 +1,9 @@
-"""Pins for ``durable.cursor``: which positions belong to a cursor's level (the mutants
+"""Pins for ``durable.engine.cursor``: which positions belong to a cursor's level (the mutants
 of ``python -m tests.mutation --module cursor`` each test kills are named)."""
 
 from __future__ import annotations
 
-from durable.cursor import Cursor, bind_cursor, bound_cursor
+from durable.engine.cursor import Cursor, bind_cursor, bound_cursor
 
 
 def test_a_new_cursor_starts_before_its_first_position_with_nothing_replayed() -> None:

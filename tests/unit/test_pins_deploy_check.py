@@ -1,5 +1,5 @@
-"""Pins on the pre-deploy check (durable/deploy_check.py): each test names the mutants it
-kills (ids of ``python -m tests.mutation --module durable/deploy_check.py --list``)."""
+"""Pins on the pre-deploy check (durable/engine/deploy_check.py): each test names the mutants it
+kills (ids of ``python -m tests.mutation --module durable/engine/deploy_check.py --list``)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pytest
 
 from durable import App
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
-from durable.deploy_check import CheckWrote, ReadOnlyLedger, Report, check_deploy, check_run
-from durable.engine import Engine
-from durable.model import RunHistory, RunStatus
-from durable.ports import Page
+from durable.core.model import RunHistory, RunStatus
+from durable.core.ports import Page
+from durable.engine.deploy_check import CheckWrote, ReadOnlyLedger, Report, check_deploy, check_run
+from durable.engine.engine import Engine
 from durable.testing import LocalRunner
 from tests.unit import deploy_apps
 

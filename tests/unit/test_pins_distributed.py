@@ -1,4 +1,4 @@
-"""Pins for durable/distributed.py: each fails on a mutant the other tests let live."""
+"""Pins for durable/engine/distributed.py: each fails on a mutant the other tests let live."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from durable import App, Context, RunStatus
-from durable.model import StepKind
+from durable.core.model import StepKind
 from durable.testing import LocalRunner
 
 
@@ -128,8 +128,8 @@ def test_looks_at_the_open_items_are_a_second_apart_at_least() -> None:
     the 0.7 s left (in process), and a look after a longer gap does not wait."""
     from types import SimpleNamespace
 
-    from durable.clock import FakeClock
-    from durable.distributed import LOOK_INTERVAL, _refresh
+    from durable.core.clock import FakeClock
+    from durable.engine.distributed import LOOK_INTERVAL, _refresh
 
     clock = FakeClock()
     idled: list[float] = []

@@ -17,11 +17,11 @@ import pytest
 
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.dynamodb_items import run_pk
+from durable.core.ids import due_shard
+from durable.core.limits import value_size
+from durable.core.model import RunError, RunStatus, StepStatus
+from durable.core.ports import ConditionFailed, RunExists, RunGuard, WaitNotPending
 from durable.errors import PayloadTooLarge, StorageError
-from durable.ids import due_shard
-from durable.limits import value_size
-from durable.model import RunError, RunStatus, StepStatus
-from durable.ports import ConditionFailed, RunExists, RunGuard, WaitNotPending
 from tests.conftest import MakeTables, aws_client
 from tests.support.faults import Throttle
 from tests.support.records import make_run, make_step, t

@@ -11,8 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from durable.adapters.dynamodb import DynamoLedger
+from durable.core.flow import GateState
 from durable.errors import StorageError
-from durable.flow import GateState
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
-"""Pins on StepContext.effect (durable/effects.py): each test names the mutants it kills
-(ids of ``python -m tests.mutation --module durable/effects.py --list``)."""
+"""Pins on StepContext.effect (durable/engine/effects.py): each test names the mutants it kills
+(ids of ``python -m tests.mutation --module durable/engine/effects.py --list``)."""
 
 from __future__ import annotations
 

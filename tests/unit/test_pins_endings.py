@@ -1,8 +1,8 @@
-"""Pins on how an invocation ends (durable/endings.py).
+"""Pins on how an invocation ends (durable/engine/endings.py).
 
 Through ``LocalRunner``; where the ledger must answer otherwise (a final write refused
 as invalid, a successor id taken), the engine's ledger is wrapped (``Ledger``). Each test
-names the mutants it kills (ids of ``python -m tests.mutation --module durable/endings.py
+names the mutants it kills (ids of ``python -m tests.mutation --module durable/engine/endings.py
 --list``).
 """
 
@@ -16,12 +16,12 @@ import pytest
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, StepFailed
 from durable.adapters.memory import MemoryLedger
-from durable.endings import failed_position
-from durable.engine import Engine
+from durable.core.model import RunRecord, format_time, parse_time
+from durable.core.ports import RunExists, RunGuard
+from durable.core.serde import identity_hash
+from durable.engine.endings import failed_position
+from durable.engine.engine import Engine
 from durable.errors import RunCanceled, StorageError
-from durable.model import RunRecord, format_time, parse_time
-from durable.ports import RunExists, RunGuard
-from durable.serde import identity_hash
 from durable.testing import LocalRunner, SimulatedCrash
 
 LEASE = timedelta(seconds=60)

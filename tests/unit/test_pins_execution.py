@@ -1,5 +1,5 @@
-"""Pins on one invocation's replay (durable/execution.py): each test names the mutants it
-kills (ids of ``python -m tests.mutation --module durable/execution.py --list``)."""
+"""Pins on one invocation's replay (durable/engine/execution.py): each test names the mutants it
+kills (ids of ``python -m tests.mutation --module durable/engine/execution.py --list``)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from durable import (
     current_step,
 )
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
-from durable.deploy_check import ReadOnlyLedger, check_deploy
-from durable.engine import Engine
+from durable.core.model import format_time, parse_time
+from durable.engine.deploy_check import ReadOnlyLedger, check_deploy
+from durable.engine.engine import Engine
 from durable.errors import InvalidState, NonDeterminismError, RunCanceled
-from durable.model import format_time, parse_time
 from durable.testing import LocalRunner, SimulatedCrash
 
 

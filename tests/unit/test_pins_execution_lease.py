@@ -1,9 +1,9 @@
-"""Pins on the lease checks, suspension and waiting in-process (durable/execution.py).
+"""Pins on the lease checks, suspension and waiting in-process (durable/engine/execution.py).
 
 The lease tests drive ``Execution.ensure_lease`` directly on a run claimed in the memory
 ledger, with the engine's fake clock: renewing is a decision on times, tested at its
 boundaries. Each test names the mutants it kills (ids of ``python -m tests.mutation
---module durable/execution.py --list``).
+--module durable/engine/execution.py --list``).
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from datetime import timedelta
 import pytest
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus
+from durable.core.model import format_time
+from durable.core.ports import Invocation
+from durable.engine.execution import Execution
 from durable.errors import NonDeterminismError, RunCanceled
-from durable.execution import Execution
-from durable.model import format_time
-from durable.ports import Invocation
 from durable.testing import LocalRunner
 
 LEASE = timedelta(seconds=60)

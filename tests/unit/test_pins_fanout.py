@@ -1,4 +1,4 @@
-"""Pins for ``durable.fanout`` and ``durable.turns``: behaviour the fan-out tests ran
+"""Pins for ``durable.engine.fanout`` and ``durable.engine.turns``: behaviour the fan-out tests ran
 without checking (each test names the mutants of ``python -m tests.mutation --module
 fanout|turns`` it kills)."""
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from durable import App, Context, RetryPolicy, RunStatus, StepFailed, current_step
+from durable.core.model import StepKind
+from durable.engine.turns import Turn
 from durable.errors import StorageError
-from durable.model import StepKind
 from durable.testing import LocalRunner
-from durable.turns import Turn
 
 ONCE = RetryPolicy(max_attempts=1)
 

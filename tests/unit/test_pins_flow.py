@@ -1,4 +1,4 @@
-"""Pins for ``durable.flow``'s edges: every bound of a limit's declaration, the key's
+"""Pins for ``durable.core.flow``'s edges: every bound of a limit's declaration, the key's
 reading (dotted fields, objects, functions, the length cut), a gate with more holders
 than its (lowered) limit, bookings kept in order against a clock that steps back, and
 the longest line one gate item holds. Each kills a mutant the broader tests let by."""
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from durable import App, Concurrency, Context, RateLimit
+from durable.core.flow import GateState, book, key_value, leave
+from durable.core.model import RunStatus, format_time, parse_time
 from durable.errors import InvalidInput, RegistrationError
-from durable.flow import GateState, book, key_value, leave
-from durable.model import RunStatus, format_time, parse_time
 from durable.testing import LocalRunner
 
 pytestmark = pytest.mark.unit
@@ -87,7 +87,7 @@ def test_a_line_as_long_as_one_item_holds_takes_nobody_more() -> None:
 
 
 def test_no_two_workflow_and_key_pairs_share_a_gate() -> None:
-    from durable.flow import gate_name
+    from durable.core.flow import gate_name
 
     assert gate_name("C", "a#b", "c") != gate_name("C", "a", "b#c")
     assert gate_name("C", "a%23b", "") != gate_name("C", "a#b", "")

@@ -1,4 +1,4 @@
-"""Pins for the warm worker's view (``durable.history_cache``), from its mutation run.
+"""Pins for the warm worker's view (``durable.core.history_cache``), from its mutation run.
 
 ``test_history_cache.py`` covers the rule; these count what each path costs (a load or a
 view) and check every view that stands in for a load against a real load of the same
@@ -14,13 +14,13 @@ import pytest
 
 from durable import App, Context
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine
-from durable.events import send_signal
-from durable.history_cache import CachingLedger, View
-from durable.model import RunHistory, SignalRecord, StepKind, StepRecord, StepStatus
-from durable.ports import ConditionFailed, RunGuard
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.history_cache import CachingLedger, View
+from durable.core.model import RunHistory, SignalRecord, StepKind, StepRecord, StepStatus
+from durable.core.ports import ConditionFailed, RunGuard
+from durable.engine.engine import Engine
+from durable.engine.events import send_signal
 from durable.testing import SimulatedCrash
 
 pytestmark = pytest.mark.unit

@@ -1,12 +1,12 @@
-"""Pins on the engine's internal signals and error summaries (durable/interrupts.py).
+"""Pins on the engine's internal signals and error summaries (durable/engine/interrupts.py).
 
 Each test names the mutants it kills (ids of ``python -m tests.mutation --module
-durable/interrupts.py --list``).
+durable/engine/interrupts.py --list``).
 """
 
 from __future__ import annotations
 
-from durable.interrupts import summarize
+from durable.engine.interrupts import summarize
 
 
 class Boom(Exception):

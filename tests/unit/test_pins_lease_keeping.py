@@ -1,8 +1,8 @@
-"""Pins on keeping the lease (durable/lease_keeping.py).
+"""Pins on keeping the lease (durable/engine/lease_keeping.py).
 
 The tests drive ``ensure_lease`` on a run claimed in the memory ledger (``Claimed``, from
 the execution lease pins), with the engine's fake clock. Each test names the mutants it
-kills (ids of ``python -m tests.mutation --module durable/lease_keeping.py --list``).
+kills (ids of ``python -m tests.mutation --module durable/engine/lease_keeping.py --list``).
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from durable.adapters.memory import MemoryLedger
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
+from durable.core.model import RunRecord
+from durable.core.ports import RunGuard
 from durable.errors import LeaseLost
-from durable.model import RunRecord
-from durable.ports import RunGuard
 from tests.unit.test_pins_execution_lease import Claimed
 
 S = timedelta(seconds=1)

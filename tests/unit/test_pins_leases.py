@@ -1,6 +1,6 @@
-"""Pins on the lease rules (durable/leases.py): each test names the mutants it kills.
+"""Pins on the lease rules (durable/core/leases.py): each test names the mutants it kills.
 
-Mutant ids are those of ``python -m tests.mutation --module durable/leases.py --list``;
+Mutant ids are those of ``python -m tests.mutation --module durable/core/leases.py --list``;
 ``--show ID`` prints one. The ledger-level tests run on every backend (memory and moto in the
 unit tier), so they pin the memory ledger's guard check and the DynamoDB condition too.
 """
@@ -12,15 +12,15 @@ from typing import Any
 
 import pytest
 
-from durable.leases import (
+from durable.core.leases import (
     IMMUTABLE_RUN_FIELDS,
     apply_changes,
     claim_kind,
     guard_holds,
     normalize_changes,
 )
-from durable.model import RunError, RunRecord, RunStatus, StepStatus
-from durable.ports import ConditionFailed, RunGuard
+from durable.core.model import RunError, RunRecord, RunStatus, StepStatus
+from durable.core.ports import ConditionFailed, RunGuard
 from tests.support.records import make_run, make_step, t
 
 # A run held by w1 under fence 3, inbox 2, RUNNING, no cancel request: the guard below holds.

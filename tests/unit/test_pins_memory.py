@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from durable.adapters.memory import MemoryLedger
-from durable.errors import PayloadTooLarge
-from durable.model import (
+from durable.core.model import (
     Attempt,
     RunError,
     RunStatus,
@@ -22,7 +21,8 @@ from durable.model import (
     StepStatus,
     parse_time,
 )
-from durable.ports import RunGuard
+from durable.core.ports import RunGuard
+from durable.errors import PayloadTooLarge
 from tests.support.records import make_run, make_step, t
 
 

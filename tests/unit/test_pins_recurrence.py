@@ -1,4 +1,4 @@
-"""Pins for ``durable.recurrence``'s parser: every field's bounds, the names in its errors,
+"""Pins for ``durable.core.recurrence``'s parser: every field's bounds, the names in its errors,
 steps, and the special forms (``L``, ``W``, ``#``, ``?``). Each case is a mutant of the
 parser that the broader tests in ``test_schedules.py`` let through (a bound moved by one,
 a field name blanked, ``?`` read where it does not belong)."""
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from durable.recurrence import Cron, Field, InvalidExpression, parse
+from durable.core.recurrence import Cron, Field, InvalidExpression, parse
 
 pytestmark = pytest.mark.unit
 

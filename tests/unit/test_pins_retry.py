@@ -1,7 +1,7 @@
-"""Pins on retry policies and the failure taxonomy (durable/retry.py).
+"""Pins on retry policies and the failure taxonomy (durable/core/retry.py).
 
 Each test names the mutants it kills (ids of ``python -m tests.mutation --module
-durable/retry.py --list``).
+durable/core/retry.py --list``).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from durable import RetryableError, RetryPolicy, TerminalError
+from durable.core.retry import DEFAULT_RETRY, NO_RETRY, classify, error_type_name
 from durable.errors import StorageError
-from durable.retry import DEFAULT_RETRY, NO_RETRY, classify, error_type_name
 
-# The tables in durable/retry.py, spelled out again: a code dropped or misspelt there fails.
+# The tables in durable/core/retry.py, spelled out again: a code dropped or misspelt there fails.
 THROTTLES_AND_FAULTS = [
     "ThrottlingException",
     "Throttling",

@@ -1,7 +1,7 @@
-"""Pins on sealed secrets (durable/secrets.py).
+"""Pins on sealed secrets (durable/core/secrets.py).
 
 Each test names the mutants it kills (ids of ``python -m tests.mutation --module
-durable/secrets.py --list``).
+durable/core/secrets.py --list``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from durable.secrets import MASK, SEALED, LocalKeys, Sealer, masked
+from durable.core.secrets import MASK, SEALED, LocalKeys, Sealer, masked
 
 
 def test_a_value_sealed_as_stored_opens_nonce_first_12_bytes() -> None:
@@ -66,7 +66,7 @@ def test_masked_reaches_sealed_values_inside_lists_and_tuples() -> None:
 def test_a_sealed_node_is_its_text_alone_or_with_its_keys_record() -> None:
     """Kills secrets-457b5702 (``len == 2 and isinstance(KEY, str)`` -> ``or``): a dict
     that merely holds ``$sealed`` beside another field is data, not a sealed node."""
-    from durable.secrets import is_sealed
+    from durable.core.secrets import is_sealed
 
     assert is_sealed({"$sealed": "AAAA"})
     assert is_sealed({"$sealed": "AAAA", "$key": "01J:wrapped"})

@@ -1,7 +1,7 @@
-"""Pins on what a step's record says about its attempts (durable/steps.py).
+"""Pins on what a step's record says about its attempts (durable/engine/steps.py).
 
 Each test names the mutants it kills (ids of ``python -m tests.mutation --module
-durable/steps.py --list``).
+durable/engine/steps.py --list``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from durable import (
     StepStatus,
     current_step,
 )
+from durable.core.model import StepKind, StepRecord, format_time
 from durable.errors import DurableError, StorageError
-from durable.model import StepKind, StepRecord, format_time
 from durable.testing import LocalRunner, SimulatedCrash
 
 LEASE = timedelta(seconds=60)

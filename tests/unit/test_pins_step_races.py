@@ -4,7 +4,7 @@ First writer wins (ports.Ledger.write_step): whichever of its writes a step lose
 RUNNING mark, its result, a retry or backoff record, its terminal failure), it adopts the
 record that won. The race is staged by a ledger whose ``write_step`` lets another worker's
 final record land just before the step's own write. Each test names the mutants it kills
-(ids of ``python -m tests.mutation --module durable/steps.py --list``).
+(ids of ``python -m tests.mutation --module durable/engine/steps.py --list``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, StepFailed, StepStatus
-from durable.model import StepRecord
+from durable.core.model import StepRecord
 from durable.testing import LocalRunner, SimulatedCrash
 
 LEASE = timedelta(seconds=60)

@@ -1,6 +1,6 @@
-"""Pins on a step's execution (durable/steps.py): each test names the mutants it kills.
+"""Pins on a step's execution (durable/engine/steps.py): each test names the mutants it kills.
 
-Mutant ids are those of ``python -m tests.mutation --module durable/steps.py --list``.
+Mutant ids are those of ``python -m tests.mutation --module durable/engine/steps.py --list``.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus, StepStatus, current_step
-from durable.model import format_time, parse_time
+from durable.core.model import format_time, parse_time
 from durable.testing import LocalRunner, SimulatedCrash
 
 LEASE = timedelta(seconds=60)

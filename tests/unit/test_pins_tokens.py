@@ -1,6 +1,6 @@
-"""Pins on callback tokens (durable/tokens.py): each test names the mutants it kills.
+"""Pins on callback tokens (durable/core/tokens.py): each test names the mutants it kills.
 
-Mutant ids are those of ``python -m tests.mutation --module durable/tokens.py --list``.
+Mutant ids are those of ``python -m tests.mutation --module durable/core/tokens.py --list``.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from typing import Any
 import pytest
 
 from durable import App, Context, EngineConfig, RunStatus
-from durable.errors import CallbackNotFound, InvalidInput
-from durable.testing import LocalRunner
-from durable.tokens import (
+from durable.core.tokens import (
     check_secret,
     make_token,
     new_nonce,
@@ -24,6 +22,8 @@ from durable.tokens import (
     token_hash,
     verify,
 )
+from durable.errors import CallbackNotFound, InvalidInput
+from durable.testing import LocalRunner
 
 RUN_ID = "01KDVDNA00AHM72KCA2JD6B05G"
 OLD_KEY, NEW_KEY, OTHER_KEY = b"o" * 32, b"n" * 32, b"x" * 32

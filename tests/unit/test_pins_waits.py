@@ -1,6 +1,6 @@
-"""Pins on callbacks and signals (durable/waits.py): each test names the mutants it kills.
+"""Pins on callbacks and signals (durable/engine/waits.py): each test names the mutants it kills.
 
-Mutant ids are those of ``python -m tests.mutation --module durable/waits.py --list``.
+Mutant ids are those of ``python -m tests.mutation --module durable/engine/waits.py --list``.
 Conditions are in ``test_pins_conditions.py``.
 """
 
@@ -22,11 +22,11 @@ from durable import (
     RunStatus,
     current_step,
 )
+from durable.core.model import StepRecord, StepStatus
+from durable.core.tokens import make_token, new_nonce, token_hash
+from durable.engine.waits import Callback
 from durable.errors import NonDeterminismError
-from durable.model import StepRecord, StepStatus
 from durable.testing import LocalRunner
-from durable.tokens import make_token, new_nonce, token_hash
-from durable.waits import Callback
 
 # --- names and timeouts --------------------------------------------------------------------
 

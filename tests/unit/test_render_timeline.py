@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from durable import render
 from durable.local import dev_file
+from durable.ops import render
 
 RUN = {"created_at": "2026-01-01T00:00:00.000Z", "updated_at": "2026-01-01T01:00:00.000Z"}
 

@@ -9,7 +9,7 @@ from typing import Any
 from durable import App, Context, RunStatus
 from durable.adapters.nonces import MemoryNonceStore
 from durable.api.service import ApiService
-from durable.model import StepKind, StepRecord, StepStatus
+from durable.core.model import StepKind, StepRecord, StepStatus
 from durable.testing import LocalRunner
 
 
@@ -76,7 +76,7 @@ def test_a_worker_whose_claimed_run_expired_meanwhile_touches_nothing_of_the_new
     THEN it stops (lease lost): it neither purges nor writes in the new run's partition
     (found by the simulation explorer, seed 100221)."""
     from durable.adapters.memory import MemoryLedger
-    from durable.engine import Engine
+    from durable.engine.engine import Engine
 
     class StallingClaim(MemoryLedger):
         stall: list[Any] = []

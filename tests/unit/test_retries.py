@@ -18,7 +18,7 @@ from durable import (
     StepStatus,
     TerminalError,
 )
-from durable.retry import classify
+from durable.core.retry import classify
 from durable.testing import LocalRunner
 
 

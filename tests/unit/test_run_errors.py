@@ -12,7 +12,7 @@ from dataclasses import asdict
 import pytest
 
 from durable import App, Context, RetryPolicy, TerminalError
-from durable.render import error_line, render_run
+from durable.ops.render import error_line, render_run
 from durable.testing import LocalRunner
 
 app = App()

@@ -1,5 +1,5 @@
 """``ctx.logger`` writes each line once per run, not once per replay; every line names its
-run (``durable.run_logging``)."""
+run (``durable.engine.run_logging``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 
 from durable import App, Context, RunKeys, current_step
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
-from durable.config import EngineConfig
-from durable.deploy_check import ReadOnlyLedger, check_deploy
-from durable.engine import Engine
+from durable.core.config import EngineConfig
+from durable.engine.deploy_check import ReadOnlyLedger, check_deploy
+from durable.engine.engine import Engine
 from durable.testing import LocalRunner
 
 pytestmark = pytest.mark.unit

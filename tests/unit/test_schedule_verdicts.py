@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
+from durable.engine.events import send_signal
+from durable.engine.schedules import fire_key
 from durable.errors import StorageError
-from durable.events import send_signal
-from durable.schedules import fire_key
 from tests.unit.test_schedules import T0, World
 
 

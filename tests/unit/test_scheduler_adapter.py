@@ -90,12 +90,12 @@ def test_vendor_errors_become_storage_errors(client: Any) -> None:
         timers.arm(RUN, "0001", datetime(2026, 1, 4, tzinfo=UTC))
 
 
-# --- recurring schedules (durable.schedules) ---------------------------------------------
+# --- recurring schedules (durable.engine.schedules) ---------------------------------------------
 
 
 def test_recurring_schedules_are_reconciled_and_paused(client: Any) -> None:
     from durable.adapters.scheduler import SchedulerRecurring
-    from durable.schedules import Schedule, reconcile
+    from durable.engine.schedules import Schedule, reconcile
 
     port = SchedulerRecurring(client, group="durable-test", target_arn=TARGET, role_arn=ROLE)
     timers = SchedulerTimers(client, group="durable-test", target_arn=TARGET, role_arn=ROLE)

@@ -1,4 +1,5 @@
-"""Schedules (``durable.schedules``, ``durable.recurrence``): expressions, fires, reconcile."""
+"""Schedules (``durable.engine.schedules``, ``durable.core.recurrence``): expressions, fires,
+reconcile."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from durable.adapters.memory import (
     MemoryLedger,
     MemoryRecurring,
 )
-from durable.clock import FakeClock
-from durable.engine import Engine
+from durable.core.clock import FakeClock
+from durable.core.recurrence import Cron, InvalidExpression, parse
+from durable.engine.engine import Engine
+from durable.engine.schedules import Schedule, fire, fire_key, reconcile
 from durable.errors import RegistrationError, WorkflowNotFound
-from durable.recurrence import Cron, InvalidExpression, parse
-from durable.schedules import Schedule, fire, fire_key, reconcile
 
 pytestmark = pytest.mark.unit
 
@@ -266,7 +267,7 @@ def test_overlap_skip_waits_for_the_schedules_own_run_to_end() -> None:
     assert w.fire("sync-crm", T0 + timedelta(hours=1)) == ("skipped_overlap", run_id)
     # another schedule's runs of the same workflow do not count
     assert w.fire("sync-erp", T0 + timedelta(hours=1))[0] == "started"
-    from durable.events import send_signal
+    from durable.engine.events import send_signal
 
     send_signal(w.engine, run_id, "done")
     assert w.engine.resume(run_id, reason="event").result == "succeeded"
@@ -402,8 +403,8 @@ def test_the_documented_defaults_and_the_unknown_name_message() -> None:
     started = w.fire("report", T0)
     assert started[0] == "started"
     assert fire(w.engine, w.declared["report"], "2026-12-04T13:00:00Z").detail == ""
+    from durable.engine.schedules import find
     from durable.errors import InvalidInput
-    from durable.schedules import find
 
     with pytest.raises(InvalidInput, match=r"\(known: none\)"):
         find({}, "nightly")
@@ -412,8 +413,8 @@ def test_the_documented_defaults_and_the_unknown_name_message() -> None:
 
 
 def test_buffer_one_keeps_one_fire_waiting_for_the_run_before_it() -> None:
-    from durable.events import send_signal
-    from durable.model import RunStatus
+    from durable.core.model import RunStatus
+    from durable.engine.events import send_signal
 
     app = _app()
     app.schedule("sync", "rate(1 hour)", name="sync-hr", input="hr", overlap="buffer_one")

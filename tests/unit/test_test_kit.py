@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from durable import App, Context, RetryPolicy, RunStatus
-from durable.clock import FakeClock
+from durable.core.clock import FakeClock
 from durable.testing import LocalRunner, RunNotSucceeded
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""A run's bill (``durable.usage``): what each invocation records, and its price."""
+"""A run's bill (``durable.core.usage``): what each invocation records, and its price."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ from durable import App, Context
 from durable.adapters.dynamodb_units import Index, item_size, write_units
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger, MemoryTimers
 from durable.cli import since_cutoff
-from durable.clock import FakeClock
-from durable.config import EngineConfig
-from durable.engine import Engine
+from durable.core.clock import FakeClock
+from durable.core.config import EngineConfig
+from durable.core.model import RunRecord
+from durable.core.ports import ConditionFailed, RunGuard
+from durable.core.usage import Meter, Prices, UsageLedger, added
+from durable.engine.engine import Engine
 from durable.errors import InvalidInput
-from durable.model import RunRecord
-from durable.ports import ConditionFailed, RunGuard
-from durable.render import cost_line, usd
+from durable.ops.render import cost_line, usd
 from durable.settings import Settings
-from durable.usage import Meter, Prices, UsageLedger, added
 
 pytestmark = pytest.mark.unit
 

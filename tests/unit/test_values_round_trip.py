@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from durable import App, Context, RunStatus, StepStatus
-from durable.operations import available_decisions
+from durable.engine.operations import available_decisions
 from durable.testing import LocalRunner
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from durable import App, Context, RunStatus
-from durable.engine import Engine
-from durable.model import parse_time
+from durable.core.model import parse_time
+from durable.engine.engine import Engine
 from durable.testing import LocalRunner
 
 

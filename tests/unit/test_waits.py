@@ -17,6 +17,8 @@ from durable import (
     RunStatus,
     StepStatus,
 )
+from durable.core.tokens import parse_secret
+from durable.engine.waits import Callback
 from durable.errors import (
     CallbackAlreadyCompleted,
     CallbackExpired,
@@ -26,8 +28,6 @@ from durable.errors import (
     RunNotFound,
 )
 from durable.testing import LocalRunner
-from durable.tokens import parse_secret
-from durable.waits import Callback
 
 # --- sleep ---------------------------------------------------------------------------
 

@@ -5,10 +5,10 @@ tests/integration/test_no_token_at_rest.py)."""
 
 from __future__ import annotations
 
-from durable.model import Attempt, RunError, SignalRecord
-from durable.ports import ChildReport, RunGuard
-from durable.tokens import make_token
-from durable.write_boundary import REDACTED_TOKEN, WriteBoundary, scrub, scrub_text
+from durable.core.model import Attempt, RunError, SignalRecord
+from durable.core.ports import ChildReport, RunGuard
+from durable.core.tokens import make_token
+from durable.core.write_boundary import REDACTED_TOKEN, WriteBoundary, scrub, scrub_text
 from tests.support.records import make_run, make_step, t
 
 TOKEN = make_token(b"a-secret-of-sixteen-bytes", "01KDVDNA00NH4Y4J45KWBET2C0", "0003.0001", "n1")

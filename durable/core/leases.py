@@ -1,0 +1,273 @@
+"""The run item's lease rules, shared by every ledger so they cannot drift.
+
+A ledger applies these atomically (the memory ledger under a lock, DynamoDB as
+condition expressions); keeping the decision in one pure function means the contract
+suite tests one rule, not one per adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any, Literal
+
+from durable.core.model import RunError, RunRecord, RunStatus, StepKind, StepRecord, StepStatus
+from durable.core.ports import ChildReport, RunGuard
+
+ClaimKind = Literal["free", "takeover"]
+
+# Only these may be claimed; COMPENSATING keeps its status through a claim.
+CLAIMABLE = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING)
+
+
+def claim_kind(run: RunRecord, owner: str, stale_before: str) -> ClaimKind | None:
+    """How ``owner`` may claim ``run`` now, or None (terminal or busy)."""
+    if run.status not in CLAIMABLE:
+        return None
+    if run.lease_owner is None or run.lease_owner == owner:
+        return "free"
+    if run.lease_until is not None and run.lease_until < stale_before:
+        return "takeover"
+    return None
+
+
+def claimed(
+    run: RunRecord,
+    owner: str,
+    now: str,
+    lease_until: str,
+    kind: ClaimKind,
+    due_at: str | None = None,
+) -> RunRecord:
+    status = run.status if run.status == RunStatus.COMPENSATING else RunStatus.RUNNING
+    return replace(
+        run,
+        status=status,
+        lease_owner=owner,
+        lease_until=lease_until,
+        due_at=due_at or lease_until,
+        fence=run.fence + 1,
+        takeovers=run.takeovers + (1 if kind == "takeover" else 0),
+        updated_at=now,
+    )
+
+
+# What a listing carries of each run (the API's RunSummary): the listing and attention
+# indexes project these and nothing else (template.yaml, a test holds them equal), so a
+# run's input, output, lease and operations are not copied into two indexes on every
+# write of the run item. Every ledger returns listed runs cut to these fields, whatever
+# its server projects, so no caller can come to rely on more.
+LISTED_FIELDS = (
+    "run_id",
+    "workflow",
+    "version",
+    "status",
+    "needs_attention",
+    "created_at",
+    "updated_at",
+    "requested_by",
+    "idempotency_key",
+    "cancel_requested",
+    "continued_from",
+    "parent",
+    "error",
+    "queued_at",
+    "start_at",
+)
+
+
+def listed(run: RunRecord) -> RunRecord:
+    """``run`` as a listing shows it: the listed fields, every other one at its default
+    (``input`` and ``input_hash`` empty)."""
+    return RunRecord(input="", input_hash="", **{f: getattr(run, f) for f in LISTED_FIELDS})
+
+
+# The kinds of wait a person answers: a run waiting on one wants a person.
+PERSON_WAITS = frozenset({"callback"})
+_WAIT_ORDER = ("callback", "signal", "condition", "child", "sleep", "retry")
+
+
+def waiting_for(waits: list[tuple[str, str, str | None]]) -> str | None:
+    """What a run parked on ``waits`` (kind, name, due or expiry) waits for, as the run
+    item and the listing say it: a person's answer first (it is why someone looks), else
+    the wait that ends first. ``callback approval until 2026-12-07T08:00:00.000Z (+1 more)``."""
+    if not waits:
+        return None
+    first = min(
+        waits,
+        key=lambda w: (
+            _WAIT_ORDER.index(w[0]) if w[0] in _WAIT_ORDER else len(_WAIT_ORDER),
+            w[2] or "~",
+        ),
+    )
+    kind, name, until = first
+    text = f"{kind} {name}" + (f" until {until}" if until else "")
+    return text + (f" (+{len(waits) - 1} more)" if len(waits) > 1 else "")
+
+
+def wants_a_person(status: RunStatus, needs_attention: bool, waiting: str | None) -> bool:
+    """Whether a run is one a person should look at ("Needs attention"): the engine
+    parked it for one (``needs_attention``), it FAILED, or it waits on a person's answer.
+    The memory ledger lists by this rule; the DynamoDB ledger keeps the sparse attention
+    index's key by it on every write that can change it (a claim always removes it: a
+    claimable run is live, unflagged, and no longer waiting)."""
+    if needs_attention or status == RunStatus.FAILED:
+        return True
+    return status == RunStatus.WAITING and (waiting or "").split(" ", 1)[0] in PERSON_WAITS
+
+
+def positions_above(position: str) -> list[str]:
+    """Every position that contains ``position`` (``0004.0002.0001`` -> ``0004``,
+    ``0004.0002``): where a batch that owns it would be recorded."""
+    parts = position.split(".")
+    return [".".join(parts[:depth]) for depth in range(1, len(parts))]
+
+
+def decided_batch_above(position: str, records: Mapping[str, StepRecord]) -> bool:
+    """Whether a batch that contains ``position`` has decided: a wait left open in a
+    branch decided without it (an approval beaten by an automatic one under
+    ``first_successful``) is waited on by nobody. ``records`` holds at least the
+    ``positions_above`` it: the worker's loaded history, or the API's one read of them."""
+    return any(
+        (above := records.get(p)) is not None
+        and above.kind == StepKind.BATCH
+        and above.status.final
+        for p in positions_above(position)
+    )
+
+
+def check_listing(workflow: str | None, needs_attention: bool | None) -> None:
+    """Listing is served by the listing or the attention index, never a table scan."""
+    if not needs_attention and workflow is None:
+        raise ValueError(
+            "list_runs needs workflow= or needs_attention=True (served by an index, "
+            "never a table scan)"
+        )
+
+
+def guard_holds(run: RunRecord, guard: RunGuard) -> bool:
+    if run.fence != guard.fence or run.lease_owner != guard.owner:
+        return False
+    if guard.inbox is not None and run.inbox != guard.inbox:
+        return False
+    if guard.statuses and run.status.value not in guard.statuses:
+        return False
+    if guard.alive_at is not None and (run.lease_until is None or run.lease_until < guard.alive_at):
+        return False
+    return not (guard.no_cancel and run.cancel_requested)
+
+
+def step_replaceable(stored: StepRecord | None, step: StepRecord) -> bool:
+    """Whether writing ``step`` may replace ``stored`` at the same position.
+
+    A final record is never replaced: first writer wins, and the loser adopts it. A
+    pending record (WAITING, RUNNING, RETRYABLE_FAILED) may be replaced by its own
+    worker's next write, but never by a worker holding an older fence: such a worker lost
+    its lease to a newer owner whose pending wait (a callback whose URL is already out, a
+    backoff already armed) must stand. This is the whole fence of a plain step write, in
+    one item's condition; writes that need the run's lease itself add the run guard.
+
+    A timeout (TIMED_OUT) replaces a wait only if the wait's stored expiry is not later
+    than the one the writer timed out on: a callback's heartbeat moves its expiry on in
+    the stored record, and a worker looking at an older view of it must not end it. The
+    condition is on the wait's own item, so events elsewhere in the run (other callbacks'
+    heartbeats, answers, signals) never hold a timeout back.
+    """
+    if stored is None:
+        return True
+    if stored.status.final or stored.fence > step.fence:
+        return False
+    return not (
+        step.status == StepStatus.TIMED_OUT
+        and stored.expires_at is not None
+        and step.expires_at is not None
+        and stored.expires_at > step.expires_at
+    )
+
+
+RUN_FIELDS = frozenset(RunRecord.__dataclass_fields__)
+IMMUTABLE_RUN_FIELDS = frozenset({"run_id", "workflow", "created_at", "input", "input_hash"})
+
+
+def check_changes(changes: dict[str, Any]) -> None:
+    unknown = set(changes) - RUN_FIELDS
+    if unknown:
+        raise ValueError(f"unknown run fields {sorted(unknown)}")
+    frozen = set(changes) & IMMUTABLE_RUN_FIELDS
+    if frozen:
+        raise ValueError(f"run fields {sorted(frozen)} never change")
+
+
+def normalize_changes(changes: dict[str, Any]) -> dict[str, Any]:
+    """Coerce wire forms (status words, error dicts) to the record's types."""
+    check_changes(changes)
+    out = dict(changes)
+    if "status" in out and out["status"] is not None:
+        out["status"] = RunStatus(out["status"])
+    if isinstance(out.get("error"), dict):
+        out["error"] = RunError.from_dict(out["error"])
+    for flag in ("needs_attention", "cancel_requested", "cancel_compensate"):
+        if flag in out and out[flag] is None:
+            out[flag] = False
+    if "status" in out and "waiting_for" not in out:
+        out["waiting_for"] = None  # a new status: what it waited for is over
+    return out
+
+
+def apply_changes(run: RunRecord, changes: dict[str, Any]) -> RunRecord:
+    return replace(run, **normalize_changes(changes))
+
+
+# What a child's report changes in its parent's WAITING record, and nothing else: the
+# DynamoDB ledger writes these attributes in its update expression, the memory ledger
+# calls ``settle_child_record``; the contract suite holds the two to the same record.
+# (``detail`` only when the report names the child's version.)
+CHILD_REPORT_FIELDS = ("status", "output", "error_type", "error_summary", "updated_at", "detail")
+
+
+def settle_child_record(waiting: StepRecord, report: ChildReport, now: str) -> StepRecord:
+    """The parent's record at ``report.position`` once its child's report is in: the
+    child's result (DONE) or its error (TERMINAL_FAILED, error type and message), and
+    ``detail`` naming the child and the version it ran (the result is decoded by that
+    version's annotation); the rest of the record (its name, its fence) unchanged. A
+    report without a version (a child of an older engine) leaves the detail as it was."""
+    detail = waiting.detail
+    if report.version is not None:
+        detail = {"child": report.child_id, "version": report.version}
+    return replace(
+        waiting,
+        status=report.status,
+        output=report.output,
+        error_type=report.error_type,
+        error_summary=report.error_message,
+        detail=detail,
+        updated_at=now,
+    )
+
+
+def children_batch(steps: list[StepRecord], children: list[RunRecord]) -> str:
+    """The parent's run id of a batch of child starts (``Ledger.start_children``), after
+    the checks every ledger makes before writing any of it: a record per child, all in
+    one parent, no more than one DynamoDB transaction holds, each item within its size."""
+    from durable.core.limits import check_item_size, record_size
+    from durable.core.ports import MAX_CHILDREN_PER_START, TRANSACTION_BYTES
+
+    if not steps or len(steps) != len(children) or len(steps) > MAX_CHILDREN_PER_START:
+        raise ValueError(
+            f"start_children takes 1 to {MAX_CHILDREN_PER_START} children, a record each "
+            f"(got {len(steps)} records for {len(children)} children)"
+        )
+    parent = steps[0].run_id
+    if any(s.run_id != parent for s in steps):
+        raise ValueError("start_children: every record must belong to one parent run")
+    total = 0
+    for step, child in zip(steps, children, strict=True):
+        check_item_size(step, f"the record of step {step.name!r} at {step.position}")
+        check_item_size(child, f"the input of run {child.run_id}")
+        total += record_size(step) + record_size(child)
+    if total > TRANSACTION_BYTES:
+        raise ValueError(
+            f"start_children: {total} bytes of items is over what one transaction holds "
+            f"(4 MB; {TRANSACTION_BYTES} with head room): start fewer at once"
+        )
+    return parent

@@ -1,0 +1,465 @@
+"""Child runs: ``ctx.run_child`` and ``ctx.start_child`` (a run of its own, started by a
+workflow, whose end the starting workflow can wait for).
+
+A child takes one position P in its parent's sequence, like a step. Starting it is one
+atomic write (``Ledger.start_child``): the parent's record at P, WAITING and naming the
+child, the child's run item, and the parent's ``children`` count, under the parent's
+lease; so a zombie parent starts nothing, and no child exists without the record that
+waits for it. Its id is derived from the parent's id and P (or, with ``id=``, from the
+child's workflow and that key, as a start with that idempotency key would be), so a
+parent that crashes and replays finds its record and starts nothing twice.
+
+The child's final write and its report to the parent are one atomic write too
+(``Ledger.finish_child``): the parent's record at P becomes DONE (the child's result) or
+TERMINAL_FAILED (its error), and the parent's inbox is bumped so it wakes. A completion
+is never lost nor counted twice. A parent that ended first (fire and forget, or a parent
+canceled meanwhile) takes no report: the child's write happens alone.
+
+The parent waits like it waits for a callback: suspended with no due time until the
+report arrives. Its own cancel cancels the children it is still waiting for (with their
+compensations when the cancel asks for them); any other end leaves them running.
+
+A keyed child (``id=``) whose key a running run already holds (started by another
+parent, or by an operator under that key) is refused by default (``if_running="fail"``);
+``if_running="attach"`` takes that run instead: "start it unless it is already running",
+the commonest reason to key a run. The record names the run with ``attached``; the run
+is not this parent's child, so it reports elsewhere, and neither this run's cancel nor
+its batch's decision cancels it. A parent that waits for it (``run_child``,
+``handle.result()``) looks at it on a backoff (10 s, growing to 15 minutes) until it ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Generic
+
+# A TypeVar default (PEP 696, typing's from Python 3.13) keeps a bare ``ChildHandle``
+# valid under mypy --strict, as ``ChildHandle[Any]``. Installed with pydantic.
+from typing_extensions import TypeVar
+
+from durable.core import serde
+from durable.core.codecs import Coded, Serdes, coded
+from durable.core.ids import check_idempotency_key, derived_run_id
+from durable.core.leases import settle_child_record
+from durable.core.model import (
+    RunRecord,
+    RunStatus,
+    StepKind,
+    StepRecord,
+    StepStatus,
+    format_time,
+    parse_time,
+)
+from durable.core.ports import ChildReport, ConditionFailed, RunExists
+from durable.core.retention import incarnation
+from durable.engine.engine_parts import IfRunning
+from durable.errors import (
+    ChildFailed,
+    InvalidInput,
+    InvalidState,
+    LeaseLost,
+    RunNotFound,
+    WorkflowNotFound,
+)
+
+if TYPE_CHECKING:
+    from durable.core.callables import WorkflowDef
+    from durable.engine.engine_parts import EngineParts
+    from durable.engine.execution_parts import ExecutionParts
+
+log = logging.getLogger("durable.children")
+
+# The scope of the ids derived for children started without ``id=``: no caller's
+# idempotency key can produce one of them (``durable.core.ids.derived_run_id``).
+_CHILD_SCOPE = "child"
+
+T = TypeVar("T", default=Any)
+
+IF_RUNNING: tuple[IfRunning, ...] = ("fail", "attach")
+# How often a parent looks at a run it attached to and waits for: a tenth of the time
+# it has waited so far, within these bounds.
+ATTACHED_LOOK_MIN = timedelta(seconds=10)
+ATTACHED_LOOK_MAX = timedelta(minutes=15)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildHandle(Generic[T]):
+    """A child run started by ``ctx.start_child``: ``run_id`` names it (``durable show``);
+    ``result()`` waits for its end, as ``ctx.run_child`` does. Never calling ``result()``
+    is fire and forget: the child runs to its end whether the parent succeeds or fails;
+    canceling the parent cancels it (a cancel stops the parent's work, children included).
+
+    ``ChildHandle[Receipt]`` is the handle of a workflow function returning a ``Receipt``
+    (what ``start_child`` gives for one); started by name, it is ``ChildHandle[Any]``."""
+
+    run_id: str
+    workflow: str
+    position: str
+    _execution: ExecutionParts = field(repr=False)
+    _workflow: WorkflowDef | None = field(repr=False, default=None)
+    # The codec that decodes the child's result (``serdes=``), in place of the annotation.
+    _serdes: Serdes[Any] | None = field(repr=False, default=None)
+
+    def result(self) -> T:
+        """The child's result (decoded by its workflow's return annotation, at the version
+        the child ran, or by the codec given as ``serdes``), or ``ChildFailed`` when it
+        failed or was canceled. Suspends the parent until then."""
+        codec = coded(self._serdes, f"child run {self.run_id} at position {self.position}")
+        value: T = await_child(self._execution, self.position, self._workflow, codec)
+        return value
+
+
+def link(parent_id: str, position: str) -> str:
+    """What a child run stores as its ``parent``: ``<parent run id>@<position>``."""
+    return f"{parent_id}@{position}"
+
+
+def parse_link(parent: str) -> tuple[str, str]:
+    run_id, _, position = parent.rpartition("@")
+    return run_id, position
+
+
+def resolve_workflow(engine: EngineParts, workflow: str | Callable[..., Any]) -> WorkflowDef:
+    """The registered workflow a child runs: by name, or by the function registered."""
+    app = engine.app
+    if isinstance(workflow, str):
+        return app.get_workflow(workflow)
+    for wf in app.workflows():
+        if wf.fn is workflow:
+            return app.get_workflow(wf.name)  # its newest version, as a start would
+    name = getattr(workflow, "__name__", repr(workflow))
+    raise WorkflowNotFound(
+        f"{name} is not a registered workflow: decorate it with @app.workflow, or pass the "
+        "name of a registered one, to run it as a child"
+    )
+
+
+def check_if_running(if_running: Any) -> IfRunning:
+    if if_running not in IF_RUNNING:
+        raise InvalidInput(
+            f'if_running is "fail" (refuse a key a running run holds) or "attach" (take '
+            f"that run), not {if_running!r}",
+            field="if_running",
+        )
+    value: IfRunning = if_running
+    return value
+
+
+def start_child(
+    x: ExecutionParts,
+    workflow: str | Callable[..., Any],
+    input: Any,
+    id: str | None,
+    if_running: IfRunning = "fail",
+    serdes: Serdes[Any] | None = None,
+) -> ChildHandle[Any]:
+    check_if_running(if_running)
+    wf = resolve_workflow(x.engine, workflow)
+    coded(serdes, f"child run of {wf.name!r}")  # refused before the child starts
+    if serde.has_secrets(wf.return_annotation):
+        raise InvalidInput(
+            f"workflow {wf.name!r} returns secret-typed values, sealed with its own run's "
+            "key, which its parent cannot open: return a reference to the secret instead",
+            field="workflow",
+        )
+    if id is not None:
+        check_idempotency_key(id, "id")
+    position = x.next_position()
+    rec = x.recorded(position, wf.name, StepKind.CHILD)
+    if rec is None:
+        rec = _start(x, wf, input, id, position, if_running)
+    child_id = str((rec.detail or {}).get("child", ""))
+    return ChildHandle(child_id, wf.name, position, x, wf, serdes)
+
+
+def _start(
+    x: ExecutionParts,
+    wf: WorkflowDef,
+    input: Any,
+    id: str | None,
+    position: str,
+    if_running: IfRunning = "fail",
+) -> StepRecord:
+    parent_id = x.run.run_id
+    if id is None:
+        # This incarnation's: a keyed parent restarted after its retention ended reuses
+        # its id, and must not find the earlier incarnation's child there.
+        key = f"{parent_id}.{incarnation(x.run)}@{position}"
+        child_id = derived_run_id(wf.name, key, _CHILD_SCOPE)
+    else:
+        child_id = derived_run_id(wf.name, id)
+    child = x.engine.new_run(
+        wf,
+        input,
+        child_id,
+        idempotency_key=id,
+        requested_by=f"run {parent_id}",
+        parent=link(parent_id, position),
+    )
+    step = x.new_record(position, wf.name, StepKind.CHILD, StepStatus.WAITING)
+    step.detail = child_detail(child_id)
+    try:
+        stored = x.ledger.start_child(step, x.guard(), child)
+    except ConditionFailed as e:
+        raise LeaseLost() from e
+    except RunExists as e:
+        # Not this run's (the record and the child are written together, so a child of
+        # this run at this position would have left the record a replay finds first):
+        # a run with that key, started by an operator or by the run this one was forked
+        # from. Finished with the same input, it is the same run: take its outcome.
+        existing = e.existing
+        if existing.terminal and (existing.workflow, existing.input_hash) == (
+            child.workflow,
+            child.input_hash,
+        ):
+            return x.write_fenced(_settled_from(step, existing, x.now_text()))
+        if not existing.terminal and if_running == "attach":
+            _check_not_own_line(x, existing.run_id, id)
+            step.detail = {**child_detail(existing.run_id), "attached": True}
+            return x.write_fenced(step)
+        if existing.terminal:
+            advice = (
+                "it has ended with another input; a key names one run for its retention, "
+                "so key each new run apart (add the date, say)"
+            )
+        else:
+            advice = (
+                'it is still running: pass if_running="attach" to take that run instead '
+                "of starting one, or key each new run apart"
+            )
+        raise InvalidInput(
+            f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
+            f"{existing.status.value}): {advice}",
+            field="id",
+        ) from e
+    rec = x.kept(step, stored)
+    if stored is step:
+        x.engine.invoke_worker(child_id, "start")
+    return rec
+
+
+def _check_not_own_line(x: ExecutionParts, run_id: str, id: str | None) -> None:
+    """A run cannot attach to itself or to a run it descends from: each would wait for
+    the other for ever (found by the explorer: a run started under key K whose code
+    starts a child with ``id=K``)."""
+    line: list[str] = []
+    current: RunRecord | None = x.run
+    while current is not None and len(line) < 100:
+        line.append(current.run_id)
+        if run_id == current.run_id:
+            raise InvalidInput(
+                f"child id {id!r} names run {run_id}, which is "
+                f"{'this run' if len(line) == 1 else 'an ancestor of this run'}: it would "
+                "wait for itself; key the child apart from the runs above it",
+                field="id",
+            )
+        if current.parent is None:
+            return
+        current = x.ledger.get_run(parse_link(current.parent)[0])
+
+
+def await_child(
+    x: ExecutionParts, position: str, wf: WorkflowDef | None, codec: Coded | None = None
+) -> Any:
+    """The child's outcome once its report is in (its result decoded by ``codec`` when
+    given); else suspend until it is."""
+    rec = x.steps[position]
+    if not rec.status.final:
+        x.check_cancel()
+        if is_attached(rec):
+            rec = _look_at_attached(x, rec)
+        elif rec.status != StepStatus.WAITING:
+            rec = _reopened(x, rec)
+    if rec.status == StepStatus.DONE:
+        annotation = serde.NO_ANNOTATION if wf is None else child_annotation(x, rec, wf)
+        return x.decode(rec.output, codec or annotation)
+    if rec.status.final:
+        raise ChildFailed(
+            child_of(rec), rec.name, position, rec.error_type or "Failed", rec.error_summary or ""
+        )
+    raise x.suspend(None, position, replayed=True)
+
+
+def is_attached(rec: StepRecord) -> bool:
+    """A record naming a run this run attached to (``if_running="attach"``): not its child."""
+    return rec.kind == StepKind.CHILD and bool((rec.detail or {}).get("attached"))
+
+
+def _look_at_attached(x: ExecutionParts, rec: StepRecord) -> StepRecord:
+    """Settle the record from the attached run once it has ended; until then, suspend to
+    look again after a tenth of the time waited so far (``ATTACHED_LOOK_MIN`` to
+    ``_MAX``): no report comes from a run that is not this run's child."""
+    attached = x.ledger.get_run(child_of(rec))
+    if attached is None:
+        gone = replace(
+            rec,
+            status=StepStatus.TERMINAL_FAILED,
+            error_type="ChildGone",
+            error_summary=f"run {child_of(rec)} no longer exists (its retention ended)",
+            updated_at=x.now_text(),
+        )
+        return x.write_fenced(gone)
+    if attached.terminal:
+        return x.write_fenced(_settled_from(rec, attached, x.now_text()))
+    now = x.clock.now()
+    waited = now - parse_time(rec.updated_at)
+    look = min(max(waited / 10, ATTACHED_LOOK_MIN), ATTACHED_LOOK_MAX)
+    raise x.suspend(format_time(now + look), rec.position, replayed=True)
+
+
+def child_detail(child_id: str) -> dict[str, Any]:
+    """A waiting child record's ``detail``: exactly this, because a report settles the
+    record only when its detail names the reporting child (``Ledger.finish_child``)."""
+    return {"child": child_id}
+
+
+def child_of(rec: StepRecord) -> str:
+    return str((rec.detail or {}).get("child", ""))
+
+
+def _reopened(x: ExecutionParts, rec: StepRecord) -> StepRecord:
+    """A child record an operator's retry of the parent reopened (the child had failed):
+    retry the child too when it can be, and wait for it again; settle the record from
+    the child when it ended otherwise (or ended while the record was not waiting)."""
+    engine = x.engine
+    child_id = child_of(rec)
+    child = x.ledger.get_run(child_id)
+    if child is None:
+        # Its retention ended and its run item expired: nothing is left to wait for.
+        gone = replace(
+            rec,
+            status=StepStatus.TERMINAL_FAILED,
+            error_type="ChildGone",
+            error_summary=f"child run {child_id} no longer exists (its retention ended); "
+            "fork this run from an earlier step to start the child again",
+            updated_at=x.now_text(),
+        )
+        return x.write_fenced(gone)
+    if child.status == RunStatus.FAILED and not child.compensated:
+        try:
+            engine.retry(child_id, requested_by=f"run {x.run.run_id}")
+        except InvalidState:
+            log.info("child run %s could not be retried; its failure stands", child_id)
+        else:
+            child = None  # running again: wait for its report
+    if child is not None and child.terminal:
+        return x.write_fenced(_settled_from(rec, child, x.now_text()))
+    waiting = x.write_fenced(
+        x.new_record(
+            rec.position,
+            rec.name,
+            StepKind.CHILD,
+            StepStatus.WAITING,
+            detail=child_detail(child_id),
+        )
+    )
+    # It may have ended while the record was not waiting (its report found none): look
+    # once more now that a report can land.
+    child = x.ledger.get_run(child_id)
+    if child is not None and child.terminal:  # a retried child may have failed again
+        return x.write_fenced(_settled_from(waiting, child, x.now_text()))
+    return waiting
+
+
+def report_of(child: RunRecord, changes: dict[str, Any]) -> ChildReport | None:
+    """What a child's final write (``changes`` on ``child``) reports to its parent; None
+    for a run that is not a child."""
+    if child.parent is None:
+        return None
+    parent_id, position = parse_link(child.parent)
+    return outcome_report(child, changes, parent_id, position)
+
+
+def outcome_report(
+    run: RunRecord, changes: dict[str, Any], parent_id: str, position: str
+) -> ChildReport:
+    """The outcome of ``run`` (``changes`` being its final write) as a report to the
+    record at ``position`` of ``parent_id``, with the version of its workflow it ran."""
+    status = RunStatus(str(changes.get("status", run.status.value)))
+    if status == RunStatus.SUCCEEDED:
+        return ChildReport(
+            parent_id,
+            position,
+            run.run_id,
+            StepStatus.DONE,
+            output=changes.get("output"),
+            version=run.version,
+        )
+    error = changes.get("error")
+    error_type = error.type if error is not None else status.value.title()
+    message = error.message if error is not None else ""
+    return ChildReport(
+        parent_id,
+        position,
+        run.run_id,
+        StepStatus.TERMINAL_FAILED,
+        error_type=error_type,
+        error_message=message,
+        version=run.version,
+    )
+
+
+def _settled_from(rec: StepRecord, child: RunRecord, now: str) -> StepRecord:
+    """``rec`` settled by the outcome of the finished run ``child``: its own child, or a
+    run with the same key and input an operator (or the run this one was forked from)
+    started, which is adopted as if it had been started here."""
+    changes: dict[str, Any] = {"status": child.status.value, "output": child.output}
+    if child.error is not None:
+        changes["error"] = child.error
+    return settle_child_record(rec, outcome_report(child, changes, rec.run_id, rec.position), now)
+
+
+def child_annotation(x: ExecutionParts, rec: StepRecord, newest: WorkflowDef) -> Any:
+    """The annotation a child's result is decoded by: its workflow's at the version the
+    child ran (``detail["version"]``, from its report), so a v1 child that ends after v2
+    was deployed decodes as v1 wrote it. The newest's when the record does not say (a
+    child of an older engine) or that version is no longer registered here."""
+    version = (rec.detail or {}).get("version")
+    if isinstance(version, int) and version != newest.version:
+        try:
+            return x.engine.app.get_workflow(newest.name, version).return_annotation
+        except WorkflowNotFound:
+            log.warning(
+                "child run %s ran %s version %d, which this worker does not serve: its "
+                "result is decoded as version %d's",
+                child_of(rec),
+                newest.name,
+                version,
+                newest.version,
+            )
+    return newest.return_annotation
+
+
+def pending_children(steps: dict[str, StepRecord]) -> list[str]:
+    """The ids of the children a run still waits for (its unsettled child records)."""
+    return [
+        child_of(rec)
+        for rec in steps.values()
+        if rec.kind == StepKind.CHILD
+        and not rec.status.final
+        and child_of(rec)
+        and not is_attached(rec)
+    ]
+
+
+def cancel_children(engine: EngineParts, run: RunRecord, steps: dict[str, StepRecord]) -> None:
+    """Cancel the children ``run`` still waits for, as its own cancel asked (with their
+    compensations when it asked for them). Each cancel is idempotent; a child that ended
+    meanwhile is left as it ended."""
+    reason = f"parent run {run.run_id} canceled: {run.cancel_reason or 'canceled'}"
+    for child_id in pending_children(steps):
+        try:
+            engine.cancel(
+                child_id,
+                reason[:1000],
+                compensate=run.cancel_compensate,
+                requested_by=f"run {run.run_id}",
+            )
+        except (InvalidState, RunNotFound):
+            continue  # it finished meanwhile, or its retention ended
+        except Exception:
+            log.warning("canceling child run %s failed", child_id, exc_info=True)
+            raise

@@ -1,0 +1,441 @@
+"""How one invocation's replay ends: the fenced write that turns the way the workflow
+stopped (suspended, handed off, returned, failed, canceled, continued as new) into the run
+item's next state.
+
+Two rules hold every ending together:
+
+* **Nothing a finished run would start exists before the write that proves it may finish
+  that way.** A continue-as-new successor is created in the same atomic write as the
+  run's final state, so a cancel that lands first leaves no successor behind.
+* **No error escapes while the lease is held.** Whatever goes wrong while concluding (a
+  result or successor input the ledger cannot hold, input the workflow refuses, a bug)
+  ends the run FAILED with a typed error and ``needs_attention``: a worker that died on
+  it would only hand the same failure to the next one, forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from durable.core import serde
+from durable.core.completion import BatchFailed
+from durable.core.ids import new_ulid
+from durable.core.model import RunError, RunHistory, RunRecord, RunStatus, format_time
+from durable.core.ports import ConditionFailed, RunExists, RunGuard
+from durable.core.retry import error_type_name
+from durable.engine.children import cancel_children, report_of
+from durable.engine.interrupts import ContinueAsNew, WorkerInterrupted, message_of, summarize
+from durable.engine.sagas import run_compensations
+from durable.errors import (
+    ChildFailed,
+    Handoff,
+    LeaseLost,
+    RunCanceled,
+    StepFailed,
+    StorageError,
+    Suspend,
+    TerminalError,
+)
+
+if TYPE_CHECKING:
+    from durable.engine.engine_parts import EngineParts
+    from durable.engine.execution_parts import ExecutionParts
+
+ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
+FINISHED = frozenset({"succeeded", "failed", "canceled"})
+
+# A worker without code for a run's workflow version defers it this long, doubling per
+# deferral up to the cap: a deploy in progress finishes meanwhile (``durable.engine.engine``).
+DEFER_FIRST = timedelta(seconds=15)
+DEFER_MAX = timedelta(minutes=15)
+
+
+class LifetimeExceeded(TerminalError):
+    """A run was woken after ``max_run_lifetime``: its side-effect records may be gone."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How one invocation ended, for handlers, tests and logs."""
+
+    run_id: str
+    # succeeded | failed | canceled | suspended | handed_off | busy | lease_lost | deferred
+    result: str
+    status: str | None = None
+
+
+class Endings:
+    """The run-item transitions that end an invocation; one per engine."""
+
+    def __init__(self, engine: EngineParts) -> None:
+        self.engine = engine
+        self.ledger = engine.ledger
+        self.clock = engine.clock
+        self.config = engine.config
+
+    # --- the way a replay stopped ----------------------------------------------------
+
+    def drive(self, x: ExecutionParts) -> Outcome:
+        """Run the replay and turn the way it stopped into the run item's next state.
+
+        ``InboxChanged`` (reload and replay again) and retryable storage errors (the
+        ledger is unavailable: crash-only, after releasing the lease) propagate; any
+        other error while concluding fails the run for good, with attention.
+        """
+        try:
+            return self._settle(x, lambda: self._conclude(x))
+        except StorageError as error:
+            if error.retryable:
+                self._release(x)
+                raise
+            return self._finish_failed(x.run, x.owner, error, attention=True, cancel_ok=True)
+        except Exception as error:  # concluding failed: park the run, never crash-loop
+            return self._finish_failed(x.run, x.owner, error, attention=True, cancel_ok=True)
+
+    def _settle(self, x: ExecutionParts, act: Callable[[], Outcome]) -> Outcome:
+        """``act``'s outcome, the control-flow signals it raised turned into theirs. An
+        ending may run workflow code again (a cancel that beat a continue-as-new runs the
+        compensations, which may back off or lose the lease), so its signals are settled
+        the same way."""
+        run_id = x.run.run_id
+        try:
+            return act()
+        except Suspend:
+            return Outcome(run_id, "suspended", RunStatus.WAITING.value)
+        except Handoff:
+            return self._handoff(x)
+        except LeaseLost:
+            return Outcome(run_id, "lease_lost")
+        except ContinueAsNew as c:
+            value = c.input_value
+            return self._settle(x, lambda: self._continue_as_new(x, value))
+
+    def _conclude(self, x: ExecutionParts) -> Outcome:
+        try:
+            try:
+                result = x.run_workflow()
+            except StorageError as error:
+                if error.retryable:
+                    # The ledger failed, not the workflow: failing the run (and compensating)
+                    # over a throttle or a lost connection would end it for good.
+                    raise
+                return self._after_failure(x, error)
+            except Exception as error:
+                return self._after_failure(x, error)
+            if x.nondeterminism is not None:  # user code swallowed it: still park the run
+                return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
+            if x.poisoned and not x.poison_failed:
+                # Workers died max_takeovers times with every step recorded: what kills
+                # them is the ending itself (a result too big to serialize in memory).
+                return self._finish_failed(
+                    x.run, x.owner, _died(self.config.max_takeovers, "ending"), attention=True
+                )
+            try:
+                output = x.redact(x.encode(result, x.workflow.return_annotation))
+            except (TypeError, ValueError) as error:
+                return self._after_failure(x, error)
+            return self._finish(
+                x.run,
+                x.owner,
+                {
+                    "status": RunStatus.SUCCEEDED.value,
+                    "output": output,
+                    "needs_attention": x.poison_failed,
+                },
+                execution=x,
+            )
+        except RunCanceled:
+            return self._cancel(x)
+
+    def _after_failure(self, x: ExecutionParts, error: Exception) -> Outcome:
+        """Compensate (unless the code itself is in doubt), then record the failure.
+
+        A failure wins over a cancel that lands meanwhile: the run did fail, and its
+        error and position are what an operator needs."""
+        if x.nondeterminism is not None:  # never compensate on a replay we cannot trust
+            return self._finish_failed(x.run, x.owner, x.nondeterminism, attention=True)
+        undo_failed = run_compensations(x, mark_status=True) if x.compensations else None
+        return self._finish_failed(
+            x.run,
+            x.owner,
+            error,
+            attention=x.poison_failed or undo_failed is not None,
+            undo_failed=undo_failed,
+            compensated=x.compensated,
+            cancel_ok=True,
+        )
+
+    def _cancel(self, x: ExecutionParts) -> Outcome:
+        if x.run.children:
+            # Before its own end: a crash in between cancels them again (idempotent).
+            cancel_children(self.engine, x.run, x.steps)
+        undo_failed = None
+        if x.run.cancel_compensate and x.compensations:
+            undo_failed = run_compensations(x, mark_status=True)
+        if undo_failed is not None:
+            cause = RunError("Canceled", x.run.cancel_reason or "canceled")
+            return self._finish_failed(
+                x.run,
+                x.owner,
+                undo_failed,
+                attention=True,
+                cause=cause,
+                cancel_ok=True,
+                compensated=True,
+            )
+        return self.write_canceled(x.run, x.owner, compensated=x.compensated)
+
+    # --- run-item transitions --------------------------------------------------------
+
+    def final_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
+        now = self.clock.now()
+        return {
+            **changes,
+            "lease_owner": None,
+            "lease_until": None,
+            "due_at": None,
+            "updated_at": format_time(now),
+            "purge_at": int((now + self.config.retention).timestamp()),
+        }
+
+    def _finish(
+        self,
+        run: RunRecord,
+        owner: str,
+        changes: dict[str, Any],
+        *,
+        execution: ExecutionParts | None = None,
+        cancel_ok: bool = False,
+    ) -> Outcome:
+        """The final write: fenced, on an active status, and never over a cancel request
+        unless ``cancel_ok``.
+
+        A cancel that landed after the last step wins over success: with ``execution``
+        (the success path) it re-enters cancellation so requested compensations run. A
+        result the run item cannot hold fails the run instead (nothing was written).
+        """
+        guard = RunGuard(fence=run.fence, owner=owner, statuses=ACTIVE, no_cancel=not cancel_ok)
+        try:
+            stored = self.final_write(run, guard, self.final_changes(changes))
+        except ConditionFailed as e:
+            current = e.current
+            if current is not None and current.fence == run.fence and current.cancel_requested:
+                if execution is not None:
+                    execution.run = current
+                    raise RunCanceled(current.cancel_reason or "canceled") from e
+                return self.write_canceled(current, owner)
+            return Outcome(run.run_id, "lease_lost")
+        return Outcome(run.run_id, stored.status.value.lower(), stored.status.value)
+
+    def _finish_failed(
+        self,
+        run: RunRecord,
+        owner: str,
+        error: BaseException,
+        *,
+        attention: bool,
+        undo_failed: BaseException | None = None,
+        cause: RunError | None = None,
+        cancel_ok: bool = False,
+        compensated: bool = False,
+    ) -> Outcome:
+        """FAILED with the original error; a failed compensation is appended, never lost."""
+        err = cause or RunError(
+            type=error_type_name(error),
+            message=message_of(error),
+            retryable=False,
+            position=failed_position(error),
+        )
+        if undo_failed is not None:
+            err = RunError(
+                err.type,
+                f"{err.message} | then compensation failed: {summarize(undo_failed)}",
+                False,
+                err.position,
+            )
+        elif cause is not None:
+            err = RunError(err.type, f"{err.message} | then: {summarize(error)}", False)
+        changes: dict[str, Any] = {
+            "status": RunStatus.FAILED.value,
+            "error": err,
+            "needs_attention": attention,
+        }
+        if compensated:
+            changes["compensated"] = True
+        return self._finish(run, owner, changes, cancel_ok=cancel_ok)
+
+    def fail_for_good(self, run: RunRecord, owner: str, error: BaseException) -> Outcome:
+        """End a claimed run FAILED with attention before replaying it (its lifetime is
+        over)."""
+        return self._finish_failed(run, owner, error, attention=True, cancel_ok=True)
+
+    def write_canceled(self, run: RunRecord, owner: str, *, compensated: bool = False) -> Outcome:
+        """CANCELED; ``compensated`` when its compensations ran (and all succeeded), so the
+        run shows that its earlier steps were undone."""
+        changes = self.final_changes(
+            {
+                "status": RunStatus.CANCELED.value,
+                "error": RunError("Canceled", run.cancel_reason or "canceled"),
+                **({"compensated": True} if compensated else {}),
+            }
+        )
+        try:
+            self.final_write(run, RunGuard(fence=run.fence, owner=owner), changes)
+        except ConditionFailed:
+            return Outcome(run.run_id, "lease_lost")
+        return Outcome(run.run_id, "canceled", RunStatus.CANCELED.value)
+
+    def final_write(self, run: RunRecord, guard: RunGuard, changes: dict[str, Any]) -> RunRecord:
+        """The run's last write; a child's also reports its end to its parent, in the
+        same atomic write (``durable.engine.children``), and wakes the parent."""
+        report = report_of(run, changes)
+        if report is None:
+            return self.ledger.update_run(run.run_id, guard, changes)
+        now = format_time(self.clock.now())
+        stored, taken = self.ledger.finish_child(run.run_id, guard, changes, report, now=now)
+        if taken and self._parent_needs_a_worker(report.parent_id, now):
+            self.engine.invoke_worker(report.parent_id, "child")
+        return stored
+
+    def _parent_needs_a_worker(self, parent_id: str, now: str) -> bool:
+        """Whether the parent that took a report must be invoked: not while a live
+        owner holds it (read after the report, so that owner's next suspension finds the
+        inbox moved and reloads). A map's thousand children finishing while their parent
+        runs cost a thousand reads, not a thousand invocations that cannot claim it; the
+        report made the parent due, so the sweeper covers a read that lied."""
+        try:
+            parent = self.ledger.get_run(parent_id)
+        except Exception:
+            return True
+        if parent is None or parent.terminal:
+            return False
+        return parent.lease_owner is None or (parent.lease_until or "") < now
+
+    def _handoff(self, x: ExecutionParts) -> Outcome:
+        """Release the lease with a due time first, then invoke a fresh worker."""
+        now = self.clock.now()
+        try:
+            x.run = self.ledger.update_run(
+                x.run.run_id,
+                x.guard(),
+                {
+                    "lease_owner": None,
+                    "lease_until": None,
+                    "due_at": format_time(now + self.config.handoff_grace),
+                    "updated_at": format_time(now),
+                },
+            )
+        except ConditionFailed:
+            return Outcome(x.run.run_id, "lease_lost")
+        self.engine.invoke_worker(x.run.run_id, "continue", x.hop + 1)
+        return Outcome(x.run.run_id, "handed_off", x.run.status.value)
+
+    def _release(self, x: ExecutionParts) -> None:
+        """After a transient storage failure: give the lease back with a due time, so the
+        next worker need not wait for it to expire. Best effort: the storage may still be
+        failing, and then the lease expires on its own."""
+        due = self.clock.now() + self.config.handoff_grace
+        with contextlib.suppress(ConditionFailed, StorageError):
+            self.ledger.update_run(
+                x.run.run_id,
+                x.guard(),
+                {"lease_owner": None, "lease_until": None, "due_at": format_time(due)},
+            )
+
+    def defer(self, history: RunHistory, owner: str, why: BaseException) -> Outcome:
+        """No code here for the run's workflow version (a deploy in progress): give the
+        run back, due again after a delay that doubles per deferral, without failing it."""
+        run = history.run
+        delay = min(DEFER_FIRST * 2**run.deferrals, DEFER_MAX)
+        now = self.clock.now()
+        status = RunStatus.WAITING if history.steps else RunStatus.PENDING
+        try:
+            self.ledger.update_run(
+                run.run_id,
+                RunGuard(fence=run.fence, owner=owner),
+                {
+                    "status": status.value,
+                    "lease_owner": None,
+                    "lease_until": None,
+                    "due_at": format_time(now + delay),
+                    "updated_at": format_time(now),
+                    "deferrals": run.deferrals + 1,
+                },
+            )
+        except ConditionFailed:
+            return Outcome(run.run_id, "lease_lost")
+        return Outcome(run.run_id, "deferred", status.value)
+
+    def _continue_as_new(self, x: ExecutionParts, input_value: Any) -> Outcome:
+        """End this run and create its successor in one atomic write (a cancel that lands
+        first wins and starts nothing), then invoke the successor.
+
+        The successor's id is a fresh ULID, never one derived from this run: anyone who
+        can start keyed runs could otherwise create a run under it first.
+        """
+        wf = x.workflow
+        now = self.clock.now()
+        stamp = format_time(now)
+        successor_id = new_ulid(now)
+        sealer, data_key = self.engine.new_sealer(successor_id, wf.input_annotation)
+        input_text = serde.validate_input(input_value, wf.input_annotation, wf.name, sealer)
+        successor = RunRecord(
+            run_id=successor_id,
+            workflow=wf.name,
+            version=wf.version,
+            status=RunStatus.PENDING,
+            input=input_text,
+            input_hash=serde.identity_hash(input_text),
+            created_at=stamp,
+            updated_at=stamp,
+            requested_by=x.run.requested_by,
+            due_at=stamp,
+            continued_from=x.run.run_id,
+            data_key=data_key,
+            gate=self.engine.admission.gate_for(wf, input_text),
+        )
+        output = serde.canonical_json({"continued_as_new": successor.run_id})
+        changes = self.final_changes({"status": RunStatus.SUCCEEDED.value, "output": output})
+        guard = RunGuard(fence=x.run.fence, owner=x.owner, statuses=ACTIVE, no_cancel=True)
+        try:
+            self.ledger.continue_run(x.run.run_id, guard, changes, successor)
+        except ConditionFailed as e:
+            current = e.current
+            if current is not None and current.fence == x.run.fence and current.cancel_requested:
+                x.run = current
+                return self._cancel(x)
+            return Outcome(x.run.run_id, "lease_lost")
+        except RunExists as e:  # a ULID collision: never in practice, and never adopted
+            raise StorageError("successor id taken; try again", retryable=True) from e
+        self.engine.invoke_worker(successor.run_id, "start")
+        return Outcome(x.run.run_id, "succeeded", RunStatus.SUCCEEDED.value)
+
+
+def _died(times: int, where: str) -> WorkerInterrupted:
+    return WorkerInterrupted(
+        f"the worker died {times} times in this run's {where} (timeout, out of memory or "
+        "crash); fix it and retry the run"
+    )
+
+
+def failed_position(error: BaseException) -> str | None:
+    """The step whose failure ended the run: the StepFailed (or ChildFailed) the workflow
+    let escape, or the one it was handling when it raised (``raise X from e`` and a raise
+    inside ``except``). A step failure the workflow caught and moved past is not in the
+    chain; one inside a decided batch (under a ``BatchFailed``) is not the run's to redo."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, BatchFailed):
+            # Decided: the batch's decision is a fact of the run, which a retry replays
+            # (it fails the same way); nothing under it is reopened.
+            return None
+        if isinstance(current, StepFailed | ChildFailed):
+            return current.position
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
