@@ -18,13 +18,12 @@ from durable.core.config import EngineConfig
 from durable.core.flow import Concurrency, RateLimit
 from durable.core.model import RunRecord, RunStatus, StepRecord, StepStatus
 from durable.core.retry import RetryPolicy
-from durable.engine.active import current_step
 from durable.engine.children import ChildHandle
 from durable.engine.context import Context
 from durable.engine.engine import Engine, Outcome
 from durable.engine.registry import App
 from durable.engine.run_logging import RunKeys
-from durable.engine.step_context import StepContext
+from durable.engine.step_context import StepContext, current_step
 from durable.engine.waits import Callback
 from durable.errors import (
     CallbackFailed,

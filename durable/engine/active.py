@@ -1,45 +1,83 @@
 """Which workflow context and which step are running on this thread: the context
-variables the engine binds around workflow code and step bodies, ``active_context()``
-and ``current_step()``. A leaf: it imports nothing of the engine, so steps, waits,
-logging and the adapters read it without importing the authoring API.
+variables the engine binds around workflow code and step bodies.
+
+A leaf: it imports nothing of the engine. The variables are typed by what the readers
+below the authoring API use of them (``ActiveWorkflow``, ``ActiveStep``: the views a log
+line reads), so logging, steps and waits read them without importing ``Context`` or
+``StepContext``. The typed accessors live with their types, above this module:
+``durable.engine.context.active_context()`` and ``durable.engine.step_context.current_step()``
+(which ``durable.current_step`` is).
 """
 
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
-
-from durable.errors import DurableError
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from durable.engine.context import Context
-    from durable.engine.step_context import StepContext
-
-_active_context: ContextVar[Context | None] = ContextVar("durable_context", default=None)
-_active_step: ContextVar[StepContext | None] = ContextVar("durable_step", default=None)
+    from durable.core.callables import WorkflowDef
+    from durable.core.model import RunRecord
 
 
-def active_context() -> Context | None:
-    """The workflow context when called from workflow code (not inside a step body)."""
-    return _active_context.get()
+class RunView(Protocol):
+    """What a log line reads of the running workflow (``durable.engine.execution.Execution``)."""
+
+    @property
+    def run(self) -> RunRecord: ...
+
+    @property
+    def workflow(self) -> WorkflowDef: ...
+
+    @property
+    def position(self) -> str | None: ...
+
+    def replaying(self) -> bool: ...
 
 
-def current_step() -> StepContext:
-    """The running step's context; only valid inside a step body."""
-    step = _active_step.get()
-    if step is None:
-        raise DurableError(
-            "durable.current_step() is only available inside a step body that the engine is "
-            "running (call it from a function passed to ctx.step or decorated with @app.step)"
-        )
-    return step
+class StepView(Protocol):
+    """What a log line reads of the running step (``durable.engine.steps.StepRun``)."""
+
+    @property
+    def x(self) -> RunView: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def position(self) -> str: ...
 
 
-def bind_context(ctx: Context | None) -> object:
+class ActiveWorkflow(Protocol):
+    """The running workflow context as code below it reads it (``Context``)."""
+
+    @property
+    def _exec(self) -> RunView: ...
+
+
+class ActiveStep(Protocol):
+    """The running step's context as code below it reads it (``StepContext``)."""
+
+    @property
+    def _step(self) -> StepView: ...
+
+
+_active_context: ContextVar[ActiveWorkflow | None] = ContextVar("durable_context", default=None)
+_active_step: ContextVar[ActiveStep | None] = ContextVar("durable_step", default=None)
+
+
+def in_workflow_code() -> bool:
+    """Whether workflow code (not a step body) is running on this thread."""
+    return _active_context.get() is not None
+
+
+def bind_context(ctx: ActiveWorkflow | None) -> object:
     return _active_context.set(ctx)
 
 
-def bind_step(step: StepContext | None) -> object:
+def bind_step(step: ActiveStep | None) -> object:
     return _active_step.set(step)
 
 

@@ -32,12 +32,12 @@ import asyncio
 import inspect
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import AbstractContextManager, contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from durable.aio import Scoped, run_coroutine
 from durable.core.clock import SystemClock
 from durable.core.model import StepKind, StepRecord, position_key
-from durable.engine.active import active_context
+from durable.engine.active import in_workflow_code
 from durable.engine.cursor import Cursor, bind_cursor
 from durable.engine.determinism import carried, observer_code
 from durable.engine.interrupts import (
@@ -51,9 +51,7 @@ from durable.engine.steps import StepRun
 from durable.errors import ControlFlow, NonDeterminismError, TerminalError
 
 if TYPE_CHECKING:
-    from durable.engine.context import Context
-    from durable.engine.execution import Execution
-    from durable.engine.registry import StepFunction
+    from durable.engine.execution_parts import ExecutionParts
 
 # What ends the invocation when raised anywhere: no new work starts after it.
 _ENDS = (ControlFlow, InboxChanged, ContinueAsNew, DryRunComplete)
@@ -64,6 +62,17 @@ _ENDS = (ControlFlow, InboxChanged, ContinueAsNew, DryRunComplete)
 QUIET_TURNS = 10
 
 
+class AsyncStep(Protocol):
+    """A decorated ``async def`` step as this module calls it
+    (``durable.engine.registry.StepFunction``)."""
+
+    name: str
+    fn: Callable[..., Any]
+    return_annotation: Any
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 class AwaitNotDurable(TerminalError):
     """An async workflow waits for something no durable call can end (an asyncio.sleep,
     an event, I/O in workflow code): the run fails, naming what to use instead."""
@@ -72,7 +81,7 @@ class AwaitNotDurable(TerminalError):
 class AsyncRun:
     """One invocation of an ``async def`` workflow; see the module docstring."""
 
-    def __init__(self, x: Execution) -> None:
+    def __init__(self, x: ExecutionParts) -> None:
         self.x = x
         self.tasks: list[asyncio.Task[Any]] = []  # the workflow's: its own, and steps'
         self.main: asyncio.Task[Any] | None = None
@@ -100,7 +109,7 @@ class AsyncRun:
         """Run the workflow until it ends or nothing can go on, then end the invocation:
         return its value, raise its error, or suspend the run (``Execution.suspend``)."""
         x = self.x
-        root = x._root
+        root = x.root
         root.parks = True  # a wait parks its task; the run suspends at the end (below)
         x.aio = self
         try:
@@ -197,7 +206,7 @@ class AsyncRun:
         return self._track(asyncio.Task(self._branch(coro, cursor), loop=loop, **kwargs))
 
     def _in_workflow_code(self) -> bool:
-        return active_context() is not None  # a step body binds none
+        return in_workflow_code()  # a step body binds none
 
     def _new_branch(self, coro: Any) -> Cursor:
         """The cursor of a task workflow code starts: the next position of its creator."""
@@ -290,7 +299,7 @@ class AsyncRun:
         yield
 
     def _stop(self) -> None:
-        self.x._root.stopped = True  # every task's cursor descends from it
+        self.x.root.stopped = True  # every task's cursor descends from it
 
     def _die(self, death: BaseException) -> None:
         """A dead worker makes no further call: every task is canceled at once, bodies
@@ -324,13 +333,12 @@ class AsyncRun:
 
 
 def await_step(
-    ctx: Context, fn: StepFunction[Any, Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    x: ExecutionParts, fn: AsyncStep, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Coroutine[Any, Any, Any]:
     """``fetch(url)`` for a decorated ``async def`` step in workflow code: the step takes
     its position now, and its body runs when the result is awaited."""
-    x = ctx._exec
     run = x.aio
-    if run is None or not run.on_loop():
+    if not isinstance(run, AsyncRun) or not run.on_loop():
         called = getattr(fn.fn, "__name__", fn.name)
         raise TypeError(
             f"step {fn.name!r} is async def: in a plain def workflow (or a ctx.parallel / "
@@ -346,7 +354,7 @@ def await_step(
 
 async def _step(
     run: AsyncRun,
-    fn: StepFunction[Any, Any],
+    fn: AsyncStep,
     position: str,
     rec: StepRecord | None,
     args: tuple[Any, ...],
@@ -378,7 +386,7 @@ async def _raise(error: BaseException) -> None:
     raise error
 
 
-def _idle(x: Execution) -> Callable[[float], Coroutine[Any, Any, None]]:
+def _idle(x: ExecutionParts) -> Callable[[float], Coroutine[Any, Any, None]]:
     """An awaited step's in-process backoff: the loop runs other tasks meanwhile. A clock
     other than the system's (a test's fake clock) moves at once, as its ``sleep`` does."""
 

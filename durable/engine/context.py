@@ -20,14 +20,12 @@ from durable.core.values import NO_STATE
 from durable.engine.active import (  # noqa: F401
     _active_context,
     _active_step,
-    active_context,
     bind_context,
     bind_step,
-    current_step,
     reset_context,
     reset_step,
 )
-from durable.engine.step_context import StepContext  # noqa: F401
+from durable.engine.step_context import StepContext, current_step  # noqa: F401
 from durable.errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -36,7 +34,7 @@ if TYPE_CHECKING:
     from durable.core.retry import RetryPolicy
     from durable.engine.children import ChildHandle
     from durable.engine.engine_parts import IfRunning
-    from durable.engine.execution import Execution
+    from durable.engine.execution_parts import ExecutionParts
     from durable.engine.waits import Callback
 
 P = ParamSpec("P")
@@ -59,7 +57,7 @@ class Context:
     (``durable.engine.run_logging``).
     """
 
-    def __init__(self, execution: Execution) -> None:
+    def __init__(self, execution: ExecutionParts) -> None:
         from durable.engine.run_logging import WorkflowLogger
 
         self._exec = execution
@@ -909,3 +907,9 @@ def _item_labels(
                 f"item_name raised {type(e).__name__} for item {i}: {e}", field="item_name"
             ) from e
     return labels
+
+
+def active_context() -> Context | None:
+    """The workflow context when called from workflow code (not inside a step body)."""
+    ctx = _active_context.get()
+    return ctx if isinstance(ctx, Context) else None

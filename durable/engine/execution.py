@@ -73,8 +73,8 @@ from durable.errors import (
 )
 
 if TYPE_CHECKING:
-    from durable.engine.async_workflow import AsyncRun
     from durable.engine.engine_parts import EngineParts
+    from durable.engine.execution_parts import LoopRun
 
 _PATCH_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 # A waiting record's kind as ``waiting_for`` says it: a step waiting is a retry's backoff.
@@ -153,7 +153,7 @@ class Execution(LeaseKeeping):
         self.compensated = False  # compensations of a failure or a cancel were started
         self.dry_run = False  # replay recorded results only; stop where new work begins
         # The event loop driving an ``async def`` workflow, while it runs (else None).
-        self.aio: AsyncRun | None = None
+        self.aio: LoopRun | None = None
 
     # --- the calling code's cursor ------------------------------------------------------
 
@@ -274,6 +274,11 @@ class Execution(LeaseKeeping):
         return format_time(self.clock.now())
 
     # --- running the workflow --------------------------------------------------------
+
+    @property
+    def root(self) -> Cursor:
+        """The top-level cursor every branch's and task's cursor descends from."""
+        return self._root
 
     def new_context(self) -> Context:
         """A workflow ``Context`` over this execution (fan-out's branches take one too)."""

@@ -31,6 +31,13 @@ if TYPE_CHECKING:
     from durable.errors import NonDeterminismError, Suspend
 
 
+class LoopRun(Protocol):
+    """What an execution knows of the async run that drives it
+    (``durable.engine.async_workflow.AsyncRun``)."""
+
+    def on_loop(self) -> bool: ...
+
+
 class ExecutionParts(Protocol):
     """One invocation's replay of a run, as the modules it drives use it."""
 
@@ -55,8 +62,13 @@ class ExecutionParts(Protocol):
     @property
     def invocation(self) -> Invocation: ...
 
+    # Whose turn it is to run workflow code (set while a batch's branches run on threads).
+    turn: Turn | None
+    # The async run driving this invocation's workflow on an event loop, if any.
+    aio: LoopRun | None
+
     @property
-    def turn(self) -> Turn | None: ...
+    def root(self) -> Cursor: ...
 
     @property
     def ledger(self) -> Ledger: ...
@@ -184,3 +196,17 @@ class ExecutionParts(Protocol):
         timeout: timedelta | None,
         semantics: Semantics | None,
     ) -> StepOptionsResolved: ...
+
+    # --- what ``Context`` and the batches call besides ---------------------------------
+
+    def new_context(self) -> object: ...
+
+    def record_value(self, name: str, producer: str) -> Any: ...
+
+    def changed(self, patch_id: str) -> bool: ...
+
+    def wake_time(self, duration: timedelta) -> datetime: ...
+
+    def sleep_until(self, when: datetime, name: str) -> None: ...
+
+    def continue_as_new(self, input_value: Any) -> None: ...

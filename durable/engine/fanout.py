@@ -66,8 +66,7 @@ from durable.errors import (
 )
 
 if TYPE_CHECKING:
-    from durable.engine.context import Context
-    from durable.engine.execution import Execution
+    from durable.engine.execution_parts import ExecutionParts
 
 # An inline batch's decision is one ledger item: past this many branches it could not
 # hold their outcomes (DynamoDB items stop at 400 KB).
@@ -79,7 +78,8 @@ BRANCH_THREAD = "durable-branch"
 # branches a parallel has, without a thousand threads for a map of a thousand items.
 DEFAULT_THREADS = 64
 
-Branch = Callable[["Context"], Any]
+# A branch takes the workflow's Context; this module only passes it through.
+Branch = Callable[[Any], Any]
 
 
 @dataclass(slots=True, eq=False)
@@ -95,7 +95,7 @@ class _Branch:
 
 
 def run_batch(
-    x: Execution,
+    x: ExecutionParts,
     name: str,
     branches: Sequence[tuple[Branch, Any]],
     *,
@@ -144,7 +144,7 @@ def run_batch(
 
 
 def _branches(
-    x: Execution, caller: Cursor, branches: Sequence[tuple[Branch, Any]]
+    x: ExecutionParts, caller: Cursor, branches: Sequence[tuple[Branch, Any]]
 ) -> list[_Branch]:
     """A cursor per branch; each knows how far its branch got before this invocation."""
     index = caller.counter
@@ -180,7 +180,7 @@ def _branches(
 
 
 def _run_threads(
-    x: Execution, runs: list[_Branch], rule: Completion, workers: int, ctx: Context
+    x: ExecutionParts, runs: list[_Branch], rule: Completion, workers: int, ctx: object
 ) -> None:
     """Run the branches until each has an outcome or was stopped: the rule decided, or
     one branch stopped the run."""
@@ -220,7 +220,7 @@ def _run_threads(
         x.turn = outer
 
 
-def _run_in_order(x: Execution, runs: list[_Branch], rule: Completion, ctx: Context) -> None:
+def _run_in_order(x: ExecutionParts, runs: list[_Branch], rule: Completion, ctx: object) -> None:
     """``max_concurrency=1``: the branches one after another on the caller's thread, in
     branch order (the same records and decisions as threads, with nothing to take turns
     over; the simulation explorer drives batches this way)."""
@@ -246,9 +246,9 @@ def _must_stop(runs: list[_Branch], rule: Completion) -> bool:
 
 
 def _run_branch(
-    x: Execution,
+    x: ExecutionParts,
     b: _Branch,
-    ctx: Context,
+    ctx: object,
     turn: Turn | None,
     guard_state: Callable[[], Any],
 ) -> None:
@@ -292,7 +292,7 @@ def check_plain_branch(fn: Callable[..., Any], what: str) -> None:
         )
 
 
-def _stops_run(x: Execution, error: Exception) -> bool:
+def _stops_run(x: ExecutionParts, error: Exception) -> bool:
     """Errors that are about the run, not the branch: diverging code, an unavailable
     ledger (the invocation ends and the next one replays)."""
     if isinstance(error, NonDeterminismError) and x.nondeterminism is not None:
@@ -301,7 +301,7 @@ def _stops_run(x: Execution, error: Exception) -> bool:
 
 
 def _conclude(
-    x: Execution,
+    x: ExecutionParts,
     caller: Cursor,
     position: str,
     name: str,
@@ -348,7 +348,7 @@ def _conclude(
     return _result(x, name, decision, runs)
 
 
-def _item(x: Execution, b: _Branch) -> dict[str, Any]:
+def _item(x: ExecutionParts, b: _Branch) -> dict[str, Any]:
     # Where the branch ended: a replay that rebuilds its compensations stops there, and a
     # canceled branch's undos take the positions after it.
     own = (p for p, rec in x.steps.items() if rec.kind != StepKind.COMPENSATION)
@@ -356,7 +356,7 @@ def _item(x: Execution, b: _Branch) -> dict[str, Any]:
     return {**_outcome(x, b), "end": end}
 
 
-def _outcome(x: Execution, b: _Branch) -> dict[str, Any]:
+def _outcome(x: ExecutionParts, b: _Branch) -> dict[str, Any]:
     if b.outcome == "succeeded":
         return {"s": "succeeded", "v": b.encoded}
     if b.outcome == "failed":
@@ -382,7 +382,7 @@ def _merge(caller: Cursor, runs: list[_Branch]) -> None:
         b.cursor.compensations.clear()
 
 
-def _cancel_children(x: Execution, position: str, decision: dict[str, Any]) -> None:
+def _cancel_children(x: ExecutionParts, position: str, decision: dict[str, Any]) -> None:
     """Cancel, with their compensations, the child runs a canceled branch still waits for
     (``run_child``, ``start_child``, a distributed map's items, at any depth in it), as a
     distributed map cancels its open items: the decision went on without the branch, so
@@ -412,7 +412,7 @@ def _cancel_children(x: Execution, position: str, decision: dict[str, Any]) -> N
 
 
 def _compensate_canceled(
-    x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[str, Any]
+    x: ExecutionParts, caller: Cursor, runs: list[_Branch], decision: dict[str, Any]
 ) -> None:
     """Finished branches' compensations join the caller's; canceled branches' run now,
     each newest first, at positions after the branch's last own record."""
@@ -443,7 +443,9 @@ def _compensate_canceled(
 # --- replay of a decided batch --------------------------------------------------------
 
 
-def _rebuild(x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[str, Any]) -> None:
+def _rebuild(
+    x: ExecutionParts, caller: Cursor, runs: list[_Branch], decision: dict[str, Any]
+) -> None:
     """Re-run, from records only, the branches that registered compensations, in branch
     order: their undos join the caller's list as on the first execution, and a canceled
     branch's compensations finish if a crash cut them short."""
@@ -469,7 +471,7 @@ def _rebuild(x: Execution, caller: Cursor, runs: list[_Branch], decision: dict[s
 
 
 def _result(
-    x: Execution, name: str, decision: dict[str, Any], runs: list[_Branch]
+    x: ExecutionParts, name: str, decision: dict[str, Any], runs: list[_Branch]
 ) -> BatchResult[Any]:
     """The ``BatchResult`` a decision records: built the same way on the first execution
     and on replay, so both return equal values and errors."""

@@ -73,7 +73,7 @@ class StepFunction(StepDeclaration, Generic[P, R]):
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        from durable.engine.active import active_context
+        from durable.engine.context import active_context
 
         ctx = active_context()
         if ctx is None:
@@ -81,7 +81,7 @@ class StepFunction(StepDeclaration, Generic[P, R]):
         if self.is_async:
             from durable.engine.async_workflow import await_step
 
-            awaitable: R = await_step(ctx, self, args, kwargs)  # type: ignore[assignment]
+            awaitable: R = await_step(ctx._exec, self, args, kwargs)  # type: ignore[assignment]
             return awaitable
         # Reserved option names cannot collide: they are keyword-only in Context.step and
         # a step needing one takes it through functools.partial.

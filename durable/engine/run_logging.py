@@ -20,44 +20,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import MutableMapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-from durable.engine.active import _active_context, _active_step
+from durable.engine.active import RunView, StepView, _active_context, _active_step
 
 if TYPE_CHECKING:
-    from durable.core.callables import WorkflowDef
-    from durable.core.model import RunRecord
-
-
-class RunView(Protocol):
-    """What a log line reads of the running workflow (``durable.engine.execution.Execution``)."""
-
-    @property
-    def run(self) -> RunRecord: ...
-
-    @property
-    def workflow(self) -> WorkflowDef: ...
-
-    @property
-    def position(self) -> str | None: ...
-
-    def replaying(self) -> bool: ...
-
-
-class StepView(Protocol):
-    """What a log line reads of the running step (``durable.engine.steps.StepRun``)."""
-
-    @property
-    def x(self) -> RunView: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def attempt(self) -> int: ...
-
-    @property
-    def position(self) -> str: ...
+    pass
 
 
 WORKFLOW_LOGGER = logging.getLogger("durable.workflow")

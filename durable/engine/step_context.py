@@ -10,7 +10,9 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from durable.engine.run_logging import StepLogger, StepView
+from durable.engine.active import StepView, _active_step
+from durable.engine.run_logging import StepLogger
+from durable.errors import DurableError
 
 T = TypeVar("T")
 
@@ -120,3 +122,14 @@ class StepContext:
         """
         reference: T = self._step.effect(action, call, reconcile)
         return reference
+
+
+def current_step() -> StepContext:
+    """The running step's context; only valid inside a step body."""
+    step = _active_step.get()
+    if not isinstance(step, StepContext):
+        raise DurableError(
+            "durable.current_step() is only available inside a step body that the engine is "
+            "running (call it from a function passed to ctx.step or decorated with @app.step)"
+        )
+    return step

@@ -16,7 +16,7 @@ from typing import Any
 
 from durable.core.model import StepKind, StepRecord, StepStatus, parse_time
 from durable.core.ports import Ledger, RunGuard
-from durable.engine.active import current_step
+from durable.engine.step_context import current_step
 from durable.errors import DurableError, InvalidInput
 from durable.settings import Settings
 
