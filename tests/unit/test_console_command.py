@@ -32,6 +32,8 @@ def test_without_a_stack_it_says_what_to_do(
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("DURABLE_ENDPOINT", raising=False)
     monkeypatch.setattr(cli, "STATE_DIR", Path(".durable"))
+    # Nor the machine's newest dev (another checkout's, or a benchmark's, running now).
+    monkeypatch.setenv("DURABLE_LOCAL_HOME", str(tmp_path / "home"))
     assert cli.main(["console"]) == 1
     err = capsys.readouterr().err
     assert "durable dev" in err and "--endpoint https://" in err
