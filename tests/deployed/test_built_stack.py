@@ -56,7 +56,7 @@ def test_every_function_is_built_from_the_lock_and_nothing_else(repo_build: Path
     for function in FUNCTIONS:
         folder = repo_build / function
         assert installed(folder) == locked, function
-        assert (folder / "durable" / "engine.py").exists()
+        assert (folder / "durable" / "engine" / "engine.py").exists()
         assert (folder / "handlers" / "worker.py").exists()
         for name in NOT_DEPLOYED:
             assert not (folder / name).exists(), f"{function} ships {name}"

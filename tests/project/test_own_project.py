@@ -557,7 +557,7 @@ def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(
         _own_stack_is_built(project)
         built = project / ".aws-sam" / "build" / "WorkerFunction"
         assert (built / "shop" / "workflows.py").exists()
-        assert (built / "durable" / "engine.py").exists()  # the library, from the wheel
+        assert (built / "durable" / "engine" / "engine.py").exists()  # the library, from the wheel
         assert not (built / "examples").exists() and not (built / "tests").exists()
         assert "aarch64" in " ".join(p.name for p in built.glob("pydantic_core/*.so"))
 
