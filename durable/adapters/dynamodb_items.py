@@ -28,7 +28,10 @@ from durable.model import (
 RUN_SK = "RUN"
 STEP_PREFIX = "STEP#"
 SIGNAL_PREFIX = "SIGNAL#"
+INPUT_PREFIX = "INPUT#"
 ATTENTION_PK = "ATTENTION"
+# The largest input (bytes of its JSON text) the run item holds itself.
+INPUT_INLINE_MAX = 512
 
 
 def run_pk(run_id: str) -> str:
@@ -41,6 +44,28 @@ def list_pk(workflow: str) -> str:
 
 def list_sk(status: str, updated_at: str) -> str:
     return f"{status}#{updated_at}"
+
+
+def input_apart(run: RunRecord) -> bool:
+    """Whether the run's input is kept in an item of its own (``INPUT#<created_at>``),
+    written once before the run item, instead of in the run item.
+
+    DynamoDB bills a write of an item by the whole item's size (one unit per started KB
+    of the larger of before and after), and the run item is written on every
+    transition: create, each claim, suspension, finish. An input inside it is paid for
+    again by each of them (a 4 KB input made each of a run's five transitions cost 5
+    units instead of 1). Kept apart, it is paid for once; the run's loads read it with
+    the rest of the partition. A small input stays inline: an extra item would cost a
+    unit of its own for a saving of none (the run item stays under 1 KB either way).
+    """
+    return len(run.input.encode()) > INPUT_INLINE_MAX
+
+
+def input_sk(run: RunRecord) -> str:
+    """``INPUT#<created_at>``: the run's incarnation is in the key, so a run id that
+    comes back (a keyed start after the first run expired) never reads the input an
+    expired incarnation left before the purge got there."""
+    return INPUT_PREFIX + run.created_at
 
 
 # --- the codec ---------------------------------------------------------------------------
@@ -87,6 +112,8 @@ def _item(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
+    """The run item; a large input is left out (``input_apart``: see ``input_to_item``)."""
+    apart = input_apart(run)
     return _item(
         {
             "pk": run_pk(run.run_id),
@@ -95,7 +122,8 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "workflow": run.workflow,
             "version": run.version,
             "status": run.status.value,
-            "input": run.input,
+            "input": None if apart else run.input,
+            "input_item": input_sk(run) if apart else None,
             "input_hash": run.input_hash,
             "created_at": run.created_at,
             "updated_at": run.updated_at,
@@ -136,6 +164,22 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
                 if wants_a_person(run.status, run.needs_attention, run.waiting_for)
                 else None
             ),
+        }
+    )
+
+
+def input_to_item(run: RunRecord) -> dict[str, Any]:
+    """The item holding a large input (``input_apart``), written once, before the run
+    item that names it (``input_item``). ``updated_at`` is the run's creation: the purge
+    of an expired incarnation deletes it with that incarnation's steps."""
+    return _item(
+        {
+            "pk": run_pk(run.run_id),
+            "sk": input_sk(run),
+            "run_id": run.run_id,
+            "input": run.input,
+            "input_hash": run.input_hash,
+            "updated_at": run.created_at,
         }
     )
 
@@ -216,7 +260,8 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         workflow=d["workflow"],
         version=int(d["version"]),
         status=RunStatus(d["status"]),
-        # A listing index projects neither (``durable.leases.LISTED_FIELDS``).
+        # A listing index projects neither (``durable.leases.LISTED_FIELDS``); a large
+        # input is in its own item (``input_item``), filled in by the ledger.
         input=d.get("input", ""),
         input_hash=d.get("input_hash", ""),
         created_at=d["created_at"],
@@ -323,5 +368,6 @@ RUN_ATTRIBUTES = frozenset(
         *("due_at", "purge_at", "continued_from", "forked_from", "parent", "children"),
         *("deferrals", "compensated", "data_key", "operations", "usage", "gate", "queued_at"),
         *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk", "waiting_for"),
+        "input_item",
     }
 )

@@ -97,7 +97,7 @@ def test_the_recorded_units_are_the_units_dynamodb_reports(
     hand = HandCount(ddb_local_client)
     ledger = DynamoLedger(ddb_local_client, table)
     units = dynamodb_units.RunWriteUnits(ledger)
-    meter.units_of_create, meter.units_of_update = units.create, units.update
+    units.install(meter)
     clock = FakeClock()
     engine = Engine(
         _app(),
@@ -136,7 +136,7 @@ def test_a_run_continued_as_new_records_the_transaction_it_ends_with(ddb_local_c
     dynamodb_units.watch(ddb_local_client, meter)
     ledger = DynamoLedger(ddb_local_client, table)
     units = dynamodb_units.RunWriteUnits(ledger)
-    meter.units_of_create, meter.units_of_update = units.create, units.update
+    units.install(meter)
     engine = Engine(_app(), UsageLedger(ledger, meter), MemoryInvoker(), MemoryEffectStore())
     run = engine.start("again", 1)
     started = ledger.get_run(run.run_id)

@@ -1,0 +1,139 @@
+"""A large input is kept in an item of its own, written once (issue 35, lever d).
+
+DynamoDB bills a write by the whole item's size, and the run item is written on every
+transition: an input inside it was paid for again by each claim, suspension and finish.
+These pin the layout (on moto in-process): where the input is stored, that every read of
+the run still has it, and that a run item of the layout before (input inline) still reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from durable.adapters.dynamodb import DynamoLedger
+from durable.adapters.dynamodb_items import INPUT_INLINE_MAX, run_pk
+from durable.model import RunStatus
+from durable.ports import RunExists, RunGuard
+from tests.conftest import MakeTables, aws_client
+from tests.support.records import make_run, make_step, t
+
+LARGE = '{"notes":"' + "x" * 4096 + '"}'
+
+
+class Tables:
+    def __init__(self, client: Any, name: str) -> None:
+        self.client = client
+        self.name = name
+        self.ledger = DynamoLedger(client, name)
+
+    def item(self, sk: str, run_id: str = "RUN1") -> dict[str, Any] | None:
+        key = {"pk": {"S": run_pk(run_id)}, "sk": {"S": sk}}
+        item: dict[str, Any] | None = self.client.get_item(TableName=self.name, Key=key).get("Item")
+        return item
+
+    def fresh(self) -> DynamoLedger:
+        """Another container's ledger: it remembers no input."""
+        return DynamoLedger(self.client, self.name)
+
+
+@pytest.fixture
+def tables(mock_aws_session: None, make_tables: MakeTables) -> Iterator[Tables]:
+    client = aws_client("dynamodb", None)
+    name, _ = make_tables(client)
+    yield Tables(client, name)
+
+
+def test_a_large_input_is_written_once_in_its_own_item(tables: Tables) -> None:
+    """GIVEN a run with a 4 KB input WHEN it is created THEN the run item holds no input,
+    only the name of the item that does (``INPUT#<created_at>``), which holds it."""
+    run = make_run(input=LARGE)
+    tables.ledger.create_run(run)
+    item = tables.item("RUN")
+    assert item is not None and "input" not in item
+    assert item["input_item"] == {"S": f"INPUT#{run.created_at}"}
+    apart = tables.item(f"INPUT#{run.created_at}")
+    assert apart is not None and apart["input"] == {"S": LARGE}
+    assert apart["updated_at"] == {"S": run.created_at}  # the purge's clock
+
+
+def test_a_small_input_stays_in_the_run_item(tables: Tables) -> None:
+    small = '{"a":"' + "y" * (INPUT_INLINE_MAX - 8) + '"}'
+    assert len(small) == INPUT_INLINE_MAX
+    tables.ledger.create_run(make_run(input=small))
+    item = tables.item("RUN")
+    assert item is not None and item["input"] == {"S": small} and "input_item" not in item
+
+
+def test_every_read_of_a_run_has_its_large_input(tables: Tables) -> None:
+    """GIVEN a run whose input is apart WHEN another container claims, loads, reads and
+    updates it THEN each record it gets back has the whole input."""
+    tables.ledger.create_run(make_run(input=LARGE))
+    other = tables.fresh()
+    claim = other.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0))
+    assert claim is not None and claim.run.input == LARGE
+    third = tables.fresh()
+    history = third.load("RUN1")
+    assert history is not None and history.run.input == LARGE
+    assert tables.fresh().get_run("RUN1").input == LARGE  # type: ignore[union-attr]
+    updated = tables.fresh().update_run(
+        "RUN1", RunGuard(claim.run.fence, "w1"), {"status": RunStatus.WAITING}
+    )
+    assert updated.input == LARGE
+
+
+def test_a_repeated_create_reports_the_stored_run_with_its_input(tables: Tables) -> None:
+    first = make_run(input=LARGE)
+    tables.ledger.create_run(first)
+    again = make_run(input=LARGE.replace("x", "z"), created_at=t(5), updated_at=t(5))
+    with pytest.raises(RunExists) as refused:
+        tables.fresh().create_run(again)
+    assert refused.value.existing.input == LARGE
+
+
+def test_a_run_item_of_the_layout_before_reads_as_it_did(tables: Tables) -> None:
+    """A run started before the input moved out has it inline, however large: read as is."""
+    tables.ledger.create_run(make_run())
+    tables.client.update_item(
+        TableName=tables.name,
+        Key={"pk": {"S": run_pk("RUN1")}, "sk": {"S": "RUN"}},
+        UpdateExpression="SET #i = :i",
+        ExpressionAttributeNames={"#i": "input"},
+        ExpressionAttributeValues={":i": {"S": LARGE}},
+    )
+    fresh = tables.fresh()
+    assert fresh.get_run("RUN1").input == LARGE  # type: ignore[union-attr]
+    assert fresh.load("RUN1").run.input == LARGE  # type: ignore[union-attr]
+
+
+def test_the_purge_deletes_an_expired_incarnations_input_and_keeps_the_current(
+    tables: Tables,
+) -> None:
+    """GIVEN a keyed run id that came back (the first run expired, its input item left)
+    WHEN the new incarnation loads and the purge runs THEN the load has the new input and
+    the purge deletes the old one, not the new one."""
+    old = make_run(input=LARGE, created_at=t(0), updated_at=t(0))
+    tables.ledger.create_run(old)
+    tables.client.delete_item(
+        TableName=tables.name, Key={"pk": {"S": run_pk("RUN1")}, "sk": {"S": "RUN"}}
+    )
+    new_input = LARGE.replace("x", "n")
+    tables.ledger.create_run(make_run(input=new_input, created_at=t(100), updated_at=t(100)))
+    tables.ledger.write_step(make_step(updated_at=t(101)))
+    assert tables.fresh().load("RUN1").run.input == new_input  # type: ignore[union-attr]
+    assert tables.ledger.purge_leftovers("RUN1", before=t(50)) == 1
+    assert tables.item(f"INPUT#{t(0)}") is None
+    assert tables.item(f"INPUT#{t(100)}") is not None
+
+
+def test_the_items_of_a_large_input_match_the_declared_models() -> None:
+    from durable.adapters.dynamodb_items import input_to_item, run_to_item
+    from durable.adapters.dynamodb_models import InputItem, RunItem
+
+    run = make_run(input=LARGE)
+    item = run_to_item(run, 4)
+    assert RunItem.from_raw_data(item).serialize() == item
+    apart = input_to_item(run)
+    assert InputItem.from_raw_data(apart).serialize() == apart
