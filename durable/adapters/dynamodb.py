@@ -24,7 +24,6 @@ from durable.adapters.dynamodb_items import (
     item_to_signal,
     item_to_step,
     list_pk,
-    list_sk,
     run_pk,
     run_to_item,
     step_to_item,
@@ -259,7 +258,6 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             f"{e.name('due_shard')} = {e.value(s(due_shard(run_id, self.shards)), 'sh')}",
             f"{e.name('fence')} = {e.name('fence')} + {e.value(n(1), 'inc')}",
             f"{e.name('updated_at')} = {e.value(s(now), 'now')}",
-            f"{e.name('list_sk')} = {e.value(s(list_sk(status, now)), 'lsk')}",
         ]
         return ", ".join(assignments)
 
@@ -439,8 +437,8 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             cursor_keys = ("list_pk", "list_sk")
             cursor_expect = {"list_pk": list_pk(workflow)}
             key = f"{e.name('list_pk')} = {e.value(s(list_pk(workflow)), 'pk')}"
-            if status is not None:
-                key += f" AND begins_with({e.name('list_sk')}, {e.value(s(status + '#'), 'st')})"
+            if status is not None:  # the key does not hold it (``list_sk``): a filter does
+                filters.append(f"{e.name('status')} = {e.value(s(status), 'st')}")
             if needs_attention is False:
                 na = e.name("needs_attention")
                 filters.append(

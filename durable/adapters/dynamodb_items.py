@@ -42,8 +42,16 @@ def list_pk(workflow: str) -> str:
     return f"WF#{workflow}"
 
 
-def list_sk(status: str, updated_at: str) -> str:
-    return f"{status}#{updated_at}"
+def list_sk(created_at: str, run_id: str) -> str:
+    """``created#<created_at>#<run id>``: the listing index's sort key, written once by
+    the create and never moved. A key holding the status and update time (the layout
+    before, ``<status>#<updated_at>``) moved on every transition, and DynamoDB bills a
+    moved index key as a delete and a put; a status change now updates the entry in place
+    (one unit), and a listing by status filters on the projected ``status``. Newest runs
+    first; the lowercase prefix sorts a new run above every key of the layout before (an
+    upper-case status), so a table with both lists the runs started since the upgrade
+    first."""
+    return f"created#{created_at}#{run_id}"
 
 
 def input_apart(run: RunRecord) -> bool:
@@ -158,7 +166,7 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "start_at": run.start_at,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
-            "list_sk": list_sk(run.status.value, run.updated_at),
+            "list_sk": list_sk(run.created_at, run.run_id),
             "attention_pk": (
                 ATTENTION_PK
                 if wants_a_person(run.status, run.needs_attention, run.waiting_for)

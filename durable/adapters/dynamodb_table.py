@@ -18,7 +18,6 @@ from durable.adapters.dynamodb_items import (
     input_to_item,
     item_to_run,
     item_to_step,
-    list_sk,
     run_attribute_value,
     run_pk,
 )
@@ -42,7 +41,7 @@ _BATCH_GET = 100
 _BATCH_GET_ROUNDS = 8
 
 # Placeholder hints of the derived keys, as they were named before (cosmetic).
-_HINTS = {"due_shard": "sh", "attention_pk": "att", "list_sk": "lsk"}
+_HINTS = {"due_shard": "sh", "attention_pk": "att"}
 
 
 # Inputs kept apart (``input_apart``) a ledger remembers, by run id and sort key: they
@@ -249,9 +248,6 @@ class TableBase:
             out["attention_pk"] = s(ATTENTION_PK) if wanted else None
         elif normalized.get("needs_attention"):
             out["attention_pk"] = s(ATTENTION_PK)
-        if "status" in normalized and "updated_at" in normalized:
-            status = normalized["status"].value
-            out["list_sk"] = s(list_sk(status, normalized["updated_at"]))
         return out
 
     def _change_expression(

@@ -1,4 +1,5 @@
-"""A large input is kept in an item of its own, written once (issue 35, lever d).
+"""The DynamoDB layout's cost levers (issue 35): a large input kept in an item of its
+own, written once (lever d), and a listing key that never moves (lever b).
 
 DynamoDB bills a write by the whole item's size, and the run item is written on every
 transition: an input inside it was paid for again by each claim, suspension and finish.
@@ -137,3 +138,55 @@ def test_the_items_of_a_large_input_match_the_declared_models() -> None:
     assert RunItem.from_raw_data(item).serialize() == item
     apart = input_to_item(run)
     assert InputItem.from_raw_data(apart).serialize() == apart
+
+
+# --- the listing key does not move (issue 35, lever b) -----------------------------------
+
+
+def test_the_listing_key_is_set_once_at_creation_and_never_moves(tables: Tables) -> None:
+    """GIVEN a run WHEN it is claimed, parked, claimed again and finished THEN its
+    listing key (``list_sk``) stays what the create wrote: ``created#<created_at>#<run
+    id>``. A key that moved with the status cost a delete and a put in the listing index
+    on every transition; a status change now updates the entry in place."""
+    run = make_run()
+    tables.ledger.create_run(run)
+    first = tables.item("RUN")
+    assert first is not None
+    assert first["list_sk"] == {"S": f"created#{run.created_at}#RUN1"}
+    claim = tables.ledger.claim("RUN1", "w1", now=t(1), lease_until=t(60), stale_before=t(1))
+    assert claim is not None
+    guard = RunGuard(claim.run.fence, "w1")
+    tables.ledger.update_run(
+        "RUN1", guard, {"status": RunStatus.WAITING, "updated_at": t(2), "lease_owner": None}
+    )
+    again = tables.ledger.claim("RUN1", "w2", now=t(3), lease_until=t(60), stale_before=t(3))
+    assert again is not None
+    tables.ledger.update_run(
+        "RUN1",
+        RunGuard(again.run.fence, "w2"),
+        {"status": RunStatus.SUCCEEDED, "updated_at": t(4), "output": "1"},
+    )
+    last = tables.item("RUN")
+    assert last is not None and last["list_sk"] == first["list_sk"]
+    (listed,) = tables.ledger.list_runs(workflow="wf", status="SUCCEEDED").items
+    assert listed.run_id == "RUN1"
+    assert tables.ledger.list_runs(workflow="wf", status="WAITING").items == []
+
+
+def test_a_listing_shows_the_newest_runs_first_whatever_their_status(tables: Tables) -> None:
+    for i, status in enumerate(["SUCCEEDED", "PENDING", "FAILED"]):
+        tables.ledger.create_run(
+            make_run(f"R{i}", status=RunStatus(status), created_at=t(i), updated_at=t(10 - i))
+        )
+    assert [r.run_id for r in tables.ledger.list_runs(workflow="wf").items] == ["R2", "R1", "R0"]
+
+
+def test_the_memory_ledger_lists_in_the_same_order() -> None:
+    from durable.adapters.memory import MemoryLedger
+
+    ledger = MemoryLedger()
+    for i, status in enumerate(["SUCCEEDED", "PENDING", "FAILED"]):
+        ledger.create_run(
+            make_run(f"R{i}", status=RunStatus(status), created_at=t(i), updated_at=t(10 - i))
+        )
+    assert [r.run_id for r in ledger.list_runs(workflow="wf").items] == ["R2", "R1", "R0"]
