@@ -87,6 +87,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         dynamodb,
         settings.ledger_table,
         due_shards=settings.due_shards,
+        inputs_apart=settings.inputs_apart,
     )
     units = dynamodb_units.RunWriteUnits(ledger)
     units.install(meter)

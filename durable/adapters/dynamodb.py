@@ -7,6 +7,7 @@ memory ledger so the two cannot drift. Vendor errors are translated at this boun
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -72,11 +73,17 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
         table_name: str,
         *,
         due_shards: int = 4,
+        inputs_apart: bool = True,
     ) -> None:
+        """``inputs_apart``: whether this ledger writes a large input in an item of its
+        own (``dynamodb_items.input_apart``); it reads both layouts either way. A deployed
+        stack turns it on once every function reads that layout (``Settings.inputs_apart``)."""
         self.client = client
         self.table = table_name
         self.shards = due_shards
+        self.inputs_apart = inputs_apart
         self._inputs = {}
+        self._inputs_lock = threading.Lock()
 
     # --- runs ----------------------------------------------------------------------
 
@@ -86,7 +93,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
         try:
             self.client.put_item(
                 TableName=self.table,
-                Item=run_to_item(run, self.shards),
+                Item=run_to_item(run, self.shards, apart=self.inputs_apart),
                 ConditionExpression="attribute_not_exists(pk)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -365,7 +372,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
                 {
                     "Put": {
                         "TableName": self.table,
-                        "Item": run_to_item(successor, self.shards),
+                        "Item": run_to_item(successor, self.shards, apart=self.inputs_apart),
                         "ConditionExpression": "attribute_not_exists(pk)",
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }

@@ -99,7 +99,7 @@ class ChildrenMixin(TableBase):
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": run_to_item(child, self.shards),
+                "Item": run_to_item(child, self.shards, apart=self.inputs_apart),
                 "ConditionExpression": "attribute_not_exists(pk)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }

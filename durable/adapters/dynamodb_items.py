@@ -119,9 +119,10 @@ def _item(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: attribute_value(v) for k, v in fields.items() if v is not None}
 
 
-def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
-    """The run item; a large input is left out (``input_apart``: see ``input_to_item``)."""
-    apart = input_apart(run)
+def run_to_item(run: RunRecord, shards: int, *, apart: bool = True) -> dict[str, Any]:
+    """The run item; with ``apart``, a large input is left out (``input_apart``: see
+    ``input_to_item``)."""
+    apart = apart and input_apart(run)
     return _item(
         {
             "pk": run_pk(run.run_id),

@@ -5,6 +5,7 @@ writers (``dynamodb``, ``dynamodb_steps``, ``dynamodb_events``) build on it."""
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,9 @@ class TableBase:
     client: DynamoDBClient
     table: str
     shards: int
+    inputs_apart: bool
     _inputs: dict[tuple[str, str], str]
+    _inputs_lock: threading.Lock
 
     def get_run(self, run_id: str) -> RunRecord | None:
         try:
@@ -79,7 +82,8 @@ class TableBase:
             return run
         known = (inputs or {}).get(name)
         if known is None:
-            known = self._inputs.get((run.run_id, name))
+            with self._inputs_lock:
+                known = self._inputs.get((run.run_id, name))
         if known is None:
             known = self._read_input(run.run_id, name)
         self._keep_input(run.run_id, name, known)
@@ -87,11 +91,12 @@ class TableBase:
         return run
 
     def _keep_input(self, run_id: str, name: str, text: str) -> None:
-        kept = self._inputs
-        kept.pop((run_id, name), None)
-        kept[(run_id, name)] = text
-        while len(kept) > _INPUTS_KEPT:
-            kept.pop(next(iter(kept)))
+        with self._inputs_lock:  # the lease keeper updates the run from its own thread
+            kept = self._inputs
+            kept.pop((run_id, name), None)
+            kept[(run_id, name)] = text
+            while len(kept) > _INPUTS_KEPT:
+                kept.pop(next(iter(kept)))
 
     def _read_input(self, run_id: str, name: str) -> str:
         try:
@@ -112,7 +117,7 @@ class TableBase:
         names it: a plain put, once. A create that then finds the run there already
         leaves it behind, under its own incarnation's key, where nothing reads it and
         the purge deletes it with the run."""
-        if not input_apart(run):
+        if not (self.inputs_apart and input_apart(run)):
             return
         try:
             self.client.put_item(TableName=self.table, Item=input_to_item(run))

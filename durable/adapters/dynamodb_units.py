@@ -123,6 +123,13 @@ class RunWriteUnits:
         self._ledger = ledger
         self._known = indexes
 
+    def _apart(self, run: RunRecord) -> bool:
+        return bool(getattr(self._ledger, "inputs_apart", True)) and input_apart(run)
+
+    def _item(self, run: RunRecord) -> dict[str, Any]:
+        apart = bool(getattr(self._ledger, "inputs_apart", True))
+        return run_to_item(run, self._ledger.shards, apart=apart)
+
     def install(self, meter: Meter) -> None:
         meter.units_of_create, meter.units_of_update = self.create, self.update
         meter.requests_of_create = self.requests_of_create
@@ -136,17 +143,17 @@ class RunWriteUnits:
     def create(self, run: RunRecord) -> float:
         """The run item's put, and before it the put of a large input's own item
         (``input_apart``: in no index)."""
-        units = write_units(None, run_to_item(run, self._ledger.shards), self._indexes)
-        if input_apart(run):
+        units = write_units(None, self._item(run), self._indexes)
+        if self._apart(run):
             units += write_units(None, input_to_item(run), ())
         return units
 
     def requests_of_create(self, run: RunRecord) -> float:
         """The requests of a create: the run item's put, after a large input's own."""
-        return 2.0 if input_apart(run) else 1.0
+        return 2.0 if self._apart(run) else 1.0
 
     def update(self, before: RunRecord, changes: Mapping[str, Any]) -> float:
-        old = run_to_item(before, self._ledger.shards)
+        old = self._item(before)
         new = dict(old)
         for name, value in self._ledger.run_assignments(before.run_id, changes).items():
             if value is None:

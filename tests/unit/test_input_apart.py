@@ -190,3 +190,46 @@ def test_the_memory_ledger_lists_in_the_same_order() -> None:
             make_run(f"R{i}", status=RunStatus(status), created_at=t(i), updated_at=t(10 - i))
         )
     assert [r.run_id for r in ledger.list_runs(workflow="wf").items] == ["R2", "R1", "R0"]
+
+
+def test_the_container_that_wrote_an_input_does_not_read_it_again(tables: Tables) -> None:
+    """GIVEN a ledger that created a run with a large input WHEN it claims and updates the
+    run THEN it sends no read for the input (it never changes); a ledger that has not
+    seen it reads it once, consistently, and then remembers it."""
+    reads: list[dict[str, Any]] = []
+
+    class Counting:
+        def __init__(self, real: Any) -> None:
+            self.real = real
+
+        def get_item(self, **request: Any) -> Any:
+            reads.append(request)
+            return self.real.get_item(**request)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+    client: Any = Counting(tables.client)
+    writer = DynamoLedger(client, tables.name)
+    writer.create_run(make_run(input=LARGE))
+    claim = writer.claim("RUN1", "w1", now=t(0), lease_until=t(60), stale_before=t(0))
+    assert claim is not None and claim.run.input == LARGE and reads == []
+    other = DynamoLedger(client, tables.name)
+    guard = RunGuard(claim.run.fence, "w1")
+    for _ in range(2):
+        assert other.update_run("RUN1", guard, {"lease_until": t(70)}).input == LARGE
+    assert len(reads) == 1 and reads[0]["ConsistentRead"] is True
+    assert reads[0]["Key"]["sk"] == {"S": f"INPUT#{make_run().created_at}"}
+
+
+def test_a_ledger_told_to_keep_inputs_inline_writes_the_layout_before(tables: Tables) -> None:
+    """GIVEN a ledger with ``inputs_apart=False`` (a stack whose older workers may still
+    run) WHEN it creates a run with a large input THEN the run item holds it and no input
+    item is written: a worker from before the layout reads the run whole."""
+    inline = DynamoLedger(tables.client, tables.name, inputs_apart=False)
+    run = make_run(input=LARGE)
+    inline.create_run(run)
+    item = tables.item("RUN")
+    assert item is not None and item["input"] == {"S": LARGE} and "input_item" not in item
+    assert tables.item(f"INPUT#{run.created_at}") is None
+    assert tables.fresh().get_run("RUN1").input == LARGE  # type: ignore[union-attr]
