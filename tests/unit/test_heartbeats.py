@@ -125,6 +125,16 @@ def test_a_bad_heartbeat_timeout_is_refused_at_the_call(heartbeat: timedelta, sa
     assert SENT == []  # refused before any token existed
 
 
+def test_a_heartbeat_as_long_as_the_timeout_is_accepted() -> None:
+    """The bound is inclusive: a heartbeat equal to the wait's own timeout adds nothing, but
+    it is not wrong, so the call goes on (a mutant refusing it survived until this test)."""
+    runner = LocalRunner(job_app(heartbeat=timedelta(hours=2)))
+    run_id = runner.start("transcode").run_id
+    runner.run_until_idle()
+    assert runner.get_run(run_id).status == RunStatus.WAITING
+    assert len(SENT) == 1
+
+
 def test_a_worker_with_a_stale_view_does_not_time_out_a_wait_a_heartbeat_moved_on() -> None:
     """A worker that read the run before a heartbeat landed, and looks at the wait once its
     old expiry passed, must not write it TIMED_OUT: the ledger refuses a timeout of an
