@@ -87,10 +87,9 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         dynamodb,
         settings.ledger_table,
         due_shards=settings.due_shards,
-        inputs_apart=settings.inputs_apart,
     )
     units = dynamodb_units.RunWriteUnits(ledger)
-    units.install(meter)
+    meter.units_of_create, meter.units_of_update = units.create, units.update
     worker = settings.require("worker_function", "invoking the worker")
     timers: Timers = NoTimers()
     recurring: SchedulerRecurring | None = None
