@@ -14,18 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, TypeVarTuple
 
 from durable.core.callables import Semantics, return_annotation
 from durable.core.values import NO_STATE
-
-# The step-context plumbing lives in durable.engine.active and .step_context (below the
-# engine); re-exported here, where it was.
-from durable.engine.active import (  # noqa: F401
-    _active_context,
-    _active_step,
-    bind_context,
-    bind_step,
-    reset_context,
-    reset_step,
-)
-from durable.engine.step_context import StepContext, current_step  # noqa: F401
+from durable.engine.active import _active_context
 from durable.errors import InvalidInput
 
 if TYPE_CHECKING:

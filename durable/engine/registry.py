@@ -10,8 +10,6 @@ from datetime import timedelta
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from durable.core import serde
-
-# Below the engine (durable.core.callables), re-exported here, where they were.
 from durable.core.callables import (
     Semantics,
     StepDeclaration,
@@ -23,6 +21,7 @@ from durable.core.callables import (
 from durable.core.flow import Concurrency, RateLimit, concurrency_of
 from durable.core.retry import RetryPolicy
 from durable.core.serde import NO_ANNOTATION
+from durable.engine.context import Context, active_context
 from durable.engine.schedules import Missed, Overlap, Schedule
 from durable.errors import InvalidInput, RegistrationError, WorkflowNotFound
 from durable.hooks import HookSpec
@@ -73,8 +72,6 @@ class StepFunction(StepDeclaration, Generic[P, R]):
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
-        from durable.engine.context import active_context
-
         ctx = active_context()
         if ctx is None:
             return self.fn(*args, **kwargs)
@@ -100,7 +97,6 @@ def _check_context_parameter(fn: Callable[..., Any], first: inspect.Parameter, n
     context is left alone (no annotation, a string, ``Any``, ``object``, a protocol, a
     type variable, a union holding a Context): this runs at import, where a false refusal
     would stop every handler of the app."""
-    from durable.engine.context import Context
 
     try:
         annotation = resolve_annotation(fn, first.name)
