@@ -111,7 +111,7 @@ def one_run(endpoint: str, payload: Any, *, billed: bool = False) -> UnitCounter
     if billed:
         dynamodb_units.watch(client, meter)
         units = dynamodb_units.RunWriteUnits(ledger)
-        meter.units_of_create, meter.units_of_update = units.create, units.update
+        units.install(meter)
         ledger = UsageLedger(ledger, meter)
     engine, _ = make_engine(build_app(), ledger, clock=clock)
     counter = UnitCounter(client)

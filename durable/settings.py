@@ -104,6 +104,12 @@ class Settings(BaseModel):
     price_region: str = ""
     prices: str = ""
     due_shards: int = Field(default=4, ge=1, le=64)
+    # Write an input over 512 bytes in an item of its own (docs/architecture.md, "Data
+    # model"): every transition of the run item then costs a unit, not one per KB of input.
+    # Off until every function of the stack runs a version that reads that layout (a
+    # worker from before it would run such a run with an empty input): turn it on in the
+    # deploy after the one that brings it (docs/operations.md).
+    inputs_apart: bool = False
     steps_per_invocation: int = Field(default=1000, ge=1)
     # Waits (sleeps, retry backoffs, condition polls) this short are served inside the
     # invocation when it has the time; longer ones suspend the run and arm a timer.

@@ -87,9 +87,10 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         dynamodb,
         settings.ledger_table,
         due_shards=settings.due_shards,
+        inputs_apart=settings.inputs_apart,
     )
     units = dynamodb_units.RunWriteUnits(ledger)
-    meter.units_of_create, meter.units_of_update = units.create, units.update
+    units.install(meter)
     worker = settings.require("worker_function", "invoking the worker")
     timers: Timers = NoTimers()
     recurring: SchedulerRecurring | None = None

@@ -7,6 +7,7 @@ memory ledger so the two cannot drift. Vendor errors are translated at this boun
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ from durable.adapters.dynamodb_events import EventsMixin
 from durable.adapters.dynamodb_gates import GatesMixin
 from durable.adapters.dynamodb_items import (
     ATTENTION_PK,
+    INPUT_PREFIX,
     RUN_SK,
     SIGNAL_PREFIX,
     STEP_PREFIX,
@@ -23,7 +25,6 @@ from durable.adapters.dynamodb_items import (
     item_to_signal,
     item_to_step,
     list_pk,
-    list_sk,
     run_pk,
     run_to_item,
     step_to_item,
@@ -72,25 +73,33 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
         table_name: str,
         *,
         due_shards: int = 4,
+        inputs_apart: bool = True,
     ) -> None:
+        """``inputs_apart``: whether this ledger writes a large input in an item of its
+        own (``dynamodb_items.input_apart``); it reads both layouts either way. A deployed
+        stack turns it on once every function reads that layout (``Settings.inputs_apart``)."""
         self.client = client
         self.table = table_name
         self.shards = due_shards
+        self.inputs_apart = inputs_apart
+        self._inputs = {}
+        self._inputs_lock = threading.Lock()
 
     # --- runs ----------------------------------------------------------------------
 
     def create_run(self, run: RunRecord) -> RunRecord:
         check_item_size(run, f"the input of run {run.run_id}")
+        self._put_input(run)
         try:
             self.client.put_item(
                 TableName=self.table,
-                Item=run_to_item(run, self.shards),
+                Item=run_to_item(run, self.shards, apart=self.inputs_apart),
                 ConditionExpression="attribute_not_exists(pk)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self.client.exceptions.ConditionalCheckFailedException as e:
             old = getattr(e, "response", {}).get("Item")
-            existing = item_to_run(old) if old else self.get_run(run.run_id)
+            existing = self._whole(old) if old else self.get_run(run.run_id)
             if existing is None:  # deleted meanwhile (TTL): treat as a transient conflict
                 raise StorageError("run id conflict; try again", retryable=True) from e
             raise RunExists(existing) from e
@@ -122,20 +131,24 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
                 return
 
     def load(self, run_id: str) -> RunHistory | None:
-        run: RunRecord | None = None
         steps: dict[str, StepRecord] = {}
         signals: list[SignalRecord] = []
+        run_item: dict[str, Any] | None = None
+        inputs: dict[str, str] = {}
         for item in self._partition(run_id):
             sk = item["sk"]["S"]
             if sk == RUN_SK:
-                run = item_to_run(item)
+                run_item = item
+            elif sk.startswith(INPUT_PREFIX):
+                inputs[sk] = item["input"]["S"]
             elif sk.startswith(STEP_PREFIX):
                 step = item_to_step(item)
                 steps[step.position] = step
             elif sk.startswith(SIGNAL_PREFIX):
                 signals.append(item_to_signal(item))
-        if run is None:
+        if run_item is None:
             return None
+        run = self._whole(run_item, inputs)
         # Arrival order, as the memory ledger keeps them: the sort key orders a keyed
         # signal by its key's hash (SIGNAL#<name>#K#...), not by when it arrived.
         signals.sort(key=signal_order)
@@ -252,7 +265,6 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             f"{e.name('due_shard')} = {e.value(s(due_shard(run_id, self.shards)), 'sh')}",
             f"{e.name('fence')} = {e.name('fence')} + {e.value(n(1), 'inc')}",
             f"{e.name('updated_at')} = {e.value(s(now), 'now')}",
-            f"{e.name('list_sk')} = {e.value(s(list_sk(status, now)), 'lsk')}",
         ]
         return ", ".join(assignments)
 
@@ -321,7 +333,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
                 if reasons[0].get("Code") == "ConditionalCheckFailed"
                 else None
             )
-            raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id))
+            raise ConditionFailed(self._whole(old) if old else self.get_run(run_id))
         new = self.get_run(run_id)  # a transaction returns no item: read it back
         if new is None:  # deleted between the two calls (a TTL purge): as if it never was
             raise ConditionFailed(None)
@@ -350,6 +362,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
     ) -> None:
         check_item_size(successor, f"the input of run {successor.run_id}")
         self._check_projected_size(run_id, changes)
+        self._put_input(successor)
         e = Expr()
         condition = guard_condition(e, guard)
         update = self._change_expression(e, run_id, changes)
@@ -359,7 +372,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
                 {
                     "Put": {
                         "TableName": self.table,
-                        "Item": run_to_item(successor, self.shards),
+                        "Item": run_to_item(successor, self.shards, apart=self.inputs_apart),
                         "ConditionExpression": "attribute_not_exists(pk)",
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }
@@ -371,9 +384,9 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             return
         if reasons[0].get("Code") == "ConditionalCheckFailed":
             old = reasons[0].get("Item")
-            raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id))
+            raise ConditionFailed(self._whole(old) if old else self.get_run(run_id))
         old = reasons[1].get("Item")
-        existing = item_to_run(old) if old else self.get_run(successor.run_id)
+        existing = self._whole(old) if old else self.get_run(successor.run_id)
         if existing is None:
             raise StorageError("successor id conflict; try again", retryable=True)
         raise RunExists(existing)
@@ -391,12 +404,12 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             )
         except self.client.exceptions.ConditionalCheckFailedException as err:
             old = getattr(err, "response", {}).get("Item")
-            raise ConditionFailed(item_to_run(old) if old else None) from err
+            raise ConditionFailed(self._whole(old) if old else None) from err
         except Exception as err:
             if error_code(err) == "ValidationException" and "Item size" in str(err):
                 raise PayloadTooLarge(f"run {run_id}", 400 * 1024 + 1, 400 * 1024) from err
             storage_error(err, "updating the run")
-        return item_to_run(response["Attributes"])
+        return self._whole(response["Attributes"])
 
     # --- steps ---------------------------------------------------------------------
 
@@ -431,8 +444,8 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             cursor_keys = ("list_pk", "list_sk")
             cursor_expect = {"list_pk": list_pk(workflow)}
             key = f"{e.name('list_pk')} = {e.value(s(list_pk(workflow)), 'pk')}"
-            if status is not None:
-                key += f" AND begins_with({e.name('list_sk')}, {e.value(s(status + '#'), 'st')})"
+            if status is not None:  # the key does not hold it (``list_sk``): a filter does
+                filters.append(f"{e.name('status')} = {e.value(s(status), 'st')}")
             if needs_attention is False:
                 na = e.name("needs_attention")
                 filters.append(

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_items import (
     STEP_PREFIX,
-    item_to_run,
     run_pk,
     run_to_item,
 )
@@ -48,6 +47,7 @@ class ChildrenMixin(TableBase):
 
     def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
         children_batch([step], [child])
+        self._put_input(child)
         reasons = self._transact(
             [
                 self._step_put(step),
@@ -63,7 +63,7 @@ class ChildrenMixin(TableBase):
         # stored one comes back), then a taken child id.
         if not failed[1] and not failed[0] and failed[2]:
             old = reasons[2].get("Item")
-            existing = item_to_run(old) if old else self.get_run(child.run_id)
+            existing = self._whole(old) if old else self.get_run(child.run_id)
             if existing is None:
                 raise StorageError("child id conflict; try again", retryable=True)
             raise RunExists(existing)
@@ -73,6 +73,8 @@ class ChildrenMixin(TableBase):
         self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
     ) -> bool:
         parent_id = children_batch(steps, children)
+        for child in children:
+            self._put_input(child)
         actions = [self._count_children(parent_id, guard, len(children))]
         for step, child in zip(steps, children, strict=True):
             actions += [self._step_put(step), self._child_put(child)]
@@ -81,7 +83,7 @@ class ChildrenMixin(TableBase):
             return True
         if reasons[0].get("Code") == "ConditionalCheckFailed":
             old = reasons[0].get("Item")
-            raise ConditionFailed(item_to_run(old) if old else self.get_run(parent_id))
+            raise ConditionFailed(self._whole(old) if old else self.get_run(parent_id))
         return False
 
     def _count_children(self, parent_id: str, guard: RunGuard, started: int) -> dict[str, Any]:
@@ -97,7 +99,7 @@ class ChildrenMixin(TableBase):
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": run_to_item(child, self.shards),
+                "Item": run_to_item(child, self.shards, apart=self.inputs_apart),
                 "ConditionExpression": "attribute_not_exists(pk)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
@@ -132,7 +134,7 @@ class ChildrenMixin(TableBase):
             return new, True
         if reasons[0].get("Code") == "ConditionalCheckFailed":
             old = reasons[0].get("Item")
-            raise ConditionFailed(item_to_run(old) if old else self.get_run(run_id))
+            raise ConditionFailed(self._whole(old) if old else self.get_run(run_id))
         # The parent cannot take it (ended, or the record is settled): end alone.
         return self.update_run(run_id, guard, changes), False
 

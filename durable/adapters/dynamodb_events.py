@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_items import (
     RUN_SK,
-    item_to_run,
     item_to_signal,
     item_to_step,
     run_pk,
@@ -132,7 +131,7 @@ class EventsMixin(TableBase):
             old = reasons[0].get("Item")
             raise WaitNotPending(item_to_step(old) if old else None)
         old_run = reasons[1].get("Item")
-        raise RunFinished(item_to_run(old_run) if old_run else None)
+        raise RunFinished(self._whole(old_run) if old_run else None)
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")

@@ -28,7 +28,10 @@ from durable.core.model import (
 RUN_SK = "RUN"
 STEP_PREFIX = "STEP#"
 SIGNAL_PREFIX = "SIGNAL#"
+INPUT_PREFIX = "INPUT#"
 ATTENTION_PK = "ATTENTION"
+# The largest input (bytes of its JSON text) the run item holds itself.
+INPUT_INLINE_MAX = 512
 
 
 def run_pk(run_id: str) -> str:
@@ -39,8 +42,38 @@ def list_pk(workflow: str) -> str:
     return f"WF#{workflow}"
 
 
-def list_sk(status: str, updated_at: str) -> str:
-    return f"{status}#{updated_at}"
+def list_sk(created_at: str, run_id: str) -> str:
+    """``created#<created_at>#<run id>``: the listing index's sort key, written once by
+    the create and never moved. A key holding the status and update time (the layout
+    before, ``<status>#<updated_at>``) moved on every transition, and DynamoDB bills a
+    moved index key as a delete and a put; a status change now updates the entry in place
+    (one unit), and a listing by status filters on the projected ``status``. Newest runs
+    first; the lowercase prefix sorts a new run above every key of the layout before (an
+    upper-case status), so a table with both lists the runs started since the upgrade
+    first."""
+    return f"created#{created_at}#{run_id}"
+
+
+def input_apart(run: RunRecord) -> bool:
+    """Whether the run's input is kept in an item of its own (``INPUT#<created_at>``),
+    written once before the run item, instead of in the run item.
+
+    DynamoDB bills a write of an item by the whole item's size (one unit per started KB
+    of the larger of before and after), and the run item is written on every
+    transition: create, each claim, suspension, finish. An input inside it is paid for
+    again by each of them (a 4 KB input made each of a run's five transitions cost 5
+    units instead of 1). Kept apart, it is paid for once; the run's loads read it with
+    the rest of the partition. A small input stays inline: an extra item would cost a
+    unit of its own for a saving of none (the run item stays under 1 KB either way).
+    """
+    return len(run.input.encode()) > INPUT_INLINE_MAX
+
+
+def input_sk(run: RunRecord) -> str:
+    """``INPUT#<created_at>``: the run's incarnation is in the key, so a run id that
+    comes back (a keyed start after the first run expired) never reads the input an
+    expired incarnation left before the purge got there."""
+    return INPUT_PREFIX + run.created_at
 
 
 # --- the codec ---------------------------------------------------------------------------
@@ -86,7 +119,10 @@ def _item(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: attribute_value(v) for k, v in fields.items() if v is not None}
 
 
-def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
+def run_to_item(run: RunRecord, shards: int, *, apart: bool = True) -> dict[str, Any]:
+    """The run item; with ``apart``, a large input is left out (``input_apart``: see
+    ``input_to_item``)."""
+    apart = apart and input_apart(run)
     return _item(
         {
             "pk": run_pk(run.run_id),
@@ -95,7 +131,8 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "workflow": run.workflow,
             "version": run.version,
             "status": run.status.value,
-            "input": run.input,
+            "input": None if apart else run.input,
+            "input_item": input_sk(run) if apart else None,
             "input_hash": run.input_hash,
             "created_at": run.created_at,
             "updated_at": run.updated_at,
@@ -130,12 +167,28 @@ def run_to_item(run: RunRecord, shards: int) -> dict[str, Any]:
             "start_at": run.start_at,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
-            "list_sk": list_sk(run.status.value, run.updated_at),
+            "list_sk": list_sk(run.created_at, run.run_id),
             "attention_pk": (
                 ATTENTION_PK
                 if wants_a_person(run.status, run.needs_attention, run.waiting_for)
                 else None
             ),
+        }
+    )
+
+
+def input_to_item(run: RunRecord) -> dict[str, Any]:
+    """The item holding a large input (``input_apart``), written once, before the run
+    item that names it (``input_item``). ``updated_at`` is the run's creation: the purge
+    of an expired incarnation deletes it with that incarnation's steps."""
+    return _item(
+        {
+            "pk": run_pk(run.run_id),
+            "sk": input_sk(run),
+            "run_id": run.run_id,
+            "input": run.input,
+            "input_hash": run.input_hash,
+            "updated_at": run.created_at,
         }
     )
 
@@ -216,7 +269,8 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         workflow=d["workflow"],
         version=int(d["version"]),
         status=RunStatus(d["status"]),
-        # A listing index projects neither (``durable.core.leases.LISTED_FIELDS``).
+        # A listing index projects neither (``durable.core.leases.LISTED_FIELDS``); a large
+        # input is in its own item (``input_item``), filled in by the ledger.
         input=d.get("input", ""),
         input_hash=d.get("input_hash", ""),
         created_at=d["created_at"],
@@ -323,5 +377,6 @@ RUN_ATTRIBUTES = frozenset(
         *("due_at", "purge_at", "continued_from", "forked_from", "parent", "children"),
         *("deferrals", "compensated", "data_key", "operations", "usage", "gate", "queued_at"),
         *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk", "waiting_for"),
+        "input_item",
     }
 )

@@ -73,7 +73,9 @@ class RunItem(_Base):
     workflow = UnicodeAttribute()
     version = NumberAttribute()
     status = UnicodeAttribute()
-    input = UnicodeAttribute()
+    # A large input is in an item of its own (InputItem), named by input_item.
+    input = UnicodeAttribute(null=True)
+    input_item = UnicodeAttribute(null=True)
     input_hash = UnicodeAttribute()
     created_at = UnicodeAttribute()
     updated_at = UnicodeAttribute()
@@ -111,6 +113,16 @@ class RunItem(_Base):
     list_pk = UnicodeAttribute(null=True)
     list_sk = UnicodeAttribute(null=True)
     attention_pk = UnicodeAttribute(null=True)
+
+
+class InputItem(_Base):
+    """A run's large input (sort key ``INPUT#<created_at>``), written once before its run
+    item (``durable.adapters.dynamodb_items.input_apart``)."""
+
+    run_id = UnicodeAttribute()
+    input = UnicodeAttribute()
+    input_hash = UnicodeAttribute()
+    updated_at = UnicodeAttribute()  # the run's creation: the purge's clock
 
 
 class StepItem(_Base):

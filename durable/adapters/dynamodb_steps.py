@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from durable.adapters.dynamodb_items import (
-    item_to_run,
     item_to_step,
     run_pk,
     signal_sk,
@@ -74,7 +73,7 @@ class StepsMixin(TableBase):
         the run guard failed (it wins: the lease is gone), else the stored step."""
         if reasons[run_index].get("Code") == "ConditionalCheckFailed":
             old = reasons[run_index].get("Item")
-            raise ConditionFailed(item_to_run(old) if old else self.get_run(step.run_id))
+            raise ConditionFailed(self._whole(old) if old else self.get_run(step.run_id))
         failed = reasons[0].get("Code") == "ConditionalCheckFailed"
         old = reasons[0].get("Item") if failed else None
         stored = item_to_step(old) if old else self.get_step(step.run_id, step.position)
@@ -106,7 +105,7 @@ class StepsMixin(TableBase):
             return True
         if reasons[1].get("Code") == "ConditionalCheckFailed":
             old = reasons[1].get("Item")
-            raise ConditionFailed(item_to_run(old) if old else self.get_run(step.run_id))
+            raise ConditionFailed(self._whole(old) if old else self.get_run(step.run_id))
         return False  # the step turned final meanwhile: nothing to checkpoint
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:

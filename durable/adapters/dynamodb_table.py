@@ -5,6 +5,7 @@ writers (``dynamodb``, ``dynamodb_steps``, ``dynamodb_events``) build on it."""
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -13,9 +14,11 @@ from durable.adapters.dynamodb_items import (
     ATTENTION_PK,
     RUN_SK,
     STEP_PREFIX,
+    input_apart,
+    input_sk,
+    input_to_item,
     item_to_run,
     item_to_step,
-    list_sk,
     run_attribute_value,
     run_pk,
 )
@@ -39,13 +42,22 @@ _BATCH_GET = 100
 _BATCH_GET_ROUNDS = 8
 
 # Placeholder hints of the derived keys, as they were named before (cosmetic).
-_HINTS = {"due_shard": "sh", "attention_pk": "att", "list_sk": "lsk"}
+_HINTS = {"due_shard": "sh", "attention_pk": "att"}
+
+
+# Inputs kept apart (``input_apart``) a ledger remembers, by run id and sort key: they
+# never change, so a claim or an update in the container that wrote or read one does not
+# read it again.
+_INPUTS_KEPT = 64
 
 
 class TableBase:
     client: DynamoDBClient
     table: str
     shards: int
+    inputs_apart: bool
+    _inputs: dict[tuple[str, str], str]
+    _inputs_lock: threading.Lock
 
     def get_run(self, run_id: str) -> RunRecord | None:
         try:
@@ -57,7 +69,61 @@ class TableBase:
         except Exception as e:
             storage_error(e, "reading the run")
         item = response.get("Item")
-        return item_to_run(item) if item else None
+        return self._whole(item) if item else None
+
+    def _whole(self, item: dict[str, Any], inputs: dict[str, str] | None = None) -> RunRecord:
+        """The run an item holds, with its input: a run item whose input is kept apart
+        names it (``input_item``); ``inputs`` (sort key -> input) are the ones a load
+        read with the partition, else the ledger's memory, else one consistent read.
+        A run item of the layout before (the input inline) is read as it is."""
+        run = item_to_run(item)
+        name = item.get("input_item", {}).get("S")
+        if name is None:
+            return run
+        known = (inputs or {}).get(name)
+        if known is None:
+            with self._inputs_lock:
+                known = self._inputs.get((run.run_id, name))
+        if known is None:
+            known = self._read_input(run.run_id, name)
+        self._keep_input(run.run_id, name, known)
+        run.input = known
+        return run
+
+    def _keep_input(self, run_id: str, name: str, text: str) -> None:
+        with self._inputs_lock:  # the lease keeper updates the run from its own thread
+            kept = self._inputs
+            kept.pop((run_id, name), None)
+            kept[(run_id, name)] = text
+            while len(kept) > _INPUTS_KEPT:
+                kept.pop(next(iter(kept)))
+
+    def _read_input(self, run_id: str, name: str) -> str:
+        try:
+            response = self.client.get_item(
+                TableName=self.table,
+                Key={"pk": s(run_pk(run_id)), "sk": s(name)},
+                ConsistentRead=True,
+            )
+        except Exception as e:
+            storage_error(e, "reading the run's input")
+        item = response.get("Item")
+        if item is None:  # written before the run item, deleted only after it: a purge
+            raise StorageError(f"the input of run {run_id} is gone ({name})", retryable=True)
+        return str(item["input"]["S"])
+
+    def _put_input(self, run: RunRecord) -> None:
+        """Write a large input's own item (``input_apart``) before the run item that
+        names it: a plain put, once. A create that then finds the run there already
+        leaves it behind, under its own incarnation's key, where nothing reads it and
+        the purge deletes it with the run."""
+        if not (self.inputs_apart and input_apart(run)):
+            return
+        try:
+            self.client.put_item(TableName=self.table, Item=input_to_item(run))
+        except Exception as e:
+            storage_error(e, "writing the run's input")
+        self._keep_input(run.run_id, input_sk(run), run.input)
 
     def get_step(self, run_id: str, position: str) -> StepRecord | None:
         try:
@@ -187,9 +253,6 @@ class TableBase:
             out["attention_pk"] = s(ATTENTION_PK) if wanted else None
         elif normalized.get("needs_attention"):
             out["attention_pk"] = s(ATTENTION_PK)
-        if "status" in normalized and "updated_at" in normalized:
-            status = normalized["status"].value
-            out["list_sk"] = s(list_sk(status, normalized["updated_at"]))
         return out
 
     def _change_expression(

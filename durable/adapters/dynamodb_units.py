@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from durable.adapters.dynamodb_items import run_to_item
+from durable.adapters.dynamodb_items import input_apart, input_to_item, run_to_item
 from durable.adapters.ledger_layout import LEDGER_INDEXES
 from durable.core.model import RunRecord
 from durable.core.usage import READ_UNITS, REQUESTS, WRITE_UNITS, Meter
@@ -116,11 +116,23 @@ def write_units(before: Item | None, after: Item | None, indexes: tuple[Index, .
 
 class RunWriteUnits:
     """The units of a write of a run item by ``DynamoLedger`` (``ledger``): a create, or an
-    update by ``changes`` of the item as ``before`` holds it."""
+    update by ``changes`` of the item as ``before`` holds it. ``install`` puts them on a
+    ``Meter``."""
 
     def __init__(self, ledger: Any, indexes: tuple[Index, ...] | None = None) -> None:
         self._ledger = ledger
         self._known = indexes
+
+    def _apart(self, run: RunRecord) -> bool:
+        return bool(getattr(self._ledger, "inputs_apart", True)) and input_apart(run)
+
+    def _item(self, run: RunRecord) -> dict[str, Any]:
+        apart = bool(getattr(self._ledger, "inputs_apart", True))
+        return run_to_item(run, self._ledger.shards, apart=apart)
+
+    def install(self, meter: Meter) -> None:
+        meter.units_of_create, meter.units_of_update = self.create, self.update
+        meter.requests_of_create = self.requests_of_create
 
     @property
     def _indexes(self) -> tuple[Index, ...]:
@@ -129,10 +141,19 @@ class RunWriteUnits:
         return self._known
 
     def create(self, run: RunRecord) -> float:
-        return write_units(None, run_to_item(run, self._ledger.shards), self._indexes)
+        """The run item's put, and before it the put of a large input's own item
+        (``input_apart``: in no index)."""
+        units = write_units(None, self._item(run), self._indexes)
+        if self._apart(run):
+            units += write_units(None, input_to_item(run), ())
+        return units
+
+    def requests_of_create(self, run: RunRecord) -> float:
+        """The requests of a create: the run item's put, after a large input's own."""
+        return 2.0 if self._apart(run) else 1.0
 
     def update(self, before: RunRecord, changes: Mapping[str, Any]) -> float:
-        old = run_to_item(before, self._ledger.shards)
+        old = self._item(before)
         new = dict(old)
         for name, value in self._ledger.run_assignments(before.run_id, changes).items():
             if value is None:

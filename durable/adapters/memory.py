@@ -441,11 +441,11 @@ class MemoryLedger:
                 and (version is None or r.version == version)
             ]
         # The same order as the DynamoDB indexes: the attention index sorts by time, the
-        # listing index by "<status>#<updated_at>".
+        # listing index by creation ("created#<created_at>#<run id>").
         if needs_attention:
             runs.sort(key=lambda r: (r.updated_at, r.run_id), reverse=True)
         else:
-            runs.sort(key=lambda r: (r.status.value, r.updated_at, r.run_id), reverse=True)
+            runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
         start = _offset(cursor)
         page = runs[start : start + limit]
         more = start + limit < len(runs)

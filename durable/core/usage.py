@@ -109,6 +109,10 @@ def _free_update(before: RunRecord, changes: Mapping[str, Any]) -> float:
     return 0.0
 
 
+def _one_request(run: RunRecord) -> float:
+    return 1.0
+
+
 class Meter:
     """What one container's current invocation has used so far.
 
@@ -122,12 +126,16 @@ class Meter:
         units_of_create: Callable[[RunRecord], float] = _free_create,
         units_of_update: Callable[[RunRecord, Mapping[str, Any]], float] = _free_update,
         clock: Callable[[], float] = time.monotonic,
+        requests_of_create: Callable[[RunRecord], float] = _one_request,
     ) -> None:
         # The write units the storage will charge for creating a run item, and for
         # updating one (as ``before`` holds it) by ``changes``: the ledger adapter's rule
         # (``durable.adapters.dynamodb_units``); nothing for the memory ledger.
         self.units_of_create = units_of_create
         self.units_of_update = units_of_update
+        # The requests a create sends: one, or two when the adapter writes a large input
+        # in an item of its own first (``durable.adapters.dynamodb_items.input_apart``).
+        self.requests_of_create = requests_of_create
         self._clock = clock
         self._lock = threading.Lock()
         self._open: _Open | None = None  # the invocation being counted
@@ -192,7 +200,7 @@ class UsageLedger:
         return getattr(self._ledger, name)
 
     def create_run(self, run: RunRecord) -> RunRecord:
-        usage = added(run.usage, {API_REQUESTS: 1.0, REQUESTS: 1.0})
+        usage = added(run.usage, {API_REQUESTS: 1.0, REQUESTS: self._meter.requests_of_create(run)})
         own = _fixed_point(
             lambda units: self._meter.units_of_create(_with(run, _plus(usage, units)))
         )

@@ -151,7 +151,7 @@ def build_stack(
     dynamodb_units.watch(client, meter)
     ledger = DynamoLedger(client, ledger_table, due_shards=settings.due_shards)
     units = dynamodb_units.RunWriteUnits(ledger)
-    meter.units_of_create, meter.units_of_update = units.create, units.update
+    units.install(meter)
     services = Services(
         ledger=ledger,
         meter=meter,

@@ -87,6 +87,19 @@ def test_the_ports_follow_the_settings(settings: Settings) -> None:
     assert type(without_timers.timers).__name__ == "NoTimers"
 
 
+def test_a_deployed_ledger_keeps_inputs_inline_until_the_setting_says_otherwise(
+    settings: Settings,
+) -> None:
+    """A worker from before the input item would read such a run as one with an empty
+    input, so a stack writes that layout only once told (``DURABLE_INPUTS_APART``), in
+    the deploy after every function can read it."""
+    assert settings.inputs_apart is False
+    ledger: Any = aws_services(settings).ledger
+    assert ledger.inputs_apart is False
+    turned_on: Any = aws_services(settings.model_copy(update={"inputs_apart": True})).ledger
+    assert turned_on.inputs_apart is True
+
+
 def test_the_ledgers_client_skips_client_side_parameter_checks(settings: Settings) -> None:
     """Only the DynamoDB client: the contract suite proves its requests on every server."""
     services = aws_services(settings)

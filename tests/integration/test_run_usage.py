@@ -97,7 +97,7 @@ def test_the_recorded_units_are_the_units_dynamodb_reports(
     hand = HandCount(ddb_local_client)
     ledger = DynamoLedger(ddb_local_client, table)
     units = dynamodb_units.RunWriteUnits(ledger)
-    meter.units_of_create, meter.units_of_update = units.create, units.update
+    units.install(meter)
     clock = FakeClock()
     engine = Engine(
         _app(),
@@ -136,7 +136,7 @@ def test_a_run_continued_as_new_records_the_transaction_it_ends_with(ddb_local_c
     dynamodb_units.watch(ddb_local_client, meter)
     ledger = DynamoLedger(ddb_local_client, table)
     units = dynamodb_units.RunWriteUnits(ledger)
-    meter.units_of_create, meter.units_of_update = units.create, units.update
+    units.install(meter)
     engine = Engine(_app(), UsageLedger(ledger, meter), MemoryInvoker(), MemoryEffectStore())
     run = engine.start("again", 1)
     started = ledger.get_run(run.run_id)
@@ -148,4 +148,47 @@ def test_a_run_continued_as_new_records_the_transaction_it_ends_with(ddb_local_c
     stored = ledger.get_run(run.run_id)
     assert stored is not None and stored.usage is not None
     assert stored.status.value == "SUCCEEDED"
-    assert stored.usage["wcu"] - started.usage["wcu"] == writes
+    # DynamoDB Local leaves the successor's put out of this transaction's report (below:
+    # an update that removes an index key, beside a put, reports the update alone); the
+    # recorded units are DynamoDB's published price, the put included (twice its units).
+    (successor,) = [r for r in ledger.list_runs(workflow="again").items if r.run_id != run.run_id]
+    left_out = 2.0 * units.create(ledger.get_run(successor.run_id))  # type: ignore[arg-type]
+    assert stored.usage["wcu"] - started.usage["wcu"] == writes + left_out
+
+
+def test_dynamodb_local_leaves_a_put_out_of_a_transaction_that_removes_an_index_key(
+    ddb_local_client: Any,
+) -> None:
+    """The DynamoDB Local quirk the test above corrects for, pinned: a transaction of an
+    update that removes a run's due-index key (and updates its listing entry in place)
+    and a put of another run reports the update's units alone, where DynamoDB bills
+    both, twice each. With a listing key that moved as well (the layout before issue 35)
+    it reported both. If this fails, DynamoDB Local was fixed: drop ``left_out`` above."""
+    table, _ = _fresh_tables(ddb_local_client)
+
+    def item(pk: str) -> dict[str, Any]:
+        return {
+            **{k: {"S": v} for k, v in {"pk": pk, "sk": "RUN", "status": "RUNNING"}.items()},
+            **{k: {"S": v} for k, v in {"list_pk": "WF#a", "list_sk": f"created#1#{pk}"}.items()},
+            **{k: {"S": v} for k, v in {"due_shard": "1", "due_at": "2026", "run_id": pk}.items()},
+        }
+
+    def units(with_put: bool) -> float:
+        pk = f"A{with_put}"
+        ddb_local_client.put_item(TableName=table, Item=item(pk))
+        update = {
+            "TableName": table,
+            "Key": {"pk": {"S": pk}, "sk": {"S": "RUN"}},
+            "UpdateExpression": "SET #s = :s REMOVE due_at, due_shard",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {":s": {"S": "SUCCEEDED"}},
+        }
+        actions: list[Any] = [{"Update": update}]
+        if with_put:
+            actions.append({"Put": {"TableName": table, "Item": item(f"B{with_put}")}})
+        answer = ddb_local_client.transact_write_items(
+            TransactItems=actions, ReturnConsumedCapacity="TOTAL"
+        )
+        return float(answer["ConsumedCapacity"][0]["CapacityUnits"])
+
+    assert units(with_put=True) == units(with_put=False) == 6.0
