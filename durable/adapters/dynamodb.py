@@ -15,25 +15,21 @@ from durable.adapters.dynamodb_children import ChildrenMixin
 from durable.adapters.dynamodb_events import EventsMixin
 from durable.adapters.dynamodb_gates import GatesMixin
 from durable.adapters.dynamodb_items import (
-    ATTENTION_PK,
     INPUT_PREFIX,
     RUN_SK,
     SIGNAL_PREFIX,
     STEP_PREFIX,
     attribute_value,
-    item_to_run,
     item_to_signal,
     item_to_step,
-    list_pk,
     run_pk,
     run_to_item,
     step_to_item,
 )
+from durable.adapters.dynamodb_listing import ListingMixin
 from durable.adapters.dynamodb_steps import StepsMixin
 from durable.adapters.dynamodb_support import (
     Expr,
-    decode_cursor,
-    encode_cursor,
     error_code,
     guard_condition,
     n,
@@ -41,7 +37,11 @@ from durable.adapters.dynamodb_support import (
     storage_error,
 )
 from durable.core.ids import due_shard
-from durable.core.leases import apply_changes, check_listing, claim_kind, claimed, listed
+from durable.core.leases import (
+    apply_changes,
+    claim_kind,
+    claimed,
+)
 from durable.core.limits import check_item_size, value_size
 from durable.core.model import (
     RunHistory,
@@ -52,7 +52,7 @@ from durable.core.model import (
     StepStatus,
     signal_order,
 )
-from durable.core.ports import Claim, ConditionFailed, Page, RunExists, RunGuard
+from durable.core.ports import Claim, ConditionFailed, RunExists, RunGuard
 from durable.errors import PayloadTooLarge, StorageError
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ _SMALL_CHANGE = 1024
 _CLAIM_FREE_STATUSES = (RunStatus.PENDING.value, RunStatus.RUNNING.value, RunStatus.WAITING.value)
 
 
-class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
+class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMixin):
     """The single-table ledger on DynamoDB (see DESIGN section 4 and ``template.yaml``)."""
 
     def __init__(
@@ -83,13 +83,14 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
         self.shards = due_shards
         self.inputs_apart = inputs_apart
         self._inputs = {}
+        self._layouts = {}
         self._inputs_lock = threading.Lock()
 
     # --- runs ----------------------------------------------------------------------
 
     def create_run(self, run: RunRecord) -> RunRecord:
         check_item_size(run, f"the input of run {run.run_id}")
-        self._put_input(run)
+        name = self._put_input(run)
         try:
             self.client.put_item(
                 TableName=self.table,
@@ -98,13 +99,17 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except self.client.exceptions.ConditionalCheckFailedException as e:
+            # Refused for certain (unlike a timeout, whose write may have landed): the
+            # input item written for it belongs to no run.
             old = getattr(e, "response", {}).get("Item")
             existing = self._whole(old) if old else self.get_run(run.run_id)
+            self._drop_input(run, name, existing)
             if existing is None:  # deleted meanwhile (TTL): treat as a transient conflict
                 raise StorageError("run id conflict; try again", retryable=True) from e
             raise RunExists(existing) from e
         except Exception as e:
             storage_error(e, "creating the run")
+        self._created(run, name)
         return run
 
     def _partition(self, run_id: str, projection: str | None = None) -> Iterator[dict[str, Any]]:
@@ -294,7 +299,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             inbox = e.name("inbox")
             zero, one = e.value(n(0), "zero"), e.value(n(1), "one")
             extra.append(f"{inbox} = if_not_exists({inbox}, {zero}) + {one}")
-        update = self._change_expression(e, run_id, changes, extra)
+        update = self._change_expression(e, run_id, changes, extra, reopens=reopen is not None)
         if not update:  # nothing to change: still a conditional check that the run fits
             update = f"SET {e.name('status')} = {e.name('status')}"
         if reopen is not None:
@@ -362,7 +367,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
     ) -> None:
         check_item_size(successor, f"the input of run {successor.run_id}")
         self._check_projected_size(run_id, changes)
-        self._put_input(successor)
+        name = self._put_input(successor)
         e = Expr()
         condition = guard_condition(e, guard)
         update = self._change_expression(e, run_id, changes)
@@ -381,7 +386,9 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
             f"continuing run {run_id} as new",
         )
         if reasons is None:
+            self._created(successor, name)
             return
+        self._drop_input(successor, name, None)
         if reasons[0].get("Code") == "ConditionalCheckFailed":
             old = reasons[0].get("Item")
             raise ConditionFailed(self._whole(old) if old else self.get_run(run_id))
@@ -412,70 +419,3 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin):
         return self._whole(response["Attributes"])
 
     # --- steps ---------------------------------------------------------------------
-
-    # --- listing -------------------------------------------------------------------
-
-    def list_runs(
-        self,
-        *,
-        workflow: str | None = None,
-        status: str | None = None,
-        needs_attention: bool | None = None,
-        version: int | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> Page[RunRecord]:
-        check_listing(workflow, needs_attention)
-        e = Expr()
-        filters: list[str] = []
-        if needs_attention:
-            index = "attention-index"
-            cursor_keys, cursor_expect = (
-                ("attention_pk", "updated_at"),
-                {"attention_pk": ATTENTION_PK},
-            )
-            key = f"{e.name('attention_pk')} = {e.value(s(ATTENTION_PK), 'pk')}"
-            if workflow is not None:
-                filters.append(f"{e.name('workflow')} = {e.value(s(workflow), 'wf')}")
-            if status is not None:
-                filters.append(f"{e.name('status')} = {e.value(s(status), 'st')}")
-        elif workflow is not None:
-            index = "list-index"
-            cursor_keys = ("list_pk", "list_sk")
-            cursor_expect = {"list_pk": list_pk(workflow)}
-            key = f"{e.name('list_pk')} = {e.value(s(list_pk(workflow)), 'pk')}"
-            if status is not None:  # the key does not hold it (``list_sk``): a filter does
-                filters.append(f"{e.name('status')} = {e.value(s(status), 'st')}")
-            if needs_attention is False:
-                na = e.name("needs_attention")
-                filters.append(
-                    f"(attribute_not_exists({na}) OR {na} = {e.value({'BOOL': False}, 'na')})"
-                )
-        else:  # unreachable: check_listing refused it above
-            raise AssertionError("listing without an index")
-        if version is not None:
-            filters.append(f"{e.name('version')} = {e.value(n(version), 'ver')}")
-        items: list[RunRecord] = []
-        start = decode_cursor(cursor, ("pk", "sk", *cursor_keys), cursor_expect)
-        while len(items) < limit:
-            request: dict[str, Any] = {
-                "TableName": self.table,
-                "IndexName": index,
-                "KeyConditionExpression": key,
-                "ScanIndexForward": False,
-                "Limit": limit - len(items),
-                **e.kwargs(),
-            }
-            if filters:
-                request["FilterExpression"] = " AND ".join(filters)
-            if start:
-                request["ExclusiveStartKey"] = start
-            try:
-                response = self.client.query(**request)
-            except Exception as err:
-                storage_error(err, "listing runs")
-            items.extend(listed(item_to_run(i)) for i in response.get("Items", []))
-            start = response.get("LastEvaluatedKey")
-            if not start:
-                break
-        return Page(items, encode_cursor(start))

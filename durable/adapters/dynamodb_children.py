@@ -47,7 +47,7 @@ class ChildrenMixin(TableBase):
 
     def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
         children_batch([step], [child])
-        self._put_input(child)
+        name = self._put_input(child)
         reasons = self._transact(
             [
                 self._step_put(step),
@@ -57,7 +57,9 @@ class ChildrenMixin(TableBase):
             f"starting child run {child.run_id}",
         )
         if reasons is None:
+            self._created(child, name)
             return step
+        self._drop_input(child, name, None)
         failed = [r.get("Code") == "ConditionalCheckFailed" for r in reasons]
         # As the memory ledger decides: the guard first, then a refused record (the
         # stored one comes back), then a taken child id.
@@ -73,12 +75,16 @@ class ChildrenMixin(TableBase):
         self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
     ) -> bool:
         parent_id = children_batch(steps, children)
-        for child in children:
-            self._put_input(child)
+        names = [self._put_input(child) for child in children]
         actions = [self._count_children(parent_id, guard, len(children))]
         for step, child in zip(steps, children, strict=True):
             actions += [self._step_put(step), self._child_put(child)]
         reasons = self._transact(actions, f"starting {len(children)} child runs")
+        for child, name in zip(children, names, strict=True):
+            if reasons is None:
+                self._created(child, name)
+            else:
+                self._drop_input(child, name, None)
         if reasons is None:
             return True
         if reasons[0].get("Code") == "ConditionalCheckFailed":

@@ -9,11 +9,12 @@ docs/architecture.md, "What a deployed function imports").
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 from durable.core.ids import due_shard
-from durable.core.leases import wants_a_person
+from durable.core.leases import listing_key, wants_a_person
 from durable.core.model import (
     Attempt,
     RunError,
@@ -42,18 +43,6 @@ def list_pk(workflow: str) -> str:
     return f"WF#{workflow}"
 
 
-def list_sk(created_at: str, run_id: str) -> str:
-    """``created#<created_at>#<run id>``: the listing index's sort key, written once by
-    the create and never moved. A key holding the status and update time (the layout
-    before, ``<status>#<updated_at>``) moved on every transition, and DynamoDB bills a
-    moved index key as a delete and a put; a status change now updates the entry in place
-    (one unit), and a listing by status filters on the projected ``status``. Newest runs
-    first; the lowercase prefix sorts a new run above every key of the layout before (an
-    upper-case status), so a table with both lists the runs started since the upgrade
-    first."""
-    return f"created#{created_at}#{run_id}"
-
-
 def input_apart(run: RunRecord) -> bool:
     """Whether the run's input is kept in an item of its own (``INPUT#<created_at>``),
     written once before the run item, instead of in the run item.
@@ -70,10 +59,20 @@ def input_apart(run: RunRecord) -> bool:
 
 
 def input_sk(run: RunRecord) -> str:
-    """``INPUT#<created_at>``: the run's incarnation is in the key, so a run id that
-    comes back (a keyed start after the first run expired) never reads the input an
-    expired incarnation left before the purge got there."""
-    return INPUT_PREFIX + run.created_at
+    """``INPUT#<created_at>#<digest>``: the run's incarnation is in the key, so a run id
+    that comes back (a keyed start after the first run expired) never reads the input an
+    expired incarnation left before the purge got there; and the input's own digest is,
+    so two starts of one id in one millisecond (the loser refused by the run item's
+    condition) write two items, never one over the other: the winner's run item names
+    its own. Equal digests mean equal inputs, so a put that lands on an existing key
+    writes what is there."""
+    digest = hashlib.sha256(run.input.encode()).hexdigest()[:_DIGEST_CHARS]
+    return f"{INPUT_PREFIX}{run.created_at}#{digest}"
+
+
+# 64 bits of the input's sha256: two different inputs of one run id, created in the same
+# millisecond, share a key with a chance of one in 2**64.
+_DIGEST_CHARS = 16
 
 
 # --- the codec ---------------------------------------------------------------------------
@@ -167,7 +166,7 @@ def run_to_item(run: RunRecord, shards: int, *, apart: bool = True) -> dict[str,
             "start_at": run.start_at,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
-            "list_sk": list_sk(run.created_at, run.run_id),
+            "list_sk": listing_key(run.run_id, run.status.value, run.created_at, run.updated_at),
             "attention_pk": (
                 ATTENTION_PK
                 if wants_a_person(run.status, run.needs_attention, run.waiting_for)

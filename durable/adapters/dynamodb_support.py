@@ -66,7 +66,7 @@ def encode_cursor(key: dict[str, Any] | None) -> str | None:
     return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
 
 
-_BAD_CURSOR = "cursor is not one this listing returned; start again without it"
+BAD_CURSOR = "cursor is not one this listing returned; start again without it"
 
 
 def decode_cursor(
@@ -81,15 +81,15 @@ def decode_cursor(
     try:
         data: Any = json.loads(base64.urlsafe_b64decode(cursor.encode()))
     except (ValueError, UnicodeDecodeError) as e:
-        raise InvalidCursor(_BAD_CURSOR) from e
+        raise InvalidCursor(BAD_CURSOR) from e
     if not isinstance(data, dict) or set(data) != set(keys):
-        raise InvalidCursor(_BAD_CURSOR)
+        raise InvalidCursor(BAD_CURSOR)
     for name, value in data.items():
         text = value.get("S") if isinstance(value, dict) and len(value) == 1 else None
         if not isinstance(text, str) or not 0 < len(text) <= 1024:
-            raise InvalidCursor(_BAD_CURSOR)
+            raise InvalidCursor(BAD_CURSOR)
         if name in expect and text != expect[name]:
-            raise InvalidCursor(_BAD_CURSOR)
+            raise InvalidCursor(BAD_CURSOR)
     return data
 
 

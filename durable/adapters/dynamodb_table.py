@@ -4,6 +4,7 @@ writers (``dynamodb``, ``dynamodb_steps``, ``dynamodb_events``) build on it."""
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -24,7 +25,7 @@ from durable.adapters.dynamodb_items import (
 )
 from durable.adapters.dynamodb_support import Expr, guard_condition, s, storage_error
 from durable.core.ids import due_shard
-from durable.core.leases import normalize_changes, wants_a_person
+from durable.core.leases import normalize_changes, relisted, wants_a_person
 from durable.core.model import RunRecord, StepRecord
 from durable.core.ports import RunGuard
 from durable.errors import StorageError
@@ -41,14 +42,19 @@ CONFLICT_PAUSE = 0.02  # seconds
 _BATCH_GET = 100
 _BATCH_GET_ROUNDS = 8
 
+log = logging.getLogger("durable.ledger")
+
 # Placeholder hints of the derived keys, as they were named before (cosmetic).
-_HINTS = {"due_shard": "sh", "attention_pk": "att"}
+_HINTS = {"due_shard": "sh", "attention_pk": "att", "list_sk": "lsk"}
 
 
 # Inputs kept apart (``input_apart``) a ledger remembers, by run id and sort key: they
 # never change, so a claim or an update in the container that wrote or read one does not
 # read it again.
 _INPUTS_KEPT = 64
+# And whether each run's item holds its input (``stored_apart``): a worker serves one run
+# at a time, the API a few.
+_LAYOUTS_KEPT = 256
 
 
 class TableBase:
@@ -57,6 +63,7 @@ class TableBase:
     shards: int
     inputs_apart: bool
     _inputs: dict[tuple[str, str], str]
+    _layouts: dict[str, bool]
     _inputs_lock: threading.Lock
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -78,6 +85,7 @@ class TableBase:
         A run item of the layout before (the input inline) is read as it is."""
         run = item_to_run(item)
         name = item.get("input_item", {}).get("S")
+        self._remember_layout(run.run_id, name is not None)
         if name is None:
             return run
         known = (inputs or {}).get(name)
@@ -89,6 +97,24 @@ class TableBase:
         self._keep_input(run.run_id, name, known)
         run.input = known
         return run
+
+    def stored_apart(self, run: RunRecord) -> bool:
+        """Whether ``run``'s item, as stored, leaves its input out (what a write of it
+        costs depends on it): as this ledger last read or wrote it, else as it would
+        write it now. A run created inline (the layout before, or ``inputs_apart`` off)
+        stays inline for life, whatever the setting says today."""
+        with self._inputs_lock:
+            known = self._layouts.get(run.run_id)
+        if known is not None:
+            return known
+        return self.inputs_apart and input_apart(run)
+
+    def _remember_layout(self, run_id: str, apart: bool) -> None:
+        with self._inputs_lock:
+            self._layouts.pop(run_id, None)
+            self._layouts[run_id] = apart
+            while len(self._layouts) > _LAYOUTS_KEPT:
+                self._layouts.pop(next(iter(self._layouts)))
 
     def _keep_input(self, run_id: str, name: str, text: str) -> None:
         with self._inputs_lock:  # the lease keeper updates the run from its own thread
@@ -112,18 +138,56 @@ class TableBase:
             raise StorageError(f"the input of run {run_id} is gone ({name})", retryable=True)
         return str(item["input"]["S"])
 
-    def _put_input(self, run: RunRecord) -> None:
+    def _put_input(self, run: RunRecord) -> str | None:
         """Write a large input's own item (``input_apart``) before the run item that
-        names it: a plain put, once. A create that then finds the run there already
-        leaves it behind, under its own incarnation's key, where nothing reads it and
-        the purge deletes it with the run."""
+        names it: a plain put, once; returns its sort key (None: the input stays inline).
+        The key holds the input's digest (``input_sk``), so this put never replaces
+        another start's input. Nothing is remembered until the run item is written: a
+        refused create's input belongs to no run (``_drop_input``)."""
         if not (self.inputs_apart and input_apart(run)):
-            return
+            return None
         try:
             self.client.put_item(TableName=self.table, Item=input_to_item(run))
         except Exception as e:
             storage_error(e, "writing the run's input")
-        self._keep_input(run.run_id, input_sk(run), run.input)
+        return input_sk(run)
+
+    def _created(self, run: RunRecord, name: str | None) -> None:
+        """``run``'s item is written: remember its layout and input (they never change)."""
+        self._remember_layout(run.run_id, name is not None)
+        if name is not None:
+            self._keep_input(run.run_id, name, run.input)
+
+    def _drop_input(self, run: RunRecord, name: str | None, stored: RunRecord | None) -> None:
+        """Delete the input item a refused create wrote (``_put_input``), unless the run
+        item under that id names it: the same start, retried after a first try that
+        landed, or a start of the same input in the same millisecond that won (``stored``,
+        the run the refusal returned; None: read the run item's ``input_item``). Only a
+        refusal drops it, never a timeout, whose write may have landed. A leftover under
+        a live run is never purged (it is younger than the run) and every load of the run
+        would read it. Best effort: an item this misses (a crash between the two writes,
+        a failed delete) is older than the next incarnation of its id, or alone in a
+        partition no run took, and the purge of an expired run's partition deletes it."""
+        if name is None:
+            return
+        try:
+            if stored is not None and stored.run_id == run.run_id:
+                named = input_sk(stored) if self.stored_apart(stored) else None
+            else:
+                response = self.client.get_item(
+                    TableName=self.table,
+                    Key={"pk": s(run_pk(run.run_id)), "sk": s(RUN_SK)},
+                    ProjectionExpression="input_item",
+                    ConsistentRead=True,
+                )
+                named = response.get("Item", {}).get("input_item", {}).get("S")
+            if named == name:
+                return
+            self.client.delete_item(
+                TableName=self.table, Key={"pk": s(run_pk(run.run_id)), "sk": s(name)}
+            )
+        except Exception:  # the create's own outcome is what its caller gets
+            log.warning("could not delete the input item of a refused start of run %s", run.run_id)
 
     def get_step(self, run_id: str, position: str) -> StepRecord | None:
         try:
@@ -226,11 +290,12 @@ class TableBase:
         }
 
     def run_assignments(
-        self, run_id: str, changes: Mapping[str, Any]
+        self, run_id: str, changes: Mapping[str, Any], *, reopens: bool = False
     ) -> dict[str, dict[str, Any] | None]:
         """What an update of the run item by ``changes`` sets (attribute -> value) or
         removes (-> None), derived index keys included: the update expression, and the
-        units such an update costs (``durable.adapters.dynamodb_units``)."""
+        units such an update costs (``durable.adapters.dynamodb_units``). ``reopens``: a
+        retry moves a failed run back among the open ones (``relisted``)."""
         normalized = normalize_changes(dict(changes))
         out: dict[str, dict[str, Any] | None] = {
             field: None if value is None else run_attribute_value(field, value)
@@ -253,6 +318,9 @@ class TableBase:
             out["attention_pk"] = s(ATTENTION_PK) if wanted else None
         elif normalized.get("needs_attention"):
             out["attention_pk"] = s(ATTENTION_PK)
+        moved = relisted(run_id, normalized, reopens=reopens)
+        if moved is not None:  # the run ends or reopens: its listing entry changes phase
+            out["list_sk"] = s(moved)
         return out
 
     def _change_expression(
@@ -261,10 +329,12 @@ class TableBase:
         run_id: str,
         changes: Mapping[str, Any],
         extra_sets: list[str] | None = None,
+        *,
+        reopens: bool = False,
     ) -> str:
         sets: list[str] = list(extra_sets or [])
         removes: list[str] = []
-        for field, value in self.run_assignments(run_id, changes).items():
+        for field, value in self.run_assignments(run_id, changes, reopens=reopens).items():
             if value is None:
                 removes.append(e.name(field))
             else:

@@ -124,15 +124,20 @@ class RunWriteUnits:
         self._known = indexes
 
     def _apart(self, run: RunRecord) -> bool:
+        """How a create of ``run`` stores its input: as the ledger's setting says."""
         return bool(getattr(self._ledger, "inputs_apart", True)) and input_apart(run)
 
-    def _item(self, run: RunRecord) -> dict[str, Any]:
-        apart = bool(getattr(self._ledger, "inputs_apart", True))
+    def _stored(self, run: RunRecord) -> dict[str, Any]:
+        """``run``'s item as stored: with its input or without it, as it was created
+        (``DynamoLedger.stored_apart``), whatever the setting says today."""
+        stored_apart = getattr(self._ledger, "stored_apart", None)
+        apart = stored_apart(run) if stored_apart is not None else self._apart(run)
         return run_to_item(run, self._ledger.shards, apart=apart)
 
     def install(self, meter: Meter) -> None:
         meter.units_of_create, meter.units_of_update = self.create, self.update
         meter.requests_of_create = self.requests_of_create
+        meter.units_of_input = self.input
 
     @property
     def _indexes(self) -> tuple[Index, ...]:
@@ -141,19 +146,21 @@ class RunWriteUnits:
         return self._known
 
     def create(self, run: RunRecord) -> float:
-        """The run item's put, and before it the put of a large input's own item
-        (``input_apart``: in no index)."""
-        units = write_units(None, self._item(run), self._indexes)
-        if self._apart(run):
-            units += write_units(None, input_to_item(run), ())
-        return units
+        """The run item's put (a large input's own item is ``input``)."""
+        item = run_to_item(run, self._ledger.shards, apart=self._apart(run))
+        return write_units(None, item, self._indexes)
+
+    def input(self, run: RunRecord) -> float:
+        """The put of a large input's own item before the run item's (``input_apart``:
+        in no index); nothing when the input stays inline."""
+        return write_units(None, input_to_item(run), ()) if self._apart(run) else 0.0
 
     def requests_of_create(self, run: RunRecord) -> float:
         """The requests of a create: the run item's put, after a large input's own."""
         return 2.0 if self._apart(run) else 1.0
 
     def update(self, before: RunRecord, changes: Mapping[str, Any]) -> float:
-        old = self._item(before)
+        old = self._stored(before)
         new = dict(old)
         for name, value in self._ledger.run_assignments(before.run_id, changes).items():
             if value is None:

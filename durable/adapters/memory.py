@@ -20,6 +20,8 @@ from durable.core.leases import (
     claimed,
     guard_holds,
     listed,
+    listing_key,
+    relisted,
     settle_child_record,
     step_replaceable,
     wants_a_person,
@@ -65,6 +67,9 @@ class MemoryLedger:
         self._steps: dict[str, dict[str, StepRecord]] = {}
         self._signals: dict[str, list[SignalRecord]] = {}
         self._gates: dict[str, GateState] = {}
+        # Each run's place in its workflow's listing, as the DynamoDB index keys it
+        # (``durable.core.leases.listing_key``): it moves when the run ends or reopens.
+        self._listed: dict[str, str] = {}
 
     def create_run(self, run: RunRecord) -> RunRecord:
         check_item_size(run, f"the input of run {run.run_id}")
@@ -73,9 +78,20 @@ class MemoryLedger:
             if existing is not None:
                 raise RunExists(copy_run(existing))
             self._runs[run.run_id] = copy_run(run)
+            self._list(run)
             self._steps.setdefault(run.run_id, {})
             self._signals.setdefault(run.run_id, [])
             return copy_run(run)
+
+    def _list(self, run: RunRecord) -> None:
+        self._listed[run.run_id] = listing_key(
+            run.run_id, run.status.value, run.created_at, run.updated_at
+        )
+
+    def _relist(self, run_id: str, changes: Mapping[str, Any], *, reopens: bool = False) -> None:
+        moved = relisted(run_id, changes, reopens=reopens)
+        if moved is not None:
+            self._listed[run_id] = moved
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self._lock:
@@ -111,6 +127,7 @@ class MemoryLedger:
             gone = [r for r, run in self._runs.items() if run.purge_at and run.purge_at <= epoch]
             for run_id in gone:
                 del self._runs[run_id]
+                self._listed.pop(run_id, None)
             return gone
 
     def claim(
@@ -139,6 +156,7 @@ class MemoryLedger:
             new = apply_changes(self._guarded(run_id, guard), dict(changes))
             check_item_size(new, f"run {run_id}")
             self._runs[run_id] = new
+            self._relist(run_id, changes)
             return copy_run(new)
 
     def continue_run(
@@ -152,7 +170,9 @@ class MemoryLedger:
             if existing is not None:
                 raise RunExists(copy_run(existing))
             self._runs[run_id] = new
+            self._relist(run_id, changes)
             self._runs[successor.run_id] = copy_run(successor)
+            self._list(successor)
             self._steps.setdefault(successor.run_id, {})
             self._signals.setdefault(successor.run_id, [])
 
@@ -188,6 +208,7 @@ class MemoryLedger:
                 new = replace(new, inbox=run.inbox + 1)
             check_item_size(new, f"run {run_id}")
             self._runs[run_id] = new
+            self._relist(run_id, changes, reopens=reopen is not None)
             if reopen is not None:
                 steps[reopen.position] = copy_step(reopen)
             return copy_run(new)
@@ -227,6 +248,7 @@ class MemoryLedger:
         for step, child in zip(steps, children, strict=True):
             self._steps[parent.run_id][step.position] = copy_step(step)
             self._runs[child.run_id] = copy_run(child)
+            self._list(child)
             self._steps.setdefault(child.run_id, {})
             self._signals.setdefault(child.run_id, [])
 
@@ -259,6 +281,7 @@ class MemoryLedger:
                 self._bump_inbox(report.parent_id, now)
                 self._steps[report.parent_id][report.position] = settled
             self._runs[run_id] = new
+            self._relist(run_id, changes)
             return copy_run(new), taken
 
     def read_gate(self, name: str) -> GateState:
@@ -304,6 +327,7 @@ class MemoryLedger:
             check_item_size(new, f"run {step.run_id}")
             steps[step.position] = copy_step(step)
             self._runs[step.run_id] = new
+            self._relist(step.run_id, run_changes)
             return True
 
     def get_step(self, run_id: str, position: str) -> StepRecord | None:
@@ -441,11 +465,11 @@ class MemoryLedger:
                 and (version is None or r.version == version)
             ]
         # The same order as the DynamoDB indexes: the attention index sorts by time, the
-        # listing index by creation ("created#<created_at>#<run id>").
+        # listing index by phase and when it began (``durable.core.leases.listing_key``).
         if needs_attention:
             runs.sort(key=lambda r: (r.updated_at, r.run_id), reverse=True)
         else:
-            runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+            runs.sort(key=lambda r: self._listed.get(r.run_id, ""), reverse=True)
         start = _offset(cursor)
         page = runs[start : start + limit]
         more = start + limit < len(runs)
@@ -461,6 +485,7 @@ class MemoryLedger:
         """Change a run without any guard: simulates another writer in tests."""
         with self._lock:
             self._runs[run_id] = apply_changes(self._runs[run_id], dict(changes))
+            self._relist(run_id, changes)
             return copy_run(self._runs[run_id])
 
 

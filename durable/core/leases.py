@@ -145,6 +145,64 @@ def check_listing(workflow: str | None, needs_attention: bool | None) -> None:
         )
 
 
+# --- where a run sits in its workflow's listing -----------------------------------------
+#
+# A listing by workflow is served by an index sorted by ``list_sk``. Its first layout,
+# ``<status>#<updated_at>``, moved the index entry on every transition (a claim, a
+# suspension, a resume, the end), and DynamoDB bills a moved index key as a delete and a
+# put. A key with no status at all never moves, but then a listing by status is a filter
+# over every run the workflow ever had: a deploy check and an ``overlap=skip`` schedule
+# list the unfinished ones, and read all the finished ones to find them.
+#
+# So the key holds the run's *phase* only: ``open#<created_at>#<run id>`` from its
+# creation to its end, ``done#<ended at>#<run id>`` after. It moves once, when the run
+# ends (and back when a retry reopens a failed run); every other transition updates the
+# entry in place. A listing of an unfinished status reads the open runs only (a few, not
+# the history); a listing of a finished status filters the finished ones. Newest first
+# within each phase, the open runs above the finished ones.
+
+OPEN_LISTING, DONE_LISTING = "open#", "done#"
+# Keys the first layout wrote (``<STATUS>#<updated_at>``, upper case: below every key of
+# this one) stay until their run's next change of phase rewrites them, or its purge. A
+# run of that layout that a newer worker claimed still sits under its old status's
+# prefix, so a listing of an unfinished status reads the prefixes of all of them.
+LEGACY_OPEN_LISTINGS = ("WAITING#", "RUNNING#", "PENDING#", "COMPENSATING#")
+
+
+def listing_key(run_id: str, status: str, created_at: str, updated_at: str) -> str:
+    """``list_sk`` of a run written whole (a create): its phase, and when it began."""
+    if RunStatus(status).terminal:
+        return f"{DONE_LISTING}{updated_at}#{run_id}"
+    return f"{OPEN_LISTING}{created_at}#{run_id}"
+
+
+def relisted(run_id: str, changes: Mapping[str, Any], *, reopens: bool = False) -> str | None:
+    """The new ``list_sk`` of an update by ``changes``, None when it stays.
+
+    A change to a final status ends the run: ``done#<updated_at>``. A retry reopens a
+    failed run (``reopens``: ``Ledger.operate`` with a step to reopen, the only write
+    from a final status back to an open one): ``open#<updated_at>``, listed as if it
+    began then. Every other change leaves the key, so it is written in place."""
+    if "status" not in changes or "updated_at" not in changes:
+        return None
+    status = RunStatus(str(changes["status"]))
+    if status.terminal:
+        return f"{DONE_LISTING}{changes['updated_at']}#{run_id}"
+    if reopens:
+        return f"{OPEN_LISTING}{changes['updated_at']}#{run_id}"
+    return None
+
+
+def listing_prefixes(status: str | None) -> tuple[str, ...] | None:
+    """The key ranges (prefixes of ``list_sk``, in descending order) a listing of
+    ``status`` reads; None: the whole workflow."""
+    if status is None:
+        return None
+    if RunStatus(status).terminal:  # a first-layout key of a final status never moves
+        return (DONE_LISTING, f"{status}#")
+    return (OPEN_LISTING, *LEGACY_OPEN_LISTINGS)
+
+
 def guard_holds(run: RunRecord, guard: RunGuard) -> bool:
     if run.fence != guard.fence or run.lease_owner != guard.owner:
         return False

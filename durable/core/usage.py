@@ -127,6 +127,7 @@ class Meter:
         units_of_update: Callable[[RunRecord, Mapping[str, Any]], float] = _free_update,
         clock: Callable[[], float] = time.monotonic,
         requests_of_create: Callable[[RunRecord], float] = _one_request,
+        units_of_input: Callable[[RunRecord], float] = _free_create,
     ) -> None:
         # The write units the storage will charge for creating a run item, and for
         # updating one (as ``before`` holds it) by ``changes``: the ledger adapter's rule
@@ -136,6 +137,10 @@ class Meter:
         # The requests a create sends: one, or two when the adapter writes a large input
         # in an item of its own first (``durable.adapters.dynamodb_items.input_apart``).
         self.requests_of_create = requests_of_create
+        # The units of that input item's put (nothing when the input stays inline): a
+        # plain put before the run item's, never part of a transaction, so never billed
+        # twice even when the run item's put is (a continue-as-new's successor).
+        self.units_of_input = units_of_input
         self._clock = clock
         self._lock = threading.Lock()
         self._open: _Open | None = None  # the invocation being counted
@@ -201,8 +206,9 @@ class UsageLedger:
 
     def create_run(self, run: RunRecord) -> RunRecord:
         usage = added(run.usage, {API_REQUESTS: 1.0, REQUESTS: self._meter.requests_of_create(run)})
+        apart = self._meter.units_of_input(run)
         own = _fixed_point(
-            lambda units: self._meter.units_of_create(_with(run, _plus(usage, units)))
+            lambda units: self._meter.units_of_create(_with(run, _plus(usage, units))) + apart
         )
         return self._ledger.create_run(_with(run, _plus(usage, own)))
 
@@ -239,10 +245,12 @@ class UsageLedger:
         self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
     ) -> None:
         # One transaction: the run's update and the successor's put, each billed twice
-        # (DynamoDB's price of a transactional write, index writes included).
+        # (DynamoDB's price of a transactional write, index writes included); a large
+        # input's own item is put before it, outside the transaction, once.
         def units(before: RunRecord, billed: Mapping[str, Any]) -> float:
             own = self._meter.units_of_update(before, billed)
-            return 2.0 * (own + self._meter.units_of_create(successor))
+            apart = self._meter.units_of_input(successor)
+            return 2.0 * (own + self._meter.units_of_create(successor)) + apart
 
         billed = self._billed(run_id, changes, units)
         self._ledger.continue_run(run_id, guard, billed, successor)

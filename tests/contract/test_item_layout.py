@@ -118,4 +118,4 @@ def test_items_are_console_readable() -> None:
     assert item["status"] == {"S": "FAILED"}
     assert item["created_at"]["S"].endswith("Z")
     assert item["error"]["M"]["message"] == {"S": "bad ünïcode"}
-    assert item["list_sk"] == {"S": f"created#{RUNS[1].created_at}#{RUNS[1].run_id}"}
+    assert item["list_sk"] == {"S": f"done#{RUNS[1].updated_at}#{RUNS[1].run_id}"}  # FAILED

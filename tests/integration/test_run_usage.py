@@ -169,7 +169,7 @@ def test_dynamodb_local_leaves_a_put_out_of_a_transaction_that_removes_an_index_
     def item(pk: str) -> dict[str, Any]:
         return {
             **{k: {"S": v} for k, v in {"pk": pk, "sk": "RUN", "status": "RUNNING"}.items()},
-            **{k: {"S": v} for k, v in {"list_pk": "WF#a", "list_sk": f"created#1#{pk}"}.items()},
+            **{k: {"S": v} for k, v in {"list_pk": "WF#a", "list_sk": f"open#1#{pk}"}.items()},
             **{k: {"S": v} for k, v in {"due_shard": "1", "due_at": "2026", "run_id": pk}.items()},
         }
 

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from durable.adapters.dynamodb import DynamoLedger
-from durable.adapters.dynamodb_items import INPUT_INLINE_MAX, run_pk
-from durable.core.model import RunStatus
+from durable.adapters.dynamodb_items import INPUT_INLINE_MAX, input_sk, run_pk
+from durable.core.model import RunStatus, StepStatus
 from durable.core.ports import RunExists, RunGuard
 from tests.conftest import MakeTables, aws_client
 from tests.support.records import make_run, make_step, t
@@ -54,8 +54,9 @@ def test_a_large_input_is_written_once_in_its_own_item(tables: Tables) -> None:
     tables.ledger.create_run(run)
     item = tables.item("RUN")
     assert item is not None and "input" not in item
-    assert item["input_item"] == {"S": f"INPUT#{run.created_at}"}
-    apart = tables.item(f"INPUT#{run.created_at}")
+    assert item["input_item"] == {"S": input_sk(run)}
+    assert input_sk(run).startswith(f"INPUT#{run.created_at}#")
+    apart = tables.item(input_sk(run))
     assert apart is not None and apart["input"] == {"S": LARGE}
     assert apart["updated_at"] == {"S": run.created_at}  # the purge's clock
 
@@ -125,8 +126,8 @@ def test_the_purge_deletes_an_expired_incarnations_input_and_keeps_the_current(
     tables.ledger.write_step(make_step(updated_at=t(101)))
     assert tables.fresh().load("RUN1").run.input == new_input  # type: ignore[union-attr]
     assert tables.ledger.purge_leftovers("RUN1", before=t(50)) == 1
-    assert tables.item(f"INPUT#{t(0)}") is None
-    assert tables.item(f"INPUT#{t(100)}") is not None
+    assert tables.item(input_sk(old)) is None
+    assert tables.item(input_sk(make_run(input=new_input, created_at=t(100)))) is not None
 
 
 def test_the_items_of_a_large_input_match_the_declared_models() -> None:
@@ -140,56 +141,120 @@ def test_the_items_of_a_large_input_match_the_declared_models() -> None:
     assert InputItem.from_raw_data(apart).serialize() == apart
 
 
-# --- the listing key does not move (issue 35, lever b) -----------------------------------
+# --- the listing key moves once, when the run ends (issue 35, lever b) ------------------
 
 
-def test_the_listing_key_is_set_once_at_creation_and_never_moves(tables: Tables) -> None:
+def test_the_listing_key_moves_only_when_the_run_ends(tables: Tables) -> None:
     """GIVEN a run WHEN it is claimed, parked, claimed again and finished THEN its
-    listing key (``list_sk``) stays what the create wrote: ``created#<created_at>#<run
-    id>``. A key that moved with the status cost a delete and a put in the listing index
-    on every transition; a status change now updates the entry in place."""
+    listing key (``list_sk``) stays ``open#<created_at>#<run id>`` until it ends, then is
+    ``done#<ended at>#<run id>``. A key holding the status moved with every transition,
+    and DynamoDB bills a moved index key as a delete and a put; a transition within a
+    phase now updates the entry in place."""
     run = make_run()
     tables.ledger.create_run(run)
-    first = tables.item("RUN")
-    assert first is not None
-    assert first["list_sk"] == {"S": f"created#{run.created_at}#RUN1"}
+    keys = [tables.item("RUN")["list_sk"]]  # type: ignore[index]
     claim = tables.ledger.claim("RUN1", "w1", now=t(1), lease_until=t(60), stale_before=t(1))
     assert claim is not None
-    guard = RunGuard(claim.run.fence, "w1")
+    keys.append(tables.item("RUN")["list_sk"])  # type: ignore[index]
     tables.ledger.update_run(
-        "RUN1", guard, {"status": RunStatus.WAITING, "updated_at": t(2), "lease_owner": None}
+        "RUN1",
+        RunGuard(claim.run.fence, "w1"),
+        {"status": RunStatus.WAITING, "updated_at": t(2), "lease_owner": None},
     )
+    keys.append(tables.item("RUN")["list_sk"])  # type: ignore[index]
     again = tables.ledger.claim("RUN1", "w2", now=t(3), lease_until=t(60), stale_before=t(3))
     assert again is not None
+    assert {k["S"] for k in keys} == {f"open#{run.created_at}#RUN1"}
     tables.ledger.update_run(
         "RUN1",
         RunGuard(again.run.fence, "w2"),
         {"status": RunStatus.SUCCEEDED, "updated_at": t(4), "output": "1"},
     )
-    last = tables.item("RUN")
-    assert last is not None and last["list_sk"] == first["list_sk"]
+    assert tables.item("RUN")["list_sk"] == {"S": f"done#{t(4)}#RUN1"}  # type: ignore[index]
     (listed,) = tables.ledger.list_runs(workflow="wf", status="SUCCEEDED").items
     assert listed.run_id == "RUN1"
     assert tables.ledger.list_runs(workflow="wf", status="WAITING").items == []
 
 
-def test_a_listing_shows_the_newest_runs_first_whatever_their_status(tables: Tables) -> None:
-    for i, status in enumerate(["SUCCEEDED", "PENDING", "FAILED"]):
-        tables.ledger.create_run(
+def _mixed(ledger: Any) -> None:
+    for i, status in enumerate(["SUCCEEDED", "PENDING", "FAILED", "WAITING"]):
+        ledger.create_run(
             make_run(f"R{i}", status=RunStatus(status), created_at=t(i), updated_at=t(10 - i))
         )
-    assert [r.run_id for r in tables.ledger.list_runs(workflow="wf").items] == ["R2", "R1", "R0"]
+
+
+def test_a_listing_shows_the_open_runs_first_then_the_latest_ended(tables: Tables) -> None:
+    _mixed(tables.ledger)
+    runs = tables.ledger.list_runs(workflow="wf").items
+    assert [r.run_id for r in runs] == ["R3", "R1", "R0", "R2"]
 
 
 def test_the_memory_ledger_lists_in_the_same_order() -> None:
     from durable.adapters.memory import MemoryLedger
 
     ledger = MemoryLedger()
-    for i, status in enumerate(["SUCCEEDED", "PENDING", "FAILED"]):
-        ledger.create_run(
-            make_run(f"R{i}", status=RunStatus(status), created_at=t(i), updated_at=t(10 - i))
+    _mixed(ledger)
+    assert [r.run_id for r in ledger.list_runs(workflow="wf").items] == ["R3", "R1", "R0", "R2"]
+
+
+def test_a_retried_run_is_listed_among_the_open_ones_again(tables: Tables) -> None:
+    """GIVEN a failed run WHEN a retry reopens it THEN a listing of PENDING runs finds it
+    (its key is back in the open phase), in both ledgers."""
+    from durable.adapters.memory import MemoryLedger
+
+    memory = MemoryLedger()
+    for ledger in (tables.ledger, memory):
+        ledger.create_run(make_run(status=RunStatus.FAILED))
+        ledger.write_step(make_step(status=StepStatus.TERMINAL_FAILED))
+        ledger.operate(
+            "RUN1",
+            statuses=("FAILED",),
+            changes={"status": "PENDING", "updated_at": t(9)},
+            reopen=make_step(status=StepStatus.RETRYABLE_FAILED),
         )
-    assert [r.run_id for r in ledger.list_runs(workflow="wf").items] == ["R2", "R1", "R0"]
+        (again,) = ledger.list_runs(workflow="wf", status="PENDING").items
+        assert again.run_id == "RUN1"
+        assert ledger.list_runs(workflow="wf", status="FAILED").items == []
+    assert tables.item("RUN")["list_sk"] == {"S": f"open#{t(9)}#RUN1"}  # type: ignore[index]
+
+
+@pytest.mark.parametrize("status", ["WAITING", "FAILED", None])
+def test_a_run_keyed_by_the_first_layout_is_still_listed(
+    tables: Tables, status: str | None
+) -> None:
+    """GIVEN runs whose listing key is of the first layout (``<STATUS>#<updated_at>``,
+    written before the upgrade), one of them claimed by a newer worker since (its key
+    still says PENDING) WHEN the runs are listed, by status or not THEN each is where
+    its status says, beside the runs of the new layout, and a cursor walks them all."""
+    for i, (run_status, key) in enumerate(
+        [("WAITING", "PENDING"), ("FAILED", "FAILED"), ("WAITING", "WAITING")]
+    ):
+        run = make_run(f"OLD{i}", status=RunStatus(run_status), created_at=t(i))
+        tables.ledger.create_run(run)
+        tables.client.update_item(
+            TableName=tables.name,
+            Key={"pk": {"S": run_pk(run.run_id)}, "sk": {"S": "RUN"}},
+            UpdateExpression="SET list_sk = :k",
+            ExpressionAttributeValues={":k": {"S": f"{key}#{t(i)}"}},
+        )
+    tables.ledger.create_run(make_run("NEW", status=RunStatus.WAITING, created_at=t(5)))
+    tables.ledger.create_run(make_run("END", status=RunStatus.FAILED, created_at=t(6)))
+    want = {
+        "WAITING": ["NEW", "OLD2", "OLD0"],
+        "FAILED": ["END", "OLD1"],
+        None: ["NEW", "END", "OLD2", "OLD0", "OLD1"],
+    }[status]
+    whole = tables.ledger.list_runs(workflow="wf", status=status).items
+    assert [r.run_id for r in whole] == want
+    walked: list[str] = []
+    cursor: str | None = None
+    for _ in range(10):
+        page = tables.ledger.list_runs(workflow="wf", status=status, limit=1, cursor=cursor)
+        walked += [r.run_id for r in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert walked == want
 
 
 def test_the_container_that_wrote_an_input_does_not_read_it_again(tables: Tables) -> None:
@@ -219,7 +284,7 @@ def test_the_container_that_wrote_an_input_does_not_read_it_again(tables: Tables
     for _ in range(2):
         assert other.update_run("RUN1", guard, {"lease_until": t(70)}).input == LARGE
     assert len(reads) == 1 and reads[0]["ConsistentRead"] is True
-    assert reads[0]["Key"]["sk"] == {"S": f"INPUT#{make_run().created_at}"}
+    assert reads[0]["Key"]["sk"] == {"S": input_sk(make_run(input=LARGE))}
 
 
 def test_a_ledger_told_to_keep_inputs_inline_writes_the_layout_before(tables: Tables) -> None:
@@ -231,5 +296,138 @@ def test_a_ledger_told_to_keep_inputs_inline_writes_the_layout_before(tables: Ta
     inline.create_run(run)
     item = tables.item("RUN")
     assert item is not None and item["input"] == {"S": LARGE} and "input_item" not in item
-    assert tables.item(f"INPUT#{run.created_at}") is None
+    assert _input_items(tables) == []
     assert tables.fresh().get_run("RUN1").input == LARGE  # type: ignore[union-attr]
+
+
+# --- what a review reproduced on the first version (each failed on it) -------------------
+
+
+def _input_items(tables: Tables, run_id: str = "RUN1") -> list[dict[str, Any]]:
+    response = tables.client.query(
+        TableName=tables.name,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :input)",
+        ExpressionAttributeValues={":pk": {"S": run_pk(run_id)}, ":input": {"S": "INPUT#"}},
+    )
+    items: list[dict[str, Any]] = response["Items"]
+    return items
+
+
+def test_a_refused_start_in_the_same_millisecond_leaves_the_winner_its_input(
+    tables: Tables,
+) -> None:
+    """GIVEN two keyed starts of one run id in the same millisecond, with different inputs
+    WHEN the second is refused (the run exists) THEN the run's input is the winner's, read
+    by any container, including the one whose start was refused: an input item keyed by
+    the creation time alone was overwritten by the loser's, and the loser's container
+    remembered its own input under the winner's run."""
+    winner, loser = make_run(input=LARGE), make_run(input=LARGE.replace("x", "L"))
+    tables.ledger.create_run(winner)
+    refused_here = tables.fresh()
+    with pytest.raises(RunExists) as refused:
+        refused_here.create_run(loser)
+    assert refused.value.existing.input == LARGE
+    assert tables.fresh().load("RUN1").run.input == LARGE  # type: ignore[union-attr]
+    assert refused_here.get_run("RUN1").input == LARGE  # type: ignore[union-attr]
+    assert len(_input_items(tables)) == 1
+
+
+def test_a_refused_start_leaves_no_input_item_behind(tables: Tables) -> None:
+    """GIVEN a live run WHEN ten keyed starts of its id are refused, each with a large
+    input THEN the partition holds only the run's own input: leftovers under a live run
+    are never purged, and every load of the run would read them."""
+    tables.ledger.create_run(make_run(input=LARGE))
+    for i in range(10):
+        again = make_run(input=LARGE.replace("x", str(i)), created_at=t(i + 1))
+        with pytest.raises(RunExists):
+            tables.fresh().create_run(again)
+    (kept,) = _input_items(tables)
+    assert kept["input"] == {"S": LARGE}
+
+
+def test_a_refused_successor_leaves_no_input_item_behind(tables: Tables) -> None:
+    """GIVEN a run that continues as new under an id already taken WHEN the transaction is
+    refused THEN the successor's input item is gone with it."""
+    from durable.core.ports import RunExists as Taken
+
+    tables.ledger.create_run(make_run())
+    tables.ledger.create_run(make_run("NEXT", input=LARGE))
+    claim = tables.ledger.claim("RUN1", "w1", now=t(1), lease_until=t(60), stale_before=t(1))
+    assert claim is not None
+    successor = make_run("NEXT", input=LARGE.replace("x", "s"), created_at=t(2))
+    with pytest.raises(Taken):
+        tables.ledger.continue_run(
+            "RUN1",
+            RunGuard(claim.run.fence, "w1"),
+            {"status": RunStatus.SUCCEEDED, "updated_at": t(2)},
+            successor,
+        )
+    (kept,) = _input_items(tables, "NEXT")
+    assert kept["input"] == {"S": LARGE}
+
+
+def test_a_listing_by_status_reads_no_more_as_finished_runs_pile_up(tables: Tables) -> None:
+    """GIVEN one PENDING run among many finished ones WHEN the runs are listed by an
+    unfinished status (a deploy check, an ``overlap=skip`` schedule on every fire) THEN the
+    number of queries does not grow with the finished runs: a filter on the status under
+    a key without it sent one query per page of finished runs (301 for 300)."""
+    queries: list[int] = []
+    tables.client.meta.events.register("before-call.dynamodb.Query", lambda **_: queries.append(1))
+
+    def listing_queries(finished: int) -> int:
+        for i in range(finished):
+            tables.ledger.create_run(
+                make_run(f"F{finished}-{i:04d}", status=RunStatus.SUCCEEDED, created_at=t(i))
+            )
+        queries.clear()
+        page = tables.ledger.list_runs(workflow="wf", status="PENDING", limit=1)
+        assert [r.run_id for r in page.items] == ["P"]
+        return len(queries)
+
+    tables.ledger.create_run(make_run("P", status=RunStatus.PENDING, created_at=t(0)))
+    few = listing_queries(3)
+    many = listing_queries(150)
+    assert many == few
+
+
+def test_an_update_is_priced_by_how_the_run_is_stored(tables: Tables) -> None:
+    """GIVEN a run created with its large input inline (before the layout, or while the
+    setting was off) WHEN a worker whose ledger keeps inputs apart prices an update of it
+    THEN the price is of the item as stored, input included (5 units for a 4 KB input),
+    not of the item the worker would have written (1 unit)."""
+    from durable.adapters.dynamodb_units import RunWriteUnits
+
+    DynamoLedger(tables.client, tables.name, inputs_apart=False).create_run(make_run(input=LARGE))
+    worker = tables.fresh()
+    before = worker.get_run("RUN1")
+    assert before is not None and worker.inputs_apart
+    assert RunWriteUnits(worker).update(before, {"lease_until": t(70)}) >= 5
+    fresh = make_run("RUN2", input=LARGE)
+    assert RunWriteUnits(worker).update(fresh, {"lease_until": t(70)}) == 1
+
+
+def test_a_successor_s_input_item_is_billed_once_not_twice() -> None:
+    """continue-as-new bills its transaction at twice the units of its writes; the put of
+    the successor's large input is outside it, billed once."""
+    from durable.core.usage import Meter, UsageLedger
+
+    billed: list[float] = []
+
+    class Ledger:
+        def continue_run(self, run_id: str, guard: Any, changes: Any, successor: Any) -> None:
+            billed.append(changes["usage"]["wcu"])
+
+    meter = Meter(
+        units_of_create=lambda run: 1.0,
+        units_of_update=lambda before, changes: 1.0,
+        units_of_input=lambda run: 4.0,
+    )
+    usage = UsageLedger(Ledger(), meter)  # type: ignore[arg-type]
+    run = make_run()
+    usage._claimed["RUN1"] = run  # as its claim left it
+    with meter.invocation(memory_mb=128, timer=False):
+        meter.add("wcu", 0.5)
+        usage.continue_run(
+            "RUN1", RunGuard(1, "w"), {"lease_owner": None}, make_run("NEXT", input=LARGE)
+        )
+    assert billed == [0.5 + 2.0 * (1.0 + 1.0) + 4.0]
