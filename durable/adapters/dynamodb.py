@@ -37,11 +37,7 @@ from durable.adapters.dynamodb_support import (
     storage_error,
 )
 from durable.core.ids import due_shard
-from durable.core.leases import (
-    apply_changes,
-    claim_kind,
-    claimed,
-)
+from durable.core.leases import apply_changes, claim_kind, claimed, reopening
 from durable.core.limits import check_item_size, value_size
 from durable.core.model import (
     RunHistory,
@@ -94,7 +90,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         try:
             self.client.put_item(
                 TableName=self.table,
-                Item=run_to_item(run, self.shards, apart=self.inputs_apart),
+                Item=run_to_item(run, self.shards, input_item=name),
                 ConditionExpression="attribute_not_exists(pk)",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
@@ -102,8 +98,8 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
             # Refused for certain (unlike a timeout, whose write may have landed): the
             # input item written for it belongs to no run.
             old = getattr(e, "response", {}).get("Item")
+            self._drop_input(run, name, old)
             existing = self._whole(old) if old else self.get_run(run.run_id)
-            self._drop_input(run, name, existing)
             if existing is None:  # deleted meanwhile (TTL): treat as a transient conflict
                 raise StorageError("run id conflict; try again", retryable=True) from e
             raise RunExists(existing) from e
@@ -299,7 +295,8 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
             inbox = e.name("inbox")
             zero, one = e.value(n(0), "zero"), e.value(n(1), "one")
             extra.append(f"{inbox} = if_not_exists({inbox}, {zero}) + {one}")
-        update = self._change_expression(e, run_id, changes, extra, reopens=reopen is not None)
+        reopens = reopening(statuses, changes)
+        update = self._change_expression(e, run_id, changes, extra, reopens=reopens)
         if not update:  # nothing to change: still a conditional check that the run fits
             update = f"SET {e.name('status')} = {e.name('status')}"
         if reopen is not None:
@@ -377,7 +374,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
                 {
                     "Put": {
                         "TableName": self.table,
-                        "Item": run_to_item(successor, self.shards, apart=self.inputs_apart),
+                        "Item": run_to_item(successor, self.shards, input_item=name),
                         "ConditionExpression": "attribute_not_exists(pk)",
                         "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
                     }

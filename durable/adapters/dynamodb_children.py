@@ -52,7 +52,7 @@ class ChildrenMixin(TableBase):
             [
                 self._step_put(step),
                 self._count_children(step.run_id, guard, 1),
-                self._child_put(child),
+                self._child_put(child, name),
             ],
             f"starting child run {child.run_id}",
         )
@@ -77,8 +77,8 @@ class ChildrenMixin(TableBase):
         parent_id = children_batch(steps, children)
         names = [self._put_input(child) for child in children]
         actions = [self._count_children(parent_id, guard, len(children))]
-        for step, child in zip(steps, children, strict=True):
-            actions += [self._step_put(step), self._child_put(child)]
+        for step, child, name in zip(steps, children, names, strict=True):
+            actions += [self._step_put(step), self._child_put(child, name)]
         reasons = self._transact(actions, f"starting {len(children)} child runs")
         for child, name in zip(children, names, strict=True):
             if reasons is None:
@@ -100,12 +100,12 @@ class ChildrenMixin(TableBase):
         update = f"SET {count} = if_not_exists({count}, {zero}) + {more}"
         return self._run_update(parent_id, guard_condition(e, guard), update, e)
 
-    def _child_put(self, child: RunRecord) -> dict[str, Any]:
+    def _child_put(self, child: RunRecord, input_item: str | None) -> dict[str, Any]:
         """A child's run item, only where no run has its id (the stored one comes back)."""
         return {
             "Put": {
                 "TableName": self.table,
-                "Item": run_to_item(child, self.shards, apart=self.inputs_apart),
+                "Item": run_to_item(child, self.shards, input_item=input_item),
                 "ConditionExpression": "attribute_not_exists(pk)",
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }

@@ -9,8 +9,8 @@ docs/architecture.md, "What a deployed function imports").
 
 from __future__ import annotations
 
-import hashlib
 import json
+import secrets
 from typing import Any
 
 from durable.core.ids import due_shard
@@ -44,7 +44,7 @@ def list_pk(workflow: str) -> str:
 
 
 def input_apart(run: RunRecord) -> bool:
-    """Whether the run's input is kept in an item of its own (``INPUT#<created_at>``),
+    """Whether the run's input is kept in an item of its own (``new_input_sk``),
     written once before the run item, instead of in the run item.
 
     DynamoDB bills a write of an item by the whole item's size (one unit per started KB
@@ -58,21 +58,22 @@ def input_apart(run: RunRecord) -> bool:
     return len(run.input.encode()) > INPUT_INLINE_MAX
 
 
-def input_sk(run: RunRecord) -> str:
-    """``INPUT#<created_at>#<digest>``: the run's incarnation is in the key, so a run id
-    that comes back (a keyed start after the first run expired) never reads the input an
-    expired incarnation left before the purge got there; and the input's own digest is,
-    so two starts of one id in one millisecond (the loser refused by the run item's
-    condition) write two items, never one over the other: the winner's run item names
-    its own. Equal digests mean equal inputs, so a put that lands on an existing key
-    writes what is there."""
-    digest = hashlib.sha256(run.input.encode()).hexdigest()[:_DIGEST_CHARS]
-    return f"{INPUT_PREFIX}{run.created_at}#{digest}"
+def new_input_sk(run: RunRecord) -> str:
+    """``INPUT#<created_at>#<nonce>``, a new key for each write of an input item. The
+    run's incarnation is in it, so a run id that comes back (a keyed start after the first
+    run expired) never reads the input an expired incarnation left before the purge got
+    there. The nonce makes each write's key its own: two starts of one id in the same
+    millisecond (the loser refused by the run item's condition), a create tried again
+    after a timeout, a child started by a zombie and by the lease's new owner never
+    write one key, so a refused write can delete its own item (``_drop_input``) without
+    ever deleting one that another write's run item names."""
+    return f"{INPUT_PREFIX}{run.created_at}#{secrets.token_hex(_NONCE_BYTES)}"
 
 
-# 64 bits of the input's sha256: two different inputs of one run id, created in the same
-# millisecond, share a key with a chance of one in 2**64.
-_DIGEST_CHARS = 16
+# 64 random bits: two writes of one run's input share a key with a chance of 2**-64.
+_NONCE_BYTES = 8
+# A key of that shape, for pricing an item that names one (``dynamodb_units``).
+SAMPLE_INPUT_SK = f"{INPUT_PREFIX}2026-01-01T00:00:00.000Z#{'0' * 2 * _NONCE_BYTES}"
 
 
 # --- the codec ---------------------------------------------------------------------------
@@ -118,10 +119,10 @@ def _item(fields: dict[str, Any]) -> dict[str, Any]:
     return {k: attribute_value(v) for k, v in fields.items() if v is not None}
 
 
-def run_to_item(run: RunRecord, shards: int, *, apart: bool = True) -> dict[str, Any]:
-    """The run item; with ``apart``, a large input is left out (``input_apart``: see
-    ``input_to_item``)."""
-    apart = apart and input_apart(run)
+def run_to_item(run: RunRecord, shards: int, *, input_item: str | None = None) -> dict[str, Any]:
+    """The run item; with ``input_item`` (the key of the item that holds it: see
+    ``input_to_item``), without its input."""
+    apart = input_item is not None
     return _item(
         {
             "pk": run_pk(run.run_id),
@@ -131,7 +132,7 @@ def run_to_item(run: RunRecord, shards: int, *, apart: bool = True) -> dict[str,
             "version": run.version,
             "status": run.status.value,
             "input": None if apart else run.input,
-            "input_item": input_sk(run) if apart else None,
+            "input_item": input_item,
             "input_hash": run.input_hash,
             "created_at": run.created_at,
             "updated_at": run.updated_at,
@@ -176,14 +177,15 @@ def run_to_item(run: RunRecord, shards: int, *, apart: bool = True) -> dict[str,
     )
 
 
-def input_to_item(run: RunRecord) -> dict[str, Any]:
-    """The item holding a large input (``input_apart``), written once, before the run
-    item that names it (``input_item``). ``updated_at`` is the run's creation: the purge
-    of an expired incarnation deletes it with that incarnation's steps."""
+def input_to_item(run: RunRecord, sk: str) -> dict[str, Any]:
+    """The item holding a large input (``input_apart``) under ``sk`` (``new_input_sk``),
+    written once, before the run item that names it (``input_item``). ``updated_at`` is
+    the run's creation: the purge of an expired incarnation deletes it with that
+    incarnation's steps."""
     return _item(
         {
             "pk": run_pk(run.run_id),
-            "sk": input_sk(run),
+            "sk": sk,
             "run_id": run.run_id,
             "input": run.input,
             "input_hash": run.input_hash,

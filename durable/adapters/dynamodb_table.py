@@ -16,10 +16,10 @@ from durable.adapters.dynamodb_items import (
     RUN_SK,
     STEP_PREFIX,
     input_apart,
-    input_sk,
     input_to_item,
     item_to_run,
     item_to_step,
+    new_input_sk,
     run_attribute_value,
     run_pk,
 )
@@ -141,16 +141,17 @@ class TableBase:
     def _put_input(self, run: RunRecord) -> str | None:
         """Write a large input's own item (``input_apart``) before the run item that
         names it: a plain put, once; returns its sort key (None: the input stays inline).
-        The key holds the input's digest (``input_sk``), so this put never replaces
-        another start's input. Nothing is remembered until the run item is written: a
+        The key is new for each call (``new_input_sk``), so this put never replaces
+        another write's input. Nothing is remembered until the run item is written: a
         refused create's input belongs to no run (``_drop_input``)."""
         if not (self.inputs_apart and input_apart(run)):
             return None
+        name = new_input_sk(run)
         try:
-            self.client.put_item(TableName=self.table, Item=input_to_item(run))
+            self.client.put_item(TableName=self.table, Item=input_to_item(run, name))
         except Exception as e:
             storage_error(e, "writing the run's input")
-        return input_sk(run)
+        return name
 
     def _created(self, run: RunRecord, name: str | None) -> None:
         """``run``'s item is written: remember its layout and input (they never change)."""
@@ -158,30 +159,28 @@ class TableBase:
         if name is not None:
             self._keep_input(run.run_id, name, run.input)
 
-    def _drop_input(self, run: RunRecord, name: str | None, stored: RunRecord | None) -> None:
-        """Delete the input item a refused create wrote (``_put_input``), unless the run
-        item under that id names it: the same start, retried after a first try that
-        landed, or a start of the same input in the same millisecond that won (``stored``,
-        the run the refusal returned; None: read the run item's ``input_item``). Only a
-        refusal drops it, never a timeout, whose write may have landed. A leftover under
-        a live run is never purged (it is younger than the run) and every load of the run
-        would read it. Best effort: an item this misses (a crash between the two writes,
-        a failed delete) is older than the next incarnation of its id, or alone in a
-        partition no run took, and the purge of an expired run's partition deletes it."""
+    def _drop_input(self, run: RunRecord, name: str | None, stored: dict[str, Any] | None) -> None:
+        """Delete the input item a refused create wrote (``_put_input``). Its key is its
+        own (``new_input_sk``): only this create's run item can name it, which happens
+        when a first try landed and a retry of the same request was refused, so the run
+        item under that id (``stored``, the raw item the refusal returned; None: read)
+        is checked first. Only a refusal drops it, never a timeout, whose write may have
+        landed. A leftover under a live run is never purged (it is younger than the run)
+        and every load of the run would read it. Best effort: an item this misses (a
+        crash between the two writes, a failed delete) is alone in a partition no run
+        took, or younger than the run beside it, and the purge of that run's partition
+        when it expires deletes it with the rest."""
         if name is None:
             return
         try:
-            if stored is not None and stored.run_id == run.run_id:
-                named = input_sk(stored) if self.stored_apart(stored) else None
-            else:
-                response = self.client.get_item(
+            if stored is None:
+                stored = self.client.get_item(
                     TableName=self.table,
                     Key={"pk": s(run_pk(run.run_id)), "sk": s(RUN_SK)},
                     ProjectionExpression="input_item",
                     ConsistentRead=True,
-                )
-                named = response.get("Item", {}).get("input_item", {}).get("S")
-            if named == name:
+                ).get("Item")
+            if (stored or {}).get("input_item", {}).get("S") == name:
                 return
             self.client.delete_item(
                 TableName=self.table, Key={"pk": s(run_pk(run.run_id)), "sk": s(name)}

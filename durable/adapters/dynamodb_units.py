@@ -22,7 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from durable.adapters.dynamodb_items import input_apart, input_to_item, run_to_item
+from durable.adapters.dynamodb_items import (
+    SAMPLE_INPUT_SK,
+    input_apart,
+    input_to_item,
+    run_to_item,
+)
 from durable.adapters.ledger_layout import LEDGER_INDEXES
 from durable.core.model import RunRecord
 from durable.core.usage import READ_UNITS, REQUESTS, WRITE_UNITS, Meter
@@ -132,7 +137,7 @@ class RunWriteUnits:
         (``DynamoLedger.stored_apart``), whatever the setting says today."""
         stored_apart = getattr(self._ledger, "stored_apart", None)
         apart = stored_apart(run) if stored_apart is not None else self._apart(run)
-        return run_to_item(run, self._ledger.shards, apart=apart)
+        return run_to_item(run, self._ledger.shards, input_item=SAMPLE_INPUT_SK if apart else None)
 
     def install(self, meter: Meter) -> None:
         meter.units_of_create, meter.units_of_update = self.create, self.update
@@ -147,13 +152,16 @@ class RunWriteUnits:
 
     def create(self, run: RunRecord) -> float:
         """The run item's put (a large input's own item is ``input``)."""
-        item = run_to_item(run, self._ledger.shards, apart=self._apart(run))
+        named = SAMPLE_INPUT_SK if self._apart(run) else None
+        item = run_to_item(run, self._ledger.shards, input_item=named)
         return write_units(None, item, self._indexes)
 
     def input(self, run: RunRecord) -> float:
         """The put of a large input's own item before the run item's (``input_apart``:
         in no index); nothing when the input stays inline."""
-        return write_units(None, input_to_item(run), ()) if self._apart(run) else 0.0
+        if not self._apart(run):
+            return 0.0
+        return write_units(None, input_to_item(run, SAMPLE_INPUT_SK), ())
 
     def requests_of_create(self, run: RunRecord) -> float:
         """The requests of a create: the run item's put, after a large input's own."""

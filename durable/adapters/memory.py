@@ -22,6 +22,7 @@ from durable.core.leases import (
     listed,
     listing_key,
     relisted,
+    reopening,
     settle_child_record,
     step_replaceable,
     wants_a_person,
@@ -208,7 +209,7 @@ class MemoryLedger:
                 new = replace(new, inbox=run.inbox + 1)
             check_item_size(new, f"run {run_id}")
             self._runs[run_id] = new
-            self._relist(run_id, changes, reopens=reopen is not None)
+            self._relist(run_id, changes, reopens=reopening(statuses, changes))
             if reopen is not None:
                 steps[reopen.position] = copy_step(reopen)
             return copy_run(new)
@@ -484,8 +485,9 @@ class MemoryLedger:
     def patch_run(self, run_id: str, changes: Mapping[str, Any]) -> RunRecord:
         """Change a run without any guard: simulates another writer in tests."""
         with self._lock:
-            self._runs[run_id] = apply_changes(self._runs[run_id], dict(changes))
-            self._relist(run_id, changes)
+            before = self._runs[run_id]
+            self._runs[run_id] = apply_changes(before, dict(changes))
+            self._relist(run_id, changes, reopens=before.status.terminal)
             return copy_run(self._runs[run_id])
 
 

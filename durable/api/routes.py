@@ -285,7 +285,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
 
     @app.get(
         "/runs",
-        summary="List runs of a workflow, or those needing attention (newest first)",
+        summary="List runs of a workflow (unfinished first), or those needing attention",
         tags=["runs"],
         responses={**_ok(200, "A page of runs", RunPage), **_errors(400, 422)},
     )
@@ -411,7 +411,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
 
     @app.get(
         "/workflows/<name>/runs",
-        summary="List runs of this workflow (newest first)",
+        summary="List runs of this workflow (unfinished first, newest first)",
         tags=["scoped"],
         responses={**_ok(200, "A page of runs", RunPage), **_errors(400, 422)},
     )

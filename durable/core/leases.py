@@ -176,12 +176,23 @@ def listing_key(run_id: str, status: str, created_at: str, updated_at: str) -> s
     return f"{OPEN_LISTING}{created_at}#{run_id}"
 
 
+def reopening(statuses: tuple[str, ...], changes: Mapping[str, Any]) -> bool:
+    """Whether an operation allowed only on ended runs (``statuses``, all final) that
+    sets an unfinished status reopens the run: a retry, with or without a step to reopen
+    (a run that failed in its own code has none). The only writes from a final status
+    back to an open one; every other write either cannot meet an ended run or keeps it
+    ended."""
+    if "status" not in changes or not statuses:
+        return False
+    opens = not RunStatus(str(changes["status"])).terminal
+    return opens and all(RunStatus(status).terminal for status in statuses)
+
+
 def relisted(run_id: str, changes: Mapping[str, Any], *, reopens: bool = False) -> str | None:
     """The new ``list_sk`` of an update by ``changes``, None when it stays.
 
     A change to a final status ends the run: ``done#<updated_at>``. A retry reopens a
-    failed run (``reopens``: ``Ledger.operate`` with a step to reopen, the only write
-    from a final status back to an open one): ``open#<updated_at>``, listed as if it
+    failed run (``reopens``: see ``reopening``): ``open#<updated_at>``, listed as if it
     began then. Every other change leaves the key, so it is written in place."""
     if "status" not in changes or "updated_at" not in changes:
         return None

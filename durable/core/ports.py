@@ -365,7 +365,9 @@ class Ledger(Protocol):
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[RunRecord]:
-        """Runs newest first, from the listing or attention index (never a scan)."""
+        """Runs from the listing or attention index (never a scan): a workflow's unfinished
+        runs first (newest created first), then its ended ones (latest ended first);
+        those needing attention latest changed first (``durable.core.leases.listing_key``)."""
         ...
 
 

@@ -585,8 +585,9 @@ class Engine:
         limit: int = 50,
         cursor: str | None = None,
     ) -> Page[RunRecord]:
-        """Runs newest first: of one ``workflow`` (optionally one ``status`` or ``version``),
-        or those with ``needs_attention``. Pass the page's cursor back for the next page."""
+        """Runs of one ``workflow`` (optionally one ``status`` or ``version``), unfinished
+        first, then ended, newest first in each; or those with ``needs_attention``, latest
+        changed first. Pass the page's cursor back for the next page."""
         if status is not None and status not in RunStatus.__members__:
             raise DurableError(
                 f"unknown status {status!r}; use one of {', '.join(RunStatus.__members__)}"

@@ -345,6 +345,42 @@ def test_list_runs_by_workflow_status_and_attention(ledger: Any) -> None:
         ledger.list_runs(status="FAILED")  # would need a scan
 
 
+def test_a_listing_shows_unfinished_runs_first_then_the_latest_ended(ledger: Any) -> None:
+    """GIVEN runs of one workflow, some ended WHEN they are listed THEN every ledger gives
+    the same order: the unfinished ones newest created first, then the ended ones latest
+    ended first (``durable.core.leases.listing_key``); a listing by status keeps it, a
+    run that ends moves to the ended ones, and a retry brings a failed one back."""
+    for i in range(5):
+        ledger.create_run(make_run(f"R{i}", created_at=t(i), updated_at=t(i)))
+    _finish(ledger, "R0", "FAILED", 30)
+    _finish(ledger, "R3", "SUCCEEDED", 20)
+    assert [r.run_id for r in ledger.list_runs(workflow="wf").items] == [
+        "R4",
+        "R2",
+        "R1",
+        "R0",
+        "R3",
+    ]
+    assert [r.run_id for r in ledger.list_runs(workflow="wf", status="PENDING").items] == [
+        "R4",
+        "R2",
+        "R1",
+    ]
+    ledger.operate(
+        "R0",
+        statuses=("FAILED",),
+        unleased=True,
+        changes={"status": "PENDING", "updated_at": t(40), "error": None, "due_at": t(40)},
+    )
+    assert [r.run_id for r in ledger.list_runs(workflow="wf", status="PENDING").items] == [
+        "R0",
+        "R4",
+        "R2",
+        "R1",
+    ]
+    assert ledger.list_runs(workflow="wf", status="FAILED").items == []
+
+
 def test_needs_attention_lists_flagged_failed_and_person_waits_and_nothing_else(
     ledger: Any,
 ) -> None:
