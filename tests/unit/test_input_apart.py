@@ -367,27 +367,30 @@ def test_a_refused_successor_leaves_no_input_item_behind(tables: Tables) -> None
 
 
 def test_a_listing_by_status_reads_no_more_as_finished_runs_pile_up(tables: Tables) -> None:
-    """GIVEN one PENDING run among many finished ones WHEN the runs are listed by an
-    unfinished status (a deploy check, an ``overlap=skip`` schedule on every fire) THEN the
-    number of queries does not grow with the finished runs: a filter on the status under
-    a key without it sent one query per page of finished runs (301 for 300)."""
+    """GIVEN one PENDING run among many ended ones (and one FAILED run among many open
+    ones) WHEN the runs are listed by that status, a page of 50 THEN the number of queries
+    does not grow with the runs of the other phase: a filter on the status under a key
+    without it sent one query per page of ended runs (301 for 300), and a deploy check and
+    an ``overlap=skip`` schedule list unfinished runs on every deploy and every fire."""
     queries: list[int] = []
     tables.client.meta.events.register("before-call.dynamodb.Query", lambda **_: queries.append(1))
 
-    def listing_queries(finished: int) -> int:
-        for i in range(finished):
+    def listing_queries(status: str, others: RunStatus, count: int) -> int:
+        for i in range(count):
             tables.ledger.create_run(
-                make_run(f"F{finished}-{i:04d}", status=RunStatus.SUCCEEDED, created_at=t(i))
+                make_run(f"{others.value}{count}-{i:04d}", status=others, created_at=t(i))
             )
         queries.clear()
-        page = tables.ledger.list_runs(workflow="wf", status="PENDING", limit=1)
-        assert [r.run_id for r in page.items] == ["P"]
+        page = tables.ledger.list_runs(workflow="wf", status=status)
+        assert [r.run_id for r in page.items] == [status]
         return len(queries)
 
-    tables.ledger.create_run(make_run("P", status=RunStatus.PENDING, created_at=t(0)))
-    few = listing_queries(3)
-    many = listing_queries(150)
-    assert many == few
+    tables.ledger.create_run(make_run("PENDING", status=RunStatus.PENDING, created_at=t(0)))
+    few = listing_queries("PENDING", RunStatus.SUCCEEDED, 3)
+    assert listing_queries("PENDING", RunStatus.SUCCEEDED, 150) == few
+    tables.ledger.create_run(make_run("FAILED", status=RunStatus.FAILED, created_at=t(0)))
+    few = listing_queries("FAILED", RunStatus.RUNNING, 3)
+    assert listing_queries("FAILED", RunStatus.RUNNING, 150) == few
 
 
 def test_an_update_is_priced_by_how_the_run_is_stored(tables: Tables) -> None:
