@@ -382,13 +382,17 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         shown = json.loads(steps.run("durable show", [durable, "show", run_id, "--json"], project))
         assert shown["status"] == "SUCCEEDED"
         assert shown["output"] == "sent: Hello, Ada!"
-        fan_out = [durable, "start", "greet-all", "--input", '["Ada", "Bob"]', "-q"]
+        # An input over 512 bytes: the project's stack keeps it in an item of its own from
+        # its first deploy (template.yaml's InputsApart), and every read puts it back.
+        names = ["Ada", "Bob", "C" * 600]
+        fan_out = [durable, "start", "greet-all", "--input", json.dumps(names), "-q"]
         batch_id = steps.run("durable start greet-all", fan_out, project).strip()
         output.wait_for(f"{batch_id}  ✓ succeeded")
         shown = json.loads(
             steps.run("durable show", [durable, "show", batch_id, "--json"], project)
         )
-        assert shown["output"] == ["sent: Hello, Ada!", "sent: Hello, Bob!"], shown
+        assert shown["input"] == names, shown
+        assert shown["output"] == [f"sent: Hello, {n}!" for n in names], shown
         assert any(s["kind"] == "batch" for s in shown["steps"]), shown["steps"]
         _child_runs(steps, project, durable, output)
         _console_is_served(banner)

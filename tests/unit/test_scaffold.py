@@ -21,6 +21,7 @@ def test_the_stack_template_is_this_repos_own_rendered_for_a_project() -> None:
     """One template: the scaffold's, rendered with this repo's values, is template.yaml."""
     repo_values = {
         "app_reference": "examples.app:app",
+        "inputs_apart": "false",  # this stack ran before the input item existed
         "code_comment": "Symlinks to durable/, handlers/ and examples/ plus requirements.txt: "
         "the package\n    # holds the code the functions run and nothing else (no tests, "
         "no local state).",
@@ -55,6 +56,11 @@ def test_init_writes_a_project_named_after_its_folder(tmp_path: Path) -> None:
     assert dev[0] == "durable-lambda[local] @ file:///wheels/durable.whl"
     template = (dest / "template.yaml").read_text()
     assert "Default: order_flows.workflows:app" in template
+    # a new stack writes large inputs apart from its first deploy (no older worker)
+    assert 'InputsApart:\n    Type: String\n' in template
+    assert template.split("InputsApart:", 1)[1].split("AllowedValues")[0].endswith(
+        'Default: "true"\n    '
+    )
     assert "{{" not in template and "examples" not in template
     requirements = (dest / "deploy/lambda/requirements.txt").read_text()
     assert "durable-lambda @ file:///wheels/durable.whl" in requirements
