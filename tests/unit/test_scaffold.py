@@ -57,9 +57,11 @@ def test_init_writes_a_project_named_after_its_folder(tmp_path: Path) -> None:
     template = (dest / "template.yaml").read_text()
     assert "Default: order_flows.workflows:app" in template
     # a new stack writes large inputs apart from its first deploy (no older worker)
-    assert 'InputsApart:\n    Type: String\n' in template
-    assert template.split("InputsApart:", 1)[1].split("AllowedValues")[0].endswith(
-        'Default: "true"\n    '
+    assert "InputsApart:\n    Type: String\n" in template
+    assert (
+        template.split("InputsApart:", 1)[1]
+        .split("AllowedValues")[0]
+        .endswith('Default: "true"\n    ')
     )
     assert "{{" not in template and "examples" not in template
     requirements = (dest / "deploy/lambda/requirements.txt").read_text()
