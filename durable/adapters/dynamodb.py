@@ -8,6 +8,7 @@ memory ledger so the two cannot drift. Vendor errors are translated at this boun
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -78,9 +79,8 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         self.table = table_name
         self.shards = due_shards
         self.inputs_apart = inputs_apart
-        self._inputs = {}
-        self._layouts = {}
-        self._inputs_lock = threading.Lock()
+        self._stored = OrderedDict()
+        self._stored_lock = threading.Lock()
 
     # --- runs ----------------------------------------------------------------------
 

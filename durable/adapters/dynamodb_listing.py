@@ -7,6 +7,7 @@ walks them all: the key it stops at says which range it is in."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from durable.adapters.dynamodb_items import ATTENTION_PK, item_to_run, list_pk
@@ -90,18 +91,14 @@ def _range_of(start: dict[str, Any] | None, prefixes: tuple[str | None, ...]) ->
     raise InvalidCursor(BAD_CURSOR)
 
 
+@dataclass(frozen=True, slots=True)
 class _Filters:
     """One listing's query of one key range: the key condition and the filters."""
 
-    def __init__(
-        self,
-        workflow: str | None,
-        status: str | None,
-        needs_attention: bool | None,
-        version: int | None,
-    ) -> None:
-        self.workflow, self.status = workflow, status
-        self.needs_attention, self.version = needs_attention, version
+    workflow: str | None
+    status: str | None
+    needs_attention: bool | None
+    version: int | None
 
     def request(self, table: str, index: str, prefix: str | None) -> dict[str, Any]:
         e = Expr()

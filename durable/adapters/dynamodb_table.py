@@ -8,6 +8,7 @@ import logging
 import random
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,13 +49,11 @@ log = logging.getLogger("durable.ledger")
 _HINTS = {"due_shard": "sh", "attention_pk": "att", "list_sk": "lsk"}
 
 
-# Inputs kept apart (``input_apart``) a ledger remembers, by run id and sort key: they
-# never change, so a claim or an update in the container that wrote or read one does not
-# read it again.
-_INPUTS_KEPT = 64
-# And whether each run's item holds its input (``stored_apart``): a worker serves one run
-# at a time, the API a few.
-_LAYOUTS_KEPT = 256
+# How the runs a ledger last wrote or read store their input, by run id: inline (None),
+# or apart under a sort key, with the input (it never changes, so a claim or an update in
+# the container that wrote or read it does not read it again). A worker serves one run at
+# a time, the API a few.
+_STORED_KEPT = 64
 
 
 class TableBase:
@@ -62,9 +61,8 @@ class TableBase:
     table: str
     shards: int
     inputs_apart: bool
-    _inputs: dict[tuple[str, str], str]
-    _layouts: dict[str, bool]
-    _inputs_lock: threading.Lock
+    _stored: OrderedDict[str, tuple[str, str] | None]
+    _stored_lock: threading.Lock
 
     def get_run(self, run_id: str) -> RunRecord | None:
         try:
@@ -85,16 +83,17 @@ class TableBase:
         A run item of the layout before (the input inline) is read as it is."""
         run = item_to_run(item)
         name = item.get("input_item", {}).get("S")
-        self._remember_layout(run.run_id, name is not None)
         if name is None:
+            self._remember(run.run_id, None)
             return run
         known = (inputs or {}).get(name)
         if known is None:
-            with self._inputs_lock:
-                known = self._inputs.get((run.run_id, name))
+            with self._stored_lock:
+                kept = self._stored.get(run.run_id)
+            known = kept[1] if kept is not None and kept[0] == name else None
         if known is None:
             known = self._read_input(run.run_id, name)
-        self._keep_input(run.run_id, name, known)
+        self._remember(run.run_id, (name, known))
         run.input = known
         return run
 
@@ -103,26 +102,17 @@ class TableBase:
         costs depends on it): as this ledger last read or wrote it, else as it would
         write it now. A run created inline (the layout before, or ``inputs_apart`` off)
         stays inline for life, whatever the setting says today."""
-        with self._inputs_lock:
-            known = self._layouts.get(run.run_id)
-        if known is not None:
-            return known
+        with self._stored_lock:
+            if run.run_id in self._stored:
+                return self._stored[run.run_id] is not None
         return self.inputs_apart and input_apart(run)
 
-    def _remember_layout(self, run_id: str, apart: bool) -> None:
-        with self._inputs_lock:
-            self._layouts.pop(run_id, None)
-            self._layouts[run_id] = apart
-            while len(self._layouts) > _LAYOUTS_KEPT:
-                self._layouts.pop(next(iter(self._layouts)))
-
-    def _keep_input(self, run_id: str, name: str, text: str) -> None:
-        with self._inputs_lock:  # the lease keeper updates the run from its own thread
-            kept = self._inputs
-            kept.pop((run_id, name), None)
-            kept[(run_id, name)] = text
-            while len(kept) > _INPUTS_KEPT:
-                kept.pop(next(iter(kept)))
+    def _remember(self, run_id: str, apart: tuple[str, str] | None) -> None:
+        with self._stored_lock:  # the lease keeper updates the run from its own thread
+            self._stored[run_id] = apart
+            self._stored.move_to_end(run_id)
+            while len(self._stored) > _STORED_KEPT:
+                self._stored.popitem(last=False)
 
     def _read_input(self, run_id: str, name: str) -> str:
         try:
@@ -155,9 +145,7 @@ class TableBase:
 
     def _created(self, run: RunRecord, name: str | None) -> None:
         """``run``'s item is written: remember its layout and input (they never change)."""
-        self._remember_layout(run.run_id, name is not None)
-        if name is not None:
-            self._keep_input(run.run_id, name, run.input)
+        self._remember(run.run_id, None if name is None else (name, run.input))
 
     def _drop_input(self, run: RunRecord, name: str | None, stored: dict[str, Any] | None) -> None:
         """Delete the input item a refused create wrote (``_put_input``). Its key is its

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_items import (
     SAMPLE_INPUT_SK,
@@ -31,6 +31,9 @@ from durable.adapters.dynamodb_items import (
 from durable.adapters.ledger_layout import LEDGER_INDEXES
 from durable.core.model import RunRecord
 from durable.core.usage import READ_UNITS, REQUESTS, WRITE_UNITS, Meter
+
+if TYPE_CHECKING:
+    from durable.adapters.dynamodb import DynamoLedger
 
 KB = 1024
 TABLE_KEYS = ("pk", "sk")
@@ -124,19 +127,18 @@ class RunWriteUnits:
     update by ``changes`` of the item as ``before`` holds it. ``install`` puts them on a
     ``Meter``."""
 
-    def __init__(self, ledger: Any, indexes: tuple[Index, ...] | None = None) -> None:
+    def __init__(self, ledger: DynamoLedger, indexes: tuple[Index, ...] | None = None) -> None:
         self._ledger = ledger
         self._known = indexes
 
     def _apart(self, run: RunRecord) -> bool:
         """How a create of ``run`` stores its input: as the ledger's setting says."""
-        return bool(getattr(self._ledger, "inputs_apart", True)) and input_apart(run)
+        return self._ledger.inputs_apart and input_apart(run)
 
     def _stored(self, run: RunRecord) -> dict[str, Any]:
         """``run``'s item as stored: with its input or without it, as it was created
         (``DynamoLedger.stored_apart``), whatever the setting says today."""
-        stored_apart = getattr(self._ledger, "stored_apart", None)
-        apart = stored_apart(run) if stored_apart is not None else self._apart(run)
+        apart = self._ledger.stored_apart(run)
         return run_to_item(run, self._ledger.shards, input_item=SAMPLE_INPUT_SK if apart else None)
 
     def install(self, meter: Meter) -> None:
