@@ -56,6 +56,8 @@ def leaky(ctx: Context, shape: dict[str, Any]) -> None:
     carried = plant(shape, cb.url)
     ctx.step(lambda: carried, name="returns-it")
     ctx.run_child("notify", {"carried": carried})
+    # and one whose input is over 512 bytes: kept in an item of its own (INPUT#...)
+    ctx.run_child("notify", {"carried": carried, "pad": "x" * 600})
 
     def raises() -> None:
         raise RuntimeError(f"could not reach {cb.url}")
@@ -149,6 +151,8 @@ def test_no_live_token_is_stored_whatever_path_it_takes(
     stored = scan(ddb_local_client, ledger_table) + scan(ddb_local_client, idem_table)
     assert stored and not [item for item in stored if mac in item]
     assert any(REDACTED_TOKEN in item for item in stored)  # it was there to redact
+    # the large child input took the input item's path, and was redacted there too
+    assert any('"INPUT#' in item and REDACTED_TOKEN in item for item in stored)
     failed = engine.get_run(run.run_id)
     assert failed.error is not None and REDACTED_TOKEN in failed.error.message
 

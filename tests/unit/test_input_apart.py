@@ -542,3 +542,22 @@ def test_a_cursor_walks_the_whole_listing_whatever_the_keys(tables: Tables, seed
                 if cursor is None:
                     break
             assert walked == whole, (wanted, limit)
+
+
+def test_a_cursor_outside_the_ranges_of_its_listing_is_refused(tables: Tables) -> None:
+    """A cursor whose key is in no range a listing of that status reads (crafted, or
+    kept from a listing of another status) is ``InvalidCursor``: no query is sent on it."""
+    from durable.adapters.dynamodb_support import encode_cursor
+    from durable.errors import InvalidCursor
+
+    key = {
+        "pk": {"S": "RUN#R1"},
+        "sk": {"S": "RUN"},
+        "list_pk": {"S": "WF#wf"},
+        "list_sk": {"S": f"done#{t(1)}#R1"},
+    }
+    with pytest.raises(InvalidCursor, match="start again without it"):
+        tables.ledger.list_runs(workflow="wf", status="PENDING", cursor=encode_cursor(key))
+    # the same cursor is one a listing of an ended status can resume from
+    page = tables.ledger.list_runs(workflow="wf", status="FAILED", cursor=encode_cursor(key))
+    assert (page.items, page.cursor) == ([], None)
