@@ -50,6 +50,7 @@ from durable.core.model import (
     signal_order,
 )
 from durable.core.ports import Claim, ConditionFailed, RunExists, RunGuard
+from durable.core.sleeps import with_sleeps
 from durable.errors import PayloadTooLarge, StorageError
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         if run_item is None:
             return None
         run = self._whole(run_item, inputs)
+        with_sleeps(run, steps)  # the open sleeps the run item holds, as their records
         # Arrival order, as the memory ledger keeps them: the sort key orders a keyed
         # signal by its key's hash (SIGNAL#<name>#K#...), not by when it arrived.
         signals.sort(key=signal_order)
@@ -196,14 +198,24 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
     ) -> Claim | None:
         # Fast path (one request): the lease is free or ours and the run is not
         # compensating. Anything else is decided from the item the failure returns.
+        # The due time stays unless it is later than the takeover moment or absent
+        # (``durable.core.leases.keeps_due``): a later one fails this condition and is
+        # moved by the exact-state claim below.
         e = Expr()
-        st, lo = e.name("status"), e.name("lease_owner")
+        st, lo, due = e.name("status"), e.name("lease_owner"), e.name("due_at")
         statuses = ", ".join(e.value(s(v), "st") for v in _CLAIM_FREE_STATUSES)
         me = e.value(s(owner), "me")
-        condition = f"{st} IN ({statuses}) AND (attribute_not_exists({lo}) OR {lo} = {me})"
-        sets = self._claim_sets(
-            e, run_id, RunStatus.RUNNING.value, owner, now, lease_until, me, due_at
+        takeover = e.value(s(due_at or lease_until), "due")
+        # Likewise the stamp of the claim's time (``durable.core.sleeps``) never moves back:
+        # a claimer whose clock is behind the last one's goes the exact-state way too.
+        woke, at = e.name("woke_at"), e.value(s(now), "now")
+        condition = (
+            f"{st} IN ({statuses}) AND (attribute_not_exists({lo}) OR {lo} = {me})"
+            f" AND (attribute_not_exists({due}) OR {due} <= {takeover})"
+            f" AND (attribute_not_exists({woke}) OR {woke} <= {at})"
         )
+        sets = self._claim_sets(e, run_id, RunStatus.RUNNING.value, now, lease_until, me)
+        sets += f", {due} = if_not_exists({due}, {takeover}), {woke} = {at}"
         try:
             new = self._update(run_id, condition, f"SET {sets} REMOVE {e.name('attention_pk')}", e)
             return Claim(new, took_over=False)
@@ -227,6 +239,12 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
             f"{fence} = {e.value(n(current.fence), 'f')}",
             f"{st} = {e.value(s(current.status.value), 'st')}",
         ]
+        for name, value in (("due_at", current.due_at), ("woke_at", current.woke_at)):
+            # the due time and the stamp decided on are the ones read
+            if value is None:
+                parts.append(f"attribute_not_exists({e.name(name)})")
+            else:
+                parts.append(f"{e.name(name)} = {e.value(s(value), 'c' + name)}")
         if current.lease_owner is None:
             parts.append(f"attribute_not_exists({lo})")
         else:
@@ -234,7 +252,11 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
             if current.lease_until is not None:
                 parts.append(f"{lu} = {e.value(s(current.lease_until), 'lu')}")
         me = e.value(s(owner), "me")
-        sets = self._claim_sets(e, run_id, target.status.value, owner, now, lease_until, me, due_at)
+        sets = self._claim_sets(e, run_id, target.status.value, now, lease_until, me)
+        if target.due_at != current.due_at and target.due_at is not None:
+            sets += f", {e.name('due_at')} = {e.value(s(target.due_at), 'due')}"
+        if target.woke_at != current.woke_at and target.woke_at is not None:
+            sets += f", {e.name('woke_at')} = {e.value(s(target.woke_at), 'woke')}"
         if kind == "takeover":
             sets += f", {e.name('takeovers')} = {e.name('takeovers')} + {e.value(n(1), 'one')}"
         try:
@@ -245,24 +267,12 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
             return None
         return Claim(new, took_over=kind == "takeover")
 
-    def _claim_sets(
-        self,
-        e: Expr,
-        run_id: str,
-        status: str,
-        owner: str,
-        now: str,
-        until: str,
-        me: str,
-        due_at: str | None,
-    ) -> str:
-        u = e.value(s(until), "until")
-        due = e.value(s(due_at), "due") if due_at else u
+    def _claim_sets(self, e: Expr, run_id: str, status: str, now: str, until: str, me: str) -> str:
+        """What every claim sets, the due time aside (whether it moves is the caller's)."""
         assignments = [
             f"{e.name('status')} = {e.value(s(status), 'nst')}",
             f"{e.name('lease_owner')} = {me}",
-            f"{e.name('lease_until')} = {u}",
-            f"{e.name('due_at')} = {due}",
+            f"{e.name('lease_until')} = {e.value(s(until), 'until')}",
             f"{e.name('due_shard')} = {e.value(s(due_shard(run_id, self.shards)), 'sh')}",
             f"{e.name('fence')} = {e.name('fence')} + {e.value(n(1), 'inc')}",
             f"{e.name('updated_at')} = {e.value(s(now), 'now')}",

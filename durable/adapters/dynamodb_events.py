@@ -8,10 +8,12 @@ is never lost (the owner's suspension requires the inbox unchanged).
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_items import (
     RUN_SK,
+    item_to_run,
     item_to_signal,
     item_to_step,
     run_pk,
@@ -28,6 +30,7 @@ from durable.adapters.dynamodb_support import (
 )
 from durable.adapters.dynamodb_table import TableBase
 from durable.core.ids import due_shard
+from durable.core.leases import sweep_trigger
 from durable.core.limits import check_item_size
 from durable.core.model import TERMINAL_RUN_STATUSES, SignalRecord, StepRecord, StepStatus
 from durable.core.ports import Page, RunFinished, SignalExists, WaitNotPending
@@ -207,18 +210,57 @@ class EventsMixin(TableBase):
         ]
         return Page(items, encode_cursor(response.get("LastEvaluatedKey")))
 
-    def claim_trigger(self, run_id: str, due_at: str, new_due_at: str) -> bool:
+    def claim_trigger(
+        self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
+    ) -> bool:
+        # One conditional write for the common case (no live lease: invoke); the item a
+        # failure returns says whether a live lease was the reason, and then the run's
+        # due time moves to its takeover moment (``durable.core.leases.sweep_trigger``).
+        key = {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)}
+        unheld = (
+            "(attribute_not_exists(lease_owner) OR attribute_not_exists(lease_until)"
+            " OR lease_until < :stale)"
+        )
         try:
             self.client.update_item(
                 TableName=self.table,
-                Key={"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
-                ConditionExpression=f"due_at = :due AND {_NOT_TERMINAL}",
+                Key=key,
+                ConditionExpression=f"due_at = :due AND {_NOT_TERMINAL} AND {unheld}",
                 UpdateExpression="SET due_at = :new",
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={**_TERMINAL, ":due": s(due_at), ":new": s(new_due_at)},
+                ExpressionAttributeValues={
+                    **_TERMINAL,
+                    ":due": s(due_at),
+                    ":new": s(new_due_at),
+                    ":stale": s(stale_before),
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except self.client.exceptions.ConditionalCheckFailedException:
-            return False
+        except self.client.exceptions.ConditionalCheckFailedException as err:
+            old = getattr(err, "response", {}).get("Item")
         except Exception as err:
             storage_error(err, "claiming a due trigger")
-        return True
+        else:
+            return True
+        run = item_to_run(old) if old else None
+        invoke, takeover = sweep_trigger(run, due_at, new_due_at, stale_before, skew)
+        if invoke or takeover is None or run is None:
+            return False  # ended, moved on, or its lease ended since: the next sweep sees it
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=key,
+                ConditionExpression="due_at = :due AND lease_owner = :lo AND lease_until = :lu",
+                UpdateExpression="SET due_at = :takeover",
+                ExpressionAttributeValues={
+                    ":due": s(due_at),
+                    ":lo": s(run.lease_owner or ""),
+                    ":lu": s(run.lease_until or ""),
+                    ":takeover": s(takeover),
+                },
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            pass  # the lease or the due time moved meanwhile: either way it is seen again
+        except Exception as err:
+            storage_error(err, "moving a due time to a lease's end")
+        return False

@@ -165,6 +165,8 @@ def run_to_item(run: RunRecord, shards: int, *, input_item: str | None = None) -
             "gate": run.gate,
             "queued_at": run.queued_at,
             "start_at": run.start_at,
+            "sleeps": run.sleeps or None,
+            "woke_at": run.woke_at,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
             "list_sk": listing_key(run.run_id, run.status.value, run.created_at, run.updated_at),
@@ -305,6 +307,8 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         gate=d.get("gate"),
         queued_at=d.get("queued_at"),
         start_at=d.get("start_at"),
+        sleeps=d.get("sleeps") or None,
+        woke_at=d.get("woke_at"),
     )
 
 
@@ -378,6 +382,6 @@ RUN_ATTRIBUTES = frozenset(
         *("due_at", "purge_at", "continued_from", "forked_from", "parent", "children"),
         *("deferrals", "compensated", "data_key", "operations", "usage", "gate", "queued_at"),
         *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk", "waiting_for"),
-        "input_item",
+        *("input_item", "sleeps", "woke_at"),
     }
 )

@@ -108,6 +108,9 @@ class RunItem(_Base):
     gate = UnicodeAttribute(null=True)
     queued_at = UnicodeAttribute(null=True)
     start_at = UnicodeAttribute(null=True)
+    # Open sleeps (durable.core.sleeps): position -> {name, wake_at, at, fence}.
+    sleeps = MapAttribute(null=True)  # type: ignore[var-annotated]
+    woke_at = UnicodeAttribute(null=True)  # the latest claim's time (durable.core.sleeps)
     # Index keys, derived from the fields above by this adapter.
     due_shard = UnicodeAttribute(null=True)
     list_pk = UnicodeAttribute(null=True)

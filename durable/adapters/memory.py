@@ -7,7 +7,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durable.core.flow import GateState
@@ -25,6 +25,7 @@ from durable.core.leases import (
     reopening,
     settle_child_record,
     step_replaceable,
+    sweep_trigger,
     wants_a_person,
 )
 from durable.core.limits import check_item_size
@@ -50,6 +51,7 @@ from durable.core.ports import (
     SignalExists,
     WaitNotPending,
 )
+from durable.core.sleeps import with_sleeps
 from durable.engine.schedules import Remote, Schedule
 from durable.errors import InvalidCursor, InvalidInput
 
@@ -106,7 +108,7 @@ class MemoryLedger:
                 return None
             steps = {p: copy_step(s) for p, s in self._steps[run_id].items()}
             signals = [replace(s) for s in self._signals[run_id]]
-            return RunHistory(copy_run(run), steps, signals)
+            return RunHistory(copy_run(run), with_sleeps(run, steps), signals)
 
     def purge_leftovers(self, run_id: str, *, before: str) -> int:
         with self._lock:
@@ -430,13 +432,15 @@ class MemoryLedger:
         more = start + limit < len(due)
         return Page(page, str(start + limit) if more else None)
 
-    def claim_trigger(self, run_id: str, due_at: str, new_due_at: str) -> bool:
+    def claim_trigger(
+        self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
+    ) -> bool:
         with self._lock:
             run = self._runs.get(run_id)
-            if run is None or run.terminal or run.due_at != due_at:
-                return False
-            self._runs[run_id] = replace(run, due_at=new_due_at)
-            return True
+            invoke, due = sweep_trigger(run, due_at, new_due_at, stale_before, skew)
+            if run is not None and due is not None:
+                self._runs[run_id] = replace(run, due_at=due)
+            return invoke
 
     def list_runs(
         self,

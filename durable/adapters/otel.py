@@ -90,15 +90,13 @@ class TracingLedger(WatchedLedger):
         )
         self._run_id, self._done = run_id, set()
 
-    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
-        run = self._ledger.update_run(run_id, guard, changes)
+    def on_run(self, run: RunRecord, changes: Mapping[str, Any]) -> None:
         released = "lease_owner" in changes and changes["lease_owner"] is None
-        if run_id == self._run_id and released:
+        if run.run_id == self._run_id and released:
             if run.status.terminal:
                 self._end(run.status.value)
             else:
                 self._end("suspended" if run.status.value == "WAITING" else "handed off")
-        return run
 
     def continue_run(
         self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord

@@ -52,7 +52,7 @@ def library_template() -> dict[str, Any]:
     """The stack template ``durable init`` writes: the tables every project's stack declares."""
     from durable.scaffold import stack_template
 
-    text = stack_template({"app_reference": "app:app", "code_comment": "", "inputs_apart": "false"})
+    text = stack_template({"app_reference": "app:app", "code_comment": "", "new_layouts": "false"})
     data: dict[str, Any] = yaml.load(text, Loader=_CfnLoader)
     return data
 

@@ -69,6 +69,10 @@ class EngineConfig:
     # none may be longer than ``payload_max_bytes``.
     payload_offload_bytes: int = 64 * 1024
     payload_max_bytes: int = 4 * 1024 * 1024
+    # A sleep that suspends the run is recorded with the suspension, on the run item
+    # (``durable.core.sleeps``). Every reader understands that layout; a deployed stack
+    # writes it once all its functions read it (``Settings.sleeps_on_run``).
+    sleeps_on_run: bool = True
 
     def __post_init__(self) -> None:
         if self.steps_per_invocation < 1:

@@ -41,6 +41,7 @@ from typing import Any
 from durable.core.model import RunHistory, RunRecord, SignalRecord, StepRecord, copy_step
 from durable.core.ports import ChildReport, Claim, ConditionFailed, Ledger, RunGuard
 from durable.core.retention import nothing_recorded_yet
+from durable.core.sleeps import with_sleeps
 
 # Views kept per container, and the records all of them may hold: a worker container
 # runs one invocation at a time, so a few runs cover a hand-off chain and its wake-ups.
@@ -134,6 +135,7 @@ class CachingLedger:
         if run_id in self._ready and view is not None and view.run is not None:
             self._ready.discard(run_id)
             history = _copy_history(view.run, view.steps, view.signals)
+            with_sleeps(history.run, history.steps)  # as a ledger's load presents them
             self.hits += 1
             if self._check is not None:
                 self._check(run_id, history)

@@ -9,9 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, Literal
 
-from durable.core.model import RunError, RunRecord, RunStatus, StepKind, StepRecord, StepStatus
+from durable.core.model import (
+    RunError,
+    RunRecord,
+    RunStatus,
+    StepKind,
+    StepRecord,
+    StepStatus,
+    format_time,
+    parse_time,
+)
 from durable.core.ports import ChildReport, RunGuard
 
 ClaimKind = Literal["free", "takeover"]
@@ -40,16 +50,61 @@ def claimed(
     due_at: str | None = None,
 ) -> RunRecord:
     status = run.status if run.status == RunStatus.COMPENSATING else RunStatus.RUNNING
+    takeover = due_at or lease_until
     return replace(
         run,
         status=status,
         lease_owner=owner,
         lease_until=lease_until,
-        due_at=due_at or lease_until,
+        due_at=run.due_at if keeps_due(run.due_at, takeover) else takeover,
+        # Never moved back (a claimer whose clock is behind): a sleep the run item keeps
+        # that was over stays over (``durable.core.sleeps``).
+        woke_at=max(run.woke_at or now, now),
         fence=run.fence + 1,
         takeovers=run.takeovers + (1 if kind == "takeover" else 0),
         updated_at=now,
     )
+
+
+def keeps_due(due_at: str | None, takeover: str) -> bool:
+    """Whether a claim leaves the run's due time as it is rather than moving it to the
+    moment its lease can be taken over (``takeover``).
+
+    Why: the due index is keyed by the due time, so each move of it is a delete and a put
+    in the index (2 write units), and a run's claims are most of its moves. A due time no
+    later than the takeover moment already makes the sweeper look at the run no later than
+    it would for the takeover, and a look at a run whose lease is still live moves the due
+    time to the takeover moment then, without invoking anyone (``sweep_trigger``): a dead
+    owner is found no later than before. A claim that comes before a later due time (an
+    event that woke a run waiting days), or to a run without one, must move it: the
+    sweeper would find a dead owner only then, or never.
+    """
+    return due_at is not None and due_at <= takeover
+
+
+def lease_ended(run: RunRecord, stale_before: str) -> bool:
+    """No worker holds the run: no lease, or one a claim may take over (``claim_kind``)."""
+    return run.lease_owner is None or run.lease_until is None or run.lease_until < stale_before
+
+
+def sweep_trigger(
+    run: RunRecord | None, due_at: str, retrigger_at: str, stale_before: str, skew: timedelta
+) -> tuple[bool, str | None]:
+    """What the sweeper does with a run the due index shows due at ``due_at``: (invoke a
+    worker, the run's new due time), or (False, None) to leave it (it ended, or its due
+    time moved since the index was read).
+
+    A run no worker holds (no lease, or a lease a claim may take over: ``claim_kind``) is
+    invoked, due again at ``retrigger_at`` should that invocation be lost. A run whose
+    lease is live is not invoked (the claim would fail): it becomes due at the moment its
+    lease can be taken over, which a claim that kept an earlier due time did not write
+    (``keeps_due``).
+    """
+    if run is None or run.terminal or run.due_at != due_at:
+        return False, None
+    if run.lease_until is None or lease_ended(run, stale_before):
+        return True, retrigger_at
+    return False, format_time(parse_time(run.lease_until) + skew)
 
 
 # What a listing carries of each run (the API's RunSummary): the listing and attention

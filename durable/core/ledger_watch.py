@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from durable.core.model import StepRecord
+from durable.core.model import RunRecord, StepRecord
 from durable.core.ports import Ledger, RunGuard
+from durable.core.sleeps import sleeps_recorded_by
 
 
 class WatchedLedger:
@@ -26,6 +27,19 @@ class WatchedLedger:
 
     def on_step(self, step: StepRecord) -> None:
         """A step record this worker wrote took effect."""
+
+    def on_run(self, run: RunRecord, changes: Mapping[str, Any]) -> None:
+        """A change of the run item by this worker took effect (``run``: the item after)."""
+
+    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
+        run = self._ledger.update_run(run_id, guard, changes)
+        if changes.get("sleeps"):
+            # A sleep recorded with the suspension (``durable.core.sleeps``) is a step
+            # record written, as one in a step item is.
+            for step in sleeps_recorded_by(run, guard.fence):
+                self.on_step(step)
+        self.on_run(run, changes)
+        return run
 
     def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
         stored = self._ledger.write_step(step, guard)

@@ -212,6 +212,13 @@ class RunRecord:
     gate: str | None = None
     queued_at: str | None = None
     start_at: str | None = None
+    # The run's open sleeps, written with the suspension that parks it (position ->
+    # {name, wake_at, at, fence}; ``durable.core.sleeps``): every reader presents each as
+    # its WAITING step record.
+    sleeps: dict[str, dict[str, Any]] | None = None
+    # The time of the latest claim (never moved back): a sleep kept on the run item whose
+    # wake time is not later is over (``durable.core.sleeps.sleep_over``).
+    woke_at: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -349,6 +356,7 @@ def copy_run(run: RunRecord) -> RunRecord:
     new.error = replace(run.error) if run.error else None
     new.operations = [dict(o) for o in run.operations]
     new.usage = dict(run.usage) if run.usage is not None else None
+    new.sleeps = {p: dict(e) for p, e in run.sleeps.items()} if run.sleeps else None
     return new
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Generic, Protocol, TypeVar
 
 from durable.core.flow import GateState
@@ -347,11 +347,16 @@ class Ledger(Protocol):
         """
         ...
 
-    def claim_trigger(self, run_id: str, due_at: str, new_due_at: str) -> bool:
-        """Move a non-terminal run's ``due_at`` from ``due_at`` to ``new_due_at``.
-
-        The sweeper's claim on the base table: exactly one sweeper wins a due entry, and
-        an entry the index showed stale (already moved) is skipped.
+    def claim_trigger(
+        self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
+    ) -> bool:
+        """The sweeper's claim of a due entry on the base table, by
+        ``durable.core.leases.sweep_trigger``: True (invoke a worker) when the run is not
+        terminal, still due at ``due_at`` and held by no live lease (its due time moves to
+        ``new_due_at``); a run whose lease is live (``stale_before``: now minus ``skew``)
+        is not invoked but becomes due when the lease can be taken over (``lease_until``
+        plus ``skew``). Exactly one sweeper wins a due entry, and an entry the index
+        showed stale (already moved) is skipped.
         """
         ...
 

@@ -406,7 +406,10 @@ class Engine:
             except InboxChanged as changed:
                 read_at = self.clock.now()
                 reloaded = self.ledger.load(run_id)
-                if reloaded is None:
+                mine = (x.run.fence, owner)
+                if reloaded is None or (reloaded.run.fence, reloaded.run.lease_owner) != mine:
+                    # Taken over since the refused suspension (this lease ran out): the
+                    # reloaded item's lease is another worker's, never one to replay on.
                     return Outcome(run_id, "lease_lost")
                 history, events_inbox = reloaded, changed.inbox
                 poisoned = x.poisoned and not x.poison_failed

@@ -41,6 +41,7 @@ from durable.core.model import (
 from durable.core.ports import ConditionFailed, Invocation, RunGuard
 from durable.core.retry import RetryPolicy
 from durable.core.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
+from durable.core.sleeps import kept_sleeps, overflow, with_sleeps
 from durable.core.values import RECORDED_VALUES
 from durable.engine.active import bind_context, reset_context
 from durable.engine.context import Context
@@ -119,7 +120,12 @@ class Execution(LeaseKeeping):
         self.ledger = engine.ledger
         self.workflow = workflow
         self.run: RunRecord = history.run
-        self.steps = history.steps
+        # A ledger's load already presents the run item's open sleeps as records
+        # (``durable.core.sleeps``); a history from elsewhere (a cache) gets them here.
+        self.steps = with_sleeps(history.run, history.steps)
+        # The sleeps this run keeps on its run item: each suspension writes those still
+        # open, with itself.
+        self.sleeps_on_run: set[str] = set(history.run.sleeps or ())
         self.signals = history.signals
         # The inbox count this view of steps and signals includes every event of: the
         # suspend guard. Never a count a later write returned (a lease renewal's item may
@@ -600,6 +606,8 @@ class Execution(LeaseKeeping):
             "updated_at": self.now_text(),
             "waiting_for": self.waiting_for(),
         }
+        if self.sleeps_on_run:
+            changes["sleeps"] = self.kept_sleeps()
         try:
             self.run = self.ledger.update_run(
                 self.run.run_id, self.guard(inbox=self.events_inbox), changes
@@ -614,6 +622,17 @@ class Execution(LeaseKeeping):
                 raise InboxChanged(current.inbox) from e
             raise LeaseLost() from e
         return Suspend()
+
+    def kept_sleeps(self) -> dict[str, Any]:
+        """The sleeps the run item keeps (``durable.core.sleeps``), for a suspension:
+        beyond ``MAX_ENTRIES``, the oldest that are over are first written as step items
+        (fenced: this worker still holds the lease) and leave the map."""
+        entries = kept_sleeps(self.run, self.steps, self.sleeps_on_run)
+        for position in overflow(entries, self.steps):
+            self.write_fenced(replace(self.steps[position]))
+            self.sleeps_on_run.discard(position)
+            del entries[position]
+        return entries
 
     def waiting_for(self) -> str | None:
         """What the run waits for as it parks (its open waits, a person's first), for the
@@ -641,9 +660,22 @@ class Execution(LeaseKeeping):
         if rec is None:
             self.check_lifetime(when, "sleep")
             wake_at = format_time(when)
-            rec = self.write_fenced(
-                self.new_record(position, name, StepKind.SLEEP, StepStatus.WAITING, wake_at=wake_at)
+            waiting = self.new_record(
+                position, name, StepKind.SLEEP, StepStatus.WAITING, wake_at=wake_at
             )
+            wait = when - self.clock.now()
+            if (
+                self.config.sleeps_on_run
+                and wait > timedelta(0)
+                and not self.can_wait_in_process(wait, timedelta(0))
+            ):
+                # Recorded in the suspension's own fenced write (``durable.core.sleeps``).
+                self._new_work()
+                waiting.fence = self.run.fence
+                self.steps[position] = waiting
+                self.sleeps_on_run.add(position)
+                raise self.suspend(wake_at, position)
+            rec = self.write_fenced(waiting)
             if rec.status.final:
                 return
         wake_at = rec.wake_at or format_time(when)
@@ -652,6 +684,9 @@ class Execution(LeaseKeeping):
             if not self.can_wait_in_process(wait, timedelta(0)):
                 raise self.suspend(wake_at, position, replayed=replayed)
             self.idle(wait.total_seconds())
+        # Reached only when the wake time passed inside this invocation (an in-process
+        # wait, or a claim that came just before it): a sleep whose claim came after its
+        # wake time is over in the history already (``durable.core.sleeps``).
         done = self.new_record(position, name, StepKind.SLEEP, StepStatus.DONE, wake_at=wake_at)
         self.write_fenced(done)
 

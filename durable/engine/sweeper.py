@@ -33,6 +33,7 @@ def sweep(engine: EngineParts, now: datetime | None = None) -> SweepReport:
     config = engine.config
     before = format_time(now - config.sweep_grace)
     retrigger = format_time(now + config.sweep_retrigger)
+    stale_before = format_time(now - config.clock_skew)
     cap = config.sweep_max_invocations
     seen = invoked = 0
     for shard in range(engine.ledger.shards):
@@ -43,7 +44,9 @@ def sweep(engine: EngineParts, now: datetime | None = None) -> SweepReport:
             )
             for run_id, due_at in page.items:
                 seen += 1
-                if engine.ledger.claim_trigger(run_id, due_at, retrigger):
+                if engine.ledger.claim_trigger(
+                    run_id, due_at, retrigger, stale_before=stale_before, skew=config.clock_skew
+                ):
                     engine.invoke_worker(run_id, "sweep")
                     invoked += 1
             cursor = page.cursor

@@ -217,12 +217,10 @@ class ConsoleLedger(WatchedLedger):
             self._console.say(step.run_id, "✓", f"signal {step.name} consumed")
         return stored
 
-    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
-        run = self._ledger.update_run(run_id, guard, changes)
+    def on_run(self, run: RunRecord, changes: Mapping[str, Any]) -> None:
         self._console.learn(run)
         if "status" in changes:
             self._run_status(run)
-        return run
 
     def continue_run(
         self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord

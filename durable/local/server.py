@@ -426,6 +426,10 @@ class DevServer:
             # Values too large for a ledger item, kept with the ledger (S3 on AWS).
             "DURABLE_PAYLOAD_FOLDER": str(self._payload_folder()),
             "DURABLE_SWEEP_GRACE_SECONDS": "0",
+            # Every process here runs this library version, which reads issue 35's
+            # layouts: write them (a deployed stack turns them on in a later deploy).
+            "DURABLE_INPUTS_APART": "true",
+            "DURABLE_SLEEPS_ON_RUN": "true",
             "DURABLE_TIME_SCALE": repr(self.o.time_scale),
             "DURABLE_CLOCK_FILE": str((self.o.state_dir / "clock.json").resolve()),
             # Every process here reads one clock (this host's, through clock.json): no

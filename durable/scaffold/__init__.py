@@ -40,7 +40,7 @@ def render(text: str, values: dict[str, str]) -> str:
 
 def stack_template(values: dict[str, str]) -> str:
     """The stack template, rendered (``app_reference``, ``code_comment``,
-    ``inputs_apart``)."""
+    ``new_layouts``)."""
     return render(_root().joinpath("template.yaml" + TMPL).read_text(), values)
 
 
@@ -73,7 +73,7 @@ def init(dest: Path, name: str | None = None, *, requirement: str | None = None)
         "requirement": requirement,
         "local_requirement": with_extra(requirement, "local"),
         "app_reference": f"{package}.workflows:app",
-        "inputs_apart": "true",  # a new stack: no worker from before the input item
+        "new_layouts": "true",  # a new stack: no worker from before issue 35's layouts
         "code_comment": (
             "Symlinks to handlers/ and your package plus requirements.txt (the library and "
             "your dependencies): the functions get that code and nothing else."

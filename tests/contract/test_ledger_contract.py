@@ -62,8 +62,14 @@ def test_claim_takes_a_free_lease_and_bumps_the_fence(ledger: Any) -> None:
     run = got.run
     assert (run.status, run.lease_owner, run.fence) == (RunStatus.RUNNING, "w1", 1)
     assert run.lease_until == t(70)
-    assert run.due_at == run.lease_until  # a dead owner is found by the sweeper
+    # The run was due at its creation (t0), before the lease's end: the claim keeps that
+    # (durable.core.leases.keeps_due), and the sweeper, meeting the live lease, makes it
+    # due at the lease's end; a run without a due time gets that one at once.
+    assert run.due_at == t(0) and run.woke_at == t(10)
     assert ledger.get_run("RUN1") == run
+    ledger.create_run(make_run("RUN2", due_at=None))
+    other = claim(ledger, "w1", now=10, run_id="RUN2")
+    assert other is not None and other.run.due_at == other.run.lease_until
 
 
 def test_a_live_lease_is_not_claimed_by_another_owner(ledger: Any) -> None:

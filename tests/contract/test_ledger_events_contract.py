@@ -378,13 +378,57 @@ def test_the_due_index_lists_due_runs_per_shard_and_pages(ledger: Any) -> None:
     assert sorted(found) == [f"R{i}" for i in range(7)]
 
 
+SKEW = timedelta(seconds=5)
+
+
 def test_a_trigger_is_claimed_once_and_only_while_unchanged(ledger: Any) -> None:
     ledger.create_run(make_run(due_at=t(10)))
-    assert ledger.claim_trigger("RUN1", t(10), t(300))
-    assert not ledger.claim_trigger("RUN1", t(10), t(300))  # the index showed a stale entry
+    assert ledger.claim_trigger("RUN1", t(10), t(300), stale_before=t(195), skew=SKEW)
+    # the index showed a stale entry
+    assert not ledger.claim_trigger("RUN1", t(10), t(300), stale_before=t(195), skew=SKEW)
     assert ledger.get_run("RUN1").due_at == t(300)
     ledger.create_run(make_run("DONE1", status=RunStatus.SUCCEEDED, due_at=t(10)))
-    assert not ledger.claim_trigger("DONE1", t(10), t(300))
+    assert not ledger.claim_trigger("DONE1", t(10), t(300), stale_before=t(195), skew=SKEW)
+
+
+def test_a_claim_keeps_a_due_time_no_later_than_its_takeover_moment(ledger: Any) -> None:
+    """GIVEN runs due at t10 (a start, a timer), due at t500 (a wait an event cut
+    short) and with no due time (a callback without a timeout)
+    WHEN each is claimed at t20 with a lease whose takeover moment is t85
+    THEN the first keeps t10 (no move of its due-index entry), the others become due at
+    t85: the sweeper must find a dead owner at the takeover, not days later or never."""
+    ledger.create_run(make_run("EARLY", due_at=t(10)))
+    ledger.create_run(make_run("LATER", due_at=t(500)))
+    ledger.create_run(make_run("NONE1", due_at=None))
+    dues = {}
+    for run_id in ("EARLY", "LATER", "NONE1"):
+        claim = ledger.claim(
+            run_id, "w", now=t(20), lease_until=t(80), stale_before=t(15), due_at=t(85)
+        )
+        assert claim is not None
+        dues[run_id] = (claim.run.due_at, ledger.get_run(run_id).due_at)
+    assert dues == {"EARLY": (t(10), t(10)), "LATER": (t(85), t(85)), "NONE1": (t(85), t(85))}
+    # a takeover of an expired lease decides the same way
+    taken = ledger.claim(
+        "LATER", "w2", now=t(200), lease_until=t(260), stale_before=t(195), due_at=t(265)
+    )
+    assert taken is not None and taken.took_over and taken.run.due_at == t(85)
+
+
+def test_the_sweeper_does_not_invoke_a_live_lease_but_makes_it_due_at_its_takeover(
+    ledger: Any,
+) -> None:
+    """GIVEN a run claimed at t20 (lease until t80) that kept its due time t10
+    WHEN the sweeper claims its due entry at t130, then after the lease ended
+    THEN at t130 nobody is invoked and the run becomes due at t85 (the lease's end plus
+    the skew); once the lease has ended it is invoked and due again at the retrigger."""
+    ledger.create_run(make_run(due_at=t(10)))
+    ledger.claim("RUN1", "w", now=t(20), lease_until=t(80), stale_before=t(15), due_at=t(85))
+    assert not ledger.claim_trigger("RUN1", t(10), t(430), stale_before=t(75), skew=SKEW)
+    assert ledger.get_run("RUN1").due_at == t(85)
+    assert not ledger.claim_trigger("RUN1", t(10), t(430), stale_before=t(75), skew=SKEW)
+    assert ledger.claim_trigger("RUN1", t(85), t(500), stale_before=t(81), skew=SKEW)
+    assert ledger.get_run("RUN1").due_at == t(500)
 
 
 def test_a_finished_run_leaves_the_due_index(ledger: Any) -> None:

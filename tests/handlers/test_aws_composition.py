@@ -100,6 +100,23 @@ def test_a_deployed_ledger_keeps_inputs_inline_until_the_setting_says_otherwise(
     assert turned_on.inputs_apart is True
 
 
+def test_a_deployed_engine_records_sleeps_as_step_items_until_the_setting_says_otherwise(
+    settings: Settings,
+) -> None:
+    """A worker from before the sleeps kept on the run item would not see such a sleep
+    and sleep it again, so a stack writes that layout only once told
+    (``DURABLE_SLEEPS_ON_RUN``), in the deploy after every function can read it."""
+    assert settings.sleeps_on_run is False
+    assert settings.engine_config().sleeps_on_run is False
+    environ = {
+        "DURABLE_APP": settings.app,
+        "DURABLE_LEDGER_TABLE": settings.ledger_table,
+        "DURABLE_IDEMPOTENCY_TABLE": settings.idempotency_table,
+        "DURABLE_SLEEPS_ON_RUN": "true",
+    }
+    assert Settings.from_env(environ).engine_config().sleeps_on_run is True
+
+
 def test_the_ledgers_client_skips_client_side_parameter_checks(settings: Settings) -> None:
     """Only the DynamoDB client: the contract suite proves its requests on every server."""
     services = aws_services(settings)

@@ -140,7 +140,9 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
         RunGuard(1, "w1"),
     ),
     "due_runs": lambda ledger: ledger.due_runs(0, before=t(100), limit=10),
-    "claim_trigger": lambda ledger: ledger.claim_trigger("RUN1", t(13), t(300)),
+    "claim_trigger": lambda ledger: ledger.claim_trigger(
+        "RUN1", t(13), t(300), stale_before=t(100), skew=timedelta(seconds=5)
+    ),
     "list_runs": lambda ledger: ledger.list_runs(workflow="wf"),
     "operate": lambda ledger: ledger.operate(
         "RUN1", statuses=("RUNNING",), changes={"updated_at": t(14)}

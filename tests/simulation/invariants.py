@@ -221,6 +221,20 @@ def runs_finish(f: Final) -> list[str]:
     return problems
 
 
+def sleeps_end_after_their_wake_time(f: Final) -> list[str]:
+    """No sleep is recorded DONE before its wake time (one clock in the simulation): the
+    end of a sleep kept on the run item (``durable.core.sleeps``) is written without the
+    run's fence, by whichever worker the wake-up reached first, zombies included."""
+    return [
+        f"run {run_id}: sleep {p} ({rec.name}) DONE at {rec.updated_at}, due {rec.wake_at}"
+        for run_id, h in sorted(f.histories.items())
+        for p, rec in sorted(h.steps.items())
+        if rec.kind == StepKind.SLEEP
+        and rec.status == StepStatus.DONE
+        and (rec.wake_at is None or rec.updated_at < rec.wake_at)
+    ]
+
+
 def events_consumed(f: Final) -> list[str]:
     """Every accepted callback completion and signal is consumed, or its run finished."""
     problems = []
@@ -501,6 +515,7 @@ FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
     "effect_once_per_key": effect_once_per_key,
     "effect_once_per_key_with_zombies": effect_once_per_key_with_zombies,
     "runs_finish": runs_finish,
+    "sleeps_end_after_their_wake_time": sleeps_end_after_their_wake_time,
     "events_consumed": events_consumed,
     "replay_values_equal": replay_values_equal,
     "no_body_after_cancel": no_body_after_cancel,

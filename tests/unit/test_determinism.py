@@ -5,12 +5,13 @@ from __future__ import annotations
 import datetime as dt
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from durable import App, Context, NonDeterminismError, RunStatus
+from durable import App, Context, NonDeterminismError, RunStatus, StepStatus
+from durable.core.model import copy_step
 from durable.engine.determinism import NonDeterministicCall
 from durable.testing import LocalRunner
 
@@ -42,6 +43,7 @@ def test_a_renamed_recorded_step_raises_and_writes_nothing() -> None:
     run = runner.start("pay")
     runner.run_until_idle()
     before = runner.history(run.run_id)
+    items = {p: copy_step(s) for p, s in runner.memory_ledger._steps[run.run_id].items()}
     runner.engine.app = app_v2
     runner.advance(minutes=5)
     stored = runner.get_run(run.run_id)
@@ -49,7 +51,14 @@ def test_a_renamed_recorded_step_raises_and_writes_nothing() -> None:
     assert stored.error is not None and stored.error.type == "NonDeterminismError"
     assert "0001" in stored.error.message and "charge" in stored.error.message
     assert "bill" in stored.error.message
-    assert runner.history(run.run_id) == before  # nothing overwritten
+    assert runner.memory_ledger._steps[run.run_id] == items  # nothing written
+    # the records read the same, but for the sleep the wake-up's claim ended (its stamp,
+    # durable.core.sleeps: the sleep's time did pass)
+    after = runner.history(run.run_id)
+    assert after[0] == before[0]
+    assert (
+        replace(after[1], status=StepStatus.WAITING, updated_at=before[1].updated_at) == (before[1])
+    )
     parked = runner.engine.list_runs(needs_attention=True).items
     assert [r.run_id for r in parked] == [run.run_id]
 

@@ -207,3 +207,79 @@ def test_a_stale_owner_cannot_write_a_wait_record() -> None:
     with pytest.raises(ConditionFailed):
         ledger.write_step(wait, RunGuard(fence=old.run.fence, owner="old"))
     assert ledger.get_step("R1", "0001") is None
+
+
+def test_a_reload_that_finds_the_run_taken_over_runs_nothing() -> None:
+    """GIVEN a worker whose suspension is refused because the callback it waits for was
+    answered meanwhile (it reloads and replays), and whose lease ran out so that a second
+    worker took the run over before that reload
+    WHEN the reload shows the answer, and the new owner's lease
+    THEN the first worker stops (lease lost): it does not run the next step's body on a
+    lease that is not its own (found by the explorer, seed 1146 of issue 35's changes).
+
+    Before the fix the replay trusted the reloaded run item's lease as if it were its own
+    and ran the body beside the new owner."""
+    app = App()
+    bodies: list[str] = []
+
+    @app.workflow(name="flow")
+    def flow(ctx: Context) -> str:
+        ctx.wait_for_callback("approval", result_type=str)
+
+        def charge() -> str:
+            bodies.append("charge")
+            return "charged"
+
+        return ctx.step(charge, name="charge")
+
+    clock_box: list[Any] = []
+    engine_box: list[Engine] = []
+
+    class Racing(MemoryLedger):
+        answered = taken = False
+
+        def update_run(self, run_id: str, guard: RunGuard, changes: Any) -> RunRecord:
+            if changes.get("status") == "WAITING" and not self.answered:
+                # the answer lands between the load and the suspension
+                engine_box[0].complete_wait(run_id, "approval", "yes")
+                self.answered = True
+                clock_box[0].advance(LEASE + timedelta(seconds=10))  # the lease ran out
+            return super().update_run(run_id, guard, changes)
+
+        def load(self, run_id: str) -> Any:
+            if self.answered and not self.taken:
+                self.taken = True  # ... and another worker took the run over
+                now = clock_box[0].now()
+                taken = self.claim(
+                    run_id,
+                    "w2",
+                    now=format_time(now),
+                    lease_until=format_time(now + LEASE),
+                    stale_before=format_time(now - timedelta(seconds=5)),
+                )
+                assert taken is not None and taken.took_over
+            return super().load(run_id)
+
+    from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
+    from durable.core.clock import FakeClock
+    from durable.core.model import format_time
+
+    clock = FakeClock()
+    clock_box.append(clock)
+    ledger = Racing()
+    engine = Engine(
+        app,
+        ledger,
+        MemoryInvoker(),
+        MemoryEffectStore(),
+        clock=clock,
+        config=EngineConfig(inprocess_wait_threshold=timedelta(0), callback_secret=b"k" * 32),
+    )
+    engine_box.append(engine)
+    run_id = engine.start("flow").run_id
+    outcome = engine.resume(run_id)
+    assert ledger.taken
+    assert outcome.result == "lease_lost"
+    assert bodies == []
+    run = ledger.get_run(run_id)
+    assert run is not None and run.lease_owner == "w2" and run.status == RunStatus.RUNNING

@@ -21,7 +21,7 @@ def test_the_stack_template_is_this_repos_own_rendered_for_a_project() -> None:
     """One template: the scaffold's, rendered with this repo's values, is template.yaml."""
     repo_values = {
         "app_reference": "examples.app:app",
-        "inputs_apart": "false",  # this stack ran before the input item existed
+        "new_layouts": "false",  # this stack ran before issue 35's layouts existed
         "code_comment": "Symlinks to durable/, handlers/ and examples/ plus requirements.txt: "
         "the package\n    # holds the code the functions run and nothing else (no tests, "
         "no local state).",
