@@ -194,6 +194,7 @@ def changes_with(*keys: str, status: str | None = None) -> Match:
 
 
 SUSPEND = changes_with("status", status="WAITING")
+SLEEP_SUSPEND = changes_with("status", "sleeps", status="WAITING")
 FINISH = changes_with("purge_at")
 TAKEOVER = changes_with("takeovers")
 COMPENSATING = changes_with("status", status="COMPENSATING")
@@ -510,14 +511,9 @@ WORKER_CASES = [
         "handed_off",
     ),
     case("step-done-after", "mixed", "write_step", "after", step_status(StepStatus.DONE), STORAGE),
-    case(
-        "sleep-waiting-before",
-        "mixed",
-        "write_step",
-        "before",
-        step_status(StepStatus.WAITING, StepKind.SLEEP),
-        STORAGE,
-    ),
+    # a sleep's record rides in the suspension that parks the run (durable.core.sleeps)
+    case("sleep-suspend-before", "mixed", "update_run", "before", SLEEP_SUSPEND, STORAGE),
+    case("sleep-suspend-after", "mixed", "update_run", "after", SLEEP_SUSPEND, STORAGE),
     case(
         "callback-waiting-after",
         "mixed",

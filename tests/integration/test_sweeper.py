@@ -101,9 +101,11 @@ def test_a_lost_timer_and_a_dead_owner_are_both_found(client: Any, make_tables: 
     assert stack.engine.resume(sleeper.run_id).result == "suspended"  # no timer service
     dead = stack.engine.start("short")
     stack.invoked()
-    stack.plan.points.append(CrashPoint("ledger.write_step", 3, "before"))
+    # the dead run's first step write (the sleeper's sleep wrote no step item)
+    first_write = stack.plan.counts.get("ledger.write_step", 0) + 1
+    stack.plan.points.append(CrashPoint("ledger.write_step", first_write, "before"))
     with pytest.raises(SimulatedCrash):
-        stack.engine.resume(dead.run_id)  # claimed, then died: its lease is due_at
+        stack.engine.resume(dead.run_id)  # claimed, then died: its lease runs 60 s
     stack.clock.advance(timedelta(seconds=30))
     assert stack.engine.sweep().invoked == 0  # the dead owner's lease still runs
     stack.clock.advance(timedelta(hours=1))

@@ -98,6 +98,8 @@ TARGETS: tuple[Target, ...] = (
     # view, durable.core.history_cache) from sharing records are in model.py.
     Target("durable/adapters/memory.py", _MEMORY_WRITES),
     Target("durable/core/model.py", ("copy_run", "copy_step")),
+    # Sleeps kept in the run item: what a suspension writes, what every reader presents.
+    Target("durable/core/sleeps.py"),
     # A warm worker's view of its runs: the rule, and every write it must follow.
     Target("durable/core/history_cache.py"),
     # Large values: what goes to the payload store, and what a read resolves.

@@ -89,6 +89,25 @@ def test_a_loaded_history_presents_each_kept_sleep_as_its_record() -> None:
     }
 
 
+def test_an_item_is_a_leftover_only_when_written_before_the_run_and_never_in_a_fork() -> None:
+    """GIVEN a kept sleep and a final step item at its position written before the run
+    was created (an earlier run's, under a reused id), or exactly when it was
+    WHEN presented THEN the earlier one is replaced by the sleep, the other stands; in a
+    fork (its copied records are older by design) an older item stands too."""
+    entry = {"name": "nap", "wake_at": t(100), "at": t(5), "fence": 1}
+    older = make_step(position="0002", updated_at=t(0))
+    same = make_step(position="0002", updated_at=t(1))
+    run = make_run(created_at=t(1), sleeps={"0002": entry})
+    assert with_sleeps(run, {"0002": older})["0002"].kind == StepKind.SLEEP
+    assert with_sleeps(run, {"0002": same})["0002"] is same
+    fork = make_run(created_at=t(1), sleeps={"0002": entry}, forked_from="R0@0003")
+    assert with_sleeps(fork, {"0002": older})["0002"] is older
+    # the record it stands for carries the entry's fence, 0 when it has none
+    bare = make_run(sleeps={"0004": {"name": "n", "wake_at": t(100), "at": t(5)}})
+    assert with_sleeps(bare, {})["0004"].fence == 0
+    assert with_sleeps(run, {})["0002"].fence == 1
+
+
 def test_beyond_the_cap_the_oldest_ended_sleeps_leave_the_map() -> None:
     """GIVEN more kept sleeps than ``MAX_ENTRIES`` WHEN a suspension writes the map
     THEN the oldest that are over are the ones to write as step items; one still waiting
