@@ -170,9 +170,26 @@ def run_shape(endpoint: str, shape: Shape) -> Counted:
     final = engine.get_run(run.run_id)
     if final is None or final.status != RunStatus.SUCCEEDED or "expired" in (final.output or ""):
         raise RuntimeError(f"{shape.workflow}: the run did not succeed ({final})")
-    counted.purge_writes = len(history)
+    # a client of its own: this read is not the run's
+    counted.purge_writes = _purged_items(dynamo_client(endpoint), table, run.run_id)
     counted.result_bytes = sum(len(s.output or "") for s in history)
     return counted
+
+
+def _purged_items(client: Any, table: str, run_id: str) -> int:
+    """The items the purge deletes when the run's retention ends: every item of its
+    partition but the run item (TTL deletes that one). Counted as stored, not from the
+    history: a sleep kept in the run item (``durable.core.sleeps``) has no item."""
+    from durable.adapters.dynamodb_items import RUN_SK, run_pk
+
+    request: dict[str, Any] = {
+        "TableName": table,
+        "KeyConditionExpression": "pk = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}},
+        "ProjectionExpression": "sk",
+    }
+    items = client.query(**request)["Items"]
+    return sum(1 for item in items if item["sk"]["S"] != RUN_SK)
 
 
 def ours(counted: Counted) -> float:

@@ -110,11 +110,12 @@ class Settings(BaseModel):
     # worker from before it would run such a run with an empty input): turn it on in the
     # deploy after the one that brings it (docs/operations.md).
     inputs_apart: bool = False
-    # Record a sleep that suspends the run in the suspension's own write of the run item
-    # (``durable.core.sleeps``) instead of a step item of its own written in a transaction:
-    # 3 write units less per such sleep. Off until every function of the stack reads that
-    # layout (a worker from before it would not see the sleep and sleep it again): turn it
-    # on in the deploy after the one that brings it (docs/operations.md).
+    # Keep a top-level sleep that suspends the run in the run item: written with the
+    # suspension, ended by the claim that wakes it (``durable.core.sleeps``), instead of
+    # two step-item transactions: 4 write units less per such sleep. Off until every
+    # function of the stack reads that layout (a worker from before it would not see the
+    # sleep and sleep it again): turn it on in the deploy after the one that brings it
+    # (docs/operations.md).
     sleeps_on_run: bool = False
     steps_per_invocation: int = Field(default=1000, ge=1)
     # Waits (sleeps, retry backoffs, condition polls) this short are served inside the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from durable.core.model import (
@@ -48,22 +48,40 @@ def claimed(
     lease_until: str,
     kind: ClaimKind,
     due_at: str | None = None,
+    *,
+    stale_before: str | None = None,
+    keep_due: bool = True,
 ) -> RunRecord:
+    """``run`` as ``owner``'s claim leaves it. ``keep_due``: whether the claim may keep an
+    earlier due time (``keeps_due``; the engine says not for a run woken by an event,
+    whose due time is usually a later timeout)."""
     status = run.status if run.status == RunStatus.COMPENSATING else RunStatus.RUNNING
     takeover = due_at or lease_until
+    keep = keep_due and keeps_due(run.due_at, takeover)
     return replace(
         run,
         status=status,
         lease_owner=owner,
         lease_until=lease_until,
-        due_at=run.due_at if keeps_due(run.due_at, takeover) else takeover,
-        # Never moved back (a claimer whose clock is behind): a sleep the run item keeps
-        # that was over stays over (``durable.core.sleeps``).
-        woke_at=max(run.woke_at or now, now),
+        due_at=run.due_at if keep else takeover,
+        woke_at=woke_stamp(run.woke_at, now, stale_before or now),
         fence=run.fence + 1,
         takeovers=run.takeovers + (1 if kind == "takeover" else 0),
         updated_at=now,
     )
+
+
+def woke_stamp(previous: str | None, now: str, stale_before: str) -> str:
+    """The claim's stamp (``RunRecord.woke_at``; ``durable.core.sleeps``): its time, or
+    the previous stamp when that is later by no more than the clock-skew allowance
+    (``now - stale_before``), so a claimer whose clock is a little behind does not turn a
+    sleep that was over back into one that waits. A stamp further ahead came from a
+    clock that is wrong: this claim's time replaces it, and the sleeps that stamp ended
+    early wait again, bounded by the allowance from then on."""
+    if previous is None or previous <= now:
+        return now
+    ahead_limit = format_time(parse_time(now) + (parse_time(now) - parse_time(stale_before)))
+    return previous if previous <= ahead_limit else now
 
 
 def keeps_due(due_at: str | None, takeover: str) -> bool:
@@ -80,6 +98,18 @@ def keeps_due(due_at: str | None, takeover: str) -> bool:
     sweeper would find a dead owner only then, or never.
     """
     return due_at is not None and due_at <= takeover
+
+
+def lease_changes(run: RunRecord, end: datetime, skew: timedelta) -> dict[str, Any]:
+    """The run item's changes that extend its lease to ``end`` (a renewal, a checkpoint):
+    the due time moves to the new takeover moment only where a claim would move it
+    (``keeps_due``: ``run`` is the holder's view of the item, so a due time the sweeper
+    moved meanwhile is met by the sweeper again, never lost)."""
+    changes: dict[str, Any] = {"lease_until": format_time(end)}
+    takeover = format_time(end + skew)
+    if not keeps_due(run.due_at, takeover):
+        changes["due_at"] = takeover
+    return changes
 
 
 def lease_ended(run: RunRecord, stale_before: str) -> bool:

@@ -10,9 +10,10 @@ units of a run's ~30. Both writes restated what the run item's own writes alread
   is fenced by the same condition, and cannot exist without it: a worker that lost its
   lease writes neither;
 - the claim that resumes the run is another fenced write of the run item, and stamps its
-  time (``RunRecord.woke_at``, never moved back). A sleep whose wake time is not later
-  than that stamp is over: the worker that claimed saw the time pass, holding the lease.
-  A zombie cannot stamp (its claim fails), and no stale worker's clock decides.
+  time (``RunRecord.woke_at``; ``durable.core.leases.woke_stamp``: not moved back by a
+  claimer whose clock is behind by less than the clock-skew allowance). A sleep whose
+  wake time is not later than that stamp is over: the worker that claimed saw the time
+  pass, holding the lease. A zombie cannot stamp (its claim fails).
 
 Every reader (both ledgers' ``load``, a warm container's cached view, the engine) turns
 the entries back into the records they stand for with ``with_sleeps``, so the replay, the
@@ -21,10 +22,14 @@ stamp passes the wake time, DONE after. A sleep that ends inside an invocation (
 that came before its wake time, then a short in-process wait) writes its DONE record as
 a step item, fenced, as before; that item wins over the entry.
 
-The map keeps every sleep the run slept this way (a sleep that ended is only recorded
-there): at most ``MAX_ENTRIES``, beyond which a suspension first writes the oldest ended
-ones as step items (``Execution.suspend``), so a run that sleeps in a loop does not grow
-its run item, and with it the price of each of its writes, without bound.
+Only a sleep of the top-level code is kept (``Execution.sleep_until``): its suspension
+follows at once, so nothing runs between the sleep and the write that records it. A
+branch's sleep (a parallel, a map, an async task) parks while the rest of the run goes
+on, through hand-offs and crashes that would lose an unwritten entry: it is a step item
+as before. The map keeps every sleep the run slept this way (a sleep that ended is only
+recorded there): at most ``MAX_ENTRIES``, beyond which a suspension first writes the
+oldest ended ones as step items (``Execution.kept_sleeps``), so a run that sleeps in a
+loop does not grow its run item past the kilobyte each of its writes pays for.
 
 A worker of a version before this layout does not read the map (it would sleep such a
 sleep again): a stack turns the writing on only once every function reads it
@@ -40,9 +45,18 @@ from durable.core.model import RunRecord, StepKind, StepRecord, StepStatus
 
 SleepEntry = dict[str, Any]  # {"name", "wake_at", "at" (when recorded), "fence"}
 
-# Entries a run item keeps at most (each ~90 bytes: 8 stay within one write unit's KB
-# with the rest of a run item).
-MAX_ENTRIES = 8
+# Entries a run item keeps at most, each about 90 bytes: a run item of a tiny input is
+# about 550 bytes, and 700 with the usage it records; two entries keep it within the one
+# kilobyte that one write unit pays for. (Only a top-level sleep is kept: one of them
+# waits at a time, the others ended.)
+MAX_ENTRIES = 2
+# A sleep whose name is longer is recorded as a step item, as before: an entry stays small.
+MAX_NAME = 40
+
+
+def keepable(name: str) -> bool:
+    """Whether a sleep of this name may be kept in the run item (``MAX_NAME``)."""
+    return len(name) <= MAX_NAME
 
 
 def sleep_entry(rec: StepRecord) -> SleepEntry:

@@ -41,7 +41,7 @@ from durable.core.model import (
 from durable.core.ports import ConditionFailed, Invocation, RunGuard
 from durable.core.retry import RetryPolicy
 from durable.core.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
-from durable.core.sleeps import kept_sleeps, overflow, with_sleeps
+from durable.core.sleeps import keepable, kept_sleeps, overflow, with_sleeps
 from durable.core.values import RECORDED_VALUES
 from durable.engine.active import bind_context, reset_context
 from durable.engine.context import Context
@@ -666,9 +666,14 @@ class Execution(LeaseKeeping):
             wait = when - self.clock.now()
             if (
                 self.config.sleeps_on_run
+                and keepable(name)
+                and not self.cursor.parks
                 and wait > timedelta(0)
                 and not self.can_wait_in_process(wait, timedelta(0))
             ):
+                # Only at the top level, where the suspension follows at once: a branch's
+                # (or an async task's) sleep parks while the rest of the run goes on, and
+                # must be recorded before a hand-off or a crash could lose it.
                 # Recorded in the suspension's own fenced write (``durable.core.sleeps``).
                 self._new_work()
                 waiting.fence = self.run.fence

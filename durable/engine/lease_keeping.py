@@ -13,7 +13,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from durable.core.model import RunRecord, format_time, parse_time
+from durable.core.leases import lease_changes
+from durable.core.model import RunRecord, parse_time
 from durable.core.ports import ConditionFailed, Invocation, Ledger, RunGuard
 from durable.errors import Handoff, LeaseLost, RunCanceled, TerminalError
 
@@ -106,10 +107,7 @@ class LeaseKeeping:
         if until >= must_cover and fresh:
             return
         end = max(until, target)
-        changes = {
-            "lease_until": format_time(end),
-            "due_at": format_time(end + self.config.clock_skew),
-        }
+        changes = lease_changes(self.run, end, self.config.clock_skew)
         try:
             self.run = self.ledger.update_run(self.run.run_id, self.guard(), changes)
         except ConditionFailed as e:

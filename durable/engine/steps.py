@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from durable.aio import Scoped, run_coroutine
 from durable.core import serde
 from durable.core.callables import StepOptionsResolved
-from durable.core.leases import apply_changes
+from durable.core.leases import apply_changes, lease_changes
 from durable.core.model import (
     Attempt,
     RunRecord,
@@ -372,10 +372,7 @@ class StepRun:
         remaining = self.x.remaining()
         if remaining is not None:  # never past the invocation's deadline
             end = min(end, now + timedelta(seconds=remaining) + self.x.config.deadline_overrun)
-        changes = {
-            "lease_until": format_time(end),
-            "due_at": format_time(end + self.x.config.clock_skew),
-        }
+        changes = lease_changes(self.x.run, end, self.x.config.clock_skew)
         try:
             written = self.x.ledger.write_step_fenced(
                 self.record(StepStatus.RUNNING), self.x.guard(), changes

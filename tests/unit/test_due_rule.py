@@ -6,10 +6,21 @@ them; these pin the boundaries."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
-from durable.core.leases import claimed, keeps_due, lease_ended, sweep_trigger
-from durable.core.model import RunStatus
+import pytest
+
+from durable import App
+from durable.adapters.dynamodb import DynamoLedger
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
+from durable.core.clock import FakeClock
+from durable.core.leases import claimed, keeps_due, lease_changes, lease_ended, sweep_trigger
+from durable.core.model import RunStatus, parse_time
+from durable.core.ports import RunGuard
+from durable.engine.engine import EVENT_REASONS, Engine
+from tests.conftest import MakeTables, aws_client
 from tests.support.records import make_run, t
 
 SKEW = timedelta(seconds=5)
@@ -22,7 +33,7 @@ def test_a_claim_keeps_a_due_time_up_to_and_including_the_takeover_moment() -> N
     assert not keeps_due(None, t(85))
 
 
-def test_claimed_applies_the_rule_and_stamps_the_claim_never_backwards() -> None:
+def test_claimed_applies_the_rule_and_stamps_the_claim() -> None:
     """GIVEN runs due before, at and after the takeover moment, and one claimed before
     by a clock ahead of this claimer's WHEN claimed THEN the due time is kept or moved by
     ``keeps_due`` and ``woke_at`` is the later of the claim's time and the last stamp."""
@@ -31,8 +42,11 @@ def test_claimed_applies_the_rule_and_stamps_the_claim_never_backwards() -> None
     none = claimed(make_run(due_at=None), "w", t(20), t(80), "free", None)
     assert (early.due_at, late.due_at, none.due_at) == (t(10), t(85), t(80))
     assert early.woke_at == t(20)
-    ahead = claimed(make_run(woke_at=t(30)), "w", t(20), t(80), "free", t(85))
-    assert ahead.woke_at == t(30)
+    # a stamp ahead of this claim's clock by no more than the skew allowance stays (a
+    # sleep it ended stays ended); one further ahead came from a wrong clock: replaced
+    near = claimed(make_run(woke_at=t(25)), "w", t(20), t(80), "free", stale_before=t(15))
+    far = claimed(make_run(woke_at=t(26)), "w", t(20), t(80), "free", stale_before=t(15))
+    assert (near.woke_at, far.woke_at) == (t(25), t(20))
 
 
 def test_the_sweeper_invokes_a_run_no_worker_holds() -> None:
@@ -57,3 +71,74 @@ def test_an_ended_or_moved_run_is_left_alone() -> None:
     moved = make_run(due_at=t(20))
     assert sweep_trigger(moved, t(10), t(400), t(95), SKEW) == (False, None)
     assert sweep_trigger(None, t(10), t(400), t(95), SKEW) == (False, None)
+
+
+def test_a_lease_extension_moves_the_due_time_only_where_a_claim_would() -> None:
+    """GIVEN a holder's view of runs due at t10, at t300 and without a due time
+    WHEN the lease is extended to t100 THEN the first keeps its due time (only the lease
+    changes), the others become due at t105, the lease's end plus the skew."""
+    end = parse_time(t(100))
+    assert lease_changes(make_run(due_at=t(10)), end, SKEW) == {"lease_until": t(100)}
+    for due in (t(300), None):
+        changes = lease_changes(make_run(due_at=due), end, SKEW)
+        assert changes == {"lease_until": t(100), "due_at": t(105)}
+
+
+# --- on DynamoDB (moto in-process): what a claim sends -------------------------------------
+
+
+@pytest.fixture
+def dynamo(mock_aws_session: None, make_tables: MakeTables) -> Iterator[tuple[Any, str]]:
+    client = aws_client("dynamodb", None)
+    name, _ = make_tables(client)
+    yield client, name
+
+
+def _parked_until_tomorrow(ledger: DynamoLedger) -> None:
+    ledger.create_run(make_run(due_at=t(0)))
+    first = ledger.claim("RUN1", "w", now=t(1), lease_until=t(61), stale_before=t(1), due_at=t(66))
+    assert first is not None
+    parked = {"status": "WAITING", "lease_owner": None, "lease_until": None}
+    ledger.update_run("RUN1", RunGuard(first.run.fence, "w"), parked | {"due_at": t(86400)})
+
+
+def test_a_claim_for_an_event_moves_the_due_time_in_one_write(dynamo: tuple[Any, str]) -> None:
+    """GIVEN a run parked on a callback whose timeout is tomorrow (its due time)
+    WHEN its answer's worker claims it, told not to keep the due time (an event's claim)
+    THEN one UpdateItem sets the due time to the lease's takeover moment; a claim that
+    tries to keep it pays a refused write first (a review counted two requests for every
+    event's claim when the engine always tried)."""
+    client, table = dynamo
+    ledger = DynamoLedger(client, table)
+    _parked_until_tomorrow(ledger)
+    calls: list[str] = []
+    client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
+    got = ledger.claim(
+        "RUN1", "w2", now=t(10), lease_until=t(70), stale_before=t(5), due_at=t(75), keep_due=False
+    )
+    assert got is not None and got.run.due_at == t(75)
+    assert calls == ["UpdateItem"]
+    ledger.update_run("RUN1", RunGuard(got.run.fence, "w2"), {"lease_owner": None})
+    calls.clear()
+    kept = ledger.claim(
+        "RUN1", "w3", now=t(20), lease_until=t(80), stale_before=t(15), due_at=t(85)
+    )
+    assert kept is not None and kept.run.due_at == t(75)  # no later than t85: kept
+    assert calls == ["UpdateItem"]
+
+
+def test_the_engine_keeps_the_due_time_except_for_an_event() -> None:
+    """GIVEN the engine's claims WHEN a worker is invoked for each reason THEN only the
+    reasons an outside event gives ask the ledger to move the due time."""
+    asked: dict[str, bool] = {}
+
+    class Spy(MemoryLedger):
+        def claim(self, run_id: str, owner: str, **kwargs: Any) -> Any:
+            asked[reason] = kwargs["keep_due"]
+            return None
+
+    engine = Engine(App(), Spy(), MemoryInvoker(), MemoryEffectStore(), clock=FakeClock())
+    for reason in ("start", "continue", "timer", "sweep", "retry", "fork", *EVENT_REASONS):
+        engine.resume("RUN1", reason=reason)
+    assert {r for r, keep in asked.items() if not keep} == EVENT_REASONS
+    assert {"callback", "signal", "cancel", "child", "slot"} == EVENT_REASONS

@@ -5,6 +5,7 @@ ledger (the engine's path) and on DynamoDB (moto in-process: the items as stored
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -13,11 +14,19 @@ import pytest
 
 from durable import App, Context, EngineConfig, RunStatus, StepStatus
 from durable.adapters.dynamodb import DynamoLedger
-from durable.adapters.dynamodb_items import run_pk
+from durable.adapters.dynamodb_items import run_pk, run_to_item
+from durable.adapters.dynamodb_units import item_size
 from durable.core.history_cache import CachingLedger
 from durable.core.model import StepKind, StepRecord, format_time, parse_time
 from durable.core.ports import ConditionFailed, RunGuard
-from durable.core.sleeps import MAX_ENTRIES, kept_sleeps, overflow, sleep_entry, with_sleeps
+from durable.core.sleeps import (
+    MAX_ENTRIES,
+    MAX_NAME,
+    kept_sleeps,
+    overflow,
+    sleep_entry,
+    with_sleeps,
+)
 from durable.testing import LocalRunner
 from tests.conftest import MakeTables, aws_client
 from tests.support.records import make_run, make_step, t
@@ -195,39 +204,161 @@ def test_a_run_slept_by_the_old_layout_finishes_under_the_new_one() -> None:
     assert run.status == RunStatus.SUCCEEDED and not run.sleeps
 
 
-def test_parallel_sleeps_wake_one_by_one_and_the_map_keeps_the_open_one() -> None:
-    """GIVEN two branches that sleep 1 and 2 hours
-    WHEN the run suspends THEN both sleeps are on the run item
-    WHEN the first wakes THEN it is over and the second still waits (the map keeps both:
-    the first is recorded nowhere else); WHEN the second wakes THEN the run finishes."""
+def _branch_app(clock_of: list[Any], *, parallel: bool) -> App:
+    """A 1-hour sleep beside 3 hours of work done one 20-minute step per invocation: in a
+    parallel's branch, or in an async task beside another."""
+    app = App()
+
+    def chunk() -> int:
+        clock_of[0].clock.advance(timedelta(minutes=20))
+        return 1
+
+    if parallel:
+
+        @app.workflow(name="flow")
+        def flow(ctx: Context) -> list[str]:
+            def nap(c: Context) -> str:
+                c.sleep(timedelta(hours=1), name="nap")
+                return "nap"
+
+            def work(c: Context) -> str:
+                for _ in range(9):
+                    c.step(chunk, name="chunk")
+                return "work"
+
+            return list(ctx.parallel(nap, work, name="p", max_concurrency=1).values())
+
+    else:
+
+        @app.step(name="chunk")
+        async def step() -> int:
+            return chunk()
+
+        @app.workflow(name="flow")
+        async def aflow(ctx: Context) -> str:
+            async def nap() -> None:
+                ctx.sleep(timedelta(hours=1), name="nap")
+
+            async def work() -> None:
+                for _ in range(9):
+                    await step()
+
+            await asyncio.gather(nap(), work())
+            return "ok"
+
+    return app
+
+
+@pytest.mark.parametrize("parallel", [True, False], ids=["parallel", "async"])
+def test_a_branch_sleep_is_recorded_at_once_and_ends_on_time_beside_a_busy_sibling(
+    parallel: bool,
+) -> None:
+    """GIVEN a 1-hour sleep in a branch (a parallel's, an async task's) beside a sibling
+    that works for 3 hours, handing off after every step
+    WHEN the run is driven THEN the sleep's wake time is the one it began with (t0 + 1 h)
+    and the run finishes once the work is done: a branch's sleep is a step item, written
+    when reached (a review found the first version kept it in memory until the run
+    suspended, so each hand-off restarted it and it never ended)."""
+    holder: list[Any] = [None]
+    config = EngineConfig(
+        inprocess_wait_threshold=timedelta(0), sleeps_on_run=True, steps_per_invocation=1
+    )
+    runner = LocalRunner(_branch_app(holder, parallel=parallel), config=config)
+    holder[0] = runner
+    t0 = runner.clock.now()
+    run_id = runner.start("flow").run_id
+    runner.run_until_idle()
+    (nap,) = [r for r in runner.engine.load(run_id).steps.values() if r.kind == StepKind.SLEEP]
+    assert nap.wake_at == format_time(t0 + timedelta(hours=1))
+    assert runner.get_run(run_id).status == RunStatus.SUCCEEDED
+    assert not runner.get_run(run_id).sleeps
+    assert runner.memory_ledger._steps[run_id][nap.position].status == StepStatus.DONE
+
+
+def test_a_sleep_with_a_long_name_is_a_step_item() -> None:
+    """GIVEN a top-level sleep named past ``MAX_NAME`` WHEN the run suspends on it THEN it
+    is a step item, not an entry: the run item stays small whatever the names."""
     app = App()
 
     @app.workflow(name="flow")
-    def flow(ctx: Context) -> list[int]:
-        def nap(hours: int) -> Any:
-            def branch(c: Context) -> int:
-                c.sleep(timedelta(hours=hours), name=f"nap{hours}")
-                return hours
-
-            return branch
-
-        return list(ctx.parallel(nap(1), nap(2), name="naps").values())
+    def flow(ctx: Context) -> str:
+        ctx.sleep(timedelta(hours=1), name="n" * (MAX_NAME + 1))
+        return "ok"
 
     runner = _runner(app)
     run_id = runner.start("flow").run_id
     runner.run_until_idle()
-    first = runner.get_run(run_id).sleeps or {}
-    assert sorted(e["name"] for e in first.values()) == ["nap1", "nap2"]
-    runner.advance(hours=1)
-    run = runner.get_run(run_id)
-    assert run.status == RunStatus.WAITING
-    statuses = {r.name: r.status for r in runner.engine.load(run_id).steps.values()}
-    assert statuses["nap1"] == StepStatus.DONE and statuses["nap2"] == StepStatus.WAITING
-    assert sorted(e["name"] for e in (run.sleeps or {}).values()) == ["nap1", "nap2"]
-    runner.advance(hours=1)
-    run = runner.get_run(run_id)
-    assert run.status == RunStatus.SUCCEEDED
-    assert runner.result(run_id) == [1, 2]
+    assert runner.get_run(run_id).sleeps is None
+    assert runner.memory_ledger._steps[run_id]["0001"].status == StepStatus.WAITING
+
+
+def test_a_polling_loop_keeps_its_run_item_within_one_write_unit() -> None:
+    """GIVEN a loop that checks and sleeps 12 times WHEN it runs THEN the run item never
+    holds more than ``MAX_ENTRIES`` sleeps nor passes 1 KB (a review measured 1,235 bytes
+    with a cap of 8); the sleeps that left the map are step items; the run finishes."""
+    app = App()
+
+    @app.workflow(name="poll")
+    def poll(ctx: Context) -> int:
+        for _ in range(12):
+            ctx.step(lambda: 1, name="check")
+            ctx.sleep(timedelta(minutes=10))
+        return 1
+
+    runner = _runner(app)
+    run_id = runner.start("poll").run_id
+    sizes = []
+    for _ in range(12):
+        runner.run_until_idle()
+        run = runner.memory_ledger._runs[run_id]
+        sizes.append((len(run.sleeps or {}), item_size(run_to_item(run, 4))))
+        runner.advance(minutes=10)
+    assert runner.get_run(run_id).status == RunStatus.SUCCEEDED
+    assert max(n for n, _ in sizes) == MAX_ENTRIES
+    assert max(size for _, size in sizes) <= 1024, sizes
+    steps = runner.engine.load(run_id).steps.values()
+    sleeps = [r for r in steps if r.kind == StepKind.SLEEP]
+    assert len(sleeps) == 12 and all(r.status == StepStatus.DONE for r in sleeps)
+
+
+def test_a_clock_far_ahead_does_not_end_later_sleeps_early() -> None:
+    """GIVEN a run first claimed by a worker whose clock is an hour ahead (its stamp is
+    then an hour ahead), which gives it back
+    WHEN a worker with a right clock claims it, sleeps 30 minutes, and an event wakes it a
+    minute later THEN the sleep still waits: a stamp further ahead than the clock-skew
+    allowance is replaced by the claim's own time (``woke_stamp``), so one wrong clock does
+    not end every later sleep early (a review found the first version kept the larger)."""
+    app = App()
+
+    @app.workflow(name="flow")
+    def flow(ctx: Context) -> str:
+        ctx.step(lambda: 1, name="before")
+        ctx.sleep(timedelta(minutes=30), name="nap")
+        return "done"
+
+    runner = _runner(app)
+    run_id = runner.start("flow").run_id
+    runner.invoker.pop()  # the start's invocation reaches the worker whose clock is ahead
+    ledger = runner.memory_ledger
+    now = runner.clock.now()
+    fast = now + timedelta(hours=1)
+    taken = ledger.claim(
+        run_id,
+        "fast",
+        now=format_time(fast),
+        lease_until=format_time(fast + timedelta(minutes=1)),
+        stale_before=format_time(fast - timedelta(seconds=5)),
+    )
+    assert taken is not None and taken.run.woke_at == format_time(fast)
+    back = {"status": "PENDING", "lease_owner": None, "lease_until": None}
+    ledger.update_run(run_id, RunGuard(taken.run.fence, "fast"), back | {"due_at": t(0)})
+    runner.run_until_idle()
+    assert runner.get_run(run_id).woke_at == format_time(now)
+    runner.clock.advance(timedelta(minutes=1))
+    runner.engine.resume(run_id, reason="signal")
+    assert runner.get_run(run_id).status == RunStatus.WAITING
+    (nap,) = [r for r in runner.engine.load(run_id).steps.values() if r.kind == StepKind.SLEEP]
+    assert nap.status == StepStatus.WAITING
 
 
 def test_an_early_wake_up_suspends_again_with_the_same_wake_time() -> None:
@@ -364,8 +495,12 @@ def test_dynamodb_stores_an_open_sleep_as_a_map_on_the_run_item(dynamo: tuple[An
     assert woken is not None and woken.run.woke_at == t(3600)
     again = ledger.load("RUN1")
     assert again is not None and again.steps["0002"].status == StepStatus.DONE
-    # a claimer whose clock is behind does not move the stamp back
+    # a claimer whose clock is behind by less than the skew allowance does not move the
+    # stamp back; one further behind replaces it (that stamp came from a clock ahead)
     ledger.update_run("RUN1", RunGuard(woken.run.fence, "w3"), {"lease_owner": None})
-    behind = ledger.claim("RUN1", "w4", now=t(3500), lease_until=t(3560), stale_before=t(3500))
+    behind = ledger.claim("RUN1", "w4", now=t(3597), lease_until=t(3657), stale_before=t(3592))
     assert behind is not None and behind.run.woke_at == t(3600)
     assert DynamoLedger(client, table).get_run("RUN1").woke_at == t(3600)  # type: ignore[union-attr]
+    ledger.update_run("RUN1", RunGuard(behind.run.fence, "w4"), {"lease_owner": None})
+    far = ledger.claim("RUN1", "w5", now=t(3500), lease_until=t(3560), stale_before=t(3495))
+    assert far is not None and far.run.woke_at == t(3500)
