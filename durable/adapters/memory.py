@@ -106,7 +106,11 @@ class MemoryLedger:
             run = self._runs.get(run_id)
             if run is None:
                 return None
-            steps = {p: copy_step(s) for p, s in self._steps[run_id].items()}
+            # In key order, as DynamoDB's Query returns a partition (``STEP#<position>``):
+            # whoever reads the history in its order (the claim check's reads of large
+            # values) then does the same on both ledgers.
+            stored = self._steps[run_id]
+            steps = {p: copy_step(stored[p]) for p in sorted(stored)}
             signals = [replace(s) for s in self._signals[run_id]]
             return RunHistory(copy_run(run), with_sleeps(run, steps), signals)
 

@@ -417,7 +417,7 @@ class World:
             self._callback(arg, facts)
             return
         run_id = arg.get("exact") or self._pick_run(arg["run"], live=arg.get("live", False))
-        if kind == "retry" and arg.get("failed"):
+        if kind == "retry" and (arg.get("failed") or arg.get("upgrade")):
             run_id = self._pick_failed(arg["run"]) or run_id
         if run_id is None:
             return

@@ -125,7 +125,7 @@ class Policy:
         weights = [2.0, 1.0, 0.7, 0.4, 1.2, 1.2, 0.6]
         if not w.hooks.deployed:
             kinds.append("deploy")
-            weights.append(0.4)
+            weights.append(0.8)  # early enough that a failed run is often retried after it
         if self.starts < w.settings.max_starts:
             kinds.append("start")
             weights.append(1.5)

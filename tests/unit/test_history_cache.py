@@ -125,9 +125,9 @@ def test_a_takeover_of_the_containers_own_expired_lease_loads() -> None:
     owner_claim = w.ledger.claim(
         run.run_id,
         "dead",
-        now="2000-01-01T00:00:00Z",
-        lease_until="2000-01-01T00:00:01Z",
-        stale_before="2000-01-01T00:00:00Z",
+        now="2000-01-01T00:00:00.000Z",
+        lease_until="2000-01-01T00:00:01.000Z",
+        stale_before="2000-01-01T00:00:00.000Z",
     )
     assert owner_claim is not None
     w.clock.advance(timedelta(hours=1))
