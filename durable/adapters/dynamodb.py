@@ -195,7 +195,6 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         lease_until: str,
         stale_before: str,
         due_at: str | None = None,
-        keep_due: bool = True,
     ) -> Claim | None:
         # Fast path (one request): the lease is free or ours and the run is not
         # compensating. Anything else is decided from the item the failure returns.
@@ -209,20 +208,16 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         takeover = e.value(s(due_at or lease_until), "due")
         # Likewise the stamp of the claim's time (``durable.core.sleeps``) never moves back:
         # a claimer whose clock is behind the last one's goes the exact-state way too.
-        # A claim told not to keep it (an event's: its due time is usually a later
-        # timeout) sets it, rather than fail the condition and pay a second write.
+        # (An outside event's write makes its run due at once, so the claim it brings
+        # keeps that in this one write.)
         woke, at = e.name("woke_at"), e.value(s(now), "now")
         condition = (
             f"{st} IN ({statuses}) AND (attribute_not_exists({lo}) OR {lo} = {me})"
+            f" AND (attribute_not_exists({due}) OR {due} <= {takeover})"
             f" AND (attribute_not_exists({woke}) OR {woke} <= {at})"
         )
         sets = self._claim_sets(e, run_id, RunStatus.RUNNING.value, now, lease_until, me)
-        sets += f", {woke} = {at}"
-        if keep_due:
-            condition += f" AND (attribute_not_exists({due}) OR {due} <= {takeover})"
-            sets += f", {due} = if_not_exists({due}, {takeover})"
-        else:
-            sets += f", {due} = {takeover}"
+        sets += f", {due} = if_not_exists({due}, {takeover}), {woke} = {at}"
         try:
             new = self._update(run_id, condition, f"SET {sets} REMOVE {e.name('attention_pk')}", e)
             return Claim(new, took_over=False)
@@ -233,16 +228,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         kind = claim_kind(current, owner, stale_before)
         if kind is None:
             return None
-        target = claimed(
-            current,
-            owner,
-            now,
-            lease_until,
-            kind,
-            due_at,
-            stale_before=stale_before,
-            keep_due=keep_due,
-        )
+        target = claimed(current, owner, now, lease_until, kind, due_at, stale_before=stale_before)
         # Exact-state claim: nothing may have changed the lease since we read it.
         e = Expr()
         fence, st, lo, lu = (

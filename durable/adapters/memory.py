@@ -146,7 +146,6 @@ class MemoryLedger:
         lease_until: str,
         stale_before: str,
         due_at: str | None = None,
-        keep_due: bool = True,
     ) -> Claim | None:
         with self._lock:
             run = self._runs.get(run_id)
@@ -155,16 +154,7 @@ class MemoryLedger:
             kind = claim_kind(run, owner, stale_before)
             if kind is None:
                 return None
-            new = claimed(
-                run,
-                owner,
-                now,
-                lease_until,
-                kind,
-                due_at,
-                stale_before=stale_before,
-                keep_due=keep_due,
-            )
+            new = claimed(run, owner, now, lease_until, kind, due_at, stale_before=stale_before)
             self._runs[run_id] = new
             return Claim(copy_run(new), kind == "takeover")
 

@@ -50,14 +50,12 @@ def claimed(
     due_at: str | None = None,
     *,
     stale_before: str | None = None,
-    keep_due: bool = True,
 ) -> RunRecord:
-    """``run`` as ``owner``'s claim leaves it. ``keep_due``: whether the claim may keep an
-    earlier due time (``keeps_due``; the engine says not for a run woken by an event,
-    whose due time is usually a later timeout)."""
+    """``run`` as ``owner``'s claim leaves it (``stale_before``: the claim's, for the
+    stamp's skew allowance: ``woke_stamp``)."""
     status = run.status if run.status == RunStatus.COMPENSATING else RunStatus.RUNNING
     takeover = due_at or lease_until
-    keep = keep_due and keeps_due(run.due_at, takeover)
+    keep = keeps_due(run.due_at, takeover)
     return replace(
         run,
         status=status,
@@ -101,13 +99,20 @@ def keeps_due(due_at: str | None, takeover: str) -> bool:
 
 
 def lease_changes(run: RunRecord, end: datetime, skew: timedelta) -> dict[str, Any]:
-    """The run item's changes that extend its lease to ``end`` (a renewal, a checkpoint):
-    the due time moves to the new takeover moment only where a claim would move it
-    (``keeps_due``: ``run`` is the holder's view of the item, so a due time the sweeper
-    moved meanwhile is met by the sweeper again, never lost)."""
-    changes: dict[str, Any] = {"lease_until": format_time(end)}
+    """The run item's changes that set its lease to end at ``end`` (a renewal, a
+    checkpoint). ``run`` is the holder's view of the item, whose due time may be older
+    than the stored one: the sweeper, meeting the live lease, may have moved it to that
+    lease's takeover moment. A lease that ends no earlier keeps a due time no later than
+    its new takeover moment (``keeps_due``): the stored one is then either that one or
+    the sweeper's, which is no later either. A lease cut shorter (a checkpoint inside an
+    invocation whose claim leased all of it) always writes the new takeover moment: the
+    sweeper's would be the longer lease's, and a dead owner would be found that late (a
+    review found 13 minutes)."""
+    until = format_time(end)
+    changes: dict[str, Any] = {"lease_until": until}
     takeover = format_time(end + skew)
-    if not keeps_due(run.due_at, takeover):
+    shorter = run.lease_until is not None and until < run.lease_until
+    if shorter or not keeps_due(run.due_at, takeover):
         changes["due_at"] = takeover
     return changes
 

@@ -152,7 +152,6 @@ class Ledger(Protocol):
         lease_until: str,
         stale_before: str,
         due_at: str | None = None,
-        keep_due: bool = True,
     ) -> Claim | None:
         """Take the run's lease with one conditional update.
 
@@ -161,9 +160,9 @@ class Ledger(Protocol):
         margin). Bumps ``fence``, sets ``lease_owner``/``lease_until``, stamps ``woke_at``
         (``durable.core.leases.woke_stamp``) and sets ``due_at`` to ``due_at`` (default
         ``lease_until``; the engine passes the moment the lease can be taken over, so the
-        sweeper finds a dead owner when a claim would succeed), unless ``keep_due`` and the
-        run's due time is no later than that (``durable.core.leases.keeps_due``: the
-        sweeper looks by then anyway). Taking over an expired, unreleased lease also
+        sweeper finds a dead owner when a claim would succeed), unless the run's due time is
+        no later than that (``durable.core.leases.keeps_due``: the sweeper looks by then
+        anyway). Taking over an expired, unreleased lease also
         increments ``takeovers`` and reports ``took_over``. Returns None when the run is
         missing, terminal or busy.
         """

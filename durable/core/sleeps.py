@@ -51,12 +51,14 @@ SleepEntry = dict[str, Any]  # {"name", "wake_at", "at" (when recorded), "fence"
 # waits at a time, the others ended.)
 MAX_ENTRIES = 2
 # A sleep whose name is longer is recorded as a step item, as before: an entry stays small.
-MAX_NAME = 40
+MAX_NAME = 24
 
 
-def keepable(name: str) -> bool:
-    """Whether a sleep of this name may be kept in the run item (``MAX_NAME``)."""
-    return len(name) <= MAX_NAME
+def keepable(name: object) -> bool:
+    """Whether a sleep of this name may be kept in the run item: a text of at most
+    ``MAX_NAME`` characters (a name of another type is recorded as a step item, as it
+    always was)."""
+    return isinstance(name, str) and len(name) <= MAX_NAME
 
 
 def sleep_entry(rec: StepRecord) -> SleepEntry:

@@ -72,11 +72,6 @@ from durable.errors import (
 
 log = logging.getLogger("durable.engine")
 
-# Invocations an outside event asked for (``Engine.invoke_worker``'s reasons): the run
-# they wake usually waits with a later due time (a callback's or a child's timeout, a
-# long sleep a cancel cuts short, a slot's recheck).
-EVENT_REASONS = frozenset({"callback", "signal", "cancel", "child", "slot"})
-
 
 class Engine:
     def __init__(
@@ -348,10 +343,6 @@ class Engine:
             # Due when a takeover could succeed: the sweeper then finds a dead owner
             # exactly when a new worker can claim the run, not a skew margin too early.
             due_at=format_time(now + lease + self.config.clock_skew),
-            # An earlier due time is kept (the sweeper looks by then anyway), except
-            # when an event woke the run: its due time is then a later timeout, and a
-            # claim that tried to keep it would pay a refused write first.
-            keep_due=reason not in EVENT_REASONS,
         )
         if claim is None:
             return Outcome(run_id, "busy")

@@ -12,14 +12,10 @@ from typing import Any
 
 import pytest
 
-from durable import App
 from durable.adapters.dynamodb import DynamoLedger
-from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
-from durable.core.clock import FakeClock
 from durable.core.leases import claimed, keeps_due, lease_changes, lease_ended, sweep_trigger
-from durable.core.model import RunStatus, parse_time
+from durable.core.model import RunStatus, SignalRecord, parse_time
 from durable.core.ports import RunGuard
-from durable.engine.engine import EVENT_REASONS, Engine
 from tests.conftest import MakeTables, aws_client
 from tests.support.records import make_run, t
 
@@ -94,51 +90,41 @@ def dynamo(mock_aws_session: None, make_tables: MakeTables) -> Iterator[tuple[An
     yield client, name
 
 
-def _parked_until_tomorrow(ledger: DynamoLedger) -> None:
+def test_an_events_claim_keeps_the_due_time_the_event_set_in_one_write(
+    dynamo: tuple[Any, str],
+) -> None:
+    """GIVEN a run parked until tomorrow (a callback's timeout) WHEN a signal arrives
+    (its write makes the run due at once) and the worker it brings claims
+    THEN the claim is one UpdateItem and keeps that due time: every outside event's write
+    makes its run due now, so no claim of the engine meets a later due time but a sweep's
+    retrigger (a review found a first version moved it on every event's claim, 2 index
+    units each)."""
+    client, table = dynamo
+    ledger = DynamoLedger(client, table)
     ledger.create_run(make_run(due_at=t(0)))
     first = ledger.claim("RUN1", "w", now=t(1), lease_until=t(61), stale_before=t(1), due_at=t(66))
     assert first is not None
     parked = {"status": "WAITING", "lease_owner": None, "lease_until": None}
     ledger.update_run("RUN1", RunGuard(first.run.fence, "w"), parked | {"due_at": t(86400)})
-
-
-def test_a_claim_for_an_event_moves_the_due_time_in_one_write(dynamo: tuple[Any, str]) -> None:
-    """GIVEN a run parked on a callback whose timeout is tomorrow (its due time)
-    WHEN its answer's worker claims it, told not to keep the due time (an event's claim)
-    THEN one UpdateItem sets the due time to the lease's takeover moment; a claim that
-    tries to keep it pays a refused write first (a review counted two requests for every
-    event's claim when the engine always tried)."""
-    client, table = dynamo
-    ledger = DynamoLedger(client, table)
-    _parked_until_tomorrow(ledger)
+    signal = SignalRecord(run_id="RUN1", name="go", signal_id="01S", payload="1", received_at=t(9))
+    ledger.add_signal(signal, now=t(9))
+    assert ledger.get_run("RUN1").due_at == t(9)  # type: ignore[union-attr]
     calls: list[str] = []
     client.meta.events.register("before-call.dynamodb", lambda model, **_: calls.append(model.name))
-    got = ledger.claim(
-        "RUN1", "w2", now=t(10), lease_until=t(70), stale_before=t(5), due_at=t(75), keep_due=False
-    )
-    assert got is not None and got.run.due_at == t(75)
-    assert calls == ["UpdateItem"]
-    ledger.update_run("RUN1", RunGuard(got.run.fence, "w2"), {"lease_owner": None})
-    calls.clear()
-    kept = ledger.claim(
-        "RUN1", "w3", now=t(20), lease_until=t(80), stale_before=t(15), due_at=t(85)
-    )
-    assert kept is not None and kept.run.due_at == t(75)  # no later than t85: kept
+    got = ledger.claim("RUN1", "w2", now=t(10), lease_until=t(70), stale_before=t(5), due_at=t(75))
+    assert got is not None and got.run.due_at == t(9)
     assert calls == ["UpdateItem"]
 
 
-def test_the_engine_keeps_the_due_time_except_for_an_event() -> None:
-    """GIVEN the engine's claims WHEN a worker is invoked for each reason THEN only the
-    reasons an outside event gives ask the ledger to move the due time."""
-    asked: dict[str, bool] = {}
-
-    class Spy(MemoryLedger):
-        def claim(self, run_id: str, owner: str, **kwargs: Any) -> Any:
-            asked[reason] = kwargs["keep_due"]
-            return None
-
-    engine = Engine(App(), Spy(), MemoryInvoker(), MemoryEffectStore(), clock=FakeClock())
-    for reason in ("start", "continue", "timer", "sweep", "retry", "fork", *EVENT_REASONS):
-        engine.resume("RUN1", reason=reason)
-    assert {r for r, keep in asked.items() if not keep} == EVENT_REASONS
-    assert {"callback", "signal", "cancel", "child", "slot"} == EVENT_REASONS
+def test_a_checkpoint_that_shortens_the_lease_writes_its_takeover_moment() -> None:
+    """GIVEN a holder whose claim leased a whole 15-minute invocation and kept an early due
+    time, which the sweeper (meeting the live lease) has since moved to that lease's end
+    WHEN a checkpoint cuts the lease to one minute THEN the due time is written as the new
+    takeover moment: kept, the stored one would be the long lease's, and a dead owner
+    found 13 minutes late (a review's reproduction); a lease that ends no earlier keeps it.
+    """
+    view = make_run(due_at=t(10), lease_owner="w", lease_until=t(900))
+    shorter = lease_changes(view, parse_time(t(125)), SKEW)
+    assert shorter == {"lease_until": t(125), "due_at": t(130)}
+    longer = lease_changes(view, parse_time(t(960)), SKEW)
+    assert longer == {"lease_until": t(960)}
