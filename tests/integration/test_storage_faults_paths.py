@@ -686,4 +686,5 @@ def test_every_write_path_of_the_engine_is_in_the_matrix() -> None:
     api_writes = {"complete_waiting", "add_signal", "operate"}  # the tests above
     assert not api_writes & covered
     purposes = {c.id.rsplit("-", 1)[0] for c in WORKER_CASES if c.fault.method == "update_run"}
-    assert purposes == {"suspend", "finish", "handoff", "renewal", "compensating"}
+    # (sleep-suspend: the suspension that records a sleep kept in the run item)
+    assert purposes == {"suspend", "sleep-suspend", "finish", "handoff", "renewal", "compensating"}
