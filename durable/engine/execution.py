@@ -120,11 +120,11 @@ class Execution(LeaseKeeping):
         self.ledger = engine.ledger
         self.workflow = workflow
         self.run: RunRecord = history.run
-        # A ledger's load already presents the run item's open sleeps as records
+        # A ledger's load already presents the sleeps the run item keeps as records
         # (``durable.core.sleeps``); a history from elsewhere (a cache) gets them here.
         self.steps = with_sleeps(history.run, history.steps)
-        # The sleeps this run keeps on its run item: each suspension writes those still
-        # open, with itself.
+        # The sleeps this run keeps on its run item (waiting or over): each suspension
+        # writes them again, with any it records itself.
         self.sleeps_on_run: set[str] = set(history.run.sleeps or ())
         self.signals = history.signals
         # The inbox count this view of steps and signals includes every event of: the
