@@ -117,11 +117,6 @@ def lease_changes(run: RunRecord, end: datetime, skew: timedelta) -> dict[str, A
     return changes
 
 
-def lease_ended(run: RunRecord, stale_before: str) -> bool:
-    """No worker holds the run: no lease, or one a claim may take over (``claim_kind``)."""
-    return run.lease_owner is None or run.lease_until is None or run.lease_until < stale_before
-
-
 def sweep_trigger(
     run: RunRecord | None, due_at: str, retrigger_at: str, stale_before: str, skew: timedelta
 ) -> tuple[bool, str | None]:
@@ -137,8 +132,8 @@ def sweep_trigger(
     """
     if run is None or run.terminal or run.due_at != due_at:
         return False, None
-    if run.lease_until is None or lease_ended(run, stale_before):
-        return True, retrigger_at
+    if run.lease_owner is None or run.lease_until is None or run.lease_until < stale_before:
+        return True, retrigger_at  # no lease, or one a claim may take over (``claim_kind``)
     return False, format_time(parse_time(run.lease_until) + skew)
 
 

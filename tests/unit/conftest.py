@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from durable.engine import fanout
+from tests.conftest import MakeTables, aws_client
 
 
 @pytest.fixture
@@ -27,3 +28,12 @@ def decided(monkeypatch: pytest.MonkeyPatch) -> Iterator[threading.Event]:
 
     monkeypatch.setattr(fanout, "_must_stop", watching)
     yield event
+
+
+@pytest.fixture
+def dynamo(mock_aws_session: None, make_tables: MakeTables) -> Iterator[tuple[Any, str]]:
+    """A DynamoDB client (moto in-process) and a fresh ledger table's name, for tests that
+    look at the items and requests themselves."""
+    client = aws_client("dynamodb", None)
+    name, _ = make_tables(client)
+    yield client, name

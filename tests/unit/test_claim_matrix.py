@@ -9,29 +9,18 @@ review of this change, kept as a regression test."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
-
-import pytest
 
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.memory import MemoryLedger
 from durable.core.model import RunStatus
-from tests.conftest import MakeTables, aws_client
 from tests.support.records import make_run, t
 
 WOKE = [None, 90, 100, 103, 106]  # the claim's now is t100, its skew allowance 5 s
 DUE = [None, 50, 165, 500]  # its takeover moment is t165
 LEASE = [None, ("me", 400), ("other", 94), ("other", 96)]
 STATUS = [RunStatus.WAITING, RunStatus.COMPENSATING, RunStatus.RUNNING]
-
-
-@pytest.fixture
-def dynamo(mock_aws_session: None, make_tables: MakeTables) -> Iterator[tuple[Any, str]]:
-    client = aws_client("dynamodb", None)
-    name, _ = make_tables(client)
-    yield client, name
 
 
 def test_both_ledgers_claim_alike(dynamo: tuple[Any, str]) -> None:

@@ -6,17 +6,13 @@ them; these pin the boundaries."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from durable.adapters.dynamodb import DynamoLedger
-from durable.core.leases import claimed, keeps_due, lease_changes, lease_ended, sweep_trigger
+from durable.core.leases import claimed, keeps_due, lease_changes, sweep_trigger
 from durable.core.model import RunStatus, SignalRecord, parse_time
 from durable.core.ports import RunGuard
-from tests.conftest import MakeTables, aws_client
 from tests.support.records import make_run, t
 
 SKEW = timedelta(seconds=5)
@@ -50,14 +46,12 @@ def test_the_sweeper_invokes_a_run_no_worker_holds() -> None:
     assert sweep_trigger(unleased, t(10), t(400), t(95), SKEW) == (True, t(400))
     expired = make_run(status=RunStatus.RUNNING, due_at=t(10), lease_owner="w")
     expired.lease_until = t(94)
-    assert lease_ended(expired, t(95))
     assert sweep_trigger(expired, t(10), t(400), t(95), SKEW) == (True, t(400))
 
 
 def test_a_live_lease_is_not_invoked_but_made_due_at_its_takeover_moment() -> None:
     live = make_run(status=RunStatus.RUNNING, due_at=t(10), lease_owner="w")
     live.lease_until = t(95)  # not before stale_before: a claim could not take it yet
-    assert not lease_ended(live, t(95))
     assert sweep_trigger(live, t(10), t(400), t(95), SKEW) == (False, t(100))
 
 
@@ -81,13 +75,6 @@ def test_a_lease_extension_moves_the_due_time_only_where_a_claim_would() -> None
 
 
 # --- on DynamoDB (moto in-process): what a claim sends -------------------------------------
-
-
-@pytest.fixture
-def dynamo(mock_aws_session: None, make_tables: MakeTables) -> Iterator[tuple[Any, str]]:
-    client = aws_client("dynamodb", None)
-    name, _ = make_tables(client)
-    yield client, name
 
 
 def test_an_events_claim_keeps_the_due_time_the_event_set_in_one_write(

@@ -6,7 +6,6 @@ ledger (the engine's path) and on DynamoDB (moto in-process: the items as stored
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -28,7 +27,6 @@ from durable.core.sleeps import (
     with_sleeps,
 )
 from durable.testing import LocalRunner
-from tests.conftest import MakeTables, aws_client
 from tests.support.records import make_run, make_step, t
 
 
@@ -433,13 +431,6 @@ def test_a_warm_containers_cached_view_shows_the_sleep_over_once_a_claim_woke_it
 
 
 # --- DynamoDB: the items as stored ----------------------------------------------------------
-
-
-@pytest.fixture
-def dynamo(mock_aws_session: None, make_tables: MakeTables) -> Iterator[tuple[Any, str]]:
-    client = aws_client("dynamodb", None)
-    name, _ = make_tables(client)
-    yield client, name
 
 
 def test_dynamodb_stores_an_open_sleep_as_a_map_on_the_run_item(dynamo: tuple[Any, str]) -> None:
