@@ -21,6 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from durable.adapters.dynamodb_support import error_code
 from durable.core.clock import Clock
 from durable.core.recurrence import Rate, parse
 
@@ -87,22 +88,41 @@ class SchedulerLoop:
         now = self.clock.now()
         fired = 0
         for name in names:
-            if name.startswith(RECURRING):
-                fired += self._recurring_tick(name, now)
-                continue
-            if name not in self._known:
-                schedule = self.client.get_schedule(Name=name, GroupName=self.group)
-                when = parse_at(schedule["ScheduleExpression"])
-                self._known[name] = (when, json.loads(schedule["Target"].get("Input") or "{}"))
-            when, payload = self._known[name]
-            if when <= now:
-                self.lateness.append((now - when).total_seconds())
-                self.fire(payload)
-                self.client.delete_schedule(Name=name, GroupName=self.group)
-                del self._known[name]
-                fired += 1
+            # One timer that fails (its worker unreachable, its schedule read refused) is
+            # tried again next tick; it must not delay the others due in this one.
+            try:
+                fired += self._tick_one(name, now)
+            except Exception:
+                log.warning("timer %s failed; trying again next tick", name, exc_info=True)
         self.fired += fired
         return fired
+
+    def _tick_one(self, name: str, now: datetime) -> int:
+        if name.startswith(RECURRING):
+            return self._recurring_tick(name, now)
+        if name not in self._known:
+            try:
+                schedule = self.client.get_schedule(Name=name, GroupName=self.group)
+            except Exception as err:
+                if error_code(err) == "ResourceNotFoundException":
+                    return 0  # deleted since the listing: its run needs it no more
+                raise
+            when = parse_at(schedule["ScheduleExpression"])
+            self._known[name] = (when, json.loads(schedule["Target"].get("Input") or "{}"))
+        when, payload = self._known[name]
+        if when > now:
+            return 0
+        self.lateness.append((now - when).total_seconds())
+        self.fire(payload)
+        try:
+            self.client.delete_schedule(Name=name, GroupName=self.group)
+        except Exception as err:
+            # The woken run deletes its own timers (``Engine.cancel_timers``), often
+            # first: a schedule already gone is what this delete wanted.
+            if error_code(err) != "ResourceNotFoundException":
+                raise
+        del self._known[name]
+        return 1
 
     def _recurring_tick(self, name: str, now: datetime) -> int:
         schedule = self.client.get_schedule(Name=name, GroupName=self.group)

@@ -94,3 +94,48 @@ def test_a_changed_expression_starts_over_and_a_deleted_one_stops(client: Any) -
     reconcile(port, [])
     clock.advance(timedelta(minutes=5))
     assert loop.tick() == 0 and loop._recurring == {}
+
+
+def _arm(client: Any, name: str, when: datetime, run_id: str) -> None:
+    client.create_schedule(
+        Name=name,
+        GroupName="dev",
+        ScheduleExpression=f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})",
+        FlexibleTimeWindow={"Mode": "OFF"},
+        Target={"Arn": TARGET, "RoleArn": ROLE, "Input": json.dumps({"run_id": run_id})},
+    )
+
+
+def test_a_timer_the_woken_run_already_deleted_counts_as_fired(client: Any) -> None:
+    # Issue 45: the run the timer woke deletes its own timers (Engine.cancel_timers) before
+    # the loop's delete: a schedule already gone is success, not a failed tick.
+    clock = FakeClock(T0)
+    _arm(client, "r1-0001", T0, "r1")
+
+    def fire(payload: dict[str, Any]) -> None:
+        fired.append(payload)
+        client.delete_schedule(Name="r1-0001", GroupName="dev")
+
+    fired: list[Any] = []
+    loop = SchedulerLoop(client, "dev", clock, fire)
+    assert loop.tick() == 1
+    assert fired == [{"run_id": "r1"}]
+    assert loop.tick() == 0  # gone, and not fired again
+
+
+def test_one_failed_timer_does_not_hold_back_the_others_due_in_its_tick(client: Any) -> None:
+    clock = FakeClock(T0)
+    for i in range(3):
+        _arm(client, f"r{i}-0001", T0, f"r{i}")
+    fired: list[str] = []
+
+    def fire(payload: dict[str, Any]) -> None:
+        if payload["run_id"] == "r0":
+            raise RuntimeError("the worker could not be reached")
+        fired.append(payload["run_id"])
+
+    loop = SchedulerLoop(client, "dev", clock, fire)
+    assert loop.tick() == 2
+    assert sorted(fired) == ["r1", "r2"]
+    # The one that failed stays armed and is tried again on the next tick.
+    assert loop.tick() == 0 and "r0-0001" in loop._known
