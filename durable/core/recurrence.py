@@ -10,7 +10,17 @@ day-of-week ``5L``: its last Thursday), ``W`` (``15W``: the weekday nearest the 
 ``#`` (``6#3``: its third Friday); days of week 1-7 from Sunday or ``SUN``-``SAT``,
 months ``JAN``-``DEC``. A cron expression is read in the schedule's time zone: a wall
 time that a daylight-saving change skips does not fire that day; one it repeats fires
-once (at its first occurrence). A rate counts from the moment the schedule was created.
+once (at its first occurrence). A rate counts from the moment the schedule was created,
+in elapsed time (an hourly rate fires every 3600 seconds across a daylight-saving change).
+
+A cron is searched five years ahead, to the same date (the 28th of February when the
+search starts on a 29th): one with no fire in that window is refused, which is what a
+typo such as a year long past looks like. A leap-day cron, ``cron(0 0 29 2 ? *)``, fires
+every fourth year, and across 2100 (not a leap year) it has none for eight, so it is
+refused from March 2096 to February 2100. No answer is past the year 9999: one that would
+be is refused too. The rules are checked against an independent cron library, across
+leap days, month ends and daylight-saving changes
+(``tests/unit/test_recurrence_properties.py``).
 """
 
 from __future__ import annotations
@@ -18,15 +28,16 @@ from __future__ import annotations
 import calendar
 import re
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import MAXYEAR, UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _MONTHS = {name.upper(): i for i, name in enumerate(calendar.month_abbr) if name}
 _DAYS = {"SUN": 1, "MON": 2, "TUE": 3, "WED": 4, "THU": 5, "FRI": 6, "SAT": 7}
-_RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
+_RATE = re.compile(r"^rate\(\s*([0-9]+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _CRON = re.compile(r"^cron\((.*)\)$")
 _UNIT = {"minute": 60, "hour": 3600, "day": 86400}
 SEARCH_YEARS = 5  # a cron that fires less often than this is refused
+_LONGEST = timedelta.max // timedelta(seconds=1)  # whole seconds; a float would round up
 
 
 class InvalidExpression(ValueError):
@@ -47,11 +58,20 @@ class Rate:
     every: timedelta
 
     def next_after(self, after: datetime, origin: datetime) -> datetime:
-        """The first fire strictly after ``after`` of a rate counted from ``origin``."""
-        if after < origin:
-            return origin
-        periods = int((after - origin) / self.every) + 1
-        return origin + periods * self.every
+        """The first fire strictly after ``after`` of a rate counted from ``origin``, in UTC.
+
+        Both are taken as instants: Python subtracts and adds two datetimes of one zone on
+        the wall clock, which would lose or repeat an hour at a daylight-saving change.
+        The periods are counted in whole numbers (floor division of durations is exact;
+        a float quotient is not, ten thousand years from the origin).
+        """
+        try:
+            start, now = origin.astimezone(UTC), after.astimezone(UTC)
+            if now < start:
+                return start
+            return start + ((now - start) // self.every + 1) * self.every
+        except OverflowError:
+            raise InvalidExpression(_PAST_THE_CALENDAR) from None
 
 
 @dataclass(frozen=True)
@@ -95,10 +115,13 @@ class Cron:
 
     def next_after(self, after: datetime) -> datetime:
         """The first fire strictly after ``after`` (an aware datetime), in UTC."""
-        local = after.astimezone(self.tz).replace(second=0, microsecond=0, tzinfo=None)
+        try:
+            local = after.astimezone(self.tz).replace(second=0, microsecond=0, tzinfo=None)
+        except OverflowError:  # within hours of the calendar's end, in a zone ahead of UTC
+            raise InvalidExpression(_PAST_THE_CALENDAR) from None
         day = local.date()
-        end = day.replace(year=day.year + SEARCH_YEARS)
-        while day <= end:
+        end, clipped = _search_end(day)
+        while True:
             if (
                 (self.years is None or day.year in self.years)
                 and day.month in self.months
@@ -112,17 +135,41 @@ class Cron:
                         moment = _instant(wall, self.tz)
                         if moment is not None and moment > after:
                             return moment
+            if day >= end:  # compared before the step: date.max has no next day
+                break
             day += timedelta(days=1)
+        if clipped:
+            raise InvalidExpression(_PAST_THE_CALENDAR)
         raise InvalidExpression("it never fires in the next five years")
 
 
+_PAST_THE_CALENDAR = "its next fire would be past the year 9999"
+
+
+def _search_end(day: date) -> tuple[date, bool]:
+    """The last day a search from ``day`` looks at, and whether the calendar's end cut it.
+
+    The same date ``SEARCH_YEARS`` on; a 29th of February, whose year then has none,
+    ends on the 28th (``date.replace(year=...)`` raises there instead).
+    """
+    year = day.year + SEARCH_YEARS
+    if year > MAXYEAR:
+        return date.max, True
+    return date(year, day.month, min(day.day, calendar.monthrange(year, day.month)[1])), False
+
+
 def _instant(wall: datetime, tz: ZoneInfo) -> datetime | None:
-    """``wall`` in ``tz`` as a UTC instant; None when a daylight-saving change skips it."""
+    """``wall`` in ``tz`` as a UTC instant; None when a daylight-saving change skips it, or
+    when it is a time of the calendar's first or last day that UTC cannot write."""
     aware = wall.replace(tzinfo=tz, fold=0)
-    back = aware.astimezone(UTC).astimezone(tz).replace(tzinfo=None)
+    try:
+        moment = aware.astimezone(UTC)
+        back = moment.astimezone(tz).replace(tzinfo=None)
+    except OverflowError:
+        return None
     if back != wall:
         return None
-    return aware.astimezone(UTC)
+    return moment
 
 
 def _nearest_weekday(day: date, target: int, last: int) -> date:
@@ -141,13 +188,21 @@ def parse(expression: str, timezone: str = "UTC") -> Rate | Cron:
     tz = zone(timezone)  # checked for a rate too: Scheduler stores it with every schedule
     rate = _RATE.match(text)
     if rate:
-        value, unit = int(rate.group(1)), rate.group(2)
+        digits, unit = rate.group(1).lstrip("0") or "0", rate.group(2)
+        seconds = _UNIT[unit.rstrip("s")]
+        longest = _LONGEST // seconds  # what a duration can hold (about 2.7 million years)
+        # Checked on the text first: int() refuses more than 4300 digits with a ValueError.
+        if len(digits) > len(str(longest)) or int(digits) > longest:
+            raise InvalidExpression(
+                f"{expression!r}: a rate is at most {longest} {unit.rstrip('s')}s"
+            )
+        value = int(digits)
         if value < 1:
             raise InvalidExpression(f"{expression!r}: a rate must be at least 1")
         if (value == 1) != (not unit.endswith("s")):
             fixed = f"rate({value} {unit.rstrip('s')}{'' if value == 1 else 's'})"
             raise InvalidExpression(f"{expression!r}: write {fixed!r} (singular only for 1)")
-        return Rate(timedelta(seconds=value * _UNIT[unit.rstrip("s")]))
+        return Rate(timedelta(seconds=value * seconds))
     cron = _CRON.match(text)
     if not cron:
         raise InvalidExpression(
@@ -179,8 +234,11 @@ def parse(expression: str, timezone: str = "UTC") -> Rate | Cron:
 def _number(text: str, low: int, high: int, what: str, expr: str, names: dict[str, int]) -> int:
     value = names.get(text.upper()) if names else None
     if value is None:
-        if not text.isdigit():
+        # str.isdigit also takes superscripts and other digits int() refuses
+        if not (text.isascii() and text.isdigit()):
             raise InvalidExpression(f"{expr!r}: {text!r} is not a valid {what} value")
+        if len(text.lstrip("0")) > len(str(high)):  # int() refuses past 4300 digits
+            raise InvalidExpression(f"{expr!r}: {what} {text[:12]}... is outside {low}-{high}")
         value = int(text)
     if not low <= value <= high:
         raise InvalidExpression(f"{expr!r}: {what} {value} is outside {low}-{high}")
