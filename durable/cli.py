@@ -349,7 +349,15 @@ def _check_engine(args: argparse.Namespace, app: Any, read_only: Any) -> Any:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
+    from durable.core.ids import check_user_key
+    from durable.errors import InvalidInput
+
     payload = parse_json(args.input, "input") if args.input is not None else None
+    if args.idempotency_key:
+        try:  # refused here too, to name the option rather than the header
+            check_user_key(args.idempotency_key, "--idempotency-key")
+        except InvalidInput as e:
+            fail(str(e))
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
     name = urllib.parse.quote(args.workflow, safe="")
     query = "?if_running=attach" if args.if_running == "attach" else ""

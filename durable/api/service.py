@@ -48,7 +48,7 @@ from durable.api.served import ServedVersions
 from durable.core import serde
 from durable.core.callables import WorkflowDef
 from durable.core.clock import Clock
-from durable.core.ids import check_idempotency_key, new_ulid
+from durable.core.ids import check_idempotency_key, check_user_key, new_ulid
 from durable.core.model import RunRecord, RunStatus, format_time, position_key
 from durable.core.serde import NO_ANNOTATION
 from durable.core.usage import Prices
@@ -200,6 +200,10 @@ class ApiService:
         start that would create a run: a retried keyed start gets its run back."""
 
         fresh: list[bool] = []
+        if request.idempotency_key is not None:
+            # Checked here too (the engine does) so a bad key never reaches the guard's
+            # table, and the refusal names the header.
+            self._check_key(request.idempotency_key, request.key_scope)
 
         def run() -> dict[str, Any]:
             if self.served is not None:
@@ -223,7 +227,6 @@ class ApiService:
             # delivery to deduplicate, and the guard would refuse the other input.
             answer = run()
         else:
-            self._check_key(request.idempotency_key)
             annotation = self.engine.app.get_workflow(request.workflow).input_annotation
             answer = self.guard(request.fingerprint(annotation), run)
         # The guard answers a repeated key with the first request's stored answer, without
@@ -231,9 +234,13 @@ class ApiService:
         return StartedRun.model_validate({**answer, "existing": not fresh})
 
     @staticmethod
-    def _check_key(key: str) -> None:
-        # Checked here too (the engine does) so a bad key never reaches the guard's table.
-        check_idempotency_key(key, "Idempotency-Key")
+    def _check_key(key: str, scope: str | None) -> None:
+        # An operator's key (no scope) in a sender's or the engine's namespace would make
+        # a second run showing that route's key (``durable.core.ids.check_user_key``).
+        if scope is None:
+            check_user_key(key, "Idempotency-Key")
+        else:
+            check_idempotency_key(key, "Idempotency-Key")
 
     def hook(
         self, name: str, headers: Mapping[str, str], body: str | None, key: str | None

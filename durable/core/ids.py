@@ -50,11 +50,93 @@ def check_idempotency_key(key: Any, field: str) -> str:
     return key
 
 
+# The namespaces of the keys that senders and the engine give runs, and whose they are. A
+# run shows its key with the namespace (``sqs/<message id>``, ``eventbridge/<event id>``,
+# ``schedule/<name>/<time>``, ``hook:<workflow>/<key>``), and a key a run shows names
+# exactly that run (``run_id_for_key``): so nobody else may give a key in one of them.
+SENDER_SCOPES = {
+    "sqs": "the SQS route's",
+    "eventbridge": "the EventBridge route's",
+    "schedule": "a schedule's fires'",
+}
+SCHEDULE_SCOPE = "schedule"
+HOOK_PREFIX = "hook:"
+
+
+def hook_scope(workflow: str) -> str:
+    """The namespace of the keys of the webhook that starts ``workflow``."""
+    return f"{HOOK_PREFIX}{workflow}"
+
+
+def reserved_prefix(key: str) -> tuple[str, str] | None:
+    """The reserved namespace ``key`` begins with, and whose it is; None: a key of one's own."""
+    if key.startswith(HOOK_PREFIX):
+        return HOOK_PREFIX, "the webhooks'"
+    for scope, owner in SENDER_SCOPES.items():
+        if key.startswith(f"{scope}/"):
+            return f"{scope}/", owner
+    return None
+
+
+def check_user_key(key: Any, field: str) -> str:
+    """``check_idempotency_key`` for a key given as one's own (an operator's, a start from
+    code, a keyed child's ``id=``): one in a sender's or the engine's namespace is refused,
+    as the run it started would show the same key as that route's run."""
+    text = check_idempotency_key(key, field)
+    reserved = reserved_prefix(text)
+    if reserved is not None:
+        prefix, owner = reserved
+        raise InvalidInput(
+            f"{field} {text!r}: keys beginning with {prefix!r} are {owner} (runs started "
+            "there show their key so); choose another key",
+            field=field,
+        )
+    return text
+
+
+def check_key_scope(workflow: str, scope: str) -> str:
+    """A sender's namespace for a start of ``workflow``: one of ``SENDER_SCOPES``, or the
+    workflow's own webhook's. Any other would show keys nobody can tell from another's."""
+    if scope in SENDER_SCOPES or scope == hook_scope(workflow):
+        return scope
+    known = ", ".join(repr(s) for s in [*SENDER_SCOPES, hook_scope(workflow)])
+    raise InvalidInput(f"key_scope must be one of {known}, not {scope!r}", field="key_scope")
+
+
+def keyed_run(workflow: str, key: str, scope: str | None) -> tuple[str, str]:
+    """The run id a start of ``workflow`` under ``key`` in ``scope`` derives, and the key
+    that run shows (with its namespace)."""
+    if scope is None:
+        return derived_run_id(workflow, key), key
+    shown = f"{scope}/{key}"
+    if scope == SCHEDULE_SCOPE:
+        # A fire's id has always been derived from the key it shows, unscoped: kept, so a
+        # fire Scheduler delivers again across an upgrade finds the run it started.
+        return derived_run_id(workflow, shown), shown
+    return derived_run_id(workflow, key, scope), shown
+
+
+def run_id_for_key(workflow: str, shown: str) -> str | None:
+    """The id of the one run of ``workflow`` that can show the key ``shown``: a key in a
+    reserved namespace is that route's (a webhook's only for the workflow's own hook),
+    any other is one given as one's own. None: no run can show it."""
+    if shown.startswith(HOOK_PREFIX):
+        scope = hook_scope(workflow)
+        given = shown.removeprefix(f"{scope}/") if shown.startswith(f"{scope}/") else ""
+        return keyed_run(workflow, given, scope)[0] if given else None
+    reserved = reserved_prefix(shown)
+    if reserved is None:
+        return derived_run_id(workflow, shown)
+    given = shown[len(reserved[0]) :]
+    return keyed_run(workflow, given, reserved[0][:-1])[0] if given else None
+
+
 def derived_run_id(workflow: str, idempotency_key: str, scope: str | None = None) -> str:
     """Deterministic 26-character id from (workflow, key): the run item's put dedupes.
 
-    ``scope`` gives a caller (a hook) keys of its own: keys hold no control characters
-    (``check_idempotency_key``), so a scoped key's text can never be an unscoped one's."""
+    ``scope`` gives a caller (a sender, an unkeyed child) keys of its own: keys hold no
+    control characters (``check_idempotency_key``), so a scoped key's text can never be
+    an unscoped one's. Which run a key as a run shows it names: ``run_id_for_key``."""
     text = f"{workflow}\x00{idempotency_key}"
     if scope is not None:
         text = f"{workflow}\x00{scope}\x00{idempotency_key}"

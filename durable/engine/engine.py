@@ -17,7 +17,14 @@ from durable.core.callables import WorkflowDef
 from durable.core.claim_check import ClaimCheck
 from durable.core.clock import Clock, SystemClock
 from durable.core.config import EngineConfig
-from durable.core.ids import check_idempotency_key, derived_run_id, new_ulid
+from durable.core.ids import (
+    check_idempotency_key,
+    check_key_scope,
+    check_user_key,
+    keyed_run,
+    new_ulid,
+    run_id_for_key,
+)
 from durable.core.model import (
     RunHistory,
     RunRecord,
@@ -176,20 +183,25 @@ class Engine:
         created it (False: a repeated key's run, or the run attached to).
 
         Invalid input raises ``InvalidInput`` and writes nothing. With an idempotency key
-        (scoped to the workflow, and to ``key_scope`` when given: a hook's keys never meet
-        an operator's) the same key and input return the same run; the same key with
-        another input raises ``IdempotencyConflict``, unless the run is still going and
-        ``if_running="attach"``: then that run is returned ("start it unless it is
-        running").
+        (scoped to the workflow, and to ``key_scope`` when given: a sender's namespace,
+        ``durable.core.ids.SENDER_SCOPES`` or the workflow's webhook's, so a hook's keys
+        never meet an operator's) the same key and input return the same run; the same
+        key with another input raises ``IdempotencyConflict``, unless the run is still
+        going and ``if_running="attach"``: then that run is returned ("start it unless it
+        is running"). A key of one's own (no ``key_scope``) in one of those namespaces
+        (``sqs/...``, ``schedule/...``) is refused: its run would show a sender's key.
         """
         check_if_running(if_running)
         wf = self.app.get_workflow(workflow, version)
         if idempotency_key is not None:
-            check_idempotency_key(idempotency_key, "idempotency_key")
-            run_id = derived_run_id(workflow, idempotency_key, key_scope)
-            # What the run shows: a hook's key with its scope, so nobody mistakes it for an
-            # operator's.
-            stored_key = idempotency_key if key_scope is None else f"{key_scope}/{idempotency_key}"
+            if key_scope is None:
+                check_user_key(idempotency_key, "idempotency_key")
+            else:
+                check_idempotency_key(idempotency_key, "idempotency_key")
+                check_key_scope(wf.name, key_scope)
+            # What the run shows: a sender's key with its scope, so nobody mistakes it for
+            # an operator's.
+            run_id, stored_key = keyed_run(wf.name, idempotency_key, key_scope)
         else:
             run_id, stored_key = new_ulid(self.clock.now()), None
         run = self.new_run(
@@ -235,7 +247,16 @@ class Engine:
     ) -> RunRecord:
         """The PENDING run item of a new run of ``wf`` (nothing written): its input
         validated (``InvalidInput`` names the field) and sealed, due at once so the
-        sweeper starts it if the invocation that should is lost."""
+        sweeper starts it if the invocation that should is lost. The key it shows must
+        name it (``run_by_key``)."""
+        if idempotency_key is not None:
+            if parent is not None:  # a keyed child's ``id=``: never a sender's key
+                check_user_key(idempotency_key, "id")
+            if run_id_for_key(wf.name, idempotency_key) != run_id:
+                raise InvalidInput(
+                    f"idempotency key {idempotency_key!r} names another run than {run_id}",
+                    field="idempotency_key",
+                )
         if not wf.takes_input and input is not None:
             raise InvalidInput(
                 f"workflow {wf.name!r} takes no input; start it without one", field="input"
@@ -566,16 +587,13 @@ class Engine:
         it (an operator's or a keyed child's key as given; a sender's with its namespace:
         ``eventbridge/<id>``, ``sqs/<id>``, ``hook:<name>/<key>``, a schedule's
         ``schedule/<name>/<time>``), or None. A key names one run for its retention, so
-        this is a read of the run id the key derives, not a search."""
+        this is a read of the run id the key derives, not a search: a key in a sender's
+        namespace is looked up only there, any other only as one given as one's own."""
         check_idempotency_key(key, "key")
-        candidates: list[tuple[str, str | None]] = [(key, None)]
-        candidates += [(key[i + 1 :], key[:i]) for i, c in enumerate(key) if c == "/"]
-        for given, scope in candidates:
-            if not given:
-                continue
-            run = self.ledger.get_run(derived_run_id(workflow, given, scope))
-            if run is not None and run.workflow == workflow and run.idempotency_key == key:
-                return run
+        run_id = run_id_for_key(workflow, key)
+        run = self.ledger.get_run(run_id) if run_id is not None else None
+        if run is not None and run.workflow == workflow and run.idempotency_key == key:
+            return run
         return None
 
     def list_runs(

@@ -171,7 +171,11 @@ def _decide(engine: EngineParts, schedule: Schedule, key: str, when: datetime) -
 def _start(engine: EngineParts, schedule: Schedule, key: str) -> Fired:
     """The fire's keyed start: at most one run per key, however often it is called."""
     gate = schedule_gate(schedule) if schedule.overlap == "buffer_one" else None
-    run = engine.start(schedule.workflow, schedule.input, idempotency_key=key, gate=gate)
+    # The schedule's own namespace: a key beginning "schedule/" from anyone else is refused.
+    given = key.removeprefix(KEY_PREFIX)
+    run = engine.start(
+        schedule.workflow, schedule.input, idempotency_key=given, key_scope="schedule", gate=gate
+    )
     return Fired(schedule.name, "started", run.run_id)
 
 
