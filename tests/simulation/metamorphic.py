@@ -807,7 +807,7 @@ class Verdict:
         lines += [f"  [shapes_agree] {m}" for m in self.mismatches[:8]]
         lines += [f"  [returned_body_not_rerun] {r}" for r in self.reruns[:4]]
         lines.append(f"  program: {json.dumps(self.program)[:1500]}")
-        test = "tests/simulation/test_metamorphic.py"
+        test = "tests/simulation/test_metamorphic*.py"
         lines.append(f"  replay: SIM_METAMORPHIC_SEED={self.seed} pytest {test}")
         return "\n".join(lines)
 
