@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Literal
 
+from durable.core.backoff import capped_delay
 from durable.errors import (
     InvalidInput,
     NonDeterminismError,
@@ -89,6 +91,10 @@ _JITTER = random.Random()
 def jitter_share() -> float:
     """A random share in [0, 1) for a jittered delay (recorded by whoever uses it)."""
     return _JITTER.random()
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _aws_code(error: BaseException) -> str | None:
@@ -188,6 +194,8 @@ class RetryPolicy:
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ValueError("RetryPolicy.max_attempts must be >= 1 (1 means never retry)")
+        if not _is_number(self.backoff) or not math.isfinite(self.backoff):
+            raise ValueError(f"RetryPolicy.backoff must be a finite number, not {self.backoff!r}")
         if self.backoff < 1.0:
             raise ValueError(
                 f"RetryPolicy.backoff must be >= 1.0, not {self.backoff}: below 1 each wait "
@@ -260,13 +268,14 @@ class RetryPolicy:
             return None
         if isinstance(error, RetryableError) and error.retry_after is not None:
             return min(error.retry_after, self.max_delay)
-        ceiling = min(
-            self.initial_delay.total_seconds() * self.backoff ** (attempt - 1),
-            self.max_delay.total_seconds(),
+        # Capped before it is computed: 10_000 attempts with backoff=10 reach max_delay,
+        # not a float overflow.
+        ceiling = capped_delay(
+            self.initial_delay, self.backoff, max(0, attempt - 1), self.max_delay
         )
         if self.jitter == "full":
-            return timedelta(seconds=_JITTER.uniform(0, ceiling))
-        return timedelta(seconds=ceiling)
+            return ceiling * _JITTER.random()
+        return ceiling
 
 
 DEFAULT_RETRY = RetryPolicy()

@@ -37,6 +37,34 @@ _RETRY_NOW: Any = object()
 _BODY: Any = object()
 
 
+class ResultMismatch(TerminalError):
+    """A value a body returned (a step's result, a condition check's value) that its
+    return annotation refuses: it cannot be encoded by the annotation, or its JSON does
+    not decode back to it. Terminal: the body did its work and returned, so running it
+    again (a charge made twice) cannot mend the value; fix the annotation or the body."""
+
+
+def recorded_form(x: ExecutionParts, value: Any, annotation: Any, what: str) -> tuple[str, Any]:
+    """``value`` as the ledger records it (encoded by ``annotation`` or its codec, live
+    callback tokens taken out) and the value that text decodes to: what the workflow gets
+    on the first execution, as every replay will.
+
+    A value the annotation rejects raises ``ResultMismatch`` naming ``what``; a codec's
+    failure (``SerdesError``), a missing key service (``SecretsNeedKeys``) and a ledger
+    failure raise as they are, each already saying what it is."""
+    try:
+        encoded = x.redact(x.encode(value, annotation))
+        return encoded, x.decode(encoded, annotation)
+    except (TerminalError, StorageError):
+        raise
+    except Exception as e:
+        expected = "plain JSON (no annotation)" if annotation is serde.NO_ANNOTATION else annotation
+        raise ResultMismatch(
+            f"{what}: its result (a {type(value).__name__}) did not match its return "
+            f"annotation {expected!r}, so it cannot be recorded: {type(e).__name__}: {e}"
+        ) from e
+
+
 def step_key(run: RunRecord, position: str, name: str) -> str:
     """``<run id>.<incarnation>:<position>:<name>``: the same across attempts and
     invocations of a step, and never the same for two runs. A keyed start derives its run
@@ -77,6 +105,9 @@ class StepRun:
         }
         self.attempt_base = int(self.detail.get("attempt_base", 0))
         self.effect_actions: set[str] = set()
+        # The error an effect raised after it had happened (its reference refused): the
+        # body raising it fails the step for good (``effect``).
+        self.refused: BaseException | None = None
 
     # --- record building -------------------------------------------------------------
 
@@ -192,11 +223,9 @@ class StepRun:
                     return self.adopt(adopted, annotation)
             self.x.count_body()
             self.effect_actions.clear()  # an action names one effect per attempt
+            self.refused = None
             try:
                 value = yield _BODY
-                # Redacted before decoding: the first run returns what a replay will.
-                encoded = self.x.redact(self.x.encode(value, annotation))
-                decoded = self.x.decode(encoded, annotation)
             except StorageError as error:
                 if error.retryable:
                     # The ledger or effect store is unavailable (a checkpoint, an effect
@@ -211,22 +240,45 @@ class StepRun:
                 attempt.finished_at = self.x.now_text()
                 attempt.error_class = classify(error)
                 attempt.error = self.x.redact(summarize(error, 500))
+                if error is self.refused:  # an effect that happened: never called again
+                    attempt.error_class = "terminal"
+                    return self.fail_for_good(error, annotation)
                 outcome = yield from self.after_failure(error, annotation)
                 if outcome is _RETRY_NOW:
                     continue
                 return outcome
-            attempt.finished_at = finished = self.x.now_text()
-            try:
-                stored = self.x.write_result(
-                    self.record(StepStatus.DONE, output=encoded, updated_at=finished)
-                )
-            except PayloadTooLarge as error:
-                attempt.error_class = "terminal"
-                attempt.error = summarize(error, 500)
-                return self.fail_for_good(error, annotation)
-            if stored.output != encoded or stored.status != StepStatus.DONE:
-                return self.adopt(stored, annotation)
-            return decoded
+            return self.record_result(value, attempt, annotation)
+
+    def record_result(self, value: Any, attempt: Attempt, annotation: Any) -> Any:
+        """Record what the body returned (DONE) and return it as a replay will decode it.
+
+        The body has returned: whatever goes wrong from here is not its fault, and no
+        retry policy may run it again (a charge that went through is not repeated). A
+        value its annotation rejects (``ResultMismatch``), a codec's ``SerdesError`` and a
+        value too large fail the step for good; only an unavailable ledger ends the
+        invocation for the next one to replay."""
+        try:
+            encoded, decoded = recorded_form(
+                self.x, value, annotation, f"step {self.name!r} at position {self.position}"
+            )
+        except StorageError as error:
+            if error.retryable:  # the ledger (a run's data key), as for the body
+                raise
+            return self.fail_for_good(error, annotation)
+        except Exception as error:
+            return self.fail_for_good(error, annotation)
+        attempt.finished_at = finished = self.x.now_text()
+        try:
+            stored = self.x.write_result(
+                self.record(StepStatus.DONE, output=encoded, updated_at=finished)
+            )
+        except PayloadTooLarge as error:
+            attempt.error_class = "terminal"
+            attempt.error = summarize(error, 500)
+            return self.fail_for_good(error, annotation)
+        if stored.output != encoded or stored.status != StepStatus.DONE:
+            return self.adopt(stored, annotation)
+        return decoded
 
     def mark_running(self) -> StepRecord | None:
         """Write the RUNNING mark an at-most-once body starts after; a final record
@@ -404,4 +456,34 @@ class StepRun:
         call: Callable[[str], Any],
         reconcile: Callable[[str], Any] | None,
     ) -> Any:
-        return self.x.engine.effects.perform(self, action, call, reconcile)
+        # The call (or the lookup that found it) returned: the effect has happened, so a
+        # failure to store its reference (one that is not plain JSON) is not worth
+        # another attempt, which would call the effect again. The attempt loop fails the
+        # step for good when the body raises this error.
+        returned = False
+
+        def called(key: str) -> Any:
+            nonlocal returned
+            reference = call(key)
+            returned = True
+            return reference
+
+        lookup: Callable[[str], Any] | None = None
+        if reconcile is not None:
+            find = reconcile
+
+            def looked_up(key: str) -> Any:
+                nonlocal returned
+                found = find(key)
+                returned = found is not None
+                return found
+
+            lookup = looked_up
+        try:
+            return self.x.engine.effects.perform(self, action, called, lookup)
+        except StorageError:
+            raise  # the effect store's own failure: judged as any other
+        except Exception as error:
+            if returned:
+                self.refused = error
+            raise

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,6 +22,7 @@ from typing_extensions import TypeVar
 
 from durable.aio import run_coroutine
 from durable.core import serde, tokens
+from durable.core.backoff import capped_delay
 from durable.core.callables import callable_name, return_annotation
 from durable.core.codecs import Serdes, coded
 from durable.core.ids import has_control_characters
@@ -36,13 +38,14 @@ from durable.core.ports import ConditionFailed
 from durable.core.retry import error_type_name, jitter_share
 from durable.core.values import NO_STATE
 from durable.engine.active import bind_context, reset_context
+from durable.engine.steps import recorded_form
 from durable.errors import (
     CallbackFailed,
     CallbackTimeout,
     InvalidInput,
     LeaseLost,
-    SerdesError,
     StepFailed,
+    StorageError,
     TerminalError,
 )
 
@@ -132,6 +135,8 @@ def create_callback(
     check_wait_name(name, "callback")
     _check_timeout(timeout)
     _check_heartbeat(heartbeat_timeout, timeout)
+    if heartbeat_timeout is not None:  # with no timeout, it alone sets the expiry
+        _within_lifetime(x, heartbeat_timeout, "heartbeat_timeout")
     if serdes is not None:
         if result_type is not None:
             # The API checks an answer against result_type before it is stored; a codec
@@ -263,9 +268,25 @@ def _expiry(x: ExecutionParts, timeout: timedelta | None, what: str) -> str | No
     """When a new wait times out, refused past the run's lifetime."""
     if timeout is None:
         return None
-    until = x.clock.now() + timeout
+    try:
+        until = x.clock.now() + timeout
+    except OverflowError:  # past any date (timedelta.max): refused as too long, not a crash
+        _within_lifetime(x, timeout, f"the {what}'s timeout")
+        raise
     x.check_lifetime(until, f"{what}'s timeout")
     return format_time(until)
+
+
+def _within_lifetime(x: ExecutionParts, duration: timedelta, what: str) -> None:
+    """Refuse a duration longer than a run may live, before it is added to a date (a
+    ``timedelta.max`` would overflow the date): the ledger keeps what stops a side effect
+    from repeating for that long and no longer."""
+    lifetime = x.config.max_run_lifetime
+    if duration > lifetime:
+        raise ValueError(
+            f"{what} ({duration}) is longer than the run's max_run_lifetime ({lifetime}): "
+            "wait less, or continue long-lived work as a new run (ctx.continue_as_new)"
+        )
 
 
 def _fields(rec: StepRecord) -> dict[str, Any]:
@@ -352,10 +373,23 @@ def _check_condition(
     backoff: float,
     max_attempts: int | None = None,
     jitter: str = "none",
+    max_interval: timedelta | None = None,
 ) -> None:
     if not isinstance(interval, timedelta) or interval <= timedelta(0):
         raise ValueError("interval must be a positive datetime.timedelta")
+    if max_interval is not None and (
+        not isinstance(max_interval, timedelta) or max_interval <= timedelta(0)
+    ):
+        raise ValueError(
+            "max_interval must be a positive datetime.timedelta (or None: ten intervals)"
+        )
     _check_timeout(timeout)
+    if (
+        isinstance(backoff, bool)
+        or not isinstance(backoff, int | float)
+        or not math.isfinite(backoff)
+    ):
+        raise ValueError(f"backoff must be a finite number >= 1.0, not {backoff!r}")
     if backoff < 1.0:
         raise ValueError(
             f"backoff must be >= 1.0, not {backoff}: below 1 each wait would be shorter than "
@@ -386,12 +420,12 @@ def wait_for_condition(
     jitter: str = "none",
     serdes: Serdes[Any] | None = None,
 ) -> Any:
-    _check_condition(interval, timeout, backoff, max_attempts, jitter)
+    _check_condition(interval, timeout, backoff, max_attempts, jitter, max_interval)
     stateful = initial_state is not NO_STATE
     if until is not None and not stateful:
         raise ValueError("until= decides on a state: pass initial_state= with it")
     step_name = callable_name(check, name)
-    cap = max_interval or interval * 10
+    cap = _poll_cap(x, interval, max_interval)
     policy = x.resolve_options(check, None, None, None).retry
     position = x.next_position()
     # The result and the state are encoded by the codec when one is given.
@@ -415,6 +449,7 @@ def wait_for_condition(
     expires = rec.expires_at if rec is not None else _expiry(x, timeout, "condition")
     # The state the last poll left (recorded with it): a resumed run goes on from there.
     state = _last_state(x, rec, annotation, initial_state)
+    state_text: str | None = None  # the state as recorded, once a check has returned one
     base = x.new_record(
         position, step_name, StepKind.CONDITION, StepStatus.WAITING, expires_at=expires
     )
@@ -432,47 +467,89 @@ def wait_for_condition(
         if error is not None and policy.next_delay(errors, error) is None:
             _fail_condition(x, base, error)
         if error is None and stateful:
-            # A codec's state is what it decodes, in memory as after a park: ``until`` and
-            # the next check see one state whether the run parked between checks or not.
-            state = value if codec is None else x.decode(_encode(x, base, value, codec), codec)
+            # The state is what its record decodes to (by the annotation, or the codec),
+            # in memory as after a park: ``until`` and the next check see one state
+            # whether the run parked between checks or not (an int-keyed dict is keyed
+            # by text once it was JSON, so it is from the start).
+            state_text, state = _recorded(x, base, value, annotation)
         met = error is None and (_met(x, base, until, state) if stateful else bool(value))
         if met or (max_attempts is not None and attempt >= max_attempts):
-            return _end_condition(x, base, annotation, met, state if stateful else value)
-        wake = _next_poll(x, min(interval * backoff ** (attempt - 1), cap), jitter, expires)
+            result, text = (state, state_text) if stateful else (value, None)
+            return _end_condition(x, base, annotation, met, result, text)
+        # Capped before it grows: polled every second for an hour with backoff=2.0, the
+        # formula alone would pass what a timedelta holds after some 80 checks.
+        wake = _next_poll(x, capped_delay(interval, backoff, attempt - 1, cap), jitter, expires)
         if x.can_wait_in_process(wake - x.clock.now(), x.config.default_step_budget):
             x.idle(max(0.0, (wake - x.clock.now()).total_seconds()))
             continue
-        base.wake_at = format_time(wake)
-        base.error_summary = f"{error_type_name(error)}: {error}"[:1000] if error else None
-        base.detail = {"errors": errors} if errors else None
-        if stateful:
-            # (A callback token in it is redacted by the write boundary like anywhere.)
-            base.checkpoint = {"payload_version": 1, "state": _encode(x, base, state, annotation)}
-        x.write_fenced(base)
-        raise x.suspend(base.wake_at, position)
+        if stateful and state_text is None:  # no check returned a state yet (each raised)
+            state_text = _recorded(x, base, state, annotation)[0]
+        raise _park(x, base, wake, error, errors, state_text if stateful else None)
+
+
+def _park(
+    x: ExecutionParts,
+    base: StepRecord,
+    wake: datetime,
+    error: Exception | None,
+    errors: int,
+    state_text: str | None,
+) -> BaseException:
+    """Record the wait with its next check's time (and the last check's error, the count
+    of failed checks in a row, the state as recorded), and return the suspension that ends
+    the invocation until then."""
+    base.wake_at = format_time(wake)
+    base.error_summary = f"{error_type_name(error)}: {error}"[:1000] if error else None
+    base.detail = {"errors": errors} if errors else None
+    if state_text is not None:
+        base.checkpoint = {"payload_version": 1, "state": state_text}
+    x.write_fenced(base)
+    return x.suspend(base.wake_at, base.position)
 
 
 def _end_condition(
-    x: ExecutionParts, base: StepRecord, annotation: Any, met: bool, result: Any
+    x: ExecutionParts,
+    base: StepRecord,
+    annotation: Any,
+    met: bool,
+    result: Any,
+    text: str | None = None,
 ) -> Any:
     """Met (its result recorded and returned), or out of checks (``max_attempts``): then
-    the wait ends as a timeout would, ``CallbackTimeout``, saying why."""
+    the wait ends as a timeout would, ``CallbackTimeout``, saying why. ``text`` is the
+    result as recorded already (a state), else it is encoded here."""
     base.status = StepStatus.DONE if met else StepStatus.TIMED_OUT
     if met:
-        base.output = x.redact(_encode(x, base, result, annotation))
+        base.output = text if text is not None else _recorded(x, base, result, annotation)[0]
     else:
         base.error_summary = f"not met after {base.attempt} checks (max_attempts)"
     return _settled(x.write_fenced(base), "condition", annotation, x)
 
 
-def _encode(x: ExecutionParts, base: StepRecord, value: Any, annotation: Any) -> str:
-    """A condition's result or state as stored; a codec that cannot encode it fails the
-    wait, recorded (``StepFailed``), as a check that fails for good does: a replay reads
-    the failure instead of polling again."""
+def _recorded(x: ExecutionParts, base: StepRecord, value: Any, annotation: Any) -> tuple[str, Any]:
+    """A condition's result or state as stored, and the value that text decodes to. A
+    value its annotation rejects (``ResultMismatch``) or its codec cannot encode
+    (``SerdesError``) fails the wait, recorded (``StepFailed``), as a check that fails for
+    good does: a replay reads the failure instead of polling the outside again."""
     try:
-        return x.encode(value, annotation)
-    except SerdesError as e:
+        return recorded_form(x, value, annotation, f"condition {base.name!r} at {base.position}")
+    except StorageError as e:
+        if e.retryable:  # the ledger, not the value: the next invocation polls again
+            raise
         _fail_condition(x, base, e)
+    except Exception as e:
+        _fail_condition(x, base, e)
+
+
+def _poll_cap(x: ExecutionParts, interval: timedelta, max_interval: timedelta | None) -> timedelta:
+    """The longest wait between two checks: ``max_interval``, by default ten intervals,
+    never more than the run's lifetime (a later check could not run anyway), so the next
+    check's time is always a date the ledger can hold."""
+    _within_lifetime(x, interval, "the condition's interval")
+    lifetime = x.config.max_run_lifetime
+    if max_interval is not None:
+        return min(max_interval, lifetime)
+    return min(interval * 10, lifetime)
 
 
 def _next_poll(x: ExecutionParts, delay: timedelta, jitter: str, expires: str | None) -> datetime:
