@@ -47,6 +47,7 @@ from durable.core.secrets import SEALED, LocalKeys, open_sealer
 from durable.engine.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine.engine import Engine, Outcome
 from durable.engine.fanout import BRANCH_THREAD
+from durable.engine.lineage import chain_end
 from durable.engine.registry import App
 from durable.engine.schedules import Fired, fire
 from durable.errors import RunNotFound
@@ -341,8 +342,15 @@ class LocalRunner:
     def result(self, run_id: str) -> Any:
         """The run's result, decoded by its workflow's return type (a pydantic model comes
         back as one, secrets opened), as ``ctx.run_child`` would return it; raises
-        ``RunNotSucceeded`` (its status and error) for a run that has not succeeded."""
+        ``RunNotSucceeded`` (its status and error) for a run that has not succeeded.
+
+        A run that continued as new has the outcome of the run that ends its chain
+        (``durable.engine.lineage``): its result is that run's, as a parent attached to
+        it gets; ``get_run`` still shows each run as it is."""
         run = self.get_run(run_id)
+        end = chain_end(self.memory_ledger.get_run, run, max_hops=10_000)
+        if end is not None and end.run_id != run.run_id:
+            run = self.get_run(end.run_id)
         if run.status != RunStatus.SUCCEEDED:
             raise RunNotSucceeded(run)
         annotation = self.app.get_workflow(run.workflow, run.version).return_annotation

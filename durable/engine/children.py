@@ -56,6 +56,7 @@ from durable.core.model import (
 from durable.core.ports import ChildReport, ConditionFailed, RunExists
 from durable.core.retention import incarnation
 from durable.engine.engine_parts import IfRunning
+from durable.engine.lineage import follow
 from durable.errors import (
     ChildFailed,
     InvalidInput,
@@ -209,18 +210,29 @@ def _start(
         # Not this run's (the record and the child are written together, so a child of
         # this run at this position would have left the record a replay finds first):
         # a run with that key, started by an operator or by the run this one was forked
-        # from. Finished with the same input, it is the same run: take its outcome.
+        # from. Finished with the same input, it is the same run: take its outcome. One
+        # that continued as new is that run too, and its chain's end has its outcome: a
+        # chain still going is a run still running (``durable.engine.lineage``).
         existing = e.existing
-        if existing.terminal and (existing.workflow, existing.input_hash) == (
+        end, going = existing, not existing.terminal
+        if existing.terminal:
+            reached = follow(x.ledger.get_run, existing)
+            end, going = reached.run, not reached.whole or not reached.run.terminal
+        if going and if_running == "attach":
+            _check_not_own_line(x, existing.run_id, id)
+            if end.run_id != existing.run_id:
+                _check_not_own_line(x, end.run_id, id)
+            detail = {**child_detail(existing.run_id), "attached": True}
+            if end.run_id != existing.run_id:
+                detail["follow"] = end.run_id  # where the next look walks on from
+            step.detail = detail
+            return x.write_fenced(step)
+        if not going and (existing.workflow, existing.input_hash) == (
             child.workflow,
             child.input_hash,
         ):
-            return x.write_fenced(_settled_from(step, existing, x.now_text()))
-        if not existing.terminal and if_running == "attach":
-            _check_not_own_line(x, existing.run_id, id)
-            step.detail = {**child_detail(existing.run_id), "attached": True}
-            return x.write_fenced(step)
-        if existing.terminal:
+            return x.write_fenced(_settled_from(step, end, x.now_text(), existing.run_id))
+        if not going:
             advice = (
                 "it has ended with another input; a key names one run for its retention, "
                 "so key each new run apart (add the date, say)"
@@ -230,6 +242,10 @@ def _start(
                 'it is still running: pass if_running="attach" to take that run instead '
                 "of starting one, or key each new run apart"
             )
+            if end.run_id != existing.run_id:
+                advice = f"it continued as new and its chain goes on in run {end.run_id}; " + (
+                    advice.removeprefix("it is still running: ")
+                )
         raise InvalidInput(
             f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
             f"{existing.status.value}): {advice}",
@@ -291,19 +307,30 @@ def is_attached(rec: StepRecord) -> bool:
 def _look_at_attached(x: ExecutionParts, rec: StepRecord) -> StepRecord:
     """Settle the record from the attached run once it has ended; until then, suspend to
     look again after a tenth of the time waited so far (``ATTACHED_LOOK_MIN`` to
-    ``_MAX``): no report comes from a run that is not this run's child."""
-    attached = x.ledger.get_run(child_of(rec))
+    ``_MAX``): no report comes from a run that is not this run's child.
+
+    A run that continued as new has not ended: its chain's end has (or will have) its
+    outcome. The record keeps the furthest run of the chain it reached (``follow``), so
+    each look walks on from there, and the run it names may expire meanwhile."""
+    named = child_of(rec)
+    start_id = str((rec.detail or {}).get("follow") or named)
+    attached = x.ledger.get_run(start_id)
     if attached is None:
         gone = replace(
             rec,
             status=StepStatus.TERMINAL_FAILED,
             error_type="ChildGone",
-            error_summary=f"run {child_of(rec)} no longer exists (its retention ended)",
+            error_summary=f"run {start_id} no longer exists (its retention ended)",
             updated_at=x.now_text(),
         )
         return x.write_fenced(gone)
-    if attached.terminal:
-        return x.write_fenced(_settled_from(rec, attached, x.now_text()))
+    reached = follow(x.ledger.get_run, attached)
+    end = reached.run
+    if reached.whole and end.terminal:
+        return x.write_fenced(_settled_from(rec, end, x.now_text(), named))
+    if end.run_id != start_id:
+        # Walked on: keep the place (same record, same wait so far) for the next look.
+        rec = x.write_fenced(replace(rec, detail={**(rec.detail or {}), "follow": end.run_id}))
     now = x.clock.now()
     waited = now - parse_time(rec.updated_at)
     look = min(max(waited / 10, ATTACHED_LOOK_MIN), ATTACHED_LOOK_MAX)
@@ -402,14 +429,24 @@ def outcome_report(
     )
 
 
-def _settled_from(rec: StepRecord, child: RunRecord, now: str) -> StepRecord:
+def _settled_from(
+    rec: StepRecord, child: RunRecord, now: str, named: str | None = None
+) -> StepRecord:
     """``rec`` settled by the outcome of the finished run ``child``: its own child, or a
     run with the same key and input an operator (or the run this one was forked from)
-    started, which is adopted as if it had been started here."""
+    started, which is adopted as if it had been started here.
+
+    ``named``: the run the record names when ``child`` is the end of its chain (a run
+    that continued as new): the record keeps naming it (a handle's ``run_id`` is the
+    same on every replay) and says which run ended the chain (``ended_in``)."""
     changes: dict[str, Any] = {"status": child.status.value, "output": child.output}
     if child.error is not None:
         changes["error"] = child.error
-    return settle_child_record(rec, outcome_report(child, changes, rec.run_id, rec.position), now)
+    report = outcome_report(child, changes, rec.run_id, rec.position)
+    if named is None or named == child.run_id:
+        return settle_child_record(rec, report, now)
+    settled = settle_child_record(rec, replace(report, child_id=named), now)
+    return replace(settled, detail={**(settled.detail or {}), "ended_in": child.run_id})
 
 
 def child_annotation(x: ExecutionParts, rec: StepRecord, newest: WorkflowDef) -> Any:

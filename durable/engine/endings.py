@@ -28,20 +28,31 @@ from durable.core.model import RunError, RunHistory, RunRecord, RunStatus, forma
 from durable.core.ports import ConditionFailed, RunExists, RunGuard
 from durable.core.retry import error_type_name
 from durable.engine.children import cancel_children, report_of
-from durable.engine.interrupts import ContinueAsNew, WorkerInterrupted, message_of, summarize
+from durable.engine.events import hand_over_signals, unconsumed_signals
+from durable.engine.interrupts import (
+    ContinueAsNew,
+    InboxChanged,
+    WorkerInterrupted,
+    message_of,
+    summarize,
+)
+from durable.engine.lineage import hand_over_slot, is_schedule_gate, marker_output
 from durable.engine.sagas import run_compensations
 from durable.errors import (
     ChildFailed,
     Handoff,
+    InvalidInput,
     LeaseLost,
     RunCanceled,
     StepFailed,
     StorageError,
     Suspend,
     TerminalError,
+    WorkflowNotFound,
 )
 
 if TYPE_CHECKING:
+    from durable.core.callables import WorkflowDef
     from durable.engine.engine_parts import EngineParts
     from durable.engine.execution_parts import ExecutionParts
 
@@ -376,31 +387,25 @@ class Endings:
 
         The successor's id is a fresh ULID, never one derived from this run: anyone who
         can start keyed runs could otherwise create a run under it first.
+
+        The write is also guarded by the inbox this replay saw: a signal (or any event)
+        that arrived since is replayed first (``InboxChanged``), so the signals the run
+        leaves unconsumed are exactly the ones this replay holds. Those are handed to the
+        successor right after the write, before it is invoked, and the count goes in the
+        marker (``durable.engine.events.hand_over_signals``): a worker that dies in
+        between leaves the successor a count its own first invocation makes good.
         """
-        wf = x.workflow
-        now = self.clock.now()
-        stamp = format_time(now)
-        successor_id = new_ulid(now)
-        sealer, data_key = self.engine.new_sealer(successor_id, wf.input_annotation)
-        input_text = serde.validate_input(input_value, wf.input_annotation, wf.name, sealer)
-        successor = RunRecord(
-            run_id=successor_id,
-            workflow=wf.name,
-            version=wf.version,
-            status=RunStatus.PENDING,
-            input=input_text,
-            input_hash=serde.identity_hash(input_text),
-            created_at=stamp,
-            updated_at=stamp,
-            requested_by=x.run.requested_by,
-            due_at=stamp,
-            continued_from=x.run.run_id,
-            data_key=data_key,
-            gate=self.engine.admission.gate_for(wf, input_text),
-        )
-        output = serde.canonical_json({"continued_as_new": successor.run_id})
+        successor = self._successor(x, input_value)
+        left = unconsumed_signals(x.signals, x.steps)
+        output = serde.canonical_json(marker_output(successor.run_id, len(left)))
         changes = self.final_changes({"status": RunStatus.SUCCEEDED.value, "output": output})
-        guard = RunGuard(fence=x.run.fence, owner=x.owner, statuses=ACTIVE, no_cancel=True)
+        guard = RunGuard(
+            fence=x.run.fence,
+            owner=x.owner,
+            statuses=ACTIVE,
+            no_cancel=True,
+            inbox=x.events_inbox,
+        )
         try:
             self.ledger.continue_run(x.run.run_id, guard, changes, successor)
         except ConditionFailed as e:
@@ -408,11 +413,66 @@ class Endings:
             if current is not None and current.fence == x.run.fence and current.cancel_requested:
                 x.run = current
                 return self._cancel(x)
+            if current is not None and (current.fence, current.lease_owner) == (
+                x.run.fence,
+                x.owner,
+            ):
+                raise InboxChanged(current.inbox) from e  # an event came: replay with it
             return Outcome(x.run.run_id, "lease_lost")
         except RunExists as e:  # a ULID collision: never in practice, and never adopted
             raise StorageError("successor id taken; try again", retryable=True) from e
+        gate = successor.gate
+        if gate is not None and is_schedule_gate(gate) and gate == x.run.gate:
+            # A schedule's one slot goes to the successor, not back to the gate: the
+            # buffered fire waits for the chain, not for this link.
+            hand_over_slot(self.ledger, gate, x.run.run_id, successor.run_id)
+        if left:
+            hand_over_signals(self.engine, x.run.run_id, left, successor.run_id)
         self.engine.invoke_worker(successor.run_id, "start")
         return Outcome(x.run.run_id, "succeeded", RunStatus.SUCCEEDED.value)
+
+    def _successor(self, x: ExecutionParts, input_value: Any) -> RunRecord:
+        """The successor's run item (nothing written). It runs the version a new start
+        would (the newest registered here) when its input validates for that version, so
+        a looping chain leaves an old version once a new one is deployed; else the
+        version this run ran. It keeps this run's schedule gate (a buffer_one schedule's
+        one slot); any other gate is the one its own input names, as for any start."""
+        now = self.clock.now()
+        stamp = format_time(now)
+        successor_id = new_ulid(now)
+        own = x.workflow
+        candidates: list[WorkflowDef] = [own]
+        try:
+            newest = self.engine.app.get_workflow(own.name)
+        except WorkflowNotFound:
+            newest = own
+        if newest.version > own.version:
+            candidates.insert(0, newest)
+        for wf in candidates:
+            sealer, data_key = self.engine.new_sealer(successor_id, wf.input_annotation)
+            try:
+                input_text = serde.validate_input(input_value, wf.input_annotation, wf.name, sealer)
+            except InvalidInput:
+                if wf is own:
+                    raise
+                continue  # the newest version refuses this input: stay on this one
+            gate = x.run.gate if is_schedule_gate(x.run.gate) else None
+            return RunRecord(
+                run_id=successor_id,
+                workflow=wf.name,
+                version=wf.version,
+                status=RunStatus.PENDING,
+                input=input_text,
+                input_hash=serde.identity_hash(input_text),
+                created_at=stamp,
+                updated_at=stamp,
+                requested_by=x.run.requested_by,
+                due_at=stamp,
+                continued_from=x.run.run_id,
+                data_key=data_key,
+                gate=gate or self.engine.admission.gate_for(wf, input_text),
+            )
+        raise AssertionError("unreachable: the run's own version either validates or raises")
 
 
 def _died(times: int, where: str) -> WorkerInterrupted:

@@ -9,6 +9,8 @@ send meets the first one in the ledger's conditional write and gets it back.
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -18,16 +20,19 @@ from durable.core.ids import check_idempotency_key, new_ulid
 from durable.core.leases import decided_batch_above, positions_above
 from durable.core.model import (
     RunRecord,
+    RunStatus,
     SignalRecord,
     StepKind,
     StepRecord,
     StepStatus,
     format_time,
     position_key,
+    signal_order,
 )
 from durable.core.ports import RunFinished, SignalExists, WaitNotPending
-from durable.core.retention import leftover_cutoff
+from durable.core.retention import leftover_cutoff, visible_history
 from durable.core.secrets import SEALED, is_sealed, transform
+from durable.engine.lineage import carried_signals, chain_end, named_successor
 from durable.engine.waits import check_wait_name, heartbeat_expiry
 from durable.errors import (
     AmbiguousWait,
@@ -42,6 +47,8 @@ from durable.errors import (
 
 if TYPE_CHECKING:
     from durable.engine.engine_parts import EngineParts
+
+log = logging.getLogger("durable.events")
 
 
 def _json_text(value: Any, field: str) -> str:
@@ -352,7 +359,12 @@ def send_signal(
     key: str | None = None,
     sent_by: str | None = None,
 ) -> SignalDelivery:
-    """Store a signal and wake the run; with ``key``, a repeat returns the stored one."""
+    """Store a signal and wake the run; with ``key``, a repeat returns the stored one.
+
+    A run that continued as new takes no more signals; one sent to it goes to the run
+    that carries its chain now (``durable.engine.lineage``), as every handle to a run
+    follows its chain. A keyed one is looked for under the addressed run first: a repeat
+    of a signal that run took is answered with that signal."""
     try:
         check_wait_name(name, "signal")
     except ValueError as e:
@@ -365,10 +377,60 @@ def send_signal(
     run = engine.ledger.get_run(run_id)
     if run is None:
         raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
-    # A keyed send to a finished run goes on to the ledger: if it repeats a signal the run
-    # took before it finished, the answer is that signal (the ledger writes nothing).
-    if run.terminal and key_hash is None:
-        raise InvalidState(f"run {run_id} is {run.status.value}; it takes no more signals")
+    for _ in range(FORWARDS):
+        if run.terminal and key_hash is None:
+            run = _forwarded(engine, run, run_id)
+        try:
+            return _send(engine, run, name, text, key_hash, payload_hash, sent_by)
+        except RunFinished as e:
+            # It ended (a keyed send to an ended run gets here too, after the ledger found
+            # no repeat): go on to its chain's end, or refuse as before.
+            current = engine.ledger.get_run(run.run_id) or run
+            if not current.terminal:
+                raise InvalidState(
+                    f"run {run.run_id} has finished; it takes no more signals"
+                ) from e
+            run = _forwarded(engine, current, run_id)
+    raise InvalidState(f"run {run_id} keeps continuing as new; send the signal again")
+
+
+# Times one send follows a chain that moves on while it sends (each link continued as new
+# between the read and the write): never more than a couple in practice.
+FORWARDS = 5
+
+
+def _forwarded(engine: EngineParts, run: RunRecord, addressed: str) -> RunRecord:
+    """The run a signal for the ended ``run`` goes to: the going end of its chain, its
+    inherited signals in place first (so this one is consumed after them); else the
+    refusal an ended run's send always got."""
+    end = chain_end(engine.ledger.get_run, run)
+    if end is None or end.run_id == run.run_id or end.terminal:
+        where = (
+            "" if end is None or end.run_id == run.run_id else f" (its chain ended in {end.run_id})"
+        )
+        raise InvalidState(
+            f"run {addressed} is {run.status.value}{where}; it takes no more signals"
+        )
+    ensure_inherited(engine, end)
+    return end
+
+
+def _send(
+    engine: EngineParts,
+    run: RunRecord,
+    name: str,
+    text: str,
+    key_hash: str | None,
+    payload_hash: str | None,
+    sent_by: str | None,
+) -> SignalDelivery:
+    """One signal to ``run``: stored (or its repeat found), then a worker. ``RunFinished``
+    when the run ended before the write."""
+    run_id = run.run_id
+    if run.continued_from is not None and run.status == RunStatus.PENDING:
+        # Not replayed yet: what its predecessor left may not all be here (that worker
+        # died before handing it over): in place first, so this one comes after it.
+        ensure_inherited(engine, run)
     now = engine.clock.now()
     signal = SignalRecord(
         run_id,
@@ -398,7 +460,95 @@ def send_signal(
         if not run.terminal and run.due_at is not None and run.due_at <= format_time(now):
             engine.invoke_worker(run_id, "signal")
         return SignalDelivery(stored, duplicate=True)
-    except RunFinished as e:
-        raise InvalidState(f"run {run_id} has finished; it takes no more signals") from e
     engine.invoke_worker(run_id, "signal")
     return SignalDelivery(signal, duplicate=False)
+
+
+# --- signals a run leaves when it continues as new ----------------------------------------
+
+
+def unconsumed_signals(
+    signals: list[SignalRecord], steps: Mapping[str, StepRecord]
+) -> list[SignalRecord]:
+    """The signals a run holds that no wait of it consumed, in arrival order."""
+    consumed = {
+        (s.detail or {}).get("signal_id")
+        for s in steps.values()
+        if s.kind == StepKind.SIGNAL and s.status == StepStatus.DONE
+    }
+    return sorted(
+        (s for s in signals if s.consumed_by is None and s.signal_id not in consumed),
+        key=signal_order,
+    )
+
+
+def carried_by(predecessor_id: str) -> str:
+    """The ``sent_by`` of a signal a run handed to its successor: that run sent it on."""
+    return f"run {predecessor_id}"
+
+
+def hand_over_signals(
+    engine: EngineParts, predecessor_id: str, signals: list[SignalRecord], successor_id: str
+) -> int:
+    """Copy ``signals`` (a run's unconsumed ones, in arrival order) to its successor, in
+    order; returns how many were stored now. Each copy is keyed (the original's key, or
+    one made of the original's id), so copying again, by a second worker or after a
+    crash, stores nothing twice; a copy is stored only after the one before it exists,
+    so the order holds whoever copies. Every copy says which run sent it on."""
+    stored = 0
+    for signal in signals:
+        now = format_time(engine.clock.now())
+        copy = SignalRecord(
+            successor_id,
+            signal.name,
+            signal.signal_id,
+            signal.payload,
+            now,
+            key_hash=signal.key_hash or signal_key_hash(f"continued/{signal.signal_id}"),
+            payload_hash=signal.payload_hash
+            or serde.sha256_hex(serde.canonical_json(json.loads(signal.payload))),
+            sent_by=carried_by(predecessor_id),
+        )
+        try:
+            engine.ledger.add_signal(copy, now=now)
+        except SignalExists:
+            continue  # copied already
+        except RunFinished:
+            # The successor ended before it got them (canceled at once): they end with it,
+            # as any run's unconsumed signals do.
+            log.warning(
+                "run %s ended before the signals of run %s reached it",
+                successor_id,
+                predecessor_id,
+            )
+            return stored
+        stored += 1
+    return stored
+
+
+def ensure_inherited(
+    engine: EngineParts, run: RunRecord, held: list[SignalRecord] | None = None
+) -> bool:
+    """Make sure ``run`` holds the signals its predecessor handed over (the count its
+    marker gives); copy the missing ones from the predecessor when not. ``held``: the
+    signals of ``run`` when the caller has them (else they are read). Whether any copy
+    was stored now. Cheap when nothing is owed: one read of the predecessor's run item."""
+    if run.continued_from is None:
+        return False
+    predecessor = engine.ledger.get_run(run.continued_from)
+    if predecessor is None or named_successor(predecessor) != run.run_id:
+        return False
+    owed = carried_signals(predecessor)
+    if owed == 0:
+        return False
+    if held is None:
+        loaded = visible_history(engine.ledger.load(run.run_id))
+        held = loaded.signals if loaded is not None else []
+    sender = carried_by(predecessor.run_id)
+    if sum(1 for s in held if s.sent_by == sender) >= owed:
+        return False
+    before = visible_history(engine.ledger.load(predecessor.run_id))
+    if before is None:
+        return False
+    left = unconsumed_signals(before.signals, before.steps)
+    return hand_over_signals(engine, predecessor.run_id, left, run.run_id) > 0

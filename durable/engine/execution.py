@@ -46,6 +46,7 @@ from durable.core.values import RECORDED_VALUES
 from durable.engine.active import bind_context, reset_context
 from durable.engine.context import Context
 from durable.engine.cursor import Compensation, Cursor, bound_cursor
+from durable.engine.events import ensure_inherited
 from durable.engine.interrupts import (
     BranchParked,
     BranchStopped,
@@ -291,6 +292,7 @@ class Execution(LeaseKeeping):
         return Context(self)
 
     def run_workflow(self) -> Any:
+        self._inherit_signals()
         ctx = Context(self)
         args: list[Any] = [ctx]
         if self.workflow.takes_input:
@@ -305,6 +307,21 @@ class Execution(LeaseKeeping):
                 return self.workflow.fn(*args)
         finally:
             reset_context(token)
+
+    def _inherit_signals(self) -> None:
+        """A continue-as-new successor's first replay: the signals its predecessor left
+        unconsumed must be here before its code runs (the predecessor's worker hands them
+        over after its final write, and may have died first). Copied now if not, then
+        replayed again with them (``InboxChanged``). Once the run has recorded anything,
+        it had them: this replay began after they were in place."""
+        if self.run.continued_from is None or self.steps or self.dry_run:
+            return
+        if not ensure_inherited(self.engine, self.run, self.signals):
+            return
+        current = self.ledger.get_run(self.run.run_id)
+        if current is None or (current.fence, current.lease_owner) != (self.run.fence, self.owner):
+            raise LeaseLost()
+        raise InboxChanged(current.inbox)
 
     # --- recorded values (now, uuid, random) -----------------------------------------
 

@@ -98,6 +98,9 @@ class ExecutionParts(Protocol):
     def signals(self) -> list[SignalRecord]: ...
 
     @property
+    def events_inbox(self) -> int: ...
+
+    @property
     def tokens(self) -> set[str]: ...
 
     @property
