@@ -174,7 +174,12 @@ def _start(engine: EngineParts, schedule: Schedule, key: str) -> Fired:
     # The schedule's own namespace: a key beginning "schedule/" from anyone else is refused.
     given = key.removeprefix(KEY_PREFIX)
     run = engine.start(
-        schedule.workflow, schedule.input, idempotency_key=given, key_scope="schedule", gate=gate
+        schedule.workflow,
+        schedule.input,
+        idempotency_key=given,
+        key_scope="schedule",
+        requested_by=fired_by(schedule),
+        gate=gate,
     )
     return Fired(schedule.name, "started", run.run_id)
 
@@ -199,10 +204,24 @@ def schedule_gate(schedule: Schedule) -> str:
     return gate_name("S", schedule.workflow, schedule.name)
 
 
+def fired_by(schedule: Schedule) -> str:
+    """The ``requested_by`` of the runs a schedule starts. A continue-as-new successor
+    copies it (and has no key), so the schedule knows every run of its chains by it;
+    no caller of the API can give it (theirs is an IAM identity, a hook's or a source's
+    name with a prefix of its own)."""
+    return f"schedule:{schedule.name}"
+
+
 def _running(engine: EngineParts, schedule: Schedule, enough: int) -> list[str]:
     """Up to ``enough`` runs this schedule started that have not ended (the listing
-    index), oldest status first: PENDING (waiting) runs come before the going ones."""
+    index), oldest status first: PENDING (waiting) runs come before the going ones.
+
+    A run of the schedule is one its fire keyed, or a continue-as-new successor of one:
+    the chain is the run the overlap rule is about (an hourly sync that pages with
+    ``continue_as_new`` is still going). Both are in the same listing, so this costs
+    no read more."""
     prefix = f"{KEY_PREFIX}{schedule.name}/"
+    marker = fired_by(schedule)
     found: list[str] = []
     for status in ACTIVE:
         cursor: str | None = None
@@ -211,7 +230,9 @@ def _running(engine: EngineParts, schedule: Schedule, enough: int) -> list[str]:
                 workflow=schedule.workflow, status=status.value, limit=100, cursor=cursor
             )
             for run in page.items:
-                if (run.idempotency_key or "").startswith(prefix):
+                if (run.idempotency_key or "").startswith(prefix) or (
+                    run.continued_from is not None and run.requested_by == marker
+                ):
                     found.append(run.run_id)
                     if len(found) >= enough:
                         return found
