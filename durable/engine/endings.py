@@ -413,9 +413,10 @@ class Endings:
             if current is not None and current.fence == x.run.fence and current.cancel_requested:
                 x.run = current
                 return self._cancel(x)
-            if current is not None and (current.fence, current.lease_owner) == (
-                x.run.fence,
-                x.owner,
+            if (
+                current is not None
+                and (current.fence, current.lease_owner) == (x.run.fence, x.owner)
+                and current.inbox != x.events_inbox
             ):
                 raise InboxChanged(current.inbox) from e  # an event came: replay with it
             return Outcome(x.run.run_id, "lease_lost")
@@ -448,15 +449,18 @@ class Endings:
             newest = own
         if newest.version > own.version:
             candidates.insert(0, newest)
+        kept_gate = x.run.gate if is_schedule_gate(x.run.gate) else None
         for wf in candidates:
             sealer, data_key = self.engine.new_sealer(successor_id, wf.input_annotation)
             try:
+                if wf is not own and not wf.takes_input and input_value is not None:
+                    raise InvalidInput(f"workflow {wf.name!r} takes no input", field="input")
                 input_text = serde.validate_input(input_value, wf.input_annotation, wf.name, sealer)
+                gate = kept_gate or self.engine.admission.gate_for(wf, input_text)
             except InvalidInput:
                 if wf is own:
                     raise
                 continue  # the newest version refuses this input: stay on this one
-            gate = x.run.gate if is_schedule_gate(x.run.gate) else None
             return RunRecord(
                 run_id=successor_id,
                 workflow=wf.name,
@@ -470,7 +474,7 @@ class Endings:
                 due_at=stamp,
                 continued_from=x.run.run_id,
                 data_key=data_key,
-                gate=gate or self.engine.admission.gate_for(wf, input_text),
+                gate=gate,
             )
         raise AssertionError("unreachable: the run's own version either validates or raises")
 
