@@ -15,10 +15,15 @@ from typing import Any
 import pytest
 
 from durable import App, Context, RunStatus
+from durable.adapters.dynamodb import DynamoLedger
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
+from durable.core.clock import FakeClock
 from durable.core.model import SignalRecord
+from durable.engine.engine import Engine
 from durable.engine.schedules import schedule_gate
 from durable.errors import InvalidInput, InvalidState
 from durable.testing import LocalRunner, RunNotSucceeded
+from tests.conftest import MakeTables, aws_client
 
 pytestmark = pytest.mark.unit
 
@@ -543,3 +548,44 @@ def test_the_version_a_successor_runs() -> None:
     assert [runner.get_run(r).version for r in ids[:2]] == [1, 1]
     with pytest.raises(InvalidInput):
         runner.start("loop", 0)  # a new start of v2 refuses the int too
+
+
+def test_pending_signals_and_callbacks_on_dynamodb(
+    mock_aws_session: None, make_tables: MakeTables
+) -> None:
+    """The same hand-over on the DynamoDB ledger (moto): the copies are keyed items of
+    the successor, and a keyed repeat to the first run's id is still one signal."""
+    client = aws_client("dynamodb", None)
+    name, _ = make_tables(client)
+    clock = FakeClock()
+    invoker = MemoryInvoker()
+    engine = Engine(
+        batch_app(), DynamoLedger(client, name), invoker, MemoryEffectStore(), clock=clock
+    )
+
+    def drain() -> None:
+        while (job := invoker.pop()) is not None:
+            engine.resume(job.run_id, reason=job.reason)
+
+    run = engine.start("batch", [])
+    drain()
+    engine.signal(run.run_id, "item", "a")
+    engine.signal(run.run_id, "item", "b", key="kb")
+    drain()
+    clock.advance(timedelta(minutes=5))
+    engine.resume(run.run_id, reason="timer")  # takes "a", continues with "b" left
+    drain()
+    again = engine.signal(run.run_id, "item", "b", key="kb")  # a repeat: stored once
+    engine.signal(run.run_id, "item", "c")  # to the old id: goes on to the successor
+    drain()
+    for _ in range(3):
+        clock.advance(timedelta(minutes=5))
+        for r in [s.run_id for s in engine.list_runs(workflow="batch").items]:
+            if not engine.get_run(r).terminal:
+                engine.resume(r, reason="timer")
+        drain()
+    ids = [run.run_id]
+    while (nxt := json.loads(engine.get_run(ids[-1]).output or "null")) and isinstance(nxt, dict):
+        ids.append(nxt["continued_as_new"])
+    assert json.loads(engine.get_run(ids[-1]).output or "") == ["a", "b", "c"]
+    assert again.run_id == run.run_id  # the repeat found the original, on the first run
