@@ -7,6 +7,10 @@ from datetime import timedelta
 
 from durable.core.retry import DEFAULT_RETRY, RetryPolicy
 
+# The longest lifetime and retention a configuration may set (Settings' retention_days
+# goes up to 3650 too).
+MAX_DURATION = timedelta(days=3650)
+
 
 @dataclass(frozen=True, slots=True)
 class EngineConfig:
@@ -81,6 +85,12 @@ class EngineConfig:
             raise ValueError("max_takeovers must be >= 1")
         if self.due_shards < 1:
             raise ValueError("due_shards must be >= 1")
+        # Bounded so that a run's dates (its lifetime's end, a purge time, an effect
+        # record's expiry: created_at + lifetime + retention) stay dates.
+        if not timedelta(0) < self.max_run_lifetime <= MAX_DURATION:
+            raise ValueError("max_run_lifetime must be positive and at most 3650 days")
+        if self.retention > MAX_DURATION:
+            raise ValueError("retention must be at most 3650 days (Settings: retention_days)")
         if self.retention < timedelta(hours=2):
             # A run id can be reused once its run expired; records are told apart by being
             # written more than durable.core.retention.LEFTOVER_MARGIN (1 h) before the new run.

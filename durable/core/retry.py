@@ -233,8 +233,12 @@ class RetryPolicy:
                 )
         # Compiled once, in order; a frozen dataclass with slots keeps it as a field.
         object.__setattr__(self, "retryable_errors", tuple(matchers))
-        if self.initial_delay < timedelta(0) or self.max_delay < timedelta(0):
-            raise ValueError("RetryPolicy delays must not be negative")
+        for name in ("initial_delay", "max_delay"):
+            delay = getattr(self, name)
+            if not isinstance(delay, timedelta) or delay < timedelta(0):
+                raise ValueError(
+                    f"RetryPolicy.{name} must be a non-negative datetime.timedelta, not {delay!r}"
+                )
         if self.jitter not in ("full", "none"):
             raise ValueError("RetryPolicy.jitter must be 'full' or 'none'")
 
@@ -267,7 +271,7 @@ class RetryPolicy:
         if attempt >= self.max_attempts or not self.should_retry(error):
             return None
         if isinstance(error, RetryableError) and error.retry_after is not None:
-            return min(error.retry_after, self.max_delay)
+            return max(timedelta(0), min(error.retry_after, self.max_delay))
         # Capped before it is computed: 10_000 attempts with backoff=10 reach max_delay,
         # not a float overflow.
         ceiling = capped_delay(

@@ -163,7 +163,14 @@ class Context:
         """
         if not isinstance(duration, timedelta) or duration < timedelta(0):
             raise ValueError("sleep(duration) needs a non-negative datetime.timedelta")
-        when = self._exec.wake_time(duration)
+        try:
+            when = self._exec.wake_time(duration)
+        except OverflowError:  # past any date (timedelta.max): refused, not a crash
+            raise ValueError(
+                f"sleep(duration) of {duration} is longer than the run's max_run_lifetime "
+                f"({self._exec.config.max_run_lifetime}): sleep less, or continue as a new "
+                "run (ctx.continue_as_new)"
+            ) from None
         self._exec.sleep_until(when, name)
 
     def sleep_until(self, when: datetime, *, name: str = "sleep") -> None:

@@ -26,7 +26,14 @@ from durable.core.retry import classify, error_type_name
 from durable.engine.active import bind_context, bind_step, reset_context, reset_step
 from durable.engine.interrupts import WorkerInterrupted, summarize
 from durable.engine.step_context import StepContext
-from durable.errors import LeaseLost, PayloadTooLarge, StepFailed, StorageError, TerminalError
+from durable.errors import (
+    InvalidInput,
+    LeaseLost,
+    PayloadTooLarge,
+    StepFailed,
+    StorageError,
+    TerminalError,
+)
 
 if TYPE_CHECKING:
     from durable.engine.execution_parts import ExecutionParts
@@ -194,6 +201,17 @@ class StepRun:
                 outcome = yield from self.after_failure(interrupted, annotation)
                 if outcome is not _RETRY_NOW:
                     return outcome
+        if self.opts.explicit_budget and self.opts.budget > self.x.config.max_run_lifetime:
+            # Refused before it is added to a date (timeout=timedelta.max would overflow).
+            return self.fail_for_good(
+                InvalidInput(
+                    f"step {self.name!r}: timeout ({self.opts.budget}) is longer than the "
+                    f"run's max_run_lifetime ({self.x.config.max_run_lifetime}); a step's "
+                    "time budget is what one attempt may take",
+                    field="timeout",
+                ),
+                annotation,
+            )
         while True:
             if self.x.poisoned:
                 self.x.poison_failed = True
@@ -343,6 +361,10 @@ class StepRun:
         delay = self.opts.retry.next_delay(self.attempt - self.attempt_base, error)
         if delay is None:
             return self.fail_for_good(error, annotation)
+        # A policy's delay may be as long as a timedelta holds; a run lives no longer than
+        # max_run_lifetime, so no retry waits longer (a date past it would overflow). A run
+        # that wakes past its lifetime ends as every such run does (LifetimeExceeded).
+        delay = min(delay, self.x.config.max_run_lifetime)
         summary = summarize(error)
         if self.x.can_wait_in_process(delay, self.opts.budget):
             stored = self.x.write_fenced(

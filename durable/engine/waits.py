@@ -135,8 +135,6 @@ def create_callback(
     check_wait_name(name, "callback")
     _check_timeout(timeout)
     _check_heartbeat(heartbeat_timeout, timeout)
-    if heartbeat_timeout is not None:  # with no timeout, it alone sets the expiry
-        _within_lifetime(x, heartbeat_timeout, "heartbeat_timeout")
     if serdes is not None:
         if result_type is not None:
             # The API checks an answer against result_type before it is stored; a codec
@@ -156,6 +154,8 @@ def create_callback(
     rec = x.recorded(position, name, StepKind.CALLBACK)
     token: str | None = None
     if rec is None:
+        if heartbeat_timeout is not None:  # with no timeout, it alone sets the expiry
+            _within_lifetime(x, heartbeat_timeout, "heartbeat_timeout")
         deadline = _expiry(x, timeout, "callback")
         expires = heartbeat_expiry(x.clock.now(), heartbeat_timeout, deadline)
         nonce = tokens.new_nonce()
@@ -425,7 +425,6 @@ def wait_for_condition(
     if until is not None and not stateful:
         raise ValueError("until= decides on a state: pass initial_state= with it")
     step_name = callable_name(check, name)
-    cap = _poll_cap(x, interval, max_interval)
     policy = x.resolve_options(check, None, None, None).retry
     position = x.next_position()
     # The result and the state are encoded by the codec when one is given.
@@ -441,6 +440,7 @@ def wait_for_condition(
     now = x.clock.now()
     if rec is not None and rec.wake_at and parse_time(rec.wake_at) > now:
         raise x.suspend(rec.wake_at, position, replayed=True)
+    cap = _poll_cap(x, interval, max_interval)
     attempt = rec.attempt if rec is not None else 0
     # Consecutive failed checks: the step's retry policy decides how many it takes, so a
     # check that keeps raising fails the wait instead of polling until the timeout (or,
