@@ -400,9 +400,8 @@ FORWARDS = 5
 
 
 def _forwarded(engine: EngineParts, run: RunRecord, addressed: str) -> RunRecord:
-    """The run a signal for the ended ``run`` goes to: the going end of its chain, its
-    inherited signals in place first (so this one is consumed after them); else the
-    refusal an ended run's send always got."""
+    """The run a signal for the ended ``run`` goes to: the going end of its chain; else
+    the refusal an ended run's send always got."""
     end = chain_end(engine.ledger.get_run, run)
     if end is None or end.run_id == run.run_id or end.terminal:
         where = (
@@ -411,8 +410,7 @@ def _forwarded(engine: EngineParts, run: RunRecord, addressed: str) -> RunRecord
         raise InvalidState(
             f"run {addressed} is {run.status.value}{where}; it takes no more signals"
         )
-    ensure_inherited(engine, end)
-    return end
+    return end  # ``_send`` puts what it inherits in place first, if it has not started
 
 
 def _send(
