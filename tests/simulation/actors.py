@@ -45,12 +45,19 @@ from durable.errors import (
 )
 from durable.testing import SimulatedCrash
 from tests.simulation.async_programs import ASYNC
-from tests.simulation.invariants import FinishedRunMonitor, StuckMonitor, WindowMonitor
+from tests.simulation.invariants import (
+    FinishedRunMonitor,
+    StuckMonitor,
+    WindowMonitor,
+    skip_chains_going,
+)
 from tests.simulation.journal import Event, Journal
 from tests.simulation.programs import (
+    ALLOWED,
     APP,
     APP_V2,
     BUFFERED,
+    CHAIN_SIGNAL,
     GATED,
     RATED,
     SCHEDULE,
@@ -103,6 +110,9 @@ class Settings:
     max_starts: int = 5
     steps_per_invocation: int = 1000
     weights: tuple[tuple[str, float], ...] = tuple(WEIGHTS.items())
+    # The features this schedule leans towards (``coverage.focus_for``): each pair of
+    # ``coverage.FEATURES`` is some seed's focus, so pairs meet within the budget.
+    focus: frozenset[str] = frozenset()
 
     def weight(self, kind: str) -> float:
         return dict(self.weights)[kind]
@@ -140,6 +150,8 @@ class World:
         self.payloads = MemoryPayloads(self.clock)
         self.reader = ClaimCheck(ledger, self.payloads)  # reads as the engine's resolve
         offload = random.Random(f"payloads-{seed}").choice([16, 64, 64 * 1024])
+        if "offloaded value" in settings.focus:
+            offload = 16
         self.config = EngineConfig(
             inprocess_wait_threshold=timedelta(0),
             sweep_grace=timedelta(0),
@@ -183,6 +195,8 @@ class World:
         self.keys: dict[str, list[Op]] = {}  # start idempotency key -> its program
         self.fired_at: dict[str, list[datetime]] = {}  # per schedule: times delivered
         self.expired: list[str] = []  # run ids TTL deleted, for the purge
+        self.ever_expired: set[str] = set()  # every run id TTL deleted so far
+        self.shown: list[str] = []  # keys senders' runs show (``<scope>/<key>``)
         self.requests = 0
         self.crashes = 0
         self.raised: dict[str, int] = {}  # run id -> errors that escaped resume
@@ -364,7 +378,9 @@ class World:
         """A signal the run's program waits for (what a real sender sends), if any."""
         run = self.reader.get_run(run_id)
         ops = json.loads(run.input)["ops"] if run is not None else []
-        names = [op["name"] for op in ops if op["op"] == "signal"]
+        # Not ``CHAIN_SIGNAL``: the run waiting for it is to be still going when parents
+        # attach to it; the settling sends it.
+        names = [op["name"] for op in ops if op["op"] == "signal" and op["name"] != CHAIN_SIGNAL]
         return names[arg["run"] % len(names)] if names else str(arg["name"])
 
     def _event(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
@@ -380,17 +396,29 @@ class World:
             if arg.get("async"):
                 workflow = ASYNC
             attach = bool(key) and bool(arg.get("attach"))
+            # A sender's start (an SQS message, an EventBridge event) keys its runs in a
+            # namespace of its own; the run shows the key as ``<scope>/<key>``, which an
+            # operator may also type (issue 43: a key shown by two runs).
+            scope = arg.get("scope") if key else None
             record = engine.start(
                 workflow,
                 {"ops": arg["program"]},
                 idempotency_key=key,
                 if_running="attach" if attach else "fail",
+                **({"key_scope": scope} if scope else {}),
             )
             produced[
                 "engine.start(key, attach)"
                 if attach
                 else f"engine.start({'key' if key else 'no key'})"
             ] += 1
+            if scope:
+                produced["engine.start(key, sender scope)"] += 1
+                self.shown.append(str(record.idempotency_key))
+            if key and "/" in key and not scope:
+                produced["engine.start(key shown by a sender)"] += 1
+            if record.run_id in self.ever_expired:
+                produced["engine.start(key) after its run expired"] += 1
             facts.update(run_id=record.run_id, run=f"{record.run_id}.{incarnation(record)}")
             self.know(record.run_id)
             if key is not None:
@@ -526,10 +554,9 @@ class World:
         journaled (``fire_verdicts_hold``)."""
         from durable.engine.schedules import fire, fire_key
 
-        name = BUFFERED if arg.get("buffered") else SCHEDULE
+        overlap = arg.get("overlap") or ("buffer_one" if arg.get("buffered") else "skip")
+        name = {"skip": SCHEDULE, "buffer_one": BUFFERED, "allow": ALLOWED}[overlap]
         schedule = APP.schedules()[name]
-        if name == BUFFERED:
-            self.journal.produced["schedule fire, buffer_one"] += 1
         now = self.clock.now()
         fired_at = self.fired_at.setdefault(name, [])
         if arg["again"] and fired_at:  # the newest ones most often
@@ -545,7 +572,22 @@ class World:
         if manual:
             self.journal.produced["schedule run now"] += 1
         fired = fire(self.engine, schedule, stamp, manual=manual)
+        self.journal.produced[f"schedule fire, {overlap}"] += 1
         key = fire_key(name, manual or format_time(when))
+        if not manual and fired.result == "started" and name == SCHEDULE:
+            # A fresh verdict to start: no earlier run of this schedule's may still be
+            # going, under its own id or a continue-as-new successor's (issue 43).
+            mine = fire_key(SCHEDULE, "")
+            earlier = [
+                r
+                for k, _, r, _ in self.journal.fires
+                if k.startswith(mine) and r is not None and r != fired.run_id
+            ]
+            for problem in skip_chains_going(self.reader.get_run, earlier):
+                self.violate(
+                    "skip_schedule_one_chain_at_a_time",
+                    f"fire {key} started run {fired.run_id} while {problem}",
+                )
         self.journal.fires.append((key, fired.result, fired.run_id, bool(manual)))
         facts.update(run_id=fired.run_id, fire=key, verdict=fired.result)
         if fired.run_id is not None:
@@ -588,6 +630,7 @@ class World:
         gone = sorted(expire_runs(self.raw, self.clock.now()))
         self.monitor.forget(gone)
         self.expired.extend(gone)
+        self.ever_expired.update(gone)
         return gone
 
 

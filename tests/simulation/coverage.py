@@ -9,6 +9,9 @@ ships with its actor in the generator (``programs.py``, ``actors.py``, ``policy.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from itertools import combinations
+
 # Each public ``Context`` method, and the names its calls are counted under (a call with
 # an option that changes what the engine does counts apart: keyed children, distributed
 # maps). ``run_id``, ``workflow`` and ``version`` are properties, read, not called.
@@ -33,7 +36,11 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
     ),
     "run_child": ("ctx.run_child", "ctx.run_child(id=)", "ctx.run_child(id=, attach)"),
     "start_child": ("ctx.start_child", "ctx.start_child(id=)", "ctx.start_child(id=, attach)"),
-    "continue_as_new": ("ctx.continue_as_new", "ctx.continue_as_new in a branch"),
+    "continue_as_new": (
+        "ctx.continue_as_new",
+        "ctx.continue_as_new in a branch",
+        "a run continues as new",
+    ),
     "compensate": ("ctx.compensate",),
     "changed": ("ctx.changed",),
     "now": ("ctx.now",),
@@ -43,7 +50,14 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
 
 # Each public ``Engine`` method an operator, a trigger or AWS calls, and its names.
 ENGINE_CALLS: dict[str, tuple[str, ...]] = {
-    "start": ("engine.start(key)", "engine.start(no key)", "engine.start(key, attach)"),
+    "start": (
+        "engine.start(key)",
+        "engine.start(no key)",
+        "engine.start(key, attach)",
+        "engine.start(key, sender scope)",  # an SQS message's or an event's namespace
+        "engine.start(key shown by a sender)",  # an operator typing "sqs/..." or a fire's
+        "engine.start(key) after its run expired",
+    ),
     # start's body (start returns its run alone): produced under start's names.
     "start_or_get": ("engine.start(key)", "engine.start(no key)", "engine.start(key, attach)"),
     "cancel": ("engine.cancel(compensate=False)", "engine.cancel(compensate=True)"),
@@ -97,6 +111,8 @@ OUTSIDE_EVENTS = (
     "schedule fire, delivered again",
     "schedule run now",
     "schedule fire, buffer_one",
+    "schedule fire, skip",
+    "schedule fire, allow",
     "workflow code fails",
     "a result over the item limit",
 )
@@ -112,7 +128,54 @@ ASYNC_CALLS = (
 )
 
 
+# What a stack does besides the calls above (counted as it happens).
+OTHER_EVENTS = ("a body of a gated run", "a value kept in the payload store")
+
+
 def required() -> set[str]:
     names = {n for calls in CONTEXT_CALLS.values() for n in calls} | set(ASYNC_CALLS)
     names |= {n for calls in ENGINE_CALLS.values() for n in calls}
-    return names | set(OUTSIDE_EVENTS)
+    return names | set(OUTSIDE_EVENTS) | set(OTHER_EVENTS)
+
+
+# --- composition (issue 43) ------------------------------------------------------------
+#
+# Features that do not know about each other break where they meet (a parent attached to a
+# run that continues as new, a skip schedule whose run continues as new, a signal to a run
+# that hands over). Every pair of these must meet in one schedule of the budget: a
+# schedule exercises a feature when one of its names was produced, that is when the
+# workflow code or the actor actually did it (not when the generator drew it).
+FEATURES: dict[str, tuple[str, ...]] = {
+    "continue-as-new": ("a run continues as new",),
+    "child if_running=fail": ("ctx.run_child(id=)", "ctx.start_child(id=)"),
+    "child if_running=attach": ("ctx.run_child(id=, attach)", "ctx.start_child(id=, attach)"),
+    "schedule overlap=allow": ("schedule fire, allow",),
+    "schedule overlap=skip": ("schedule fire, skip",),
+    "schedule overlap=buffer_one": ("schedule fire, buffer_one",),
+    "gate": ("a body of a gated run",),
+    "signal by key": ("engine.signal(key)",),
+    "codec": ("ctx.step(serdes)", "ctx.wait_for_condition(serdes)"),
+    "offloaded value": ("a value kept in the payload store",),
+    "async workflow": ("async def workflow",),
+    "cancel": ("engine.cancel(compensate=False)", "engine.cancel(compensate=True)"),
+    "retry/fork": ("engine.retry", "engine.retry(upgrade_to)", "engine.fork"),
+    "keyed restart after retention": ("engine.start(key) after its run expired",),
+}
+
+
+def features_of(produced: Mapping[str, int]) -> frozenset[str]:
+    """The features a schedule exercised, from what it produced."""
+    return frozenset(f for f, names in FEATURES.items() if any(produced.get(n) for n in names))
+
+
+def feature_pairs() -> list[tuple[str, str]]:
+    """Every pair of ``FEATURES``, in a fixed order."""
+    return list(combinations(FEATURES, 2))
+
+
+def focus_for(seed: int) -> frozenset[str]:
+    """The pair of features seed ``seed`` leans towards: the seeds take the pairs in
+    turn, so any run of ``len(feature_pairs())`` consecutive seeds focuses on each once
+    (the generator still draws everything else as it would)."""
+    pairs = feature_pairs()
+    return frozenset(pairs[seed % len(pairs)])

@@ -21,6 +21,7 @@ from durable.core.model import RunHistory, StepKind, StepStatus
 from durable.engine.sweeper import SweepReport
 from tests.simulation.actors import OUTSIDE, SWEEPER, WEIGHTS, Settings, World
 from tests.simulation.async_programs import ASYNC
+from tests.simulation.coverage import features_of, focus_for
 from tests.simulation.invariants import FINAL_CHECKS, Final, no_stuck_runs
 from tests.simulation.journal import Violation
 from tests.simulation.policy import Policy
@@ -47,6 +48,11 @@ class Result:
     def names(self) -> set[str]:
         return {v.name for v in self.violations}
 
+    @property
+    def features(self) -> frozenset[str]:
+        """The features of ``coverage.FEATURES`` this schedule exercised."""
+        return features_of(self.produced)
+
 
 def settings_for(seed: int) -> Settings:
     """Each seed its own mix (swarm testing): some leave crashes, stalls, misfiring timers
@@ -55,8 +61,17 @@ def settings_for(seed: int) -> Settings:
     scale = {k: r.choice((0.0, 0.3, 1.0, 3.0)) for k in ("sweep", "timer", "clock", "stall")}
     scale |= {k: r.choice((0.0, 1.0)) for k in ("drop", "dup", "ttl")}
     scale["event"] = r.choice((0.3, 1.0, 3.0))
+    focus = focus_for(seed)
+    if "keyed restart after retention" in focus:
+        # A keyed run must end, outlive its retention (two hours) and be deleted by TTL
+        # before an operator starts its key again: time and TTL must both move.
+        scale |= {"ttl": 6.0, "clock": max(scale["clock"], 1.0), "event": max(scale["event"], 1.0)}
+    decisions = r.choice((100, 200, 300))
+    if "keyed restart after retention" in focus:
+        decisions = max(decisions, 200)
     return Settings(
-        decisions=r.choice((100, 200, 300)),
+        focus=focus,
+        decisions=decisions,
         workers=r.choice((2, 3)),
         crash_rate=r.choice((0.0, 0.02, 0.05)),
         max_starts=r.choice((1, 3, 6)),
@@ -89,7 +104,9 @@ def run_schedule(
             for problem in no_stuck_runs(histories(world), world.journal, world.armed()):
                 world.violate("no_stuck_runs", problem)
             settle(world)
-            final = Final(histories(world), world.journal, world.config)
+            if world.payloads.objects:
+                world.journal.produced["a value kept in the payload store"] += 1
+            final = Final(histories(world), world.journal, world.config, world.engine.run_by_key)
             for name, check in FINAL_CHECKS.items():
                 for problem in check(final):
                     world.violate(name, problem)

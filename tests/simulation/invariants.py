@@ -34,6 +34,7 @@ from tests.simulation.programs import REFUSED
 
 # Checked while the schedule runs (recorded by actors and the monitor).
 RUNTIME_CHECKS = (
+    "skip_schedule_one_chain_at_a_time",
     "ambiguous_wait_answered",
     "map_window_kept",
     "gate_limit_holds",
@@ -65,6 +66,9 @@ class Final:
     histories: dict[str, RunHistory]
     journal: Journal
     config: EngineConfig
+    # ``Engine.run_by_key`` of the schedule's engine (``key_names_one_run``); None in
+    # tests that build a ``Final`` by hand.
+    run_by_key: Callable[[str, str], RunRecord | None] | None = None
 
 
 def _key(h: RunHistory) -> str:
@@ -344,6 +348,172 @@ def successor_only_of_succeeded(f: Final) -> list[str]:
     return problems
 
 
+# --- features that do not know about each other (issue 43) ----------------------------
+
+
+# A continuation's output: the successor's id, and now and then how many signals it
+# handed over (``carried_signals``); nothing else.
+MARKER_FIELDS = frozenset({"continued_as_new", "carried_signals"})
+
+
+def successor_named(output: str | None) -> str | None:
+    """The successor a run's output names when the run continued as new, else None."""
+    if not output or "continued_as_new" not in output:
+        return None
+    try:
+        value = decode(output)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) - MARKER_FIELDS:
+        return None
+    successor = value.get("continued_as_new")
+    return successor if isinstance(successor, str) else None
+
+
+def chain_of(get_run: Callable[[str], RunRecord | None], run: RunRecord) -> list[RunRecord]:
+    """``run`` and the runs that continued it, in order, as far as they still exist (a
+    successor expired ends the list early). A link counts only when the run it names
+    says it continues this one (``continued_from``): a workflow may return the marker's
+    shape itself."""
+    chain = [run]
+    while run.status == RunStatus.SUCCEEDED and (following := successor_named(run.output)):
+        found = get_run(following)
+        if found is None or found.continued_from != run.run_id or found in chain:
+            break
+        chain.append(found)
+        run = found
+    return chain
+
+
+def _history_run(f: Final) -> Callable[[str], RunRecord | None]:
+    def get(run_id: str) -> RunRecord | None:
+        h = f.histories.get(run_id)
+        return h.run if h is not None else None
+
+    return get
+
+
+def skip_chains_going(get_run: Callable[[str], RunRecord | None], run_ids: list[str]) -> list[str]:
+    """Of the runs an ``overlap="skip"`` schedule started before (``run_ids``), those
+    whose chain (the run, or a continue-as-new successor of it) is still going: at the
+    moment a fire of that schedule starts a run, there must be none (issue 43). Called
+    by the fire's actor right after the start (``skip_schedule_one_chain_at_a_time``)."""
+    problems = []
+    for run_id in dict.fromkeys(run_ids):
+        run = get_run(run_id)
+        if run is None:
+            continue
+        chain = chain_of(get_run, run)
+        end = chain[-1]
+        if not end.terminal:
+            via = f" (continued as new as {end.run_id})" if len(chain) > 1 else ""
+            problems.append(f"run {run_id} of the schedule is still going{via}: {end.status}")
+    return problems
+
+
+def attached_result_is_chain_end(f: Final) -> list[str]:
+    """A run's child record never holds a continue-as-new marker as the child's result
+    (a child cannot continue as new, so a marker comes from a run it attached to or
+    adopted by key, whose chain went on under another id); an attached record that
+    settled DONE holds what the chain's end returned (issue 43)."""
+    problems = []
+    get = _history_run(f)
+    for run_id, h in sorted(f.histories.items()):
+        for position, rec in sorted(h.steps.items()):
+            if rec.kind != StepKind.CHILD or rec.status != StepStatus.DONE:
+                continue
+            # (A settled record no longer says it was attached: any run that continued as
+            # new was not this run's child, which cannot.)
+            target = str((rec.detail or {}).get("child"))
+            successor = successor_named(rec.output)
+            if successor is not None:
+                problems.append(
+                    f"run {run_id} at {position} took {{'continued_as_new': {successor}}} as "
+                    f"the result of run {target}, not the result of its chain's end"
+                )
+                continue
+            attached = f.histories.get(target)
+            if attached is None:
+                continue
+            if attached.run.created_at > rec.updated_at:
+                continue  # a later run under that key (restarted after its retention)
+            chain = chain_of(get, attached.run)
+            end = chain[-1]
+            retried = any(op.get("action") == "retry" for r in chain for op in r.operations)
+            if len(chain) == 1 or not end.terminal or retried:
+                continue
+            if end.status != RunStatus.SUCCEEDED or end.output != rec.output:
+                problems.append(
+                    f"run {run_id} at {position} (run {target}, which continued as new) holds "
+                    f"{(rec.output or '')[:80]}, but the chain ended with run {end.run_id} "
+                    f"{end.status.value}: {(end.output or '')[:80]}"
+                )
+    return problems
+
+
+def signals_survive_continue_as_new(f: Final) -> list[str]:
+    """A signal a run accepted (a send answered ok, a keyed repeat included; sent by the
+    id of a run that had continued, wherever the engine put it) that was not consumed by
+    the run holding it before that run continued as new is carried on: a later run of the
+    chain holds it (the same signal, or one of its name and payload). A run that ended
+    any other way may leave signals unconsumed (``events_consumed``) (issue 43)."""
+    problems = []
+    get = _history_run(f)
+    for e in f.journal.events:
+        h = f.histories.get(e.run_id or "")
+        if e.kind != "signal" or e.outcome != "ok" or h is None or _key(h) != e.run:
+            continue
+        chain = chain_of(get, h.run)
+        held = [
+            (n, signal)
+            for n, link in enumerate(chain)
+            if (lh := f.histories.get(link.run_id)) is not None
+            for signal in lh.signals
+            if signal.signal_id == e.detail["signal_id"]
+        ]
+        if not held:
+            continue  # kept nowhere this check can see (a link's retention ended)
+        n, signal = held[0]
+        if signal.consumed_by is not None or n == len(chain) - 1:
+            continue  # consumed, or held by the chain's end (``events_consumed``'s)
+        carried = any(
+            s.signal_id == signal.signal_id or (s.name, s.payload) == (signal.name, signal.payload)
+            for later in chain[n + 1 :]
+            if (lh := f.histories.get(later.run_id)) is not None
+            for s in lh.signals
+        )
+        if not carried:
+            keyed = " (keyed)" if signal.key_hash else ""
+            problems.append(
+                f"signal {signal.name!r}{keyed} {signal.signal_id} sent to run {e.run_id} "
+                f"(seq {e.stamp.seq}) was lost: run {chain[n].run_id} continued as new "
+                f"without consuming it, and no later run of its chain has it"
+            )
+    return problems
+
+
+def key_names_one_run(f: Final) -> list[str]:
+    """A key shown by a run names exactly that run: ``Engine.run_by_key(workflow, key)``
+    returns it, whoever keyed it (an operator, a sender in its namespace, a schedule's
+    fire, a parent's ``id=``) (issue 43)."""
+    if f.run_by_key is None:
+        return []
+    problems = []
+    for run_id, h in sorted(f.histories.items()):
+        key = h.run.idempotency_key
+        if key is None:
+            continue
+        try:
+            found = f.run_by_key(h.run.workflow, key)
+        except Exception as error:  # any refusal of a key a run shows is the finding
+            problems.append(f"run {run_id} shows key {key!r}; run_by_key raised {error!r}")
+            continue
+        if found is None or found.run_id != run_id:
+            other = "no run" if found is None else f"run {found.run_id}"
+            problems.append(f"run {run_id} shows key {key!r}, which names {other}")
+    return problems
+
+
 def _fork_chain(f: Final, run_id: str) -> list[str]:
     """``run_id`` and the runs it was forked from: a fork copies its source's settled
     records, a child's among them (the child still names the run that started it)."""
@@ -390,6 +560,8 @@ def child_reports_match(f: Final) -> list[str]:
                 continue
             if any(op.get("action") == "retry" for op in child.run.operations):
                 continue  # a child retried after its parent took its failure: by design
+            if successor_named(child.run.output) is not None:
+                continue  # a run that continued as new: ``attached_result_is_chain_end``
             ok = rec.status == StepStatus.DONE
             if not child.run.terminal or ok != (child.run.status == RunStatus.SUCCEEDED):
                 problems.append(
@@ -506,6 +678,9 @@ def refused_maps_start_nothing(f: Final) -> list[str]:
 
 
 FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
+    "attached_result_is_chain_end": attached_result_is_chain_end,
+    "signals_survive_continue_as_new": signals_survive_continue_as_new,
+    "key_names_one_run": key_names_one_run,
     "refused_maps_start_nothing": refused_maps_start_nothing,
     "no_engine_error_fails_a_run": no_engine_error_fails_a_run,
     "canceled_branches_leave_no_child": canceled_branches_leave_no_child,

@@ -12,14 +12,32 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from durable.core.ids import derived_run_id
+from durable.core.model import format_time
+from durable.engine.schedules import fire_key
 from durable.engine.sweeper import SweepReport
 from tests.simulation.actors import OUTSIDE, SWEEPER, WORKERS, World
 from tests.simulation.async_programs import is_async_start
-from tests.simulation.programs import CHILD_KEYS, SIGNALS, generate_program, keyed_program
+from tests.simulation.programs import (
+    CHILD_KEYS,
+    GATED,
+    SCHEDULE,
+    SIGNALS,
+    WORKFLOW,
+    chain_program,
+    generate_program,
+    keyed_program,
+)
 from tests.simulation.scheduler import CRASH, CRASH_AFTER, PAUSE_AFTER, RUN, Decision
 
 CLOCK_JUMPS = (1, 5, 20, 70, 600, 3600, 3 * 3600, 86400)
 CLOCK_WEIGHTS = (4, 4, 3, 4, 2, 2, 1, 1)
+
+
+# Keys an SQS message or an EventBridge event carries (``Engine.start``'s ``key_scope``):
+# few, so that an operator's key sometimes equals what such a run shows (issue 43).
+SENDER_SCOPES = ("sqs", "eventbridge")
+SENDER_KEYS = ("m1", "m2")
 
 
 class Policy:
@@ -28,14 +46,20 @@ class Policy:
         self.rng = rng
         self.starts = 0
         self.keys = 0
+        self.focus = world.settings.focus
+        self.chained = False  # an operator's run that continues as new was started first
+
+    def _boost(self, feature: str, factor: float = 3.0) -> float:
+        """How much more often a decision serving ``feature`` is drawn on this seed."""
+        return factor if feature in self.focus else 1.0
 
     # --- choosing ---------------------------------------------------------------------
 
     def choose(self) -> Decision:
         w, r = self.world, self.rng
         weight = w.settings.weight
-        if not w.runs and not w.busy(OUTSIDE):
-            return Decision("event", OUTSIDE, self._start())
+        if (not w.runs or (self.chained and not self.starts)) and not w.busy(OUTSIDE):
+            return Decision("event", OUTSIDE, self._start())  # (a parent after a chain)
         options: list[tuple[float, Callable[[], Decision]]] = []
         for task in w.sched.tasks:
             if task.stalled == 0:
@@ -90,7 +114,12 @@ class Policy:
         return Decision("timer", "", {"mode": mode, "index": self.rng.randrange(99)})
 
     def _clock(self) -> Decision:
-        seconds = self.rng.choices(CLOCK_JUMPS, CLOCK_WEIGHTS)[0]
+        weights: tuple[int, ...] = CLOCK_WEIGHTS
+        if "keyed restart after retention" in self.focus:  # past a retention of 2 hours
+            weights = tuple(
+                w * (6 if s >= 3600 else 1) for s, w in zip(CLOCK_JUMPS, weights, strict=True)
+            )
+        seconds = self.rng.choices(CLOCK_JUMPS, weights)[0]
         return Decision("clock", "", {"s": seconds})
 
     def _stall(self, running: list[str]) -> Decision:
@@ -101,16 +130,33 @@ class Policy:
 
     def _start(self) -> dict[str, Any]:
         r = self.rng
+        focus = self.focus
+        chains = focus & {"child if_running=attach", "continue-as-new"}
+        if not self.starts and not self.chained and chains and r.random() < 0.6:
+            # First, an operator's run under a child's key that continues as new once it
+            # got a signal: the parents that follow (not counted in it) attach to it
+            # (issue 43).
+            self.chained = True
+            chained = CHILD_KEYS[0] if r.random() < 0.8 else r.choice(CHILD_KEYS)
+            return {"type": "start", "program": chain_program(chained), "key": chained}
         self.starts += 1
-        key = None
-        gated = r.random() < 0.3  # the copy behind a concurrency limit
+        if self.starts == 1 and "keyed restart after retention" in focus:
+            # A keyed run that ends at once, so that its retention can end within the
+            # schedule and an operator start its key again (issue 43).
+            self.keys += 1
+            return {"type": "start", "program": keyed_program("k"), "key": f"k{self.keys}"}
+        key: str | None = None
+        gated = r.random() < (0.7 if "gate" in focus else 0.3)  # behind a concurrency limit
         rated = not gated and r.random() < 0.1  # the copy behind a rate limit
-        if r.random() < 0.4:
+        keyed = 0.8 if "keyed restart after retention" in focus else 0.4
+        if r.random() < keyed:
             self.keys += 1
             key = f"{'g' if gated else 'k'}{self.keys}"
-        program = generate_program(r)
+        program = generate_program(r, focus)
         asynchronous = is_async_start(self.starts, gated, rated, key)  # no draw of its own
-        return {
+        if "async workflow" in focus and key is None and not gated and not rated:
+            asynchronous = True
+        start = {
             "type": "start",
             "program": program,
             "key": key,
@@ -118,11 +164,25 @@ class Policy:
             "rated": rated,
             "async": asynchronous,
         }
+        if key is None and not gated and not rated and not asynchronous and r.random() < 0.25:
+            # A sender's start (an SQS message, an EventBridge event) under a key of its
+            # namespace, which the run shows as ``<scope>/<key>``.
+            start |= {"key": r.choice(SENDER_KEYS), "scope": r.choice(SENDER_SCOPES)}
+        return start
 
     def _event(self) -> dict[str, Any]:
         w, r = self.world, self.rng
         kinds = ["signal", "cancel", "retry", "fork", "answer", "fire", "restart"]
-        weights = [2.0, 1.0, 0.7, 0.4, 1.2, 1.2, 0.6]
+        fires = max(self._boost(f"schedule overlap={o}") for o in ("allow", "skip", "buffer_one"))
+        weights = [
+            2.0 * self._boost("signal by key", 2.0),
+            1.0 * self._boost("cancel"),
+            0.7 * self._boost("retry/fork"),
+            0.4 * self._boost("retry/fork"),
+            1.2,
+            1.2 * fires,
+            0.6 * self._restarts(),
+        ]
         if not w.hooks.deployed:
             kinds.append("deploy")
             weights.append(0.8)  # early enough that a failed run is often retried after it
@@ -144,9 +204,19 @@ class Policy:
             # start --key`` of the run a workflow also starts as its child).
             keys = {**{k: keyed_program(k) for k in CHILD_KEYS}, **w.keys}
             used = r.choice(sorted(keys))
+            if "keyed restart after retention" in self.focus:
+                # A key whose run TTL deleted, when there is one.
+                gone = [k for k in sorted(keys) if self._run_of(k) in w.ever_expired]
+                used = r.choice(gone) if gone else used
             same = r.random() < 0.8
             program = keys[used] if same else generate_program(r)
             attach = r.random() < 0.3  # take the run holding the key if it is running
+            if used in CHILD_KEYS and r.random() < 0.3:
+                program = chain_program(used)  # a run continuing as new, parents attach to
+            elif r.random() < 0.25:
+                # A key another kind of caller's run shows: a sender's (``sqs/m1``) or a
+                # schedule fire's, typed by an operator (issue 43).
+                used = self._shown_key()
             return {"type": "start", "program": program, "key": used, "attach": attach}
         if kind == "answer":
             return {
@@ -159,12 +229,18 @@ class Policy:
                 "value": r.randrange(1000),
             }
         if kind == "fire":
+            overlaps = ("skip", "buffer_one", "allow")
+            chances = [3 * self._boost(f"schedule overlap={o}", 4.0) for o in overlaps]
+            # A seed focused on a schedule mostly fires new times within the grace, so
+            # that fires meet the runs of earlier ones still going.
+            timely = any(f"schedule overlap={o}" in self.focus for o in overlaps)
+            lates = (0, 30, 90, 600, 1200, 7200)
             return {
                 "type": "fire",
-                "again": r.random() < 0.5,  # a fire time delivered before, once more
-                "late": r.choice((0, 30, 90, 600, 1200, 7200)),  # seconds after its time
+                "again": r.random() < (0.2 if timely else 0.5),  # a fire time delivered again
+                "late": r.choice(lates[:4] if timely else lates),  # seconds after its time
                 "manual": r.random() < 0.1,  # run now
-                "buffered": r.random() < 0.4,  # the buffer_one schedule's, else the skip one
+                "overlap": r.choices(overlaps, chances)[0],  # which of the app's schedules
                 "index": r.randrange(99),
             }
         if kind == "deploy":
@@ -179,6 +255,8 @@ class Policy:
             }
         if kind == "signal":
             key: str | None = r.choice((None, None, f"s{r.randrange(3)}"))
+            if key is None and "signal by key" in self.focus and r.random() < 0.5:
+                key = f"s{r.randrange(3)}"
             payload = r.randrange(3) if key else r.randrange(1000)
             return {
                 "type": "signal",
@@ -202,6 +280,30 @@ class Policy:
                 "failed": r.random() < 0.6,  # a run that failed (a child, if one did)
             }
         return {"type": kind, "run": run}
+
+    def _restarts(self) -> float:
+        """How often an operator starts a key used before, relative to the base: on a
+        seed focused on restarts after retention, often once a keyed run expired."""
+        if "keyed restart after retention" not in self.focus:
+            return 1.0
+        expired = self.world.ever_expired
+        keys = [*self.world.keys, *CHILD_KEYS]
+        return 5.0 if any(self._run_of(k) in expired for k in keys) else 0.3
+
+    @staticmethod
+    def _run_of(key: str) -> str:
+        """The run id an operator's start under ``key`` takes (``actors.World._event``)."""
+        return derived_run_id(GATED if key.startswith("g") else WORKFLOW, key)
+
+    def _shown_key(self) -> str:
+        """A key as a sender's run shows it, or a fire's of the skip schedule."""
+        r, w = self.rng, self.world
+        fired = w.fired_at.get(SCHEDULE, [])
+        if fired and r.random() < 0.4:
+            return fire_key(SCHEDULE, format_time(r.choice(fired)))
+        if w.shown and r.random() < 0.7:  # what a sender's run shows: the same text
+            return r.choice(w.shown)
+        return f"{r.choice(SENDER_SCOPES)}/{r.choice(SENDER_KEYS)}"
 
     # --- applying ---------------------------------------------------------------------
 

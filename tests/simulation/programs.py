@@ -48,6 +48,7 @@ LANES = ("east", "west")
 REFUSED = "refused-"  # the lanes of a map one of whose items lacks its lane
 BIG = 410_000  # characters: a result over DynamoDB's 400 KB item limit
 SIGNALS = ("siga", "sigb")
+CHAIN_SIGNAL = "sigc"  # what ``chain_program`` waits for: sent only once the world settles
 
 
 class SimInput(BaseModel):
@@ -111,13 +112,19 @@ COUNT_CODEC = CountCodec()
 # --- the generator -------------------------------------------------------------------
 
 
-def generate_program(rng: random.Random) -> list[Op]:
+def generate_program(rng: random.Random, focus: frozenset[str] = frozenset()) -> list[Op]:
+    """A program of 1-5 ops and now and then a tail (continue as new, a failure, a big
+    result). ``focus``: the features this schedule leans towards (``coverage.focus_for``),
+    whose ops come first (``_lead``) and last (``_tail``), on top of the ordinary draws.
+    Every op is drawn for its final index: names carry it (``cb3``, ``cb3.1.2``), and
+    ``events_consumed`` reads the op back from the name."""
     kinds = (
         *("step", "sleep", "callback", "signal", "condition", "value", "batch", "child"),
         *("sleep_until", "changed", "compensate", "approvals"),
     )
-    ops: list[Op] = []
-    for i in range(rng.randint(1, 5)):
+    ops: list[Op] = _lead(rng, focus) if focus else []
+    start = len(ops)
+    for i in range(start, start + rng.randint(1, 5)):
         kind = rng.choices(kinds, weights=(7, 2, 3, 2, 1, 1, 2, 2, 0.5, 0.5, 0.5, 1))[0]
         if kind == "batch":
             ops.append(_batch(rng, i))
@@ -129,6 +136,12 @@ def generate_program(rng: random.Random) -> list[Op]:
             ops.append(_child(rng, i))
         else:
             ops.append(_op(rng, kind, i))
+    if focus and "continue-as-new" in focus and rng.random() < 0.6:
+        # A signal then the hand-over: a signal may arrive while the run is about to
+        # continue as new, or after (issue 43).
+        ops.append(_op(rng, "signal", len(ops)))
+        ops.append({"op": "continue", "times": rng.randint(1, 2), "bad": rng.random() < 0.1})
+        return ops
     tail = rng.random()
     if tail < 0.15:
         ops.append({"op": "continue", "times": rng.randint(1, 2), "bad": rng.random() < 0.3})
@@ -136,6 +149,33 @@ def generate_program(rng: random.Random) -> list[Op]:
         ops.append({"op": "fail"})
     elif tail < 0.29:
         ops.append({"op": "big"})
+    return ops
+
+
+def _lead(rng: random.Random, focus: frozenset[str]) -> list[Op]:
+    """The first ops of a program on a seed focused on ``focus``: a keyed child of the
+    focused ``if_running`` (first thing, so the parent meets a run of that key while it
+    is going), a codec's step, two plain steps in a row (an async workflow awaits them
+    together); now and then a callback whose sender sends heartbeats."""
+    ops: list[Op] = []
+    for attach in (False, True):
+        if f"child if_running={'attach' if attach else 'fail'}" in focus and rng.random() < 0.7:
+            # Mostly the key an operator's continuing run takes first (``Policy._start``).
+            key = CHILD_KEYS[0] if rng.random() < 0.8 else rng.choice(CHILD_KEYS)
+            ops.append(keyed_child(rng, key, attach))
+    if "codec" in focus and rng.random() < 0.7:
+        step = _op(rng, "step", len(ops))
+        ops.append({**step, "ret": "int", "codec": True, "filter": False})
+    if "async workflow" in focus and rng.random() < 0.5:
+        ops += [{**_op(rng, "step", len(ops)), "undo": False, "codec": False} for _ in range(2)]
+    if "retry/fork" in focus and rng.random() < 0.5:
+        # A child that fails, which the parent catches and goes on: an operator's retry
+        # finds a failed child to retry.
+        failing = _child(rng, len(ops))
+        ops.append({**failing, "ops": [*failing["ops"], {"op": "fail"}], "catch": True})
+    if rng.random() < 0.1:
+        ask = _op(rng, "callback", len(ops))
+        ops.append({**ask, "timeout": 3600, "submit": True, "heartbeat": True})
     return ops
 
 
@@ -203,6 +243,29 @@ def keyed_program(key: str) -> list[Op]:
     """What a keyed child of ``key`` runs: always the same, so the operator's start and
     the child's are the same run (same id, same input)."""
     return [{"op": "step", "ret": "int", "tries": 1, "undo": False, "catch": False, **_PLAIN}]
+
+
+def chain_program(key: str) -> list[Op]:
+    """What an operator now and then starts under a child's key instead: a run that waits
+    for a signal and then continues as new (once), so a parent's ``run_child(id=key,
+    if_running="attach")`` takes a run whose chain goes on under another id (issue 43).
+    Its input differs from ``keyed_program``'s, so a parent attaches to it while it runs
+    (and is refused once it ended). Its signal is one the chaotic phase never sends (only
+    the settling does), so that it is still going when the parents come."""
+    wait = {"op": "signal", "name": CHAIN_SIGNAL, "timeout": None, "catch": True}
+    return [wait, {"op": "continue", "times": 1, "bad": False, "key": key}]
+
+
+def keyed_child(rng: random.Random, key: str, attach: bool) -> Op:
+    """A child op keyed ``key`` with ``if_running="attach"`` or ``"fail"``."""
+    return {
+        "op": "child",
+        "ops": keyed_program(key),
+        "id": key,
+        "wait": rng.random() < 0.75,
+        "catch": rng.random() < 0.6,
+        "attach": attach,
+    }
 
 
 def _child(rng: random.Random, i: int | str, depth: int = 0) -> Op:
@@ -378,6 +441,7 @@ class Hooks:
         schedule's (one)."""
         if run.gate is None:
             return
+        self.journal.produced["a body of a gated run"] += 1
         limit = GATE_LIMIT if run.workflow == GATED else 1
         gate = self.ledger.read_gate(run.gate)
         if run.run_id not in gate.holders or len(gate.holders) > limit:
@@ -691,6 +755,14 @@ def _step_body(op: Op) -> Any:
     return (ASYNC_BODIES if op["undo"] else BODIES)[op["ret"]]
 
 
+def _continue(ctx: Context, spec: SimInput, op: Op) -> None:
+    """The run goes on as a new one: counted as it happens, not as generated
+    (``coverage.FEATURES``)."""
+    hooks().journal.produced["a run continues as new"] += 1
+    following = -1 if op["bad"] else spec.iteration + 1
+    ctx.continue_as_new({"ops": spec.ops, "iteration": following})
+
+
 def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> Any:
     kind = op["op"]
     hooks().journal.produced[context_call(op)] += 1
@@ -789,8 +861,7 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
             ctx.compensate()
             return None
         if kind == "continue" and spec.iteration < op["times"]:
-            following = -1 if op["bad"] else spec.iteration + 1
-            ctx.continue_as_new({"ops": spec.ops, "iteration": following})
+            _continue(ctx, spec, op)
         if kind == "fail":
             raise RuntimeError("the workflow's own code fails here")
         return None
@@ -800,15 +871,36 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
         return ["caught", type(error).__name__, str(error)]
 
 
-# The schedule the explorer fires (``World.fire``): its runs wait for a signal, so a fire
-# may find the one before still going and be skipped.
+# The schedule the explorer fires (``World.fire``): its runs sleep a little, continue as
+# new once, and the successor waits for a signal, so a fire may find the chain still going
+# (and be skipped), mostly under another run than the one the schedule started (issue 43).
 SCHEDULE = "sim-every-hour"
 APP.schedule(
     WORKFLOW,
     "rate(1 hour)",
     name=SCHEDULE,
-    input={"ops": [{"op": "signal", "name": SIGNALS[0], "timeout": None, "catch": True}]},
+    input={
+        "ops": [
+            {"op": "sleep", "s": 30},
+            {"op": "continue", "times": 1, "bad": False},
+            {"op": "signal", "name": SIGNALS[0], "timeout": None, "catch": True},
+        ]
+    },
     overlap="skip",
+)
+# The same with ``overlap="allow"``: every fire starts a run.
+ALLOWED = "sim-allow"
+APP.schedule(
+    WORKFLOW,
+    "rate(1 hour)",
+    name=ALLOWED,
+    input={
+        "ops": [
+            {"op": "signal", "name": SIGNALS[1], "timeout": None, "catch": True},
+            {"op": "continue", "times": 1, "bad": False},
+        ]
+    },
+    overlap="allow",
 )
 # The same with ``buffer_one``: a fire while one runs waits for it (its gate holds one).
 BUFFERED = "sim-buffered"

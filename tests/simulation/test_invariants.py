@@ -21,12 +21,17 @@ from tests.simulation.invariants import (
     Final,
     FinishedRunMonitor,
     StuckMonitor,
+    _key,
     at_most_once_body_per_attempt,
+    attached_result_is_chain_end,
     effect_once_per_key,
     effect_once_per_key_with_zombies,
+    key_names_one_run,
     no_body_after_cancel,
     no_stuck_runs,
     replay_values_equal,
+    signals_survive_continue_as_new,
+    skip_chains_going,
     successor_only_of_succeeded,
 )
 from tests.simulation.journal import BodyStart, Event, Journal, Mail, Stamp, typed
@@ -197,3 +202,94 @@ def test_a_run_stuck_after_a_write_is_reported_once() -> None:
     monitor.observe("ledger.update_run", ("R1",), None)
     monitor.observe("ledger.write_step", (wait,), None)
     assert [v.name for v in journal.violations] == ["never_stuck"]
+
+
+# --- issue 43: features that do not know about each other ---------------------------------
+
+
+def _continued(run_id: str, successor: str, **fields: Any) -> RunRecord:
+    """A run that continued as new into ``successor``."""
+    marker = canonical_json({"continued_as_new": successor})
+    return run(run_id, status=RunStatus.SUCCEEDED, output=marker, **fields)
+
+
+def test_a_parent_holding_the_marker_of_a_run_it_attached_to_is_reported() -> None:
+    """GIVEN a keyed run K that continued as new into S, which ended with its own result
+    WHEN a parent's settled child record names K with K's marker / with S's result
+    THEN it is reported / not (the chain's end's result is the work's)"""
+    k = _continued("K", "S")
+    s = run("S", status=RunStatus.SUCCEEDED, output='{"iteration":1}', continued_from="K")
+    held = step("0001", StepKind.CHILD, StepStatus.DONE, detail={"child": "K"}, output=k.output)
+    parent = run("P", status=RunStatus.SUCCEEDED)
+    reported = attached_result_is_chain_end(
+        final(Journal(), history(parent, held), history(k), history(s))
+    )
+    assert len(reported) == 1
+    assert "continued_as_new" in reported[0]
+    good = replace(held, output=s.output)
+    assert not attached_result_is_chain_end(
+        final(Journal(), history(parent, good), history(k), history(s))
+    )
+    other = replace(held, output='{"iteration":0}')
+    assert attached_result_is_chain_end(
+        final(Journal(), history(parent, other), history(k), history(s))
+    )
+
+
+def test_a_signal_left_behind_at_continue_as_new_is_reported_unless_carried() -> None:
+    """GIVEN a signal run R accepted and never consumed before R continued as new into S
+    WHEN S holds no such signal / holds it (the same payload and name)
+    THEN it is reported / not; a run that ended otherwise may leave it (events_consumed)"""
+    r = _continued("R", "S")
+    s = run("S", status=RunStatus.SUCCEEDED, continued_from="R")
+    signal = SignalRecord("R", "siga", "S1", "5", T0)
+    sent = Event(stamp(3), "signal", "R", _key(history(r)), "ok", stamp(4), {"signal_id": "S1"})
+    journal = Journal(events=[sent])
+    lost = signals_survive_continue_as_new(final(journal, history(r, signals=[signal]), history(s)))
+    assert len(lost) == 1
+    assert "was lost" in lost[0]
+    carried = SignalRecord("S", "siga", "S2", "5", T0, consumed_by="0001")
+    assert not signals_survive_continue_as_new(
+        final(journal, history(r, signals=[signal]), history(s, signals=[carried]))
+    )
+    ended = run("R", status=RunStatus.SUCCEEDED, output="{}")
+    assert not signals_survive_continue_as_new(final(journal, history(ended, signals=[signal])))
+    consumed = replace(signal, consumed_by="0002")
+    assert not signals_survive_continue_as_new(
+        final(journal, history(r, signals=[consumed]), history(s))
+    )
+
+
+def test_a_key_shown_by_a_run_that_names_another_run_is_reported() -> None:
+    """GIVEN a sender's run showing ``sqs/m1`` and an operator's run keyed ``sqs/m1``
+    WHEN run_by_key of that key returns the operator's run
+    THEN the sender's run is reported, the operator's not"""
+    sender = run("SENDER", idempotency_key="sqs/m1")
+    operator = run("OPERATOR", idempotency_key="sqs/m1")
+    plain = run("PLAIN")
+
+    def by_key(workflow: str, key: str) -> RunRecord | None:
+        return operator if key == "sqs/m1" else None
+
+    f = final(Journal(), history(sender), history(operator), history(plain))
+    f.run_by_key = by_key
+    assert [p.split()[1] for p in key_names_one_run(f)] == ["SENDER"]
+    f.run_by_key = None  # a Final built without an engine checks nothing
+    assert key_names_one_run(f) == []
+
+
+def test_a_skip_schedule_run_still_going_through_its_successor_is_reported() -> None:
+    """GIVEN an earlier run of a skip schedule that continued as new into S
+    WHEN S is still waiting / has ended
+    THEN a fire that starts a run now is reported / is not"""
+    a = _continued("A", "S")
+    s = run("S", continued_from="A")
+    runs = {"A": a, "S": s}
+    assert skip_chains_going(runs.get, ["A"]) == [
+        "run A of the schedule is still going (continued as new as S): WAITING"
+    ]
+    runs["S"] = replace(s, status=RunStatus.SUCCEEDED)
+    assert skip_chains_going(runs.get, ["A"]) == []
+    # A run whose output only looks like a marker (the named run does not continue it).
+    runs["S"] = run("S")
+    assert skip_chains_going(runs.get, ["A"]) == []
