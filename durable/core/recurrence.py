@@ -17,9 +17,9 @@ A cron is searched five years ahead, to the same date (the 28th of February when
 search starts on a 29th): one with no fire in that window is refused, which is what a
 typo such as a year long past looks like. A leap-day cron, ``cron(0 0 29 2 ? *)``, fires
 every fourth year, and across 2100 (not a leap year) it has none for eight, so it is
-refused from March 2096 to February 2100. No answer is past the year 9999: one that would
-be is refused too. The rules are checked against an independent cron library, across
-leap days, month ends and daylight-saving changes
+refused from March 2096 to February 2099 (from March 2099, 2104 is in reach). No answer
+is past the year 9999: one that would be is refused too. The rules are checked against
+an independent cron library, across leap days, month ends and daylight-saving changes
 (``tests/unit/test_recurrence_properties.py``).
 """
 
