@@ -751,11 +751,12 @@ def _label(history: RunHistory) -> str:
 
 
 def _short(text: str) -> str:
-    if len(text) <= 2000:
-        return text
-    return (
-        f"{text[:200]}...({len(text)} chars, sha {hashlib.sha256(text.encode()).hexdigest()[:12]})"
-    )
+    """``text`` with every run of one character longer than 100 written as its count (a
+    result over the item limit is 410,000 of them), so a difference shows."""
+    return _REPEATS.sub(lambda m: f"<{m.group(1)}*{len(m.group(0))}>", text)
+
+
+_REPEATS = re.compile(r"(.)\1{100,}")
 
 
 # --- comparing the shapes --------------------------------------------------------------
@@ -778,16 +779,23 @@ def differences(reference: Outcome, other: Outcome) -> list[str]:
             for f in fields(RunOutcome):
                 x, y = getattr(a, f.name), getattr(b, f.name)
                 if x != y:
-                    out.append(f"{where}: run {label}: {f.name}: {_show(y)} != {_show(x)}")
+                    out.append(f"{where}: run {label}: {f.name}: {_show(y, x)} != {_show(x, y)}")
             break  # the first of its runs that differs says it
     if reference.problems != other.problems:
         out.append(f"{where}: problems {other.problems} != {reference.problems}")
     return out
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 600 else text[:600] + "..."
+def _show(value: Any, against: Any) -> str:
+    """``value`` as text, around where it first differs from ``against``."""
+    text, other = repr(value), repr(against)
+    at = next((i for i, (a, b) in enumerate(zip(text, other, strict=False)) if a != b), None)
+    if at is None:
+        at = min(len(text), len(other))
+    start = max(0, at - 200)
+    return (
+        ("..." if start else "") + text[start : at + 300] + ("..." if at + 300 < len(text) else "")
+    )
 
 
 @dataclass
