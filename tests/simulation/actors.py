@@ -400,6 +400,9 @@ class World:
             # namespace of its own; the run shows the key as ``<scope>/<key>``, which an
             # operator may also type (issue 43: a key shown by two runs).
             scope = arg.get("scope") if key else None
+            if key and "/" in key and not scope:
+                # Counted when tried: an engine may refuse a key of a sender's namespace.
+                produced["engine.start(key shown by a sender)"] += 1
             record = engine.start(
                 workflow,
                 {"ops": arg["program"]},
@@ -415,8 +418,6 @@ class World:
             if scope:
                 produced["engine.start(key, sender scope)"] += 1
                 self.shown.append(str(record.idempotency_key))
-            if key and "/" in key and not scope:
-                produced["engine.start(key shown by a sender)"] += 1
             if record.run_id in self.ever_expired:
                 produced["engine.start(key) after its run expired"] += 1
             facts.update(run_id=record.run_id, run=f"{record.run_id}.{incarnation(record)}")
