@@ -57,7 +57,7 @@ from durable.core.retention import (
 )
 from durable.core.secrets import KeyService, Sealer, key_record
 from durable.core.write_boundary import WriteBoundary
-from durable.engine import events, operations
+from durable.engine import events, lineage, operations
 from durable.engine.admission import Admission
 from durable.engine.children import check_if_running
 from durable.engine.determinism import Guard, NoGuard
@@ -217,20 +217,29 @@ class Engine:
             created = self.ledger.create_run(run)
         except RunExists as e:
             existing = e.existing
-            if if_running == "attach" and not existing.terminal and existing.workflow == wf.name:
-                return existing, False
+            # The key names the chain's first run; a start repeating it means the work,
+            # so it gets the run that carries the chain now (``durable.engine.lineage``).
+            current = lineage.follow(self.ledger.get_run, existing).run
+            if if_running == "attach" and not current.terminal and existing.workflow == wf.name:
+                return current, False
             if existing.input_hash != input_hash or existing.workflow != wf.name:
+                continued = (
+                    f", continued as new up to {current.run_id}, {current.status.value}"
+                    if current is not existing
+                    else ""
+                )
                 hint = (
                     'use a new key, or if_running="attach" to take that run'
-                    if not existing.terminal
+                    if not current.terminal
                     else "use a new key"
                 )
                 raise IdempotencyConflict(
                     f"idempotency key {idempotency_key!r} was already used for run "
-                    f"{existing.run_id} ({existing.status.value}) with a different input; "
+                    f"{existing.run_id} ({existing.status.value}{continued}) with a different "
+                    "input; "
                     f"{hint}"
                 ) from e
-            return existing, False
+            return current, False
         self.invoke_worker(run_id, "start")
         return created, True
 

@@ -589,3 +589,32 @@ def test_pending_signals_and_callbacks_on_dynamodb(
         ids.append(nxt["continued_as_new"])
     assert json.loads(engine.get_run(ids[-1]).output or "") == ["a", "b", "c"]
     assert again.run_id == run.run_id  # the repeat found the original, on the first run
+
+
+def test_attach_handles_and_result_a_start_with_the_key_finds_the_chain() -> None:
+    """A start (the API's, the CLI's, code's) repeating a key whose run continued as new
+    means the work: with ``if_running="attach"`` (any input) or the same input it gets
+    the run that carries the chain now, not the first run's SUCCEEDED marker; with
+    another input and no attach, it is refused while the chain goes on."""
+    runner = LocalRunner(paging_app(pages=3, pause=timedelta(hours=1)))
+    head = runner.start("sync", 0, idempotency_key=KEY)
+    runner.run_until_idle()
+    runner.advance(hours=1)
+    runner.run_until_idle()
+    ids = chain_of(runner, head.run_id)
+    assert len(ids) == 2  # the second run sleeps
+    engine = runner.engine
+    same, created = engine.start_or_get("sync", 0, idempotency_key=KEY)
+    assert (same.run_id, created) == (ids[1], False)
+    attached, created = engine.start_or_get("sync", 7, idempotency_key=KEY, if_running="attach")
+    assert (attached.run_id, created) == (ids[1], False)
+    assert not attached.terminal
+    from durable.errors import IdempotencyConflict
+
+    with pytest.raises(IdempotencyConflict, match="if_running"):
+        engine.start_or_get("sync", 7, idempotency_key=KEY)
+    runner.advance(hours=2)
+    runner.run_until_idle()
+    ended, _ = engine.start_or_get("sync", 0, idempotency_key=KEY)
+    assert ended.run_id == chain_of(runner, head.run_id)[-1]
+    assert ended.status == RunStatus.SUCCEEDED and json.loads(ended.output or "") == 3
