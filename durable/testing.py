@@ -42,7 +42,6 @@ from durable.core.ports import (
     PayloadStore,
     check_crash_target,
 )
-from durable.core.recurrence import Rate
 from durable.core.secrets import SEALED, LocalKeys, open_sealer
 from durable.engine.determinism import DeterminismGuard, NoGuard, NonDeterministicCall
 from durable.engine.engine import Engine, Outcome
@@ -306,12 +305,9 @@ class LocalRunner:
         fires: dict[str, datetime] = {}
         if schedules:
             for name, schedule in self.app.schedules().items():
-                rule = schedule.recurrence
-                fires[name] = (
-                    rule.next_after(now, self.origin)
-                    if isinstance(rule, Rate)
-                    else rule.next_after(now)
-                )
+                at = schedule.next_fire(now, self.origin)  # None: none within five years
+                if at is not None:
+                    fires[name] = at
         candidates = [t for t in [*times, *fires.values()] if now < t <= target]
         if not candidates:
             return None

@@ -430,7 +430,8 @@ class ApiService:
             )
             upcoming = None
             if state == "enabled" and remote is not None:
-                upcoming = format_time(schedule.next_fire(now, remote.created))
+                fire = schedule.next_fire(now, remote.created)
+                upcoming = format_time(fire) if fire is not None else None
             views.append(
                 ScheduleView(
                     name=name,

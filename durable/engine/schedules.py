@@ -81,11 +81,17 @@ class Schedule:
         except (TypeError, ValueError):
             raise RegistrationError(f"{where}: input must be JSON (a dict, list, ...)") from None
 
-    def next_fire(self, after: datetime, created: datetime | None = None) -> datetime:
-        """When it fires next after ``after`` (a rate counts from ``created``)."""
-        if isinstance(self.recurrence, Rate):
-            return self.recurrence.next_after(after, created or after)
-        return self.recurrence.next_after(after)
+    def next_fire(self, after: datetime, created: datetime | None = None) -> datetime | None:
+        """When it fires next after ``after`` (a rate counts from ``created``); None when
+        it does not fire within the search's five years (a leap-day cron in 2096-2099,
+        a year field in the past): a listing then shows no next fire instead of failing
+        every schedule's row over one."""
+        try:
+            if isinstance(self.recurrence, Rate):
+                return self.recurrence.next_after(after, created or after)
+            return self.recurrence.next_after(after)
+        except InvalidExpression:
+            return None
 
     @property
     def spec(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from durable.adapters.dynamodb_support import error_code
 from durable.core.clock import Clock
-from durable.core.recurrence import Rate, parse
+from durable.core.recurrence import Cron, InvalidExpression, Rate, parse
 
 log = logging.getLogger("durable.local")
 RECURRING = "schedule."
@@ -56,7 +56,7 @@ class SchedulerLoop:
         self.lateness: list[float] = []  # virtual seconds between due time and firing
         self._known: dict[str, tuple[datetime, dict[str, Any]]] = {}
         # recurring schedule name -> (its definition, when it fires next, a rate's origin)
-        self._recurring: dict[str, tuple[tuple[str, str], datetime, datetime]] = {}
+        self._recurring: dict[str, tuple[tuple[str, str], datetime | None, datetime]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -133,19 +133,30 @@ class SchedulerLoop:
         rule = parse(*definition)
         known = self._recurring.get(name)
         if known is None or known[0] != definition:  # new, or changed by a deploy
-            origin = now
-            due = rule.next_after(now, origin) if isinstance(rule, Rate) else rule.next_after(now)
-            self._recurring[name] = (definition, due, origin)
+            self._recurring[name] = (definition, _next(rule, now, now), now)
             return 0
         _, due, origin = known
+        if due is None:  # no fire in the search's window when last asked: ask again
+            self._recurring[name] = (definition, _next(rule, now, origin), origin)
+            return 0
         fired = 0
-        while due <= now:
+        while due is not None and due <= now:
             if schedule.get("State", "ENABLED") == "ENABLED" and fired < MAX_CATCH_UP:
                 text = schedule["Target"].get("Input") or "{}"
                 stamp = due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
                 self.lateness.append((now - due).total_seconds())
                 self.fire(json.loads(text.replace(SCHEDULED_TIME, stamp)))
                 fired += 1
-            due = rule.next_after(due, origin) if isinstance(rule, Rate) else rule.next_after(due)
+            due = _next(rule, due, origin)
         self._recurring[name] = (definition, due, origin)
         return fired
+
+
+def _next(rule: Rate | Cron, after: datetime, origin: datetime) -> datetime | None:
+    """The rule's next time after ``after`` (a rate counts from ``origin``), or None when it
+    has none within the search's five years (a leap-day cron in 2096-2099): that schedule
+    waits, and the others in the tick go on."""
+    try:
+        return rule.next_after(after, origin) if isinstance(rule, Rate) else rule.next_after(after)
+    except InvalidExpression:
+        return None

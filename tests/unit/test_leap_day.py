@@ -213,3 +213,34 @@ def test_numbers_no_one_writes_are_refused_as_expressions(expression: str) -> No
     else would escape it."""
     with pytest.raises(InvalidExpression):
         parse(expression)
+
+
+def test_a_schedule_without_a_fire_in_the_window_shows_none_and_stops_nothing() -> None:
+    """``GET /schedules``, the dev timers and the test kit ask every schedule for its next
+    fire: one that has none in the search's window (a leap-day cron in March 2096) shows
+    none, instead of failing the listing, the timer loop's tick and the test kit's clock
+    for every schedule beside it."""
+    from durable import App, Context
+    from durable.testing import LocalRunner
+
+    after = datetime(2096, 3, 1, tzinfo=UTC)
+    assert Schedule("leap", "w", "cron(0 0 29 2 ? *)").next_fire(after) is None
+    assert Schedule("daily", "w", "cron(0 9 * * ? *)").next_fire(after) == after.replace(hour=9)
+
+    app = App()
+
+    @app.workflow(schedule="cron(0 0 29 2 ? *)")
+    def leap(ctx: Context) -> int:
+        return 1
+
+    @app.workflow(schedule="cron(0 9 * * ? *)")
+    def daily(ctx: Context) -> int:
+        return 2
+
+    from durable.core.clock import FakeClock
+
+    runner = LocalRunner(app, clock=FakeClock(after))
+    runner.advance(hours=10, schedules=True)  # the daily fire at 09:00; the leap one waits
+    runs = runner.engine.list_runs(workflow="daily").items
+    assert [r.status.value for r in runs] == ["SUCCEEDED"]
+    assert runner.engine.list_runs(workflow="leap").items == []

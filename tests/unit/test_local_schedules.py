@@ -139,3 +139,19 @@ def test_one_failed_timer_does_not_hold_back_the_others_due_in_its_tick(client: 
     assert sorted(fired) == ["r1", "r2"]
     # The one that failed stays armed and is tried again on the next tick.
     assert loop.tick() == 0 and "r0-0001" in loop._known
+
+
+def test_a_schedule_with_no_fire_in_the_window_waits_and_the_others_fire(client: Any) -> None:
+    clock = FakeClock(datetime(2096, 3, 1, 8, 59, tzinfo=UTC))
+    schedules = [
+        Schedule("leap", "w", "cron(0 0 29 2 ? *)"),
+        Schedule("daily", "w", "cron(0 9 * * ? *)"),
+    ]
+    loop, fired = _loop(client, clock, schedules)
+    assert loop.tick() == 0
+    clock.advance(timedelta(minutes=1))
+    assert loop.tick() == 1
+    assert fired == [{"schedule": "daily", "scheduled_time": "2096-03-01T09:00:00Z"}]
+    clock.set(datetime(2099, 3, 1, tzinfo=UTC))  # from here the window reaches 2104
+    loop.tick()
+    assert loop._recurring["schedule.leap"][1] == datetime(2104, 2, 29, tzinfo=UTC)
