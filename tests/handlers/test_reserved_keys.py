@@ -69,6 +69,7 @@ def test_an_sqs_run_s_key_is_refused_to_the_api_and_names_the_sqs_run(
 def test_the_api_cannot_take_a_schedule_s_future_fire(stack: Stack) -> None:
     schedule = workflows.app.schedules()["morning-greet"]
     when = schedule.next_fire(stack.clock.now())
+    assert when is not None
     key = fire_key("morning-greet", format_time(when))
     before = stack.snapshot()
     mallory = {"user_id": "mallory", "email": "mallory@example.com"}
