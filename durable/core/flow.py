@@ -14,9 +14,10 @@ or was canceled) removes itself and then wakes the queue's first runs that now f
 outside event does (its inbox is bumped), so a waiter that is just suspending sees the
 bump, fails its suspension write and looks at the gate again. Two backstops cover a
 worker that died between its final write and leaving the gate, or between leaving and
-waking: a waiting run also comes back after ``recheck`` on its own, and the first in
-line then checks that every slot holder is still active, freeing the slots of runs that
-ended (``stale_holders``).
+waking: a waiting run also comes back after ``recheck`` on its own, and then takes out
+of the gate the runs ahead of it that ended (``stale_ahead``): waiters at the head of
+the line (a run canceled while it waited, whose worker died before leaving), and, once
+it is first in line, holders (``stale_holders``).
 
 A rate books each start at the earliest moment that keeps every window of ``period`` at
 ``limit`` starts or fewer: the ``limit``-th last booking plus ``period``, or now. The
@@ -240,3 +241,30 @@ def stale_holders(holders: tuple[str, ...], active: Callable[[str], bool]) -> tu
     """The holders whose runs are no longer active (they ended, or expired, without
     leaving the gate): their slots are free."""
     return tuple(r for r in holders if not active(r))
+
+
+def stale_ahead(
+    state: GateState, run_id: str, limit: int, active: Callable[[str], bool]
+) -> tuple[str, ...]:
+    """What keeps the waiter ``run_id`` out although it ended without leaving the gate
+    (its worker died between its final write and ``leave``): to take out of the gate.
+
+    A waiter that ended never comes back to take its slot, so one at the head of the
+    line would hold everyone behind it forever, however many slots free up. The line is
+    looked at from its head: each waiter ahead of ``run_id`` that ended is stale, and the
+    first that is still active stops the look (it is the one to look further, on its own
+    next look). With nobody active ahead and every slot taken, ``run_id`` is the first in
+    line, and the holders that ended are stale too. So a waiter reads one run per look
+    (the head), or the holders when it is first; a dead run anywhere in the line reaches
+    the head and is taken out there. ``()`` for a run not in line (a newcomer joins the
+    line first, and looks at its next look)."""
+    if run_id not in state.queue:
+        return ()
+    stale: list[str] = []
+    for ahead in state.queue[: state.queue.index(run_id)]:
+        if active(ahead):
+            return tuple(stale)
+        stale.append(ahead)
+    if len(state.holders) >= limit:
+        stale += stale_holders(state.holders, active)
+    return tuple(stale)

@@ -22,7 +22,7 @@ from durable.core.flow import (
     gate_name,
     key_value,
     leave,
-    stale_holders,
+    stale_ahead,
 )
 from durable.core.model import TERMINAL_RUN_STATUSES, RunRecord, RunStatus, format_time, parse_time
 from durable.core.ports import ConditionFailed, RunGuard
@@ -146,8 +146,8 @@ class Admission:
         assert run.gate is not None
         while True:
             state = self.ledger.read_gate(run.gate)
-            if state.queue[:1] == (run.run_id,) and len(state.holders) >= limit:
-                state = self._free_stale(run.gate, state, limit)
+            if run.run_id in state.queue and not enter(state, run.run_id, limit)[1]:
+                state = self._free_stale(run.gate, state, run.run_id, limit)
             if run.run_id not in state.queue and len(state.queue) >= MAX_QUEUE:
                 # The line is as long as one item holds: come back later, not in line.
                 return self._wait(
@@ -221,20 +221,26 @@ class Admission:
             self.engine.arm_timer(run.run_id, START_TIMER, timer)
         return Outcome(run.run_id, "suspended", RunStatus.PENDING.value)
 
-    def _free_stale(self, name: str, state: GateState, limit: int) -> GateState:
-        """First in line with every slot taken: free the slots of holders that ended
-        without leaving (a worker died between its final write and ``leave``)."""
+    def _free_stale(self, name: str, state: GateState, run_id: str, limit: int) -> GateState:
+        """A waiter kept out: take out of the gate the runs ahead of it that ended without
+        leaving (a worker died between its final write and ``leave``): waiters at the
+        head of the line and, once it is first, holders (``stale_ahead``)."""
 
-        def active(run_id: str) -> bool:
-            held = self.ledger.get_run(run_id)
+        def active(other: str) -> bool:
+            held = self.ledger.get_run(other)
             return held is not None and not held.terminal and held.gate == name
 
-        stale = stale_holders(state.holders, active)
+        stale = stale_ahead(state, run_id, limit, active)
         if not stale:
             return state
         new, _ = leave(state, stale, limit)
         if new is not None and self.ledger.write_gate(name, new):
-            log.warning("gate %s: freed the slots of ended runs %s", name, ", ".join(stale))
+            freed = [r for r in stale if r in state.holders]
+            dropped = [r for r in stale if r not in state.holders]
+            if dropped:
+                log.warning("gate %s: took ended runs %s out of its line", name, ", ".join(dropped))
+            if freed:
+                log.warning("gate %s: freed the slots of ended runs %s", name, ", ".join(freed))
         return self.ledger.read_gate(name)
 
     # --- after the end -----------------------------------------------------------------
