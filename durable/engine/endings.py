@@ -423,10 +423,16 @@ class Endings:
         except RunExists as e:  # a ULID collision: never in practice, and never adopted
             raise StorageError("successor id taken; try again", retryable=True) from e
         gate = successor.gate
-        if gate is not None and is_schedule_gate(gate) and gate == x.run.gate:
-            # A schedule's one slot goes to the successor, not back to the gate: the
-            # buffered fire waits for the chain, not for this link.
-            hand_over_slot(self.ledger, gate, x.run.run_id, successor.run_id)
+        # A schedule's one slot goes to the successor, not back to the gate: the buffered
+        # fire waits for the chain, not for this link. A successor canceled before it got
+        # the slot gives it up at once, as a canceled holder does.
+        if (
+            gate is not None
+            and is_schedule_gate(gate)
+            and gate == x.run.gate
+            and hand_over_slot(self.ledger, gate, x.run.run_id, successor.run_id)
+        ):
+            self.engine.leave_gate(successor)
         if left:
             hand_over_signals(self.engine, x.run.run_id, left, successor.run_id)
         self.engine.invoke_worker(successor.run_id, "start")

@@ -138,16 +138,26 @@ def handed_over(state: GateState, old: str, new: str) -> GateState | None:
     return replace(state, holders=holders, queue=tuple(r for r in state.queue if r != new))
 
 
-def hand_over_slot(ledger: Ledger, gate: str, old: str, new: str) -> None:
+def hand_over_slot(ledger: Ledger, gate: str, old: str, new: str) -> bool:
     """Give ``old``'s slot in ``gate`` to its successor ``new`` (a conditional write,
     read again on a lost race). Best effort, like leaving a gate: if it fails, ``old``'s
-    slot is freed as an ended run's is (``Admission.leave``, or the first waiter's look
-    at stale holders), and ``new`` waits in line like any start."""
+    slot is freed as an ended run's is (``Admission.leave``, or a waiter's look at stale
+    holders), and ``new`` waits in line like any start.
+
+    True when ``new`` got the slot but had ended by then: the caller leaves the gate for
+    it. A cancel can end the successor before the hand-over (it is PENDING, nobody holds
+    it): that cancel left a gate ``new`` was not in yet, so nothing else would free the
+    slot and wake the line until a waiter's next look. Reading ``new`` after the write
+    closes the gap: a cancel that ends it later finds it holding the slot, and leaves."""
     try:
         for _ in range(10):
             state = ledger.read_gate(gate)
             new_state = handed_over(state, old, new)
-            if new_state is None or ledger.write_gate(gate, new_state):
-                return
+            if new_state is None:
+                return False
+            if ledger.write_gate(gate, new_state):
+                after = ledger.get_run(new)
+                return after is None or after.terminal
     except Exception:
         log.warning("run %s could not hand its slot in %s to %s", old, gate, new, exc_info=True)
+    return False

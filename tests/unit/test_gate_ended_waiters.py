@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from durable import App, Concurrency, Context
 from durable.core.flow import GateState, stale_ahead
-from durable.core.model import RunStatus
+from durable.core.model import RunRecord, RunStatus
 from durable.testing import LocalRunner, SimulatedCrash
 
 pytestmark = pytest.mark.unit
@@ -42,7 +43,15 @@ def _app() -> App:
         ctx.wait_for_signal("done")
         return n
 
+    @app.workflow(name="paged")
+    def paged(ctx: Context, page: int) -> int:
+        ctx.wait_for_signal("next" if page == 0 else "done")
+        if page == 0:
+            ctx.continue_as_new(1)
+        return page
+
     app.schedule("sync", "rate(1 hour)", name="sync-hr", input="hr", overlap="buffer_one")
+    app.schedule("paged", "rate(1 hour)", name="paged-hr", input=0, overlap="buffer_one")
     return app
 
 
@@ -52,8 +61,8 @@ def _runner() -> LocalRunner:
     return r
 
 
-def _fire(r: LocalRunner, hours: int) -> str:
-    fired = r.fire_schedule("sync-hr", T0 + timedelta(hours=hours))
+def _fire(r: LocalRunner, hours: int, name: str = "sync-hr") -> str:
+    fired = r.fire_schedule(name, T0 + timedelta(hours=hours))
     assert fired.result == "started" and fired.run_id is not None
     return fired.run_id
 
@@ -114,6 +123,35 @@ def test_an_ended_holder_behind_an_ended_head_of_line_is_freed_too() -> None:
     assert r.get_run(ids[2]).status == RunStatus.WAITING
     state = r.memory_ledger.read_gate(gate)
     assert (state.holders, state.queue) == ((ids[2],), ())
+
+
+def test_a_successor_canceled_before_it_is_handed_the_slot_gives_it_up_at_once() -> None:
+    """The cancel of a continue-as-new successor lands between its creation and the
+    hand-over of the schedule's slot: the cancel ends it (nobody holds it) and leaves a
+    gate it is not in yet; the hand-over then gives it the slot. The buffered fire gets
+    the slot in that same invocation, not at its next look."""
+    r = _runner()
+    gate = "S#paged#paged-hr"
+    first = _fire(r, 0, "paged-hr")
+    buffered = _fire(r, 1, "paged-hr")
+    assert r.memory_ledger.read_gate(gate) == GateState((first,), (buffered,), (), 2)
+    ledger = r.memory_ledger
+    real = ledger.continue_run
+    successors: list[str] = []
+
+    def continue_run(run_id: str, guard: Any, changes: Any, successor: RunRecord) -> Any:
+        done = real(run_id, guard, changes, successor)
+        successors.append(successor.run_id)
+        r.cancel(successor.run_id, "not the next page")
+        return done
+
+    ledger.continue_run = continue_run  # type: ignore[method-assign]
+    r.signal(first, "next")
+    r.run_until_idle()  # no clock moves: no waiter's recheck comes
+    assert successors and r.get_run(successors[0]).status == RunStatus.CANCELED
+    assert r.get_run(buffered).status == RunStatus.WAITING
+    state = r.memory_ledger.read_gate(gate)
+    assert (state.holders, state.queue) == ((buffered,), ())
 
 
 def test_the_look_ahead_stops_at_the_first_run_still_waiting() -> None:
