@@ -247,8 +247,8 @@ class Admission:
 
     def leave(self, run: RunRecord, limit: int | None) -> None:
         """Free ``run``'s slot (or its place in line) and wake the waiters that now fit.
-        Best effort after the final write: a failure leaves a slot the first waiter
-        frees on its next look (``_free_stale``).
+        Best effort after the final write: a failure leaves a slot (or a place at the
+        head of the line) that a waiter behind it frees on its next look (``_free_stale``).
 
         The run is read after the gate: an operator's retry may have reopened it since
         it ended (the retry left the gate first, so the reopened run entered again with
