@@ -58,21 +58,34 @@ class Scoped(Generic[T]):
     """Awaits ``coro`` with ``scope()`` entered around each of its steps, not around the
     whole await: a thread-local state (the determinism guard's "workflow code is running")
     then follows the coroutine, not the thread, while other tasks of the loop run between
-    its steps with theirs."""
+    its steps with theirs.
 
-    __slots__ = ("_coro", "_scope")
+    ``before``, when given, is called before each step the coroutine is sent a value (not
+    one it is thrown an error: a cancellation goes in as it is); what it raises is thrown
+    into the coroutine at its ``await``, as if the awaited call had raised it."""
+
+    __slots__ = ("_before", "_coro", "_scope")
 
     def __init__(
-        self, coro: Coroutine[Any, Any, T], scope: Callable[[], AbstractContextManager[Any]]
+        self,
+        coro: Coroutine[Any, Any, T],
+        scope: Callable[[], AbstractContextManager[Any]],
+        before: Callable[[], None] | None = None,
     ) -> None:
         self._coro = coro
         self._scope = scope
+        self._before = before
 
     def __await__(self) -> Generator[Any, Any, T]:
-        coro, scope = self._coro, self._scope
+        coro, scope, before = self._coro, self._scope, self._before
         value: Any = None
         error: BaseException | None = None
         while True:
+            if before is not None and error is None:
+                try:
+                    before()
+                except BaseException as refused:  # the coroutine's to meet at its await
+                    value, error = None, refused
             with scope():
                 try:
                     yielded = coro.send(value) if error is None else coro.throw(error)

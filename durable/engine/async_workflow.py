@@ -22,8 +22,14 @@ What async code adds is concurrency, under rules that keep positions independent
   invocation replays from the top.
 - The workflow's end (its coroutine returns or raises), a signal that ends the invocation
   (a lost lease, a cancel, a hand-off, an event to reload) or a worker's death stops new
-  work: bodies under way finish and are recorded (a death cancels them), every task stops
-  at its next new durable call, and the invocation ends the way the first of those says.
+  work: bodies under way finish and are recorded (a death cancels them, a run's cancel
+  stops them at their next ``await``: below), every task stops at its next new durable
+  call, and the invocation ends the way the first of those says.
+- A body goes on after each of its ``await``s only as a new one would start: on a look at
+  the run younger than ``cancel_check_interval`` that shows no cancel. Another body may
+  have held the shared loop meanwhile (a slow call, a paused worker), so the look is
+  renewed when it has aged past the interval, and a cancel (or a lost lease) stops the
+  body at that ``await`` (``StepRun.vouch_for_slice``).
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from durable.errors import (
     InvalidInput,
     LeaseLost,
     PayloadTooLarge,
+    RunCanceled,
     StepFailed,
     StorageError,
     TerminalError,
@@ -332,14 +333,35 @@ class StepRun:
         """An ``async def`` body awaited on the workflow's loop. The context variables
         are the awaiting task's own; the determinism guard's state is the thread's, so it
         is switched off around each of the body's steps (``Scoped``), not around the await,
-        during which other tasks run workflow code."""
+        during which other tasks run workflow code. Each step goes on only on a view of
+        the run a start could rest on (``vouch_for_slice``)."""
         step_token = bind_step(StepContext(self))
         ctx_token = bind_context(None)  # a decorated step called inside a step is plain
         try:
-            return await Scoped(body(), self.x.engine.guard.step_code)
+            return await Scoped(body(), self.x.engine.guard.step_code, self.vouch_for_slice)
         finally:
             reset_context(ctx_token)
             reset_step(step_token)
+
+    def vouch_for_slice(self) -> None:
+        """Before an awaited body goes on after an ``await``: the loop is shared, so
+        another body may have held it there for any time (a slow call of its own, a paused
+        worker), and the view of the run its start rested on may be old by now. Like a
+        start, the body goes on only on a look younger than ``cancel_check_interval``
+        (else the lease is renewed, one fenced write that reads the run again) showing no
+        cancel; else ``RunCanceled`` (or ``LeaseLost``) stops it at that ``await``, as a
+        heartbeat's would, and the run ends as at any durable call. A look still fresh
+        costs nothing, so a body's slices cost a renewal at most once per interval of
+        the worker's time (the promise of ``docs/architecture.md``: a renewal at least
+        every ``cancel_check_interval`` of work)."""
+        x = self.x
+        # No budget to cover again (its start did): the renewal is only for its look,
+        # or for a lease about to end.
+        x.ensure_lease(timedelta(0))
+        if x.run.cancel_requested and not x.compensating:
+            # Seen by another task's look, however recent: a body seen to go on after
+            # the cancel counts as one started after it.
+            raise RunCanceled(x.run.cancel_reason or "canceled")
 
     def interrupted(self, prev: StepRecord) -> WorkerInterrupted | None:
         """A RUNNING record means an attempt started and never finished."""
