@@ -182,6 +182,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
             time_scale=args.time_scale,
             storage=args.storage,
             dynamodb_port=args.dynamodb_port,
+            scheduler_port=args.scheduler_port,
             verbose=args.verbose,
             worker_app=args.worker_app,
             own=own,
@@ -801,6 +802,14 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         help="DynamoDB Local's port on 127.0.0.1 (default: a free one, shown in the banner); "
         "a fixed one keeps a GUI or script pointed at it across restarts",
+    )
+    dev.add_argument(
+        "--scheduler-port",
+        type=int,
+        default=0,
+        help="the embedded moto server's port on 127.0.0.1: EventBridge Scheduler, Secrets "
+        "Manager and SSM (and DynamoDB with --storage moto); default 0, a free one (shown "
+        "in the banner). A fixed one suits a firewall or several stacks side by side",
     )
     dev.set_defaults(func=cmd_dev)
 

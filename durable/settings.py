@@ -122,7 +122,21 @@ class Settings(BaseModel):
     # invocation when it has the time; longer ones suspend the run and arm a timer.
     inprocess_wait_seconds: Seconds = 5
     sweep_grace_seconds: Seconds = 120
+    # A run the sweeper invoked is due again this long after, should that invocation be
+    # lost before it claims the run (``EngineConfig.sweep_retrigger``). Deployed, Lambda
+    # retries a failed asynchronous invocation twice (after about 1 and 2 minutes) before
+    # this comes into play; ``durable dev`` sets its worker timeout here, so a lost
+    # invocation is swept again within a lease.
+    sweep_retrigger_seconds: Seconds = 300
     sweep_max_invocations: int = Field(default=500, ge=1, le=10_000)
+    # Every AWS client's budget (``durable.adapters.aws_services.client_options``): how long
+    # to wait for a connection and for each answer, and how many attempts a request gets
+    # (botocore's "standard" retry mode). A store that stops answering then fails a request
+    # within about attempts x read timeout (9 s by default; the API answers 503 with
+    # Retry-After), instead of botocore's defaults (a 60 s read, up to 10 attempts).
+    aws_connect_timeout_seconds: float = Field(default=2.0, gt=0, le=60)
+    aws_read_timeout_seconds: float = Field(default=3.0, gt=0, le=900)
+    aws_max_attempts: int = Field(default=3, ge=1, le=10)
     # Self-invocations in one unbroken chain before the worker lets the sweeper take over
     # (a pause of about a sweep period); bounds a run that never waits.
     max_hops: int = Field(default=1000, ge=1)
@@ -285,7 +299,7 @@ class Settings(BaseModel):
             inprocess_wait_threshold=timedelta(seconds=self.inprocess_wait_seconds) * scale,
             handoff_grace=real.handoff_grace * scale,
             cancel_check_interval=real.cancel_check_interval * scale,
-            sweep_retrigger=real.sweep_retrigger * scale,
+            sweep_retrigger=timedelta(seconds=self.sweep_retrigger_seconds) * scale,
             sweep_grace=timedelta(seconds=self.sweep_grace_seconds) * scale,
             steps_per_invocation=self.steps_per_invocation,
             due_shards=self.due_shards,

@@ -43,6 +43,31 @@ SECRET_MAX_AGE = 300
 DYNAMODB_CLIENT_OPTIONS: dict[str, Any] = {"parameter_validation": False}
 
 
+def client_options(settings: Settings | None = None, **overrides: Any) -> dict[str, Any]:
+    """The ``botocore.config.Config`` options of an AWS client: explicit connect and read
+    timeouts and a bounded retry budget (``Settings.aws_*``), then ``overrides``.
+
+    botocore's defaults wait 60 s for a connection and 60 s for each answer, and retry a
+    DynamoDB request up to 10 times: a store that accepts connections but stops answering
+    (a paused server, a network that drops replies) held an API request for minutes. With
+    these, a request fails within about ``attempts x read timeout``, as a retryable
+    ``StorageError`` the API answers with 503 and Retry-After. "standard" mode retries
+    throttles and transient errors with jittered backoff, timeouts included.
+    """
+
+    def setting(name: str) -> Any:
+        # Without a deployment's settings (the CLI's clients, durable dev's own): the defaults.
+        return getattr(settings, name) if settings else Settings.model_fields[name].default
+
+    options: dict[str, Any] = {
+        "connect_timeout": setting("aws_connect_timeout_seconds"),
+        "read_timeout": setting("aws_read_timeout_seconds"),
+        # total_max_attempts counts the first attempt (max_attempts would count retries).
+        "retries": {"total_max_attempts": setting("aws_max_attempts"), "mode": "standard"},
+    }
+    return {**options, **overrides}
+
+
 class LazyClient:
     """A boto3 client created on its first attribute access (thread-safe)."""
 
@@ -70,7 +95,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
     own = session or boto3.session.Session()
 
     def client(service: str, **options: Any) -> Any:
-        config = Config(**options) if options else None
+        config = Config(**client_options(settings, **options))
         return LazyClient(lambda: own.client(service, config=config))  # type: ignore[call-overload]
 
     # Every DynamoDB request reports the units it consumed to the meter: each
@@ -78,7 +103,8 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
     meter = Meter()
 
     def watched_dynamodb() -> Any:
-        made = own.client("dynamodb", config=Config(**DYNAMODB_CLIENT_OPTIONS))
+        config = Config(**client_options(settings, **DYNAMODB_CLIENT_OPTIONS))
+        made = own.client("dynamodb", config=config)
         dynamodb_units.watch(made, meter)
         return made
 
@@ -118,13 +144,20 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         invoker=LambdaInvoker(cast(Any, client("lambda")), worker),
         nonces=DynamoNonceStore(dynamodb, settings.idempotency_table),
         timers=timers,
-        secrets=secrets_manager(lambda: own.client("secretsmanager")),
+        secrets=secrets_manager(
+            lambda: own.client("secretsmanager", config=Config(**client_options(settings)))
+        ),
         idempotency=lambda: _persistence(settings, own),
         keys=_keys(settings, client),
         # Asked while an API request waits: a short timeout, no retries (unknown = start).
         served=_served(
             settings,
-            client("lambda", read_timeout=10, connect_timeout=3, retries={"max_attempts": 1}),
+            client(
+                "lambda",
+                read_timeout=10,
+                connect_timeout=3,
+                retries={"total_max_attempts": 1, "mode": "standard"},
+            ),
             worker,
         ),
     )
@@ -193,8 +226,13 @@ def secrets_manager(factory: Callable[[], Any]) -> SecretSource:
 def _persistence(settings: Settings, session: boto3.session.Session) -> Any:
     """Powertools' DynamoDB layer on the idempotency table (imported when first needed)."""
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
+    from botocore.config import Config
 
-    return DynamoDBPersistenceLayer(table_name=settings.idempotency_table, boto3_session=session)
+    return DynamoDBPersistenceLayer(
+        table_name=settings.idempotency_table,
+        boto3_session=session,
+        boto_config=Config(**client_options(settings)),
+    )
 
 
 # A check call runs as long as the worker's timeout allows (up to 900 s): the hook waits for
@@ -211,4 +249,5 @@ def deploy_hook_clients() -> tuple[Any, Any]:
     import boto3
     from botocore.config import Config
 
-    return boto3.client("lambda", config=Config(**HOOK_LAMBDA_OPTIONS)), boto3.client("codedeploy")
+    lambda_client = boto3.client("lambda", config=Config(**HOOK_LAMBDA_OPTIONS))
+    return lambda_client, boto3.client("codedeploy", config=Config(**client_options()))

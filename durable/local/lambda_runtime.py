@@ -4,14 +4,16 @@ Each slot is a separate process (so a SIGKILL takes down one "invocation", exact
 a Lambda sandbox dying), handed one event at a time with a context whose remaining time
 counts down to a deadline. A process still running at its deadline is killed, as Lambda
 does (by a kernel timer of its own, the pool backing it up); a dead process is replaced.
-Asynchronous invocations are not retried here: the engine's due times and the sweeper are
-what recover a lost invocation, locally as on AWS. An invocation for a run that already
-has one waiting in the queue is not queued twice (``WorkerPool.submit``).
+An asynchronous invocation that fails (the handler raised, hit its deadline, or its process
+died) is retried twice, as Lambda retries one (``ASYNC_RETRY_DELAYS``); past that, the
+engine's due times and the sweeper recover it, locally as on AWS. An invocation for a run
+that already has one waiting in the queue is not queued twice (``WorkerPool.submit``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import importlib
 import itertools
 import logging
@@ -22,7 +24,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -62,6 +64,14 @@ def load_handler(ref: str) -> Callable[[Any, Any], Any]:
 KILL_GRACE = 0.25
 DEADLINE_OVERRUN = 0.5
 READY_TIMEOUT = 60.0  # a new worker process imports the handler before its first event
+# Lambda retries a failed asynchronous invocation twice: about a minute after the first
+# attempt, then two minutes after the second. The pool keeps the count and the doubling
+# with Lambda's minutes as seconds (real ones, whatever --time-scale): a worker killed
+# before it claimed its run, or a wake-up that met a storage error, runs again within
+# seconds rather than at the sweeper's retrigger. A store down for longer than the retries
+# leaves the run to the sweeper, which takes it up within a worker timeout under durable
+# dev (``DURABLE_SWEEP_RETRIGGER_SECONDS``).
+ASYNC_RETRY_DELAYS = (1.0, 2.0)
 
 
 def _child_main(
@@ -138,6 +148,8 @@ class PoolStats:
     died: int = 0
     # Invocations not queued because one for the same run was already waiting (see submit).
     deduped: int = 0
+    # Asynchronous invocations that failed and were queued again (ASYNC_RETRY_DELAYS).
+    retried: int = 0
     events: list[str] = field(default_factory=list)
 
 
@@ -152,6 +164,7 @@ class WorkerPool:
         function_name: str = "durable-worker",
         on_event: Callable[[str], None] | None = None,
         preload: str | None = None,
+        retry_delays: Sequence[float] = ASYNC_RETRY_DELAYS,
     ) -> None:
         if size < 1:
             raise ValueError("a worker pool needs at least one process")
@@ -160,6 +173,7 @@ class WorkerPool:
         self.env = dict(env)
         self.function_name = function_name
         self.preload = preload
+        self.retry_delays = tuple(retry_delays)
         self.on_event = on_event or (lambda text: log.info("%s", text))
         self.slots = [Slot(i) for i in range(size)]
         self.queue: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -180,6 +194,10 @@ class WorkerPool:
         # Synchronous invocations go before queued runs: a caller waits on each (the API's
         # question to the workers while it answers a request), a run's invocation does not.
         self._urgent: queue.Queue[dict[str, Any]] = queue.Queue()
+        # Failed asynchronous invocations waiting for their retry: (when, order, item),
+        # earliest first; moved to the queue when their time comes (``_take``).
+        self._delayed: list[tuple[float, int, dict[str, Any]]] = []
+        self._order = itertools.count()
 
     # --- lifecycle -----------------------------------------------------------------
 
@@ -277,17 +295,44 @@ class WorkerPool:
         start, which made most starts under a burst run twice. An event for a run whose
         invocation is already *running* is queued: the run may need another invocation.
         """
-        run_id = event.get("run_id") if isinstance(event, dict) else None
+        # ``attempt`` marks an asynchronous invocation (the retried ones count it up).
+        item = {"request_id": str(uuid.uuid4()), "event": event, "attempt": 0}
         with self._queue_lock:
-            waiting = self._queued.get(run_id) if isinstance(run_id, str) else None
-            if waiting is not None:
-                self.stats.deduped += 1
-                return str(waiting["request_id"])
-            item = {"request_id": str(uuid.uuid4()), "event": event}
-            if isinstance(run_id, str):
-                self._queued[run_id] = item
-            self.queue.put(item)
+            return self._enqueue(item)
+
+    def _enqueue(self, item: dict[str, Any]) -> str:
+        """Queue ``item`` unless its run has one waiting (see submit); under the lock."""
+        event = item["event"]
+        run_id = event.get("run_id") if isinstance(event, dict) else None
+        waiting = self._queued.get(run_id) if isinstance(run_id, str) else None
+        if waiting is not None:
+            self.stats.deduped += 1
+            return str(waiting["request_id"])
+        if isinstance(run_id, str):
+            self._queued[run_id] = item
+        self.queue.put(item)
         return str(item["request_id"])
+
+    def _retry_later(self, item: dict[str, Any]) -> float | None:
+        """Queue a failed asynchronous invocation again after its delay, as Lambda does
+        (the same event and request id); the delay, or None when it gets no more tries
+        (a synchronous one, retries spent, the pool stopping)."""
+        attempt = item.get("attempt")
+        if attempt is None or attempt >= len(self.retry_delays) or self._stopped.is_set():
+            return None
+        delay: float = self.retry_delays[attempt]
+        again = {**item, "attempt": attempt + 1}
+        with self._queue_lock:
+            heapq.heappush(self._delayed, (time.monotonic() + delay, next(self._order), again))
+        self.stats.retried += 1
+        return delay
+
+    def _release_retries(self) -> None:
+        """Queue every retry whose time has come."""
+        now = time.monotonic()
+        with self._queue_lock:
+            while self._delayed and self._delayed[0][0] <= now:
+                self._enqueue(heapq.heappop(self._delayed)[2])
 
     def call(self, event: dict[str, Any]) -> dict[str, Any]:
         """A synchronous invocation (InvocationType=RequestResponse): queued like any
@@ -318,6 +363,7 @@ class WorkerPool:
 
     def _take(self, timeout: float) -> dict[str, Any] | None:
         """The next queued item, no longer counted as waiting (see submit)."""
+        self._release_retries()
         try:
             return self._urgent.get_nowait()
         except queue.Empty:
@@ -355,7 +401,7 @@ class WorkerPool:
                         slot.deaths += 1
                         self.on_event(
                             f"a new worker process did not start; run "
-                            f"{item['event'].get('run_id', '?')} waits for the sweeper"
+                            f"{item['event'].get('run_id', '?')}{self._then(item)}"
                         )
                     continue
             self._run(slot, item)
@@ -397,19 +443,31 @@ class WorkerPool:
             self.stats.killed_at_deadline += 1
             self.on_event(
                 f"worker {process.pid} hit its {self.timeout:g}s deadline "
-                f"on run {run}: killed, as Lambda would"
+                f"on run {run}: killed, as Lambda would{self._then(item)}"
             )
         elif outcome == "died":
             self.stats.died += 1
             slot.deaths += 1
-            self.on_event(f"worker process died while running run {run}; replacing it")
+            self.on_event(
+                f"worker process died while running run {run}; replacing it{self._then(item)}"
+            )
         elif outcome != "ok":
             self.stats.errors += 1
-            self.on_event(f"worker function error on run {run}: {outcome[6:]}")
+            self.on_event(f"worker function error on run {run}: {outcome[6:]}{self._then(item)}")
         if outcome in ("timeout", "died"):
             self._close(slot)
             if self._spawn(slot) and not self._await_ready(slot, READY_TIMEOUT):
                 self._close(slot)  # the next event tries again
+
+    def _then(self, item: dict[str, Any]) -> str:
+        """What becomes of a failed invocation: retried (said with its delay), or, for an
+        asynchronous one out of retries, left to the sweeper."""
+        if item.get("attempt") is None:
+            return ""  # synchronous: its caller has the error
+        delay = self._retry_later(item)
+        if delay is None:
+            return "; out of retries: the sweeper takes the run up"
+        return f"; retried in {delay:g} s, as Lambda retries an asynchronous invocation"
 
     # --- introspection ----------------------------------------------------------------
 
@@ -436,5 +494,6 @@ class WorkerPool:
         return (
             self.queue.empty()
             and self._urgent.empty()
+            and not self._delayed
             and all(s.busy_with is None for s in self.slots)
         )

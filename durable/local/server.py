@@ -13,6 +13,7 @@ import errno
 import faulthandler
 import json
 import logging
+import math
 import os
 import secrets
 import threading
@@ -40,6 +41,8 @@ log = logging.getLogger("durable.local")
 
 STAGE = "dev"
 STOP_DIAGNOSE_AFTER = 30.0  # seconds: a stop slower than this prints every thread's stack
+MOTO_START_TIMEOUT = 10.0  # seconds the embedded moto server may take to listen
+SETUP_READ_TIMEOUT = 30.0  # seconds: the tables' creation, once per start
 LEDGER_TABLE = f"durable-ledger-{STAGE}"
 IDEMPOTENCY_TABLE = f"durable-idempotency-{STAGE}"
 SCHEDULER_GROUP = f"durable-{STAGE}"
@@ -102,6 +105,12 @@ class DevOptions:
     # DynamoDB Local's port (0: one the kernel picks, printed in the banner): a fixed one
     # lets a GUI (NoSQL Workbench) or a script keep pointing at it across restarts.
     dynamodb_port: int = 0
+    # The embedded moto server's port (Scheduler, Secrets Manager, SSM; DynamoDB too with
+    # --storage moto). 0: one the kernel picks. A fixed one suits a firewall that allows
+    # named ports only, or several stacks side by side.
+    scheduler_port: int = 0
+    # A sweep every second, start to start: a run due and unleased (a start whose
+    # invocation was lost, a dead worker's lease that ended) is taken within a second.
     sweep_interval: float = 1.0
     say: Callable[[str], None] = print
     # The handlers' own logs (JSON for CloudWatch) and metrics instead of the console's
@@ -137,8 +146,11 @@ class DevServer:
         # The recent sweeps: (time.time() at the start, seconds the sweep took).
         self.sweeps: list[tuple[float, float]] = []
         # The API and sweeper handlers run in this process; on Lambda each container handles
-        # one event at a time, and Powertools' metrics rely on that: serialize them here.
-        self.handler_lock = threading.Lock()
+        # one event at a time, and Powertools' metrics rely on that: each handler's events
+        # are serialized here. One lock per handler (as each is its own function on AWS): a
+        # sweep waiting on a slow store never holds up the API's requests.
+        self.api_lock = threading.Lock()
+        self.sweep_lock = threading.Lock()
         self.clock = vclock.ScaledClock(
             vclock.load_or_create(options.state_dir / "clock.json", options.time_scale)
         )
@@ -176,9 +188,7 @@ class DevServer:
         )
         self.pool.start()
         self._reconcile_schedules()
-        import boto3
-
-        scheduler = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
+        scheduler = _client("scheduler", self.stack.moto_endpoint)
         self.timers = SchedulerLoop(scheduler, SCHEDULER_GROUP, self.clock, self.pool.submit)
         self.timers.start()
         self._serve_http()
@@ -206,11 +216,9 @@ class DevServer:
         self._restore_pauses()
 
     def _recurring(self) -> Any:
-        import boto3
-
         from durable.adapters.scheduler import SchedulerRecurring
 
-        client = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
+        client = _client("scheduler", self.stack.moto_endpoint)
         return SchedulerRecurring(
             client,
             group=SCHEDULER_GROUP,
@@ -262,9 +270,10 @@ class DevServer:
             self.pool.stop()
         if self._sweeper is not None:
             self._sweeper.join(timeout=10)  # a sweep in flight finishes
-        # The in-process handlers hold this lock while they run; it stays held, so none
+        # The in-process handlers hold these locks while they run; they stay held, so none
         # starts after this.
-        self.handler_lock.acquire(timeout=10)
+        self.api_lock.acquire(timeout=10)
+        self.sweep_lock.acquire(timeout=10)
         if self.timers is not None:
             self.timers.stop()
             self._save_pauses()
@@ -285,8 +294,23 @@ class DevServer:
         # The embedded server logs every request; the timer loop polls several times a
         # second, which would drown the output developers watch.
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        moto.start()
+        wanted = self.o.scheduler_port
+        if wanted and _port_taken(wanted):
+            raise RuntimeError(
+                f"--scheduler-port {wanted} is in use: stop what listens there, or pass "
+                "another port (or none: a free one is picked)"
+            )
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=wanted, verbose=False)
+        # Its start waits forever for a server that failed to bind (in its own thread):
+        # bounded here, so a port taken since the check above fails the start instead.
+        starting = threading.Thread(target=moto.start, name="moto-start", daemon=True)
+        starting.start()
+        starting.join(MOTO_START_TIMEOUT)
+        if starting.is_alive():
+            raise RuntimeError(
+                f"the embedded moto server did not start on 127.0.0.1:{wanted} within "
+                f"{MOTO_START_TIMEOUT:g} s (--scheduler-port: is the port in use?)"
+            )
         host, port = moto.get_host_and_port()
         self.stack.moto_endpoint = f"http://{host}:{port}"
         self.stack.closers.append(moto.stop)
@@ -327,16 +351,15 @@ class DevServer:
         self.stack.closers.append(server.stop)
 
     def _create_resources(self) -> None:
-        import boto3
-
         from durable.adapters.schema import IDEMPOTENCY, LEDGER, create_tables
 
-        ddb = boto3.client("dynamodb", endpoint_url=self.stack.storage_endpoint)
+        # Once, at the start: DynamoDB Local's first answers come from a JVM still warming up.
+        ddb = _client("dynamodb", self.stack.storage_endpoint, read_timeout=SETUP_READ_TIMEOUT)
         create_tables(ddb, {LEDGER: LEDGER_TABLE, IDEMPOTENCY: IDEMPOTENCY_TABLE})
-        scheduler = boto3.client("scheduler", endpoint_url=self.stack.moto_endpoint)
+        scheduler = _client("scheduler", self.stack.moto_endpoint)
         with contextlib.suppress(scheduler.exceptions.ConflictException):
             scheduler.create_schedule_group(Name=SCHEDULER_GROUP)
-        secrets_client = boto3.client("secretsmanager", endpoint_url=self.stack.moto_endpoint)
+        secrets_client = _client("secretsmanager", self.stack.moto_endpoint)
         keys = self._local_keys()
         for name, value in ((CALLBACK_SECRET, keys["callback"]), (WEBHOOK_SECRET, keys["webhook"])):
             with contextlib.suppress(secrets_client.exceptions.ResourceExistsException):
@@ -350,8 +373,6 @@ class DevServer:
         """stack.yaml's secrets, in the local Secrets Manager or SSM, with the value of
         ``DURABLE_LOCAL_SECRET_<NAME>`` from the developer's shell (never from a file of
         the project); without it the secret is missing here, as it would be on AWS."""
-        import boto3
-
         from durable.local.overlay import LOCAL_SECRET_PREFIX
 
         for own in self.o.own.values():
@@ -366,12 +387,12 @@ class DevServer:
                     continue
                 endpoint = self.stack.moto_endpoint or None
                 if secret.kind == "ssm":
-                    ssm = boto3.client("ssm", endpoint_url=endpoint)
+                    ssm = _client("ssm", endpoint)
                     ssm.put_parameter(
                         Name=secret.local_name, Value=value, Type="SecureString", Overwrite=True
                     )
                     continue
-                client = boto3.client("secretsmanager", endpoint_url=endpoint)
+                client = _client("secretsmanager", endpoint)
                 try:
                     client.create_secret(Name=secret.local_name, SecretString=value)
                 except client.exceptions.ResourceExistsException:
@@ -426,6 +447,11 @@ class DevServer:
             # Values too large for a ledger item, kept with the ledger (S3 on AWS).
             "DURABLE_PAYLOAD_FOLDER": str(self._payload_folder()),
             "DURABLE_SWEEP_GRACE_SECONDS": "0",
+            # A run the sweeper invoked whose invocation is lost before it claims the run
+            # (its worker killed, the store down) is due again one worker timeout later:
+            # within a lease, not the deployed 5 minutes (which Lambda's own retries, a
+            # minute and two apart, cover on AWS).
+            "DURABLE_SWEEP_RETRIGGER_SECONDS": str(max(1, math.ceil(self.o.worker_timeout))),
             # Every process here runs this library version, which reads issue 35's
             # layouts: write them (a deployed stack turns them on in a later deploy).
             "DURABLE_INPUTS_APART": "true",
@@ -452,6 +478,7 @@ class DevServer:
             "talk to it)",
             f"  console      http://127.0.0.1:{self.o.port}{PREFIX}  (runs, timelines, approvals)",
             f"  DynamoDB     {self.stack.storage_endpoint}  ({storage})",
+            f"  Scheduler    {self.stack.moto_endpoint}  (moto: also Secrets Manager, SSM)",
             f"  tables       {LEDGER_TABLE}, {IDEMPOTENCY_TABLE}",
             f"  state        {self.o.state_dir.resolve()}  (delete it to start from nothing)",
             f"  app          {self.o.app}  ({self.o.workers} workers)",
@@ -536,7 +563,7 @@ class DevServer:
                 context = LocalContext(
                     "durable-api-dev", event["requestContext"]["requestId"], time.time() + 30
                 )
-                with server.handler_lock:
+                with server.api_lock:
                     result = api_handler[0](event, context)
                 status, headers, data = from_proxy_result(result)
                 self._reply(status, headers, data)
@@ -622,7 +649,7 @@ class DevServer:
             next_at = max(next_at + self.o.sweep_interval, time.monotonic())
             began, began_at = time.monotonic(), time.time()
             try:
-                with self.handler_lock:
+                with self.sweep_lock:
                     handler(
                         {"source": "local.sweeper"},
                         LocalContext("durable-sweeper-dev", "sweep", time.time() + 30),
@@ -634,11 +661,26 @@ class DevServer:
             del self.sweeps[:-100]
 
 
+def _client(service: str, endpoint: str | None, **overrides: Any) -> Any:
+    """durable dev's own client of a local server, with the timeouts and retry budget of
+    every AWS client (``durable.adapters.aws_services.client_options``)."""
+    import boto3
+    from botocore.config import Config
+
+    from durable.adapters.aws_services import client_options
+
+    config = Config(**client_options(None, **overrides))
+    return boto3.client(service, endpoint_url=endpoint, config=config)  # type: ignore[call-overload]
+
+
 def _port_taken(port: int) -> bool:
     """Whether 127.0.0.1:``port`` is held by something else (it cannot be bound)."""
     import socket
 
     with socket.socket() as probe:
+        # As the servers bind (SO_REUSEADDR): a port whose last connections linger in
+        # TIME_WAIT after a restart is free; only a listener makes it taken.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError as e:
