@@ -21,7 +21,13 @@ from durable.adapters.dynamodb_support import (
     storage_error,
 )
 from durable.adapters.dynamodb_table import TableBase
-from durable.core.leases import check_listing, listed, listing_prefixes
+from durable.core.leases import (
+    LEGACY_OPEN_LISTINGS,
+    OPEN_LISTING,
+    check_listing,
+    listed,
+    listing_prefixes,
+)
 from durable.core.model import RunRecord
 from durable.core.ports import Page
 from durable.errors import InvalidCursor
@@ -49,8 +55,37 @@ class ListingMixin(TableBase):
             cursor_keys = ("pk", "sk", "list_pk", "list_sk")
             cursor_expect = {"list_pk": list_pk(str(workflow))}
             prefixes = listing_prefixes(status) or (None,)
-        start = decode_cursor(cursor, cursor_keys, cursor_expect)
         filters = _Filters(workflow, status, needs_attention, version)
+        return self._walk(index, cursor_keys, cursor_expect, prefixes, filters, limit, cursor)
+
+    def open_runs(
+        self, workflow: str, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[RunRecord]:
+        # The open phase and the first layout's unfinished prefixes hold every unfinished
+        # run and no ended one (an end moves a run's key to ``done#``): no status filter,
+        # so a run a worker claims or suspends meanwhile stays in the range being read.
+        return self._walk(
+            "list-index",
+            ("pk", "sk", "list_pk", "list_sk"),
+            {"list_pk": list_pk(workflow)},
+            (OPEN_LISTING, *LEGACY_OPEN_LISTINGS),
+            _Filters(workflow, None, None, None),
+            limit,
+            cursor,
+        )
+
+    def _walk(
+        self,
+        index: str,
+        cursor_keys: tuple[str, ...],
+        cursor_expect: dict[str, str],
+        prefixes: tuple[str | None, ...],
+        filters: _Filters,
+        limit: int,
+        cursor: str | None,
+    ) -> Page[RunRecord]:
+        """Up to ``limit`` runs of ``prefixes``' key ranges in turn, from ``cursor`` on."""
+        start = decode_cursor(cursor, cursor_keys, cursor_expect)
         items: list[RunRecord] = []
         last: dict[str, Any] | None = None  # the key of the last item taken
         first = _range_of(start, prefixes)

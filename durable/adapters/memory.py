@@ -484,6 +484,18 @@ class MemoryLedger:
         more = start + limit < len(runs)
         return Page([listed(copy_run(r)) for r in page], str(start + limit) if more else None)
 
+    def open_runs(
+        self, workflow: str, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[RunRecord]:
+        # One read under the lock: whatever a worker does, a run is seen at one status.
+        with self._lock:
+            runs = [r for r in self._runs.values() if r.workflow == workflow and not r.terminal]
+            runs.sort(key=lambda r: self._listed.get(r.run_id, ""), reverse=True)
+            start = _offset(cursor)
+            page = [listed(copy_run(r)) for r in runs[start : start + limit]]
+        more = start + limit < len(runs)
+        return Page(page, str(start + limit) if more else None)
+
     # --- test helpers (not part of the port) ----------------------------------------
 
     def all_run_ids(self) -> list[str]:

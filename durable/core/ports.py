@@ -378,6 +378,19 @@ class Ledger(Protocol):
         those needing attention latest changed first (``durable.core.leases.listing_key``)."""
         ...
 
+    def open_runs(
+        self, workflow: str, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[RunRecord]:
+        """A workflow's unfinished runs, whatever their status, newest created first (then
+        any the listing's first layout still keys), as ``list_runs`` shows a run.
+
+        Read from the listing index's ranges a run stays in from its creation to its end
+        (``durable.core.leases.listing_key``), with no filter on the status: a run a
+        worker moves between unfinished statuses meanwhile (a claim, a suspension) is
+        listed at one or the other, where a listing per status can miss it between two
+        of them. The unfinished runs of a workflow are few: no ended run is read."""
+        ...
+
 
 class Timers(Protocol):
     """Durable timers (EventBridge Scheduler one-time schedules on AWS)."""

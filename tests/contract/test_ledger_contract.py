@@ -387,6 +387,49 @@ def test_a_listing_shows_unfinished_runs_first_then_the_latest_ended(ledger: Any
     assert ledger.list_runs(workflow="wf", status="FAILED").items == []
 
 
+def test_open_runs_are_a_workflows_unfinished_runs_whatever_their_status(ledger: Any) -> None:
+    """GIVEN runs of one workflow in each status, and another workflow's WHEN its open runs
+    are read THEN they are its unfinished runs, newest created first, as a listing shows
+    them; a run a worker claims, suspends or moves to compensating stays where it was (its
+    listing key does not move: ``Ledger.open_runs``, an ``overlap`` schedule's one read);
+    one that ends leaves them, a retry brings it back, and a cursor walks them."""
+    statuses = ["PENDING", "RUNNING", "WAITING", "COMPENSATING", "SUCCEEDED", "FAILED"]
+    for i, status in enumerate(statuses):
+        ledger.create_run(make_run(f"R{i}", created_at=t(i), updated_at=t(i)))
+        if status != "PENDING":
+            run = claim(ledger, "w", now=i, run_id=f"R{i}").run
+            changes = {"status": status, "updated_at": t(i), "lease_owner": None}
+            ledger.update_run(f"R{i}", RunGuard(run.fence, "w"), changes)
+    ledger.create_run(make_run("B", workflow="other", created_at=t(9)))
+
+    def open_ids(**page: Any) -> list[str]:
+        return [r.run_id for r in ledger.open_runs("wf", **page).items]
+
+    assert open_ids() == ["R3", "R2", "R1", "R0"]
+    (row, *_) = ledger.open_runs("wf").items
+    assert row == listed(ledger.get_run("R3"))
+    r2 = claim(ledger, "w2", now=20, run_id="R2").run  # WAITING -> RUNNING
+    assert open_ids() == ["R3", "R2", "R1", "R0"]
+    ledger.update_run("R2", RunGuard(r2.fence, "w2"), {"status": "SUCCEEDED", "updated_at": t(21)})
+    assert open_ids() == ["R3", "R1", "R0"]
+    ledger.operate(
+        "R5",
+        statuses=("FAILED",),
+        unleased=True,
+        changes={"status": "PENDING", "updated_at": t(40), "error": None, "due_at": t(40)},
+    )
+    assert open_ids() == ["R5", "R3", "R1", "R0"]
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = ledger.open_runs("wf", limit=3, cursor=cursor)
+        seen += [r.run_id for r in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            break
+    assert seen == ["R5", "R3", "R1", "R0"]
+
+
 def test_needs_attention_lists_flagged_failed_and_person_waits_and_nothing_else(
     ledger: Any,
 ) -> None:

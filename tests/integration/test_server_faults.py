@@ -144,6 +144,7 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
         "RUN1", t(13), t(300), stale_before=t(100), skew=timedelta(seconds=5)
     ),
     "list_runs": lambda ledger: ledger.list_runs(workflow="wf"),
+    "open_runs": lambda ledger: ledger.open_runs("wf"),
     "operate": lambda ledger: ledger.operate(
         "RUN1", statuses=("RUNNING",), changes={"updated_at": t(14)}
     ),
