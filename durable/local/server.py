@@ -148,9 +148,11 @@ class DevServer:
         # The API and sweeper handlers run in this process; on Lambda each container handles
         # one event at a time, and Powertools' metrics rely on that: each handler's events
         # are serialized here. One lock per handler (as each is its own function on AWS): a
-        # sweep waiting on a slow store never holds up the API's requests.
+        # sweep waiting on a slow store never holds up the API's requests. Except under
+        # --verbose: Powertools keeps one metric set per process (a class attribute), which
+        # both handlers would then fill and flush at once; there they take turns.
         self.api_lock = threading.Lock()
-        self.sweep_lock = threading.Lock()
+        self.sweep_lock = self.api_lock if options.verbose else threading.Lock()
         self.clock = vclock.ScaledClock(
             vclock.load_or_create(options.state_dir / "clock.json", options.time_scale)
         )
@@ -273,7 +275,8 @@ class DevServer:
         # The in-process handlers hold these locks while they run; they stay held, so none
         # starts after this.
         self.api_lock.acquire(timeout=10)
-        self.sweep_lock.acquire(timeout=10)
+        if self.sweep_lock is not self.api_lock:
+            self.sweep_lock.acquire(timeout=10)
         if self.timers is not None:
             self.timers.stop()
             self._save_pauses()

@@ -15,6 +15,7 @@ import re
 import signal
 import socket
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -226,3 +227,16 @@ def test_every_client_the_composition_makes_has_timeouts_and_a_retry_budget() ->
         read = 3.0 if "hook" in name else 4.5  # the hook has no settings: the defaults
         assert (config.connect_timeout, config.read_timeout) == (2.0, read), name
         assert config.retries == {"total_max_attempts": 3, "mode": "standard"}, name
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_the_api_and_the_sweeper_take_turns_only_under_verbose(
+    tmp_path: Path, verbose: bool
+) -> None:
+    # Quiet (the default), metrics are off: the two handlers run side by side, as two
+    # functions do on AWS. Verbose, Powertools' one metric set per process needs turns.
+    server = DevServer(DevOptions(app="x:app", state_dir=tmp_path, verbose=verbose))
+    assert (server.api_lock is server.sweep_lock) == verbose
+    began = time.monotonic()
+    server.stop()  # takes each lock once (a shared one is not waited for twice)
+    assert time.monotonic() - began < 5
