@@ -492,6 +492,7 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.get_steps",
     "ledger.list_runs",
     "ledger.load",
+    "ledger.open_runs",
     "ledger.operate",
     "ledger.purge_leftovers",
     "ledger.read_gate",
