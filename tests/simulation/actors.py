@@ -113,6 +113,7 @@ class Settings:
     # The features this schedule leans towards (``coverage.focus_for``): each pair of
     # ``coverage.FEATURES`` is some seed's focus, so pairs meet within the budget.
     focus: frozenset[str] = frozenset()
+    tour: str = ""  # the rare operations this schedule carries out (``scripts.TOURS``)
 
     def weight(self, kind: str) -> float:
         return dict(self.weights)[kind]
@@ -150,7 +151,7 @@ class World:
         self.payloads = MemoryPayloads(self.clock)
         self.reader = ClaimCheck(ledger, self.payloads)  # reads as the engine's resolve
         offload = random.Random(f"payloads-{seed}").choice([16, 64, 64 * 1024])
-        if "offloaded value" in settings.focus:
+        if "offloaded value" in settings.focus or settings.tour == "mechanics":
             offload = 16
         self.config = EngineConfig(
             inprocess_wait_threshold=timedelta(0),
@@ -197,6 +198,10 @@ class World:
         self.expired: list[str] = []  # run ids TTL deleted, for the purge
         self.ever_expired: set[str] = set()  # every run id TTL deleted so far
         self.shown: list[str] = []  # keys senders' runs show (``<scope>/<key>``)
+        # A script's runs (``scripts.py``), by the tag its start gave them: its later
+        # events name the run by tag, so that a shrunk replay still finds it.
+        self.tagged: dict[str, str] = {}
+        self.scripted = False  # the outside world is carrying out a script's event
         self.requests = 0
         self.crashes = 0
         self.raised: dict[str, int] = {}  # run id -> errors that escaped resume
@@ -324,6 +329,8 @@ class World:
         return job
 
     def event_job(self, arg: dict[str, Any]) -> Callable[[], None]:
+        self.scripted = "script" in arg
+
         def job() -> None:
             stamp = self.hooks.stamp()
             facts: dict[str, Any] = {"kind": arg["type"], "run_id": None, "run": None}
@@ -364,6 +371,20 @@ class World:
             active = [r for r in runs if (run := self.reader.get_run(r)) and not run.terminal]
             runs = active or runs
         return runs[index % len(runs)] if runs else None
+
+    def _scripted_run(self, arg: dict[str, Any]) -> str | None:
+        """The run a script's event names: its tagged run, or a failed child of it."""
+        if "on" in arg:
+            return self.tagged.get(arg["on"])
+        parent = self.tagged.get(arg["child_of"])
+        children = [
+            r
+            for r in self.runs
+            if (run := self.reader.get_run(r))
+            and (run.parent or "").partition("@")[0] == parent
+            and run.status.value == "FAILED"
+        ]
+        return children[0] if parent and children else None
 
     def _pick_failed(self, index: int) -> str | None:
         """A failed run to retry, a child (while its parent may go on) when there is one."""
@@ -409,6 +430,8 @@ class World:
                 idempotency_key=key,
                 if_running="attach" if attach else "fail",
                 **({"key_scope": scope} if scope else {}),
+                # A script's run pinned to the first version: after a deploy as before it.
+                **({"version": arg["version"]} if arg.get("version") else {}),
             )
             produced[
                 "engine.start(key, attach)"
@@ -424,6 +447,8 @@ class World:
             self.know(record.run_id)
             if key is not None:
                 self.keys.setdefault(key, arg["program"])
+            if arg.get("tag"):
+                self.tagged[arg["tag"]] = record.run_id
             return
         if kind == "fire":
             self._fire(arg, facts)
@@ -445,9 +470,12 @@ class World:
         if kind == "callback":
             self._callback(arg, facts)
             return
-        run_id = arg.get("exact") or self._pick_run(arg["run"], live=arg.get("live", False))
-        if kind == "retry" and (arg.get("failed") or arg.get("upgrade")):
-            run_id = self._pick_failed(arg["run"]) or run_id
+        if "on" in arg or "child_of" in arg:  # a script's run (or its failed child)
+            run_id = self._scripted_run(arg)
+        else:
+            run_id = arg.get("exact") or self._pick_run(arg["run"], live=arg.get("live", False))
+            if kind == "retry" and (arg.get("failed") or arg.get("upgrade")):
+                run_id = self._pick_failed(arg["run"]) or run_id
         if run_id is None:
             return
         facts.update(run_id=run_id, run=self.run_key(run_id))
@@ -457,6 +485,9 @@ class World:
         """The outside party of a callback: its answer, its rejection, or a heartbeat."""
         engine, produced = self.engine, self.journal.produced
         tokens = sorted(self.journal.mailbox)
+        if "on" in arg:  # a script's: the tokens its run handed out
+            run_id = self.tagged.get(arg["on"])
+            tokens = [t for t in tokens if self.journal.mailbox[t].run_id == run_id]
         unused = [t for t in tokens if t not in self.journal.answered]
         if arg.get("fresh") and unused:
             tokens = unused
@@ -520,7 +551,8 @@ class World:
         NAME``), with its position now and then. An answer by name alone that the engine
         takes while several callbacks of that name wait picked one of them for the
         operator: a violation (issue 31, hole 5)."""
-        candidates = [(r, w) for r in self.runs if (w := self._waiting_callbacks(r))]
+        runs = [self.tagged.get(arg["on"], "")] if "on" in arg else self.runs
+        candidates = [(r, w) for r in runs if r and (w := self._waiting_callbacks(r))]
         if arg["ambiguous"]:  # the runs where a name waits more than once, if any
             candidates = [c for c in candidates if max(map(len, c[1].values())) > 1] or candidates
         if not candidates:

@@ -29,6 +29,7 @@ from tests.simulation.programs import (
     keyed_program,
 )
 from tests.simulation.scheduler import CRASH, CRASH_AFTER, PAUSE_AFTER, RUN, Decision
+from tests.simulation.scripts import Stage, scripts_for
 
 CLOCK_JUMPS = (1, 5, 20, 70, 600, 3600, 3 * 3600, 86400)
 CLOCK_WEIGHTS = (4, 4, 3, 4, 2, 2, 1, 1)
@@ -48,6 +49,10 @@ class Policy:
         self.keys = 0
         self.focus = world.settings.focus
         self.chained = False  # an operator's run that continues as new was started first
+        # The seed's scripts (``scripts.py``): each stage is taken as soon as it is ready.
+        scripts = scripts_for(world.seed, self.focus, world.settings.tour)
+        self.scripts: list[list[Stage]] = [s.stages("") for s in scripts]
+        self.progress = [0] * len(self.scripts)
 
     def _boost(self, feature: str, factor: float = 3.0) -> float:
         """How much more often a decision serving ``feature`` is drawn on this seed."""
@@ -58,6 +63,9 @@ class Policy:
     def choose(self) -> Decision:
         w, r = self.world, self.rng
         weight = w.settings.weight
+        scripted = self._scripted()
+        if scripted is not None:
+            return scripted
         if (not w.runs or (self.chained and not self.starts)) and not w.busy(OUTSIDE):
             return Decision("event", OUTSIDE, self._start())  # (a parent after a chain)
         options: list[tuple[float, Callable[[], Decision]]] = []
@@ -87,11 +95,31 @@ class Policy:
         make = r.choices([m for _, m in options], weights=[p for p, _ in options])[0]
         return make()
 
-    def _stepper(self, name: str) -> Callable[[], Decision]:
-        return lambda: Decision("step", name, self._step())
+    def _scripted(self) -> Decision | None:
+        """The next stage of a script that is ready, if any (in the scripts' order)."""
+        w = self.world
+        for n, stages in enumerate(self.scripts):
+            while self.progress[n] < len(stages):
+                stage = stages[self.progress[n]]
+                if not stage.ready(w):
+                    break
+                d = stage.make(w)
+                if d is None:  # nothing left to do (the chaos did it)
+                    self.progress[n] += 1
+                    continue
+                if d.actor in (OUTSIDE, SWEEPER) and w.busy(d.actor):
+                    break
+                self.progress[n] += 1
+                return d
+        return None
 
-    def _step(self) -> dict[str, Any]:
+    def _stepper(self, name: str) -> Callable[[], Decision]:
+        return lambda: Decision("step", name, self._step(name))
+
+    def _step(self, name: str) -> dict[str, Any]:
         r, w = self.rng, self.world
+        if name == OUTSIDE and w.scripted:  # a script's event is carried out, not lost
+            return {"do": RUN}
         roll = r.random()
         rate = w.settings.crash_rate if w.crashes < w.settings.max_crashes else 0.0
         if roll < rate:

@@ -862,7 +862,9 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
             return None
         if kind == "continue" and spec.iteration < op["times"]:
             _continue(ctx, spec, op)
-        if kind == "fail":
+        if kind == "fail" and ctx.version < op.get("fixed_in", ctx.version + 1):
+            # (``fixed_in``: a bug the code of that version fixed, so that an operator's
+            # retry of a run that failed on it, upgraded to that version, goes on.)
             raise RuntimeError("the workflow's own code fails here")
         return None
     except (StepFailed, CallbackTimeout, CallbackFailed, ChildFailed) as error:

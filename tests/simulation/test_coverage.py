@@ -2,7 +2,8 @@
 operator action and every outside event is produced within a fixed set of schedules, and
 a public operation added without an actor in the generator fails here. Features meet
 (issue 43): every pair of ``coverage.FEATURES`` is exercised together in one of those
-schedules."""
+schedules. Both by construction (``scripts.py``), not by the luck of the draws: each
+schedule carries out its pair focus and its tour whatever the engine's call counts."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from tests.simulation.coverage import (
     FEATURES,
     feature_pairs,
     features_of,
+    focus_for,
     required,
 )
 from tests.simulation.explore import run_schedule
+from tests.simulation.scripts import TOURS, feature_script, tour_for
 
 SCHEDULES = range(0, 200)  # the budget: these seeds, always the same
 
@@ -85,6 +88,36 @@ def test_every_pair_of_features_meets_in_one_schedule_of_the_budget() -> None:
         f"{len(missing)} of {len(feature_pairs())} pairs of features never met in "
         f"{len(SCHEDULES)} schedules (see coverage.focus_for):\n{listed}"
     )
+
+
+def test_the_tours_together_produce_every_operation_and_event() -> None:
+    """What the budget must produce is each seed class's tour's by construction: the
+    tours name every required name between them, and only those."""
+    promised = {name for produces, _ in TOURS.values() for name in produces}
+    assert sorted(required() - promised) == [], "give each name a tour in scripts.TOURS"
+    assert sorted(promised - required()) == []
+    assert {tour_for(seed) for seed in SCHEDULES} == set(TOURS)
+
+
+def test_every_feature_has_a_script_that_produces_it() -> None:
+    for feature, names in FEATURES.items():
+        script = feature_script(feature, frozenset({feature}), seed=0)
+        assert script.produces == names
+        assert script.stages("") and script.met({names[0]: 1}) and not script.met({})
+
+
+def test_every_schedule_of_the_budget_carries_out_its_focus_and_its_tour() -> None:
+    """GIVEN each seed's pair focus and tour
+    WHEN its schedule runs
+    THEN it produced both features of the pair and every name of the tour (what makes
+    the two checks above hold by construction, not by the draws)"""
+    unmet = []
+    for seed, produced in zip(SCHEDULES, _budget(), strict=True):
+        missing = sorted(focus_for(seed) - features_of(produced))
+        missing += sorted(n for n in TOURS[tour_for(seed)][0] if not produced.get(n))
+        if missing:
+            unmet.append(f"seed {seed} ({tour_for(seed)}): {missing}")
+    assert unmet == []
 
 
 def test_a_pair_never_met_is_listed() -> None:
