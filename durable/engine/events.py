@@ -32,7 +32,13 @@ from durable.core.model import (
 from durable.core.ports import RunFinished, SignalExists, WaitNotPending
 from durable.core.retention import leftover_cutoff, visible_history
 from durable.core.secrets import SEALED, is_sealed, transform
-from durable.engine.lineage import carried_signals, chain_end, named_successor
+from durable.engine.lineage import (
+    MAX_HOPS,
+    carried_signals,
+    chain_end,
+    named_successor,
+    successor,
+)
 from durable.engine.waits import check_wait_name, heartbeat_expiry
 from durable.errors import (
     AmbiguousWait,
@@ -377,20 +383,25 @@ def send_signal(
     run = engine.ledger.get_run(run_id)
     if run is None:
         raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
-    for _ in range(FORWARDS):
-        if run.terminal and key_hash is None:
+    # A keyed send walks the chain one link at a time: the signal it may repeat is stored
+    # in whichever link it reached first (and in the links it was handed on to), and a
+    # link that consumed it handed nothing on, so the end of the chain alone would take
+    # the repeat as a new signal.
+    keyed = key_hash is not None
+    for _ in range(FORWARDS + (MAX_HOPS if keyed else 0)):
+        if run.terminal and not keyed:
             run = _forwarded(engine, run, run_id)
         try:
             return _send(engine, run, name, text, key_hash, payload_hash, sent_by)
         except RunFinished as e:
-            # It ended (a keyed send to an ended run gets here too, after the ledger found
-            # no repeat): go on to its chain's end, or refuse as before.
+            # It ended (a keyed send to an ended link gets here too, after the ledger
+            # found no repeat there): go on along its chain, or refuse as before.
             current = engine.ledger.get_run(run.run_id) or run
             if not current.terminal:
                 raise InvalidState(
                     f"run {run.run_id} has finished; it takes no more signals"
                 ) from e
-            run = _forwarded(engine, current, run_id)
+            run = _forwarded(engine, current, run_id, one_link=keyed)
     raise InvalidState(f"run {run_id} keeps continuing as new; send the signal again")
 
 
@@ -399,13 +410,20 @@ def send_signal(
 FORWARDS = 5
 
 
-def _forwarded(engine: EngineParts, run: RunRecord, addressed: str) -> RunRecord:
-    """The run a signal for the ended ``run`` goes to: the going end of its chain; else
-    the refusal an ended run's send always got."""
-    end = chain_end(engine.ledger.get_run, run)
+def _forwarded(
+    engine: EngineParts, run: RunRecord, addressed: str, *, one_link: bool = False
+) -> RunRecord:
+    """The run a signal for the ended ``run`` goes to: the going end of its chain (with
+    ``one_link``, ``run``'s successor, ended or not: a keyed send looks for its repeat in
+    each link); else the refusal an ended run's send always got."""
+    if one_link:
+        nxt = successor(engine.ledger.get_run, run)
+        if nxt is not None:
+            return nxt
+    end = run if one_link else chain_end(engine.ledger.get_run, run)
     if end is None or end.run_id == run.run_id or end.terminal:
         where = (
-            "" if end is None or end.run_id == run.run_id else f" (its chain ended in {end.run_id})"
+            "" if end is None or end.run_id == addressed else f" (its chain ended in {end.run_id})"
         )
         raise InvalidState(
             f"run {addressed} is {run.status.value}{where}; it takes no more signals"
