@@ -16,6 +16,8 @@ Two rules hold every ending together:
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -27,6 +29,7 @@ from durable.core.ids import new_ulid
 from durable.core.model import RunError, RunHistory, RunRecord, RunStatus, format_time
 from durable.core.ports import ConditionFailed, RunExists, RunGuard
 from durable.core.retry import error_type_name
+from durable.core.secrets import masked
 from durable.engine.children import cancel_children, report_of
 from durable.engine.events import hand_over_signals, unconsumed_signals
 from durable.engine.interrupts import (
@@ -55,6 +58,8 @@ if TYPE_CHECKING:
     from durable.core.callables import WorkflowDef
     from durable.engine.engine_parts import EngineParts
     from durable.engine.execution_parts import ExecutionParts
+
+log = logging.getLogger("durable.endings")
 
 ACTIVE = (RunStatus.RUNNING.value, RunStatus.COMPENSATING.value)
 FINISHED = frozenset({"succeeded", "failed", "canceled"})
@@ -440,49 +445,88 @@ class Endings:
 
     def _successor(self, x: ExecutionParts, input_value: Any) -> RunRecord:
         """The successor's run item (nothing written). It runs the version a new start
-        would (the newest registered here) when its input validates for that version, so
-        a looping chain leaves an old version once a new one is deployed; else the
-        version this run ran. It keeps this run's schedule gate (a buffer_one schedule's
-        one slot); any other gate is the one its own input names, as for any start."""
+        would (the newest registered here) when that version takes its input as this
+        version does, so a looping chain leaves an old version once a new one is
+        deployed; else the version this run ran. "Takes it as this version does": it
+        validates, and what it stores keeps every field and value this version's
+        encoding has (``keeps_state``). Validating alone is not enough: a model ignores
+        fields it does not know and fills its own with defaults, and lax validation
+        turns a 1 into True, so a changed state type would validate and the loop would
+        go on from a state that lost its place. It keeps this run's schedule gate (a
+        buffer_one schedule's one slot); any other gate is the one its own input names,
+        as for any start."""
         now = self.clock.now()
         stamp = format_time(now)
         successor_id = new_ulid(now)
         own = x.workflow
-        candidates: list[WorkflowDef] = [own]
+        kept_gate = x.run.gate if is_schedule_gate(x.run.gate) else None
+
+        def encoded(wf: WorkflowDef) -> tuple[str, str | None, str | None]:
+            sealer, data_key = self.engine.new_sealer(successor_id, wf.input_annotation)
+            if not wf.takes_input and input_value is not None:
+                raise InvalidInput(f"workflow {wf.name!r} takes no input", field="input")
+            text = serde.validate_input(input_value, wf.input_annotation, wf.name, sealer)
+            return text, data_key, kept_gate or self.engine.admission.gate_for(wf, text)
+
+        # This version's first: an input it refuses fails the run, as it always did.
+        chosen, (input_text, data_key, gate) = own, encoded(own)
         try:
             newest = self.engine.app.get_workflow(own.name)
         except WorkflowNotFound:
             newest = own
         if newest.version > own.version:
-            candidates.insert(0, newest)
-        kept_gate = x.run.gate if is_schedule_gate(x.run.gate) else None
-        for wf in candidates:
-            sealer, data_key = self.engine.new_sealer(successor_id, wf.input_annotation)
             try:
-                if wf is not own and not wf.takes_input and input_value is not None:
-                    raise InvalidInput(f"workflow {wf.name!r} takes no input", field="input")
-                input_text = serde.validate_input(input_value, wf.input_annotation, wf.name, sealer)
-                gate = kept_gate or self.engine.admission.gate_for(wf, input_text)
-            except InvalidInput:
-                if wf is own:
-                    raise
-                continue  # the newest version refuses this input: stay on this one
-            return RunRecord(
-                run_id=successor_id,
-                workflow=wf.name,
-                version=wf.version,
-                status=RunStatus.PENDING,
-                input=input_text,
-                input_hash=serde.identity_hash(input_text),
-                created_at=stamp,
-                updated_at=stamp,
-                requested_by=x.run.requested_by,
-                due_at=stamp,
-                continued_from=x.run.run_id,
-                data_key=data_key,
-                gate=gate,
-            )
-        raise AssertionError("unreachable: the run's own version either validates or raises")
+                candidate = encoded(newest)
+            except StorageError:
+                raise  # the key service or the store, not the version: try the ending again
+            except Exception as refused:  # the newest version's problem, never this run's
+                log.info(
+                    "run %s stays on version %s: version %s refuses its successor's input (%s)",
+                    x.run.run_id,
+                    own.version,
+                    newest.version,
+                    refused,
+                )
+            else:
+                if keeps_state(input_text, candidate[0]):
+                    chosen, (input_text, data_key, gate) = newest, candidate
+        return RunRecord(
+            run_id=successor_id,
+            workflow=chosen.name,
+            version=chosen.version,
+            status=RunStatus.PENDING,
+            input=input_text,
+            input_hash=serde.identity_hash(input_text),
+            created_at=stamp,
+            updated_at=stamp,
+            requested_by=x.run.requested_by,
+            due_at=stamp,
+            continued_from=x.run.run_id,
+            data_key=data_key,
+            gate=gate,
+        )
+
+
+def keeps_state(old_text: str, new_text: str) -> bool:
+    """Whether the input ``new_text`` (a successor's, encoded for the newest version)
+    holds everything ``old_text`` (the same value encoded for the run's own version)
+    does: each field with the same value, lists of the same length, numbers equal and
+    never a number read as a boolean. New fields are allowed (a default the newest
+    version added). Sealed secrets are compared by their place only: each encoding
+    seals under a data key of its own."""
+    return _holds(masked(json.loads(old_text)), masked(json.loads(new_text)))
+
+
+def _holds(old: Any, new: Any) -> bool:
+    if isinstance(old, dict):
+        return isinstance(new, dict) and all(k in new and _holds(v, new[k]) for k, v in old.items())
+    if isinstance(old, list):
+        return isinstance(new, list) and len(old) == len(new) and all(map(_holds, old, new))
+    if isinstance(old, bool) or isinstance(new, bool):
+        return type(old) is type(new) and old == new
+    if isinstance(old, int | float) and isinstance(new, int | float):
+        return old == new
+    return type(old) is type(new) and bool(old == new)
 
 
 def _died(times: int, where: str) -> WorkerInterrupted:

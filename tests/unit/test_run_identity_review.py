@@ -8,9 +8,11 @@ The runs are the memory ledger's, driven by ``LocalRunner`` (a fake clock).
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from durable import App, Context
 from durable.errors import InvalidState
@@ -73,3 +75,99 @@ def test_keyed_repeat_to_the_old_id_after_a_middle_link_took_it_is_one_signal() 
     assert runner.signal(head.run_id, "item", "b", key="k-b").signal_id == first.signal_id
     with pytest.raises(InvalidState, match="chain ended"):
         runner.signal(head.run_id, "item", "e", key="k-e")
+
+
+# --- replay equals first run: a successor's version keeps the chain's state -----------------
+
+
+class Cursor(BaseModel):
+    """The state v2 of ``sync`` takes: an offset, 0 for a new start."""
+
+    offset: int = 0
+
+
+class Paged(BaseModel):
+    """A state v2 of ``sync`` may take: v1's page, and a size new in v2."""
+
+    page: int
+    size: int = 50
+
+
+def _sync_v1() -> App:
+    app = App()
+
+    @app.workflow(name="sync", version=1)
+    def sync(ctx: Context, state: dict[str, int]) -> str:
+        ctx.sleep(timedelta(hours=1))
+        ctx.continue_as_new({"page": state["page"] + 1})
+        return "never"
+
+    return app
+
+
+def test_a_successor_stays_on_its_version_when_the_newest_would_drop_its_state() -> None:
+    """GIVEN a looping chain of v1 whose state is ``{"page": n}`` WHEN v2 is deployed,
+    taking a model whose one field (``offset``, default 0) is another THEN the successor
+    stays on v1 with its page: v2's validation ignores the unknown field and would start
+    it at offset 0 (the loop begins again, every page's effects done twice), although the
+    state type changed, which docs/architecture.md says keeps the chain on its version."""
+    runner = LocalRunner(_sync_v1())
+    run = runner.start("sync", {"page": 5})
+    runner.run_until_idle()
+    both = _sync_v1()
+
+    @both.workflow(name="sync", version=2)
+    def sync_v2(ctx: Context, state: Cursor) -> str:
+        return f"v2 from offset {state.offset}"
+
+    runner.deploy(both)
+    runner.advance(hours=1)
+    ids = chain_of(runner, run.run_id)
+    successor = runner.get_run(ids[1])
+    assert (successor.version, json.loads(successor.input or "")) == (1, {"page": 6})
+
+
+def test_a_successor_moves_to_a_version_that_only_adds_a_defaulted_field() -> None:
+    """The switch itself still happens when the newest version keeps every field the
+    state has (and adds one with a default): the successor runs v2 with the same page."""
+
+    runner = LocalRunner(_sync_v1())
+    run = runner.start("sync", {"page": 5})
+    runner.run_until_idle()
+    both = _sync_v1()
+
+    @both.workflow(name="sync", version=2)
+    def sync_v2(ctx: Context, state: Paged) -> str:
+        return f"v2 at page {state.page} by {state.size}"
+
+    runner.deploy(both)
+    runner.advance(hours=1)
+    runner.run_until_idle()
+    assert runner.result(run.run_id) == "v2 at page 6 by 50"
+
+
+def test_a_successor_stays_on_its_version_when_the_newest_would_coerce_its_state() -> None:
+    """A counter of v1 (an int) that v2 would read as a flag (a bool: pydantic's lax mode
+    takes 1 as True) is not v2's state: the successor stays on v1."""
+    app = App()
+
+    @app.workflow(name="count", version=1)
+    def count(ctx: Context, n: int) -> int:
+        ctx.sleep(timedelta(hours=1))
+        ctx.continue_as_new(n + 1)
+        return n
+
+    runner = LocalRunner(app)
+    run = runner.start("count", 0)
+    runner.run_until_idle()
+    both = App()
+    both.workflow(name="count", version=1)(count)
+
+    @both.workflow(name="count", version=2)
+    def count_v2(ctx: Context, flag: bool) -> str:
+        return f"v2 {flag}"
+
+    runner.deploy(both)
+    runner.advance(hours=1)
+    successor = runner.get_run(chain_of(runner, run.run_id)[1])
+    assert (successor.version, successor.input) == (1, "1")
