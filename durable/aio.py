@@ -62,7 +62,9 @@ class Scoped(Generic[T]):
 
     ``before``, when given, is called before each step the coroutine is sent a value (not
     one it is thrown an error: a cancellation goes in as it is); what it raises is thrown
-    into the coroutine at its ``await``, as if the awaited call had raised it."""
+    into the coroutine at its ``await``, as if the awaited call had raised it, and
+    ``before`` is not called again: the coroutine unwinds, its cleanup's awaits
+    included."""
 
     __slots__ = ("_before", "_coro", "_scope")
 
@@ -85,7 +87,10 @@ class Scoped(Generic[T]):
                 try:
                     before()
                 except BaseException as refused:  # the coroutine's to meet at its await
-                    value, error = None, refused
+                    # Once: the coroutine is told to stop and unwinds, and the awaits of
+                    # its cleanup (a ``finally``, an ``async with``'s exit) must not be
+                    # refused in turn, as asyncio delivers a task's cancellation once.
+                    value, error, before = None, refused, None
             with scope():
                 try:
                     yielded = coro.send(value) if error is None else coro.throw(error)

@@ -7,6 +7,7 @@ The runs are the memory ledger's, driven by ``LocalRunner`` (a fake clock).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from durable import App, Context
+from durable import App, Context, RetryPolicy, RunStatus, current_step
 from durable.errors import InvalidState
 from durable.testing import LocalRunner
 
@@ -171,3 +172,43 @@ def test_a_successor_stays_on_its_version_when_the_newest_would_coerce_its_state
     runner.advance(hours=1)
     successor = runner.get_run(chain_of(runner, run.run_id)[1])
     assert (successor.version, successor.input) == (1, "1")
+
+
+# --- cancel wins, and a body told so may still clean up ---------------------------------------
+
+
+def test_an_async_body_stopped_by_a_cancel_finishes_its_cleanup() -> None:
+    """GIVEN an async step body stopped at an ``await`` by a cancel (its view of the run
+    older than ``cancel_check_interval``: ``RunCanceled`` is raised into it there)
+    WHEN its ``finally`` awaits its cleanup (a connection's close, a lock's release)
+    THEN that cleanup runs to its end: the cancel is raised into the body once, as
+    asyncio delivers a task's cancellation, not again at every ``await`` of the unwinding
+    (which left the connection open); the body's work after the stop never runs."""
+    seen: list[str] = []
+    runner_of: list[LocalRunner] = []
+    app = App()
+
+    @app.step(name="work", retry=RetryPolicy(max_attempts=1))
+    async def work() -> str:
+        await asyncio.sleep(0)
+        runner = runner_of[0]
+        runner.cancel(current_step().run_id, "customer left")
+        runner.clock.advance(timedelta(seconds=6))  # the worker's view is now stale
+        try:
+            await asyncio.sleep(0)  # stopped here
+            seen.append("went on")
+        finally:
+            await asyncio.sleep(0)  # the cleanup's own await
+            seen.append("cleaned up")
+        return "done"
+
+    @app.workflow(name="job")
+    async def job(ctx: Context) -> str:
+        return await work()
+
+    runner = LocalRunner(app, determinism_guard=False)
+    runner_of.append(runner)
+    run = runner.start("job")
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).status == RunStatus.CANCELED
+    assert seen == ["cleaned up"]
