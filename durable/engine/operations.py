@@ -25,6 +25,7 @@ from durable.core.model import (
     top_index,
 )
 from durable.core.ports import ConditionFailed
+from durable.engine import lineage
 from durable.errors import (
     InvalidInput,
     InvalidState,
@@ -85,10 +86,54 @@ def cancel(
     run = engine.ledger.get_run(run_id)
     if run is None:
         raise RunNotFound(f"no run {run_id!r}; list runs to find its id")
-    if run.terminal:
-        raise InvalidState(
-            f"run {run_id} already finished ({run.status.value}); there is nothing to cancel"
-        )
+    for _ in range(_FOLLOWS):
+        try:
+            return _cancel_one(
+                engine, _going(engine, run, run_id), reason, compensate, requested_by
+            )
+        except _ContinuedMeanwhile as moved:
+            run = moved.run
+    raise InvalidState(f"run {run_id} keeps continuing as new; cancel it again")
+
+
+# Times one cancel follows a chain that moves on while it cancels (each link continued as
+# new between the read and the write): never more than a couple in practice.
+_FOLLOWS = 5
+
+
+class _ContinuedMeanwhile(Exception):
+    """The run continued as new between the cancel's read and its write."""
+
+    def __init__(self, run: RunRecord) -> None:
+        super().__init__(run.run_id)
+        self.run = run
+
+
+def _going(engine: EngineParts, run: RunRecord, addressed: str) -> RunRecord:
+    """The run a cancel of ``run`` is for: ``run`` itself unless it ended; a run that
+    continued as new is its chain's going end (a handle means the work, not a link of it:
+    ``durable.engine.lineage``), so a cancel that lost the race with a continuation still
+    stops the work. An ended chain has nothing to cancel."""
+    if not run.terminal:
+        return run
+    reached = lineage.follow(engine.ledger.get_run, run)
+    for _ in range(_FOLLOWS):  # a chain longer than one walk: on from where it stopped
+        if reached.whole:
+            break
+        reached = lineage.follow(engine.ledger.get_run, reached.run)
+    end = reached.run
+    if reached.whole and end.run_id != run.run_id and not end.terminal:
+        return end
+    where = "" if end.run_id == addressed else f"; its chain ended in {end.run_id}"
+    raise InvalidState(
+        f"run {addressed} already finished ({run.status.value}{where}); there is nothing to cancel"
+    )
+
+
+def _cancel_one(
+    engine: EngineParts, run: RunRecord, reason: str, compensate: bool, requested_by: str | None
+) -> RunRecord:
+    run_id = run.run_id
     if run.cancel_requested:
         return run  # canceling twice is harmless
     if run.status == RunStatus.COMPENSATING:
@@ -114,6 +159,8 @@ def cancel(
             bump_inbox=True,
         )
     except ConditionFailed as e:
+        if e.current is not None and lineage.named_successor(e.current) is not None:
+            raise _ContinuedMeanwhile(e.current) from e
         if e.current is not None and e.current.terminal:
             raise InvalidState(f"run {run_id} finished meanwhile ({e.current.status.value})") from e
         raise RunNotFound(f"no run {run_id!r}") from e

@@ -212,3 +212,41 @@ def test_an_async_body_stopped_by_a_cancel_finishes_its_cleanup() -> None:
     runner.run_until_idle()
     assert runner.get_run(run.run_id).status == RunStatus.CANCELED
     assert seen == ["cleaned up"]
+
+
+# --- cancel wins: a cancel by the id the caller holds reaches the chain ---------------------
+
+
+def _looping_app() -> App:
+    """``poll`` sleeps an hour and continues as new, for ever."""
+    app = App()
+
+    @app.workflow
+    def poll(ctx: Context, n: int) -> int:
+        ctx.sleep(timedelta(hours=1))
+        ctx.continue_as_new(n + 1)
+        return n
+
+    return app
+
+
+def test_a_cancel_by_the_first_runs_id_stops_the_chain() -> None:
+    """GIVEN a looping chain started (and known to its caller) by its first run's id
+    WHEN the caller cancels by that id after the run continued as new (its cancel lost
+    the race with the continuation's write)
+    THEN the run that carries the chain now is canceled, as a signal by that id reaches
+    it: not "already finished" while the work goes on for ever."""
+    runner = LocalRunner(_looping_app())
+    head = runner.start("poll", 0)
+    runner.run_until_idle()
+    runner.advance(hours=1)  # the first run continued as new
+    assert len(chain_of(runner, head.run_id)) == 2
+    canceled = runner.cancel(head.run_id, "stop polling")
+    runner.run_until_idle()
+    ids = chain_of(runner, head.run_id)
+    assert canceled.run_id == ids[-1]
+    assert runner.get_run(ids[-1]).status == RunStatus.CANCELED
+    runner.advance(hours=3)
+    assert len(chain_of(runner, head.run_id)) == 2  # nothing goes on
+    with pytest.raises(InvalidState, match="nothing to cancel"):
+        runner.cancel(head.run_id, "again")
