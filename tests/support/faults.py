@@ -86,3 +86,36 @@ class Throttle:
         return dynamodb_answer(
             request.url, 400, body, request_id=f"injected-throttle-{self.throttled}"
         )
+
+
+class LostReply:
+    """Sends a client's first ``times`` DynamoDB requests of ``operation`` to the server, lets
+    the server apply them, and then drops the answer (a connection closed on the way back, a
+    read timeout): botocore's retry sends the same request again, as after a reply lost in
+    a real network. What an idempotent write must survive."""
+
+    def __init__(self, client: Any, operation: str, *, times: int = 1) -> None:
+        self.client = client
+        self.times = times
+        self.dropped = 0
+        client.meta.events.register_first(f"before-send.dynamodb.{operation}", self._send)
+
+    def _send(self, request: AWSPreparedRequest, **_: Any) -> AWSResponse | None:
+        if self.dropped >= self.times:
+            return None
+        self.dropped += 1
+        import urllib.request
+
+        from botocore.exceptions import ConnectionClosedError
+
+        body = request.body
+        data = body.encode() if isinstance(body, str) else body if isinstance(body, bytes) else b""
+        sent = urllib.request.Request(
+            request.url, data=data, headers=dict(request.headers.items()), method="POST"
+        )
+        try:
+            with urllib.request.urlopen(sent, timeout=30) as reply:
+                reply.read()
+        except urllib.error.HTTPError:
+            pass  # answered, then lost all the same
+        raise ConnectionClosedError(endpoint_url=request.url)
