@@ -26,6 +26,7 @@ from durable.core.model import (
 )
 from durable.core.ports import ConditionFailed
 from durable.engine import lineage
+from durable.engine.schedules import not_the_schedule_s
 from durable.errors import (
     InvalidInput,
     InvalidState,
@@ -377,7 +378,7 @@ def fork(
         input_hash=source.input_hash,
         created_at=stamp,
         updated_at=stamp,
-        requested_by=requested_by or source.requested_by,
+        requested_by=requested_by or not_the_schedule_s(source.requested_by, run_id),
         due_at=stamp,
         forked_from=f"{run_id}@{position}",
         gate=engine.admission.gate_for(wf, source.input),

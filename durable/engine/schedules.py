@@ -43,6 +43,7 @@ Overlap = Literal["allow", "skip", "buffer_one"]
 Missed = Literal["skip", "catch_up"]
 _NAME = re.compile(r"^[0-9A-Za-z_.-]{1,48}$")  # fits Scheduler's 64 with our prefix
 KEY_PREFIX = "schedule/"
+FIRED_BY_PREFIX = "schedule:"  # the requested_by of a schedule's runs (``fired_by``)
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,16 @@ def fired_by(schedule: Schedule) -> str:
     copies it (and has no key), so the schedule knows every run of its chains by it;
     no caller of the API can give it (theirs is an IAM identity, a hook's or a source's
     name with a prefix of its own)."""
-    return f"schedule:{schedule.name}"
+    return f"{FIRED_BY_PREFIX}{schedule.name}"
+
+
+def not_the_schedule_s(requested_by: str | None, run_id: str) -> str | None:
+    """The ``requested_by`` of a run made from run ``run_id`` by an operator who gave no
+    identity (a fork): a schedule's mark is not copied, or the fork's continue-as-new
+    successors would count as the schedule's chain and hold back its fires."""
+    if requested_by is not None and requested_by.startswith(FIRED_BY_PREFIX):
+        return f"fork of {run_id}"
+    return requested_by
 
 
 def _running(engine: EngineParts, schedule: Schedule, enough: int) -> list[str]:

@@ -226,6 +226,25 @@ def test_schedule_overlap_and_gates_buffer_one_waits_for_the_chain() -> None:
     assert runner.get_run(chain_of(runner, buffered.run_id)[1]).created_at > end.updated_at
 
 
+def test_schedule_overlap_and_gates_a_fork_is_not_the_schedule_s() -> None:
+    """A fork of a schedule's run, asked for without an identity of its own, is an
+    operator's run: neither it nor its continue-as-new successors hold back the
+    schedule's next fire (it copied the run's requested_by, which a skip fire reads as
+    "a run of this schedule's chain is going")."""
+    runner = LocalRunner(scheduled_app("skip"))
+    t0 = runner.clock.now()
+    first = runner.fire_schedule("hourly", t0)
+    runner.advance(hours=2, minutes=10)  # the schedule's chain has ended
+    assert runner.result(first.run_id or "") == 3
+    fork = runner.engine.fork(first.run_id or "", 1, requested_by=None)
+    runner.advance(minutes=35)  # the fork continued as new; its successor sleeps
+    forked_chain = chain_of(runner, fork.run_id)
+    assert len(forked_chain) == 2
+    assert not runner.get_run(forked_chain[-1]).status.terminal
+    nxt = runner.fire_schedule("hourly", runner.clock.now())
+    assert nxt.result == "started", nxt
+
+
 # --- flow-control gates --------------------------------------------------------------------
 
 
