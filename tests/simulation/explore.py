@@ -267,7 +267,7 @@ def settle(world: World) -> None:
         _run_to_end(world, SWEEPER, world.sweep_job(reports))
         if reports and reports[0].invoked:
             continue
-        unfinished = [r for r, h in histories(world).items() if not h.run.terminal]
+        unfinished = _open_runs(world)
         if not unfinished:
             return
         if all(world.raised.get(r, 0) >= 3 for r in unfinished):
@@ -276,20 +276,33 @@ def settle(world: World) -> None:
         idle += 1
 
 
+def _open_runs(world: World) -> list[str]:
+    """The runs not finished, by id (their items alone: settling asks this every round,
+    and loading every run's history each time was most of its cost)."""
+    return [
+        run_id
+        for run_id in sorted(all_runs(world))
+        if (run := world.raw.get_run(run_id)) is not None and not run.terminal
+    ]
+
+
 def _answer_one(world: World, sent: set[tuple[str, str]]) -> bool:
     """Answer one outstanding callback, or send a signal a waiting run has none of."""
     j = world.journal
     for token, mail in sorted(j.mailbox.items()):
-        run = world.reader.get_run(mail.run_id)
-        if token in j.answered or run is None or run.terminal:
+        if token in j.answered:
+            continue
+        run = world.raw.get_run(mail.run_id)
+        if run is None or run.terminal:
             continue
         if world.run_key(mail.run_id) != mail.run:
             continue
         arg = {"type": "callback", "exact": token, "error": False, "value": 7}
         _run_to_end(world, OUTSIDE, world.event_job(arg))
         return True
-    for run_id, h in sorted(histories(world).items()):
-        if h.run.terminal:
+    for run_id in _open_runs(world):
+        h = world.reader.load(run_id)
+        if h is None:
             continue
         for position, step in sorted(h.steps.items()):
             if step.kind != StepKind.SIGNAL or step.status != StepStatus.WAITING:

@@ -51,7 +51,7 @@ class Policy:
         self.chained = False  # an operator's run that continues as new was started first
         # The seed's scripts (``scripts.py``): each stage is taken as soon as it is ready.
         scripts = scripts_for(world.seed, self.focus, world.settings.tour)
-        self.scripts: list[list[Stage]] = [s.stages("") for s in scripts]
+        self.scripts: list[list[Stage]] = [s.stages("") for s in scripts if s.chaos]
         self.progress = [0] * len(self.scripts)
 
     def _boost(self, feature: str, factor: float = 3.0) -> float:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from durable.core.model import RunRecord
@@ -63,6 +63,9 @@ class Script:
     stages: Callable[[str], list[Stage]]
     # Whether a schedule did what the script is for (a feature: one of its names).
     met: Callable[[Mapping[str, int]], bool]
+    # Whether the chaotic phase carries it out (else only the calm run after settling,
+    # when another script's run did not bring it about: ``scripts_for``'s riders).
+    chaos: bool = True
 
 
 def _all(names: tuple[str, ...]) -> Callable[[Mapping[str, int]], bool]:
@@ -260,30 +263,34 @@ def timer(mode: str) -> Stage:
 # --- the features of a pair focus ------------------------------------------------------
 
 
-def _flavour(focus: frozenset[str]) -> tuple[dict[str, Any], list[Op]]:
+def _flavour(focus: frozenset[str], suffix: str) -> tuple[dict[str, Any], list[Op]]:
     """How a focus's scripts start their runs: the focused workflow (async, or behind
-    the gate) and the focused ops first (a codec's step, keyed children), so that the
-    pair's features meet in one run where they compose."""
+    the gate) and the focused ops first (a step, which a gated run runs holding its slot;
+    a codec's step; keyed children), so that the pair's features meet in one run where
+    they compose. A keyed child takes the key the chaos's operators start runs under
+    (``CHILD_KEYS``): one that does not attach may be refused while such a run goes on,
+    and its parent fails there; the calm second attempt takes a key of its own."""
     how: dict[str, Any] = {}
     if "async workflow" in focus:
         how["async"] = True
     elif "gate" in focus:
         how["gated"] = True
-    lead: list[Op] = []
+    lead: list[Op] = [step()]
     if "codec" in focus:  # an async workflow runs a step with an undo by ``ctx.step``
         lead.append(step(ret="int", tries=2, codec=True, undo="async" in how))
     for attach in (False, True):
         if f"child if_running={'attach' if attach else 'fail'}" in focus:
-            lead.append(child([], key=CHILD_KEYS[0], attach=attach))
+            key = f"kf{suffix}" if suffix else CHILD_KEYS[0]
+            lead.append(child([], key=key, attach=attach))
     return how, lead
 
 
 def feature_script(feature: str, focus: frozenset[str], seed: int) -> Script:
     """The script that makes ``feature`` happen, in the flavour of the pair ``focus``."""
-    how, lead = _flavour(focus)
     name = f"feature {feature}"
 
     def stages(suffix: str) -> list[Stage]:
+        how, lead = _flavour(focus, suffix)
         tag = f"{feature}{suffix}"
         if feature == "continue-as-new":
             return [
@@ -602,6 +609,34 @@ def tour_script(tour: str) -> Script:
     return Script(name, produces, lambda suffix: stages(name, suffix), _all(produces))
 
 
+# Features any run of a focus's flavour exercises (``_flavour``): its workflow, its lead.
+RIDERS = frozenset(
+    {
+        "async workflow",
+        "gate",
+        "codec",
+        "child if_running=fail",
+        "child if_running=attach",
+        "offloaded value",
+    }
+)
+
+
 def scripts_for(seed: int, focus: frozenset[str], tour: str) -> list[Script]:
-    """What seed ``seed`` makes happen by construction: its focus's features, its tour."""
-    return [*(feature_script(f, focus, seed) for f in sorted(focus)), tour_script(tour)]
+    """What seed ``seed`` makes happen by construction: its focus's features, its tour.
+    A rider rides the other feature's run when that one starts a run of the focus's
+    flavour (one run where the pair meets, and fewer runs), and the first of two riders
+    carries both (but an async run is not gated: that pair takes two)."""
+    features = sorted(focus)
+    carried = [f for f in features if not f.startswith("schedule overlap=")]
+    riders = [f for f in carried if f in RIDERS]
+    if len(riders) == len(carried) == 2 and set(riders) != {"async workflow", "gate"}:
+        riders = riders[1:]  # the first's run carries the second
+    elif len(riders) == len(carried):
+        riders = []  # none has another's run to ride
+    scripts = [feature_script(f, focus, seed) for f in features]
+    scripts = [
+        replace(s, chaos=False) if f in riders else s
+        for f, s in zip(features, scripts, strict=True)
+    ]
+    return [*scripts, tour_script(tour)]
