@@ -537,7 +537,7 @@ class World:
             facts.update(fork=record.run_id)
             self.know(record.run_id)
 
-    def _waiting_callbacks(self, run_id: str) -> dict[str, list[str]]:
+    def waiting_callbacks(self, run_id: str) -> dict[str, list[str]]:
         """The positions of the run's WAITING callbacks, by name."""
         history = self.reader.load(run_id)
         waiting: dict[str, list[str]] = {}
@@ -552,7 +552,7 @@ class World:
         takes while several callbacks of that name wait picked one of them for the
         operator: a violation (issue 31, hole 5)."""
         runs = [self.tagged.get(arg["on"], "")] if "on" in arg else self.runs
-        candidates = [(r, w) for r in runs if r and (w := self._waiting_callbacks(r))]
+        candidates = [(r, w) for r in runs if r and (w := self.waiting_callbacks(r))]
         if arg["ambiguous"]:  # the runs where a name waits more than once, if any
             candidates = [c for c in candidates if max(map(len, c[1].values())) > 1] or candidates
         if not candidates:

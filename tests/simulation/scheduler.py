@@ -22,7 +22,8 @@ clock moved on) and the invariants of ``invariants.py`` are checked.
 
 Files: ``scheduler.py`` (this: threads, ports, seeded randomness), ``actors.py`` (the
 engine and the actors' jobs), ``policy.py`` (choosing and applying decisions),
-``programs.py`` (the workflow generator and the one generic workflow), ``journal.py``
+``programs.py`` (the workflow generator and the one generic workflow), ``scripts.py``
+(what each seed makes happen by construction: its pair focus, its tour), ``journal.py``
 (what bodies and workflow code saw), ``invariants.py`` (named checks), ``explore.py``
 (one schedule, settling, shrinking), ``compare.py`` (ledger against ledger).
 

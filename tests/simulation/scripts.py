@@ -392,7 +392,7 @@ def _upgrade(name: str, suffix: str) -> list[Stage]:
 
 
 def _deploy(world: World) -> Decision | None:
-    return None if world.hooks.deployed else _event(type="deploy", script="upgrade")
+    return None if world.hooks.deployed else _event(type="deploy", script="tour upgrade")
 
 
 def _child_retry(name: str, suffix: str) -> list[Stage]:
@@ -424,7 +424,7 @@ def _approvals(name: str, suffix: str) -> list[Stage]:
             run_id = world.tagged.get(tag)
             if run_id is None:
                 return False
-            callbacks = world._waiting_callbacks(run_id).get(shared_name(0, 1), [])
+            callbacks = world.waiting_callbacks(run_id).get(shared_name(0, 1), [])
             return len(callbacks) == count
 
         return ready
