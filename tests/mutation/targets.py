@@ -136,6 +136,14 @@ TARGETS: tuple[Target, ...] = (
     Target("durable/engine/children.py"),
     Target("durable/engine/distributed.py"),
     Target("durable/adapters/dynamodb_children.py", ("ChildrenMixin",)),
+    # Issue 43: a run's chain (what every handle follows), the backoff every duration
+    # computed from user settings goes through, and the keys' namespaces.
+    Target("durable/engine/lineage.py"),
+    Target("durable/core/backoff.py"),
+    Target(
+        "durable/core/ids.py",
+        ("reserved_prefix", "check_user_key", "check_key_scope", "keyed_run", "run_id_for_key"),
+    ),
 )
 
 
