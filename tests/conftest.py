@@ -68,7 +68,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         path = str(item.path)
         own = {m.name for m in item.iter_markers()}
-        if not own & {"integration", "localstack", "project", "browser", "deployed"}:
+        if not own & {"integration", "localstack", "project", "browser", "deployed", "chaos"}:
             if f"{os.sep}integration{os.sep}" in path or f"{os.sep}e2e{os.sep}" in path:
                 item.add_marker(pytest.mark.integration)
             elif f"{os.sep}project{os.sep}" in path:
