@@ -434,9 +434,15 @@ class Chaos:
         if what == "none":
             self.record.fault("the planned load is started (no faults: calm figures)", t0)
         elif what == "kill-worker":
-            workers = [w for w in self.dev.status()["workers"] if w["alive"] and w["pid"]]
-            busy = [w for w in workers if w["run_id"]]
-            victim = (busy or workers)[0]  # mid-run when one is
+            # A worker in the middle of a run (waited for a few seconds), else any.
+            deadline = time.time() + 5
+            while True:
+                workers = [w for w in self.dev.status()["workers"] if w["alive"] and w["pid"]]
+                busy = [w for w in workers if w["run_id"]]
+                if busy or time.time() > deadline:
+                    break
+                time.sleep(0.05)
+            victim = (busy or workers)[0]
             os.kill(victim["pid"], signal.SIGKILL)
             running = victim["run_id"] or "nothing"
             self.record.fault(f"SIGKILL worker {victim['pid']} (running {running})", t0)
