@@ -6,9 +6,10 @@ WHEN a driver starts RUNS runs through the HTTP API at up to RATE a second (keye
 it holds back while IN_FLIGHT runs are unfinished, as a client with bounded concurrency
 does, so the load stays under what the machine can serve), signals each run and answers
 each run's callback with the token the run mailed (its effects file), while the test
-SIGKILLs a busy worker process four times, SIGSTOPs DynamoDB Local for STOP_SECONDS while
-a probe asks the API every second, SIGCONTs it, later SIGKILLs it and starts it again on
-its data folder and port
+SIGKILLs a busy worker process four times, SIGSTOPs DynamoDB Local for STOP_SECONDS
+(longer than the API's timeout) while a probe asks the API every second, SIGCONTs it,
+later SIGKILLs it and, STORE_DOWN later (longer than the worker pool's retries), starts
+it again on its data folder and port
 THEN every run SUCCEEDED with the output its signal and answer make; every effect key was
 written once (none doubled) and every run made exactly its effects (none lost); every
 signal was consumed once; every API request was answered (a 503 with Retry-After is an
@@ -76,15 +77,21 @@ RECOVERY_BOUND = LEASE + SWEEP_TICK + SLACK
 API_TIMEOUT = 29.0
 # The client waits a little longer, so a late answer is measured, not cut off.
 CLIENT_TIMEOUT = 35.0
-STOP_SECONDS = 15.0
+# Longer than the API's timeout: a request held as long as the store hangs (no client
+# timeouts) fails the tier, one answered 503 by the stack's budget passes.
+STOP_SECONDS = 30.0
+# DynamoDB Local stays down this long before it is started again (which takes 2-3 s more):
+# longer than the worker pool's retries (1 s, then 2 s), so some wake-ups are lost for
+# good and the sweeper must find them.
+STORE_DOWN = 5.0
 
 # The faults, as fractions of the planned load (RUNS / RATE seconds from the first start).
 # DURABLE_CHAOS_FAULTS=0 runs the same load without them: the calm figures to compare.
 FAULTS = os.environ.get("DURABLE_CHAOS_FAULTS", "1") != "0"
 LOAD_SECONDS = RUNS / RATE
-WORKER_KILLS = tuple(f * LOAD_SECONDS for f in (0.12, 0.30, 0.62, 0.90))
-STORE_STOP_AT = 0.38 * LOAD_SECONDS
-STORE_KILL_AT = 0.76 * LOAD_SECONDS
+WORKER_KILLS = tuple(f * LOAD_SECONDS for f in (0.10, 0.55, 0.80, 0.90))
+STORE_STOP_AT = 0.20 * LOAD_SECONDS
+STORE_KILL_AT = 0.65 * LOAD_SECONDS
 ENDED = ("SUCCEEDED", "FAILED", "CANCELED")
 
 Answer = tuple[int | None, Any, str | None]  # status (None: no answer), body, Retry-After
@@ -455,6 +462,7 @@ class Chaos:
             os.kill(pid, signal.SIGKILL)
             self.record.fault(f"SIGKILL DynamoDB Local {pid}", t0)
             killed = time.time()
+            time.sleep(STORE_DOWN)
             self.restarted.start(port=self.port, db_path=self.workdir / ".durable" / "dynamodb")
             self.record.fault(
                 f"DynamoDB Local restarted on its data and port, {time.time() - killed:.1f} s "
@@ -519,18 +527,20 @@ class Outcome:
         """From a fault (the last one by default) until every run started before it had
         ended."""
         at = self.last_fault if after is None else after
+        # By the ledger's creation time: a start still on its way back to the driver at
+        # the fault has a run the fault may have hit.
         before = [
             self.real(run["updated_at"])
-            for rid, run in self.details.items()
-            if self.record.started_at[rid] <= at
+            for run in self.details.values()
+            if self.real(run["created_at"]) <= at
         ]
         return max(before, default=at) - at
 
     def in_flight_at(self, at: float) -> int:
         return sum(
             1
-            for rid, run in self.details.items()
-            if self.record.started_at[rid] <= at < self.real(run["updated_at"])
+            for run in self.details.values()
+            if self.real(run["created_at"]) <= at < self.real(run["updated_at"])
         )
 
     def taken_over(self, at: float, run_id: str) -> float | None:
