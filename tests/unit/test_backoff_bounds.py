@@ -80,6 +80,13 @@ def test_small_and_degenerate_cases() -> None:
     assert capped_delay(timedelta(seconds=1), 2.0, 10**6, timedelta.max) == timedelta.max
 
 
+def test_an_uncapped_growth_at_the_largest_float_is_the_cap_not_an_overflow() -> None:
+    """2 ** 1024 is the first power of two past the largest float: with no cap (inf) the
+    answer is the cap, and neither the power nor ``exp`` of its logarithm is formed."""
+    assert capped_growth(1.0, 2.0, 1024, math.inf) == math.inf
+    assert capped_growth(1.0, 2.0, 1023, math.inf) == 2.0**1023
+
+
 def test_a_retry_policy_with_many_attempts_reaches_its_maximum_delay() -> None:
     policy = RetryPolicy(max_attempts=10_000, backoff=10, jitter="none")
     assert policy.next_delay(5000, RetryableError("again")) == policy.max_delay
