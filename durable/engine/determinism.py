@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import random
+import re
 import sys
 import sysconfig
 import threading
@@ -54,7 +55,9 @@ class NoGuard:
 
 _STATE = threading.local()
 _STDLIB = os.path.normcase(sysconfig.get_paths()["stdlib"])
-_PACKAGE_DIR = os.path.normcase(os.path.dirname(os.path.abspath(__file__)))
+# The ``durable`` package itself (this file is durable/engine/determinism.py).
+_DURABLE_DIR = os.path.normcase(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_THIRD_PARTY_DIRS = frozenset({"site-packages", "dist-packages"})
 _HINT = "move it into a step, or use ctx.now() / ctx.uuid() / ctx.random()"
 
 
@@ -75,17 +78,57 @@ def observer_code() -> Iterator[None]:
         _STATE.active = previous
 
 
-def _called_from_user_code(depth: int = 2) -> bool:
-    """True when the frame calling the patched function is user code (not stdlib/engine)."""
-    frame = sys._getframe(depth)
-    filename = os.path.normcase(frame.f_code.co_filename)
-    return not (filename.startswith(_STDLIB) or filename.startswith(_PACKAGE_DIR))
+# Packages whose guarded calls are made for their own purposes, never the workflow's: the
+# ``durable`` package (the engine's clock, its ledger's HTTP client) and the standard
+# ``logging`` (a record's time stamp, read when ``ctx.logger`` writes; no replay sees it).
+_OWN_PACKAGES = ("durable", "logging")
 
 
-def _violated(what: str, depth: int = 2) -> None:
-    """A guarded call was made: raise (``DeterminismGuard``), or under ``WarningGuard``
-    log it once per run and call site and let the call go on. ``depth``: the frame of the
-    workflow code that made it, from the caller of this function."""
+def _is_durable(frame: types.FrameType) -> bool:
+    # By module name first: a Lambda bundle puts durable, its dependencies and the user's
+    # code side by side in one folder, so the path alone cannot tell them apart.
+    name = frame.f_globals.get("__name__")
+    if isinstance(name, str) and any(
+        name == package or name.startswith(package + ".") for package in _OWN_PACKAGES
+    ):
+        return True
+    return os.path.normcase(frame.f_code.co_filename).startswith(_DURABLE_DIR + os.sep)
+
+
+def _is_library(frame: types.FrameType) -> bool:
+    """The standard library or an installed third-party package: code a workflow may call
+    into, but never the code to blame."""
+    filename = frame.f_code.co_filename
+    if filename.startswith("<frozen "):
+        return True
+    path = os.path.normcase(filename)
+    if path.startswith(_STDLIB):
+        return True
+    return not _THIRD_PARTY_DIRS.isdisjoint(re.split(r"[\\/]", path))
+
+
+def _workflow_frame(frame: types.FrameType | None) -> types.FrameType | None:
+    """The user's frame to blame for a guarded call, walking up from its caller, or None
+    when the call is none of the user's doing.
+
+    Library frames are passed over: a workflow that calls ``requests`` is blamed for the
+    network at its own line. The first frame that is neither library nor ``durable``
+    is the user's, and the call its violation. A ``durable`` frame met first means the
+    engine made the call for its own purposes (its clock, its ledger's HTTP client, a local
+    Lambda context's deadline), even if workflow code further up led to it.
+    """
+    while frame is not None:
+        if _is_durable(frame):  # or logging's
+            return None
+        if not _is_library(frame):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def _violated(what: str, frame: types.FrameType) -> None:
+    """A guarded call was made by workflow code at ``frame``: raise (``DeterminismGuard``),
+    or under ``WarningGuard`` log it once per run and call site and let the call go on."""
     error = NonDeterministicCall(f"workflow code called {what} outside a step: {_HINT}")
     warned: set[tuple[Any, ...]] | None = getattr(_STATE, "warned", None)
     if warned is None:
@@ -95,7 +138,6 @@ def _violated(what: str, depth: int = 2) -> None:
         raise error
     from durable.engine.run_logging import WORKFLOW_LOGGER, current_keys
 
-    frame = sys._getframe(depth)
     keys = current_keys()
     site = (keys.get("run_id"), what, frame.f_code.co_filename, frame.f_lineno)
     if site not in warned:
@@ -106,10 +148,17 @@ def _violated(what: str, depth: int = 2) -> None:
         )
 
 
+def _check(what: str, caller: types.FrameType | None) -> None:
+    """Called by a guarded entry point with the frame that called it."""
+    if _guard_active():
+        frame = _workflow_frame(caller)
+        if frame is not None:
+            _violated(what, frame)
+
+
 def _wrap(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        if _guard_active() and _called_from_user_code():
-            _violated(name)
+        _check(name, sys._getframe(1))
         return original(*args, **kwargs)
 
     guarded.__wrapped__ = original  # type: ignore[attr-defined]
@@ -156,20 +205,17 @@ class _GuardedDatetime(_dt.datetime, metaclass=_StandIn):
 
     @classmethod
     def now(cls, tz: _dt.tzinfo | None = None) -> _GuardedDatetime:
-        if _guard_active():
-            _violated("datetime.now()")
+        _check("datetime.now()", sys._getframe(1))
         return super().now(tz)
 
     @classmethod
     def utcnow(cls) -> _GuardedDatetime:
-        if _guard_active():
-            _violated("datetime.utcnow()")
+        _check("datetime.utcnow()", sys._getframe(1))
         return super().now(_dt.UTC).replace(tzinfo=None)
 
     @classmethod
     def today(cls) -> _GuardedDatetime:
-        if _guard_active():
-            _violated("datetime.today()")
+        _check("datetime.today()", sys._getframe(1))
         return super().today()
 
 
@@ -180,8 +226,7 @@ class _GuardedDate(_dt.date, metaclass=_StandIn):
 
     @classmethod
     def today(cls) -> _GuardedDate:
-        if _guard_active():
-            _violated("date.today()")
+        _check("date.today()", sys._getframe(1))
         return super().today()
 
 
@@ -195,7 +240,8 @@ def _datetime_module_proxy() -> types.ModuleType:
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if event in ("socket.connect", "socket.getaddrinfo") and _guard_active():
-        _violated(f"the network ({event})")
+        # Hooks run from C: the frame calling this one made the socket call.
+        _check(f"the network ({event})", sys._getframe(1))
 
 
 _install_lock = threading.Lock()
