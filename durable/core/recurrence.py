@@ -146,6 +146,17 @@ class Cron:
 _PAST_THE_CALENDAR = "its next fire would be past the year 9999"
 
 
+def next_fire(rule: Rate | Cron, after: datetime, origin: datetime) -> datetime | None:
+    """``rule``'s first time after ``after`` (a rate counts from ``origin``), or None when
+    it has none within the search's five years (a leap-day cron in 2096-2099, a year
+    field in the past): whoever lists or fires schedules shows or waits for that one and
+    goes on with the others, instead of failing them all over it."""
+    try:
+        return rule.next_after(after, origin) if isinstance(rule, Rate) else rule.next_after(after)
+    except InvalidExpression:
+        return None
+
+
 def _search_end(day: date) -> tuple[date, bool]:
     """The last day a search from ``day`` looks at, and whether the calendar's end cut it.
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from durable.core.flow import gate_name
 from durable.core.ids import derived_run_id
 from durable.core.model import format_time
-from durable.core.recurrence import Cron, InvalidExpression, Rate, parse
+from durable.core.recurrence import Cron, InvalidExpression, Rate, next_fire, parse
 from durable.errors import InvalidInput, RegistrationError, StorageError
 
 if TYPE_CHECKING:
@@ -83,15 +83,8 @@ class Schedule:
 
     def next_fire(self, after: datetime, created: datetime | None = None) -> datetime | None:
         """When it fires next after ``after`` (a rate counts from ``created``); None when
-        it does not fire within the search's five years (a leap-day cron in 2096-2099,
-        a year field in the past): a listing then shows no next fire instead of failing
-        every schedule's row over one."""
-        try:
-            if isinstance(self.recurrence, Rate):
-                return self.recurrence.next_after(after, created or after)
-            return self.recurrence.next_after(after)
-        except InvalidExpression:
-            return None
+        it does not fire within the search's five years (``recurrence.next_fire``)."""
+        return next_fire(self.recurrence, after, created or after)
 
     @property
     def spec(self) -> dict[str, Any]:

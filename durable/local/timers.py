@@ -23,7 +23,7 @@ from typing import Any
 
 from durable.adapters.dynamodb_support import error_code
 from durable.core.clock import Clock
-from durable.core.recurrence import Cron, InvalidExpression, Rate, parse
+from durable.core.recurrence import next_fire, parse
 
 log = logging.getLogger("durable.local")
 RECURRING = "schedule."
@@ -133,11 +133,11 @@ class SchedulerLoop:
         rule = parse(*definition)
         known = self._recurring.get(name)
         if known is None or known[0] != definition:  # new, or changed by a deploy
-            self._recurring[name] = (definition, _next(rule, now, now), now)
+            self._recurring[name] = (definition, next_fire(rule, now, now), now)
             return 0
         _, due, origin = known
         if due is None:  # no fire in the search's window when last asked: ask again
-            self._recurring[name] = (definition, _next(rule, now, origin), origin)
+            self._recurring[name] = (definition, next_fire(rule, now, origin), origin)
             return 0
         fired = 0
         while due is not None and due <= now:
@@ -147,16 +147,6 @@ class SchedulerLoop:
                 self.lateness.append((now - due).total_seconds())
                 self.fire(json.loads(text.replace(SCHEDULED_TIME, stamp)))
                 fired += 1
-            due = _next(rule, due, origin)
+            due = next_fire(rule, due, origin)
         self._recurring[name] = (definition, due, origin)
         return fired
-
-
-def _next(rule: Rate | Cron, after: datetime, origin: datetime) -> datetime | None:
-    """The rule's next time after ``after`` (a rate counts from ``origin``), or None when it
-    has none within the search's five years (a leap-day cron in 2096-2099): that schedule
-    waits, and the others in the tick go on."""
-    try:
-        return rule.next_after(after, origin) if isinstance(rule, Rate) else rule.next_after(after)
-    except InvalidExpression:
-        return None
