@@ -121,19 +121,81 @@ class RunGuard:
     alive_at: str | None = None
 
 
-class Ledger(Protocol):
-    """The single-table step ledger."""
+class LedgerReads(Protocol):
+    """The ledger's reads: nothing here changes what is stored."""
 
-    shards: int  # partitions of the due index; the sweeper reads each
-
-    def create_run(self, run: RunRecord) -> RunRecord:
-        """Put the run item if no item has its id; else raise ``RunExists``."""
+    @property
+    def shards(self) -> int:
+        """Partitions of the due index; the sweeper reads each. (Read-only here, so a
+        wrapper can forward it as a property and an adapter hold it as an attribute.)"""
         ...
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
 
     def load(self, run_id: str) -> RunHistory | None:
         """One strongly consistent read of the whole partition (all pages)."""
+        ...
+
+    def get_step(self, run_id: str, position: str) -> StepRecord | None:
+        """One step record, strongly consistent."""
+        ...
+
+    def get_steps(self, run_id: str, positions: list[str]) -> dict[str, StepRecord]:
+        """The records at ``positions`` that exist, strongly consistent, by position: a
+        parent's look at its open children without loading its whole history."""
+        ...
+
+    def read_gate(self, name: str) -> GateState:
+        """A flow-control gate (``durable.core.flow``), strongly consistent; version 0 when
+        none is stored."""
+        ...
+
+    def due_runs(
+        self, shard: int, *, before: str, limit: int, cursor: str | None = None
+    ) -> Page[tuple[str, str]]:
+        """(run_id, due_at) of runs in one due-index shard with ``due_at <= before``.
+
+        Read from an eventually consistent index: callers confirm with ``claim_trigger``.
+        """
+        ...
+
+    def list_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        needs_attention: bool | None = None,
+        version: int | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[RunRecord]:
+        """Runs from the listing or attention index (never a scan): a workflow's unfinished
+        runs first (newest created first), then its ended ones (latest ended first);
+        those needing attention latest changed first (``durable.core.leases.listing_key``)."""
+        ...
+
+    def open_runs(
+        self, workflow: str, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[RunRecord]:
+        """A workflow's unfinished runs, whatever their status, newest created first (then
+        any the listing's first layout still keys), as ``list_runs`` shows a run.
+
+        Read from the listing index's ranges a run stays in from its creation to its end
+        (``durable.core.leases.listing_key``), with no filter on the status: a run a
+        worker moves between unfinished statuses meanwhile (a claim, a suspension) is
+        listed at one or the other, where a listing per status can miss it between two
+        of them. The unfinished runs of a workflow are few: no ended run is read."""
+        ...
+
+
+class LedgerWrites(Protocol):
+    """The ledger's writes: every method that can change what is stored. A wrapper that
+    must see each write (the write boundary, the claim check, the history cache, ...)
+    subclasses ``Ledger`` explicitly, so mypy refuses to instantiate it while one of
+    these is left unimplemented, this one added later included."""
+
+    def create_run(self, run: RunRecord) -> RunRecord:
+        """Put the run item if no item has its id; else raise ``RunExists``."""
         ...
 
     def purge_leftovers(self, run_id: str, *, before: str) -> int:
@@ -257,11 +319,6 @@ class Ledger(Protocol):
         """
         ...
 
-    def read_gate(self, name: str) -> GateState:
-        """A flow-control gate (``durable.core.flow``), strongly consistent; version 0 when
-        none is stored."""
-        ...
-
     def write_gate(self, name: str, state: GateState) -> bool:
         """Store the gate as ``state`` if its stored version is still ``state.version``
         (0: none stored); the stored version becomes one more. False when another writer
@@ -290,15 +347,6 @@ class Ledger(Protocol):
         when the run guard fails; returns False, writing nothing, when a final record is
         already stored at the step's position; True when both writes happened.
         """
-        ...
-
-    def get_step(self, run_id: str, position: str) -> StepRecord | None:
-        """One step record, strongly consistent."""
-        ...
-
-    def get_steps(self, run_id: str, positions: list[str]) -> dict[str, StepRecord]:
-        """The records at ``positions`` that exist, strongly consistent, by position: a
-        parent's look at its open children without loading its whole history."""
         ...
 
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
@@ -341,15 +389,6 @@ class Ledger(Protocol):
         """
         ...
 
-    def due_runs(
-        self, shard: int, *, before: str, limit: int, cursor: str | None = None
-    ) -> Page[tuple[str, str]]:
-        """(run_id, due_at) of runs in one due-index shard with ``due_at <= before``.
-
-        Read from an eventually consistent index: callers confirm with ``claim_trigger``.
-        """
-        ...
-
     def claim_trigger(
         self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
     ) -> bool:
@@ -363,33 +402,43 @@ class Ledger(Protocol):
         """
         ...
 
-    def list_runs(
-        self,
-        *,
-        workflow: str | None = None,
-        status: str | None = None,
-        needs_attention: bool | None = None,
-        version: int | None = None,
-        limit: int = 50,
-        cursor: str | None = None,
-    ) -> Page[RunRecord]:
-        """Runs from the listing or attention index (never a scan): a workflow's unfinished
-        runs first (newest created first), then its ended ones (latest ended first);
-        those needing attention latest changed first (``durable.core.leases.listing_key``)."""
-        ...
 
-    def open_runs(
-        self, workflow: str, *, limit: int = 100, cursor: str | None = None
-    ) -> Page[RunRecord]:
-        """A workflow's unfinished runs, whatever their status, newest created first (then
-        any the listing's first layout still keys), as ``list_runs`` shows a run.
+class Ledger(LedgerReads, LedgerWrites, Protocol):
+    """The single-table step ledger: its reads and its writes."""
 
-        Read from the listing index's ranges a run stays in from its creation to its end
-        (``durable.core.leases.listing_key``), with no filter on the status: a run a
-        worker moves between unfinished statuses meanwhile (a claim, a suspension) is
-        listed at one or the other, where a listing per status can miss it between two
-        of them. The unfinished runs of a workflow are few: no ended run is read."""
-        ...
+
+LEDGER_READS: tuple[str, ...] = (
+    "get_run",
+    "load",
+    "get_step",
+    "get_steps",
+    "read_gate",
+    "due_runs",
+    "list_runs",
+    "open_runs",
+)
+LEDGER_WRITES: tuple[str, ...] = (
+    "create_run",
+    "purge_leftovers",
+    "claim",
+    "update_run",
+    "continue_run",
+    "operate",
+    "start_child",
+    "start_children",
+    "finish_child",
+    "write_gate",
+    "write_step",
+    "write_step_fenced",
+    "complete_waiting",
+    "extend_wait",
+    "add_signal",
+    "consume_signal",
+    "claim_trigger",
+)
+"""The names of ``LedgerReads``' and ``LedgerWrites``' methods: between them, every method
+of ``Ledger`` (a unit test holds them to the Protocols), for code that treats each kind
+alike (crash targets, a read-only ledger's refusals)."""
 
 
 class Timers(Protocol):
