@@ -26,10 +26,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
+from durable.core.flow import GateState
+from durable.core.ledger_forward import ForwardReads
 from durable.core.model import Attempt, RunError, RunRecord, SignalRecord, StepRecord
-from durable.core.ports import ChildReport, Ledger, RunGuard
+from durable.core.ports import ChildReport, Claim, Ledger, RunGuard
 
 REDACTED_TOKEN = "<callback token redacted>"
 # The shape of a minted token anywhere in a text (``durable.core.tokens`` parses exactly one).
@@ -116,14 +119,12 @@ def _report(report: ChildReport) -> ChildReport:
     return replace(report, output=output, error_message=message)
 
 
-class WriteBoundary:
-    """``ledger`` with every value it is asked to write scrubbed first; reads pass."""
+class WriteBoundary(ForwardReads, Ledger):
+    """``ledger`` with every value it is asked to write scrubbed first; reads pass.
 
-    def __init__(self, ledger: Ledger) -> None:
-        self._ledger = ledger
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ledger, name)
+    Every write of the port is written out here (``durable.core.ledger_forward``): a write
+    added to the port later cannot reach storage around the boundary, since mypy refuses
+    to build a ``WriteBoundary`` until it is implemented."""
 
     @property
     def inner(self) -> Ledger:
@@ -131,6 +132,30 @@ class WriteBoundary:
 
     def create_run(self, run: RunRecord) -> RunRecord:
         return self._ledger.create_run(scrub(run))
+
+    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+        # Deletes items; it stores no value.
+        return self._ledger.purge_leftovers(run_id, before=before)
+
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
+    ) -> Claim | None:
+        # Stores the worker's lease and times, which the engine makes: no user value.
+        return self._ledger.claim(
+            run_id,
+            owner,
+            now=now,
+            lease_until=lease_until,
+            stale_before=stale_before,
+            due_at=due_at,
+        )
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         return self._ledger.update_run(run_id, guard, _changes(changes))
@@ -141,14 +166,28 @@ class WriteBoundary:
         self._ledger.continue_run(run_id, guard, _changes(changes), scrub(successor))
 
     def operate(
-        self, run_id: str, *, changes: Mapping[str, Any], operation: Any = None, **options: Any
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+        reopen: StepRecord | None = None,
     ) -> RunRecord:
         if operation is not None:
             operation = scrub(dict(operation))
-        if options.get("reopen") is not None:
-            scrub(options["reopen"])
+        if reopen is not None:
+            scrub(reopen)
         return self._ledger.operate(
-            run_id, changes=_changes(changes), operation=operation, **options
+            run_id,
+            statuses=statuses,
+            changes=_changes(changes),
+            operation=operation,
+            bump_inbox=bump_inbox,
+            unleased=unleased,
+            reopen=reopen,
         )
 
     def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
@@ -172,6 +211,10 @@ class WriteBoundary:
     ) -> tuple[RunRecord, bool]:
         return self._ledger.finish_child(run_id, guard, _changes(changes), _report(report), now=now)
 
+    def write_gate(self, name: str, state: GateState) -> bool:
+        # A flow-control gate holds counts and the engine's run ids: no user value.
+        return self._ledger.write_gate(name, state)
+
     def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
         return self._ledger.write_step(scrub(step), guard)
 
@@ -190,4 +233,14 @@ class WriteBoundary:
         self._ledger.add_signal(scrub(signal), now=now)
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
+        # ``signal`` only names the stored signal (marked consumed): its payload, scrubbed
+        # when it was added, is not written again.
         return self._ledger.consume_signal(scrub(step), signal, guard)
+
+    def claim_trigger(
+        self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
+    ) -> bool:
+        # Moves a due time the engine computed: no user value.
+        return self._ledger.claim_trigger(
+            run_id, due_at, new_due_at, stale_before=stale_before, skew=skew
+        )
