@@ -55,9 +55,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any, TypeVar
 
 from durable.core.clock import Clock, SystemClock
+from durable.core.flow import GateState
 from durable.core.ids import new_ulid
 from durable.core.model import (
     RunHistory,
@@ -127,8 +129,11 @@ class _Cache:
                 self._size -= len(old.encode("utf-8"))
 
 
-class ClaimCheck:
-    """``ledger`` with large texts written to ``store`` and referenced; reads resolve."""
+class ClaimCheck(Ledger):
+    """``ledger`` with large texts written to ``store`` and referenced; reads resolve.
+
+    Every method of the port is written out here, reads too (each resolves what it
+    returns): mypy refuses to build one that misses a method added to the port later."""
 
     def __init__(
         self,
@@ -334,11 +339,56 @@ class ClaimCheck:
         identity (``durable.core.write_boundary``)."""
         return mine if stored is sent else self.resolve(stored)
 
-    def __getattr__(self, name: str) -> Any:
-        found = getattr(self._ledger, name)
-        if not callable(found):
-            return found
-        return lambda *args, **kwargs: self._call(found, *args, **kwargs)
+    # --- reads: every answer resolved ----------------------------------------------------
+
+    @property
+    def shards(self) -> int:
+        return self._ledger.shards
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        return self._call(self._ledger.get_run, run_id)
+
+    def load(self, run_id: str) -> RunHistory | None:
+        return self._call(self._ledger.load, run_id)
+
+    def get_step(self, run_id: str, position: str) -> StepRecord | None:
+        return self._call(self._ledger.get_step, run_id, position)
+
+    def get_steps(self, run_id: str, positions: list[str]) -> dict[str, StepRecord]:
+        return self._call(self._ledger.get_steps, run_id, positions)
+
+    def read_gate(self, name: str) -> GateState:
+        return self._call(self._ledger.read_gate, name)
+
+    def due_runs(
+        self, shard: int, *, before: str, limit: int, cursor: str | None = None
+    ) -> Page[tuple[str, str]]:
+        return self._call(self._ledger.due_runs, shard, before=before, limit=limit, cursor=cursor)
+
+    def list_runs(
+        self,
+        *,
+        workflow: str | None = None,
+        status: str | None = None,
+        needs_attention: bool | None = None,
+        version: int | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page[RunRecord]:
+        return self._call(
+            self._ledger.list_runs,
+            workflow=workflow,
+            status=status,
+            needs_attention=needs_attention,
+            version=version,
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def open_runs(
+        self, workflow: str, *, limit: int = 100, cursor: str | None = None
+    ) -> Page[RunRecord]:
+        return self._call(self._ledger.open_runs, workflow, limit=limit, cursor=cursor)
 
     # --- writes -------------------------------------------------------------------------
 
@@ -346,6 +396,31 @@ class ClaimCheck:
         out = self._run_out(run)
         stored = self._raw(self._ledger.create_run, out)
         return self._kept(run, out, stored)
+
+    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+        # Deletes items: nothing to keep aside (their objects go with ``purge_payloads``).
+        return self._call(self._ledger.purge_leftovers, run_id, before=before)
+
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
+    ) -> Claim | None:
+        # Writes a lease, no value; the run item it returns is resolved.
+        return self._call(
+            self._ledger.claim,
+            run_id,
+            owner,
+            now=now,
+            lease_until=lease_until,
+            stale_before=stale_before,
+            due_at=due_at,
+        )
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         return self._call(
@@ -363,11 +438,26 @@ class ClaimCheck:
             self._run_out(successor),
         )
 
-    def operate(self, run_id: str, *, changes: Mapping[str, Any], **options: Any) -> RunRecord:
-        if options.get("reopen") is not None:
-            options["reopen"] = self._step_out(options["reopen"])
+    def operate(
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+        reopen: StepRecord | None = None,
+    ) -> RunRecord:
         return self._call(
-            self._ledger.operate, run_id, changes=self._changes_out(run_id, changes), **options
+            self._ledger.operate,
+            run_id,
+            statuses=statuses,
+            changes=self._changes_out(run_id, changes),
+            operation=operation,
+            bump_inbox=bump_inbox,
+            unleased=unleased,
+            reopen=None if reopen is None else self._step_out(reopen),
         )
 
     def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
@@ -407,6 +497,10 @@ class ClaimCheck:
             now=now,
         )
 
+    def write_gate(self, name: str, state: GateState) -> bool:
+        # A gate holds run ids and times, never a value.
+        return self._call(self._ledger.write_gate, name, state)
+
     def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
         out = self._step_out(step)
         stored = self._raw(self._ledger.write_step, out, guard)
@@ -433,6 +527,19 @@ class ClaimCheck:
         out = self._step_out(step)
         stored = self._raw(self._ledger.consume_signal, out, signal, guard)
         return self._kept(step, out, stored)
+
+    def claim_trigger(
+        self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
+    ) -> bool:
+        # Moves a due time, no value.
+        return self._call(
+            self._ledger.claim_trigger,
+            run_id,
+            due_at,
+            new_due_at,
+            stale_before=stale_before,
+            skew=skew,
+        )
 
     def unresolved(self) -> Ledger:
         """The ledger beneath, for reads that need a run's state, never its values (a
