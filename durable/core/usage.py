@@ -24,9 +24,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
-from durable.core.model import RunRecord
+from durable.core.flow import GateState
+from durable.core.ledger_forward import ForwardReads
+from durable.core.model import RunRecord, SignalRecord, StepRecord
 from durable.core.ports import ChildReport, Claim, Ledger, RunGuard
 
 # The keys of ``RunRecord.usage`` (numbers, added up over the run's invocations).
@@ -186,7 +189,7 @@ class _Open:
     used: dict[str, float] = field(default_factory=dict)
 
 
-class UsageLedger:
+class UsageLedger(ForwardReads, Ledger):
     """``ledger`` whose writes that end an invocation carry the invocation's usage.
 
     Every invocation ends by releasing its lease (a suspension, a hand-off, the final
@@ -194,15 +197,15 @@ class UsageLedger:
     its own units, to the usage the claim read. A write refused (a fence lost) wrote
     nothing; the next one adds again from the claim's figure, so nothing counts twice.
     A start (the API's) records its own write and its request.
+
+    Every write of the port is written out (``durable.core.ledger_forward``), so a write
+    added to the port later is a decision here: does it end an invocation?
     """
 
     def __init__(self, ledger: Ledger, meter: Meter) -> None:
-        self._ledger = ledger
+        super().__init__(ledger)
         self._meter = meter
         self._claimed: dict[str, RunRecord] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ledger, name)
 
     def create_run(self, run: RunRecord) -> RunRecord:
         usage = added(run.usage, {API_REQUESTS: 1.0, REQUESTS: self._meter.requests_of_create(run)})
@@ -212,8 +215,24 @@ class UsageLedger:
         )
         return self._ledger.create_run(_with(run, _plus(usage, own)))
 
-    def claim(self, run_id: str, owner: str, **kwargs: Any) -> Claim | None:
-        claim = self._ledger.claim(run_id, owner, **kwargs)
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
+    ) -> Claim | None:
+        claim = self._ledger.claim(
+            run_id,
+            owner,
+            now=now,
+            lease_until=lease_until,
+            stale_before=stale_before,
+            due_at=due_at,
+        )
         if claim is not None:
             self._claimed.pop(run_id, None)
             self._claimed[run_id] = claim.run
@@ -254,6 +273,74 @@ class UsageLedger:
 
         billed = self._billed(run_id, changes, units)
         self._ledger.continue_run(run_id, guard, billed, successor)
+
+    # --- writes that never end an invocation nor start a run: passed on as they are. Their
+    # units reach the meter from the adapter, and the invocation's releasing write above
+    # records them (an outside event's own request is not counted: the module's note).
+
+    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+        return self._ledger.purge_leftovers(run_id, before=before)
+
+    def operate(
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+        reopen: StepRecord | None = None,
+    ) -> RunRecord:
+        return self._ledger.operate(
+            run_id,
+            statuses=statuses,
+            changes=changes,
+            operation=operation,
+            bump_inbox=bump_inbox,
+            unleased=unleased,
+            reopen=reopen,
+        )
+
+    def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
+        return self._ledger.start_child(step, guard, child)
+
+    def start_children(
+        self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
+    ) -> bool:
+        return self._ledger.start_children(steps, guard, children)
+
+    def write_gate(self, name: str, state: GateState) -> bool:
+        return self._ledger.write_gate(name, state)
+
+    def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
+        return self._ledger.write_step(step, guard)
+
+    def write_step_fenced(
+        self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
+    ) -> bool:
+        return self._ledger.write_step_fenced(step, guard, run_changes)
+
+    def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
+        self._ledger.complete_waiting(step, token_hash=token_hash, now=now)
+
+    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+        self._ledger.extend_wait(step, token_hash=token_hash, now=now)
+
+    def add_signal(self, signal: SignalRecord, *, now: str) -> None:
+        self._ledger.add_signal(signal, now=now)
+
+    def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
+        return self._ledger.consume_signal(step, signal, guard)
+
+    def claim_trigger(
+        self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
+    ) -> bool:
+        return self._ledger.claim_trigger(
+            run_id, due_at, new_due_at, stale_before=stale_before, skew=skew
+        )
+
+    # --- the usage a releasing write records ---------------------------------------------
 
     def _billed(
         self,
