@@ -36,8 +36,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
+from durable.core.flow import GateState
+from durable.core.ledger_forward import ForwardReads
 from durable.core.model import RunHistory, RunRecord, SignalRecord, StepRecord, copy_step
 from durable.core.ports import ChildReport, Claim, ConditionFailed, Ledger, RunGuard
 from durable.core.retention import nothing_recorded_yet
@@ -79,11 +82,15 @@ def _copy_history(
     )
 
 
-class CachingLedger:
+class CachingLedger(ForwardReads, Ledger):
     """``ledger`` with each run's history kept between one container's invocations.
 
     ``check`` (tests and the simulation explorer) is called with the view and the run id
     whenever a view stands in for a load, to compare it with a real one.
+
+    Every write of the port is written out (``durable.core.ledger_forward``): a view must
+    follow each write of its run, so a write added to the port later must say here what
+    it does to a view before mypy lets a ``CachingLedger`` be built.
     """
 
     def __init__(
@@ -94,7 +101,7 @@ class CachingLedger:
         max_records: int = MAX_RECORDS,
         check: Callable[[str, RunHistory], None] | None = None,
     ) -> None:
-        self._ledger = ledger
+        super().__init__(ledger)
         self._max_runs = max_runs
         self._max_records = max_records
         self._check = check
@@ -105,14 +112,27 @@ class CachingLedger:
         self.hits = 0
         self.loads = 0
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ledger, name)
-
     # --- the rule at a claim, and loads -------------------------------------------------
 
-    def claim(self, run_id: str, owner: str, **kwargs: Any) -> Claim | None:
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
+    ) -> Claim | None:
         self._ready.discard(run_id)
-        claim = self._ledger.claim(run_id, owner, **kwargs)
+        claim = self._ledger.claim(
+            run_id,
+            owner,
+            now=now,
+            lease_until=lease_until,
+            stale_before=stale_before,
+            due_at=due_at,
+        )
         if claim is None:
             return None
         run = claim.run
@@ -292,9 +312,27 @@ class CachingLedger:
         self.forget(run_id)
         self._ledger.continue_run(run_id, guard, changes, successor)
 
-    def operate(self, run_id: str, **kwargs: Any) -> RunRecord:
+    def operate(
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+        reopen: StepRecord | None = None,
+    ) -> RunRecord:
         self.forget(run_id)
-        return self._ledger.operate(run_id, **kwargs)
+        return self._ledger.operate(
+            run_id,
+            statuses=statuses,
+            changes=changes,
+            operation=operation,
+            bump_inbox=bump_inbox,
+            unleased=unleased,
+            reopen=reopen,
+        )
 
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         self.forget(step.run_id)
@@ -307,3 +345,27 @@ class CachingLedger:
     def purge_leftovers(self, run_id: str, *, before: str) -> int:
         self.forget(run_id)
         return self._ledger.purge_leftovers(run_id, before=before)
+
+    # --- writes no view needs to follow ------------------------------------------------
+
+    def create_run(self, run: RunRecord) -> RunRecord:
+        # A new run: its first claim starts its view (a reused id's old view fails that
+        # claim's rule, its ``created_at`` being another).
+        return self._ledger.create_run(run)
+
+    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+        # A heartbeat: a view may keep the earlier expiry (the module's note says why).
+        self._ledger.extend_wait(step, token_hash=token_hash, now=now)
+
+    def write_gate(self, name: str, state: GateState) -> bool:
+        # A flow-control gate is no run's record: never in a view.
+        return self._ledger.write_gate(name, state)
+
+    def claim_trigger(
+        self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
+    ) -> bool:
+        # The sweeper's move of a due time: no record of a view, and a worker woken by it
+        # claims before it loads.
+        return self._ledger.claim_trigger(
+            run_id, due_at, new_due_at, stale_before=stale_before, skew=skew
+        )
