@@ -64,8 +64,24 @@ class TracingLedger(WatchedLedger):
 
     # --- the invocation ------------------------------------------------------------------
 
-    def claim(self, run_id: str, owner: str, **kwargs: Any) -> Claim | None:
-        claim = self._ledger.claim(run_id, owner, **kwargs)
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
+    ) -> Claim | None:
+        claim = super().claim(
+            run_id,
+            owner,
+            now=now,
+            lease_until=lease_until,
+            stale_before=stale_before,
+            due_at=due_at,
+        )
         if claim is not None:
             with observer_code():
                 self._start(claim)

@@ -192,8 +192,24 @@ class ConsoleLedger(WatchedLedger):
             self._console.say(run.run_id, "▶", f"started{by}")
         return stored
 
-    def claim(self, run_id: str, owner: str, **kwargs: Any) -> Claim | None:
-        claim = self._ledger.claim(run_id, owner, **kwargs)
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
+    ) -> Claim | None:
+        claim = super().claim(
+            run_id,
+            owner,
+            now=now,
+            lease_until=lease_until,
+            stale_before=stale_before,
+            due_at=due_at,
+        )
         if claim is not None:
             self._console.learn(claim.run)
             if claim.took_over:
@@ -267,14 +283,32 @@ class ConsoleLedger(WatchedLedger):
             self._console.say(report.parent_id, "✉", f"child run {run_id} {run.status.value}")
         return run, taken
 
-    def operate(self, run_id: str, **kwargs: Any) -> RunRecord:
-        run = self._ledger.operate(run_id, **kwargs)
+    def operate(
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+        reopen: StepRecord | None = None,
+    ) -> RunRecord:
+        run = super().operate(
+            run_id,
+            statuses=statuses,
+            changes=changes,
+            operation=operation,
+            bump_inbox=bump_inbox,
+            unleased=unleased,
+            reopen=reopen,
+        )
         self._console.learn(run)
-        operation = kwargs.get("operation") or {}
+        action = (operation or {}).get("action")
         if run.status.terminal:
             self._run_status(run)
-        elif operation.get("action"):
-            self._console.say(run_id, "•", f"{operation['action']} requested")
+        elif action:
+            self._console.say(run_id, "•", f"{action} requested")
         return run
 
     # --- what a write means ----------------------------------------------------------
