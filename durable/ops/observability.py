@@ -14,6 +14,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from durable.core.ledger_watch import WatchedLedger
 from durable.core.model import StepKind, StepRecord, StepStatus, parse_time
 from durable.core.ports import Ledger, RunGuard
 from durable.engine.step_context import current_step
@@ -104,15 +105,15 @@ def _xray_tracer(service: str) -> Any:
     return Tracer(service=service)
 
 
-class MeteredLedger:
-    """A ledger that reports step durations and retries as metrics; otherwise the same."""
+class MeteredLedger(WatchedLedger):
+    """A ledger that reports step durations and retries as metrics; otherwise the same.
+
+    ``WatchedLedger`` writes out every write of the port (no ``__getattr__``); only
+    ``write_step`` is metered, as it was: the watcher's other hooks stay silent here."""
 
     def __init__(self, ledger: Ledger, telemetry: Telemetry) -> None:
-        self._ledger = ledger
+        super().__init__(ledger)
         self._telemetry = telemetry
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ledger, name)
 
     def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
         stored = self._ledger.write_step(step, guard)
