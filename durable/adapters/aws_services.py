@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from durable.adapters import dynamodb_units
+from durable.adapters import dynamodb_units, item_boundary
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
 from durable.adapters.kms import KmsKeys
@@ -75,13 +75,28 @@ class LazyClient:
         self._factory = factory
         self._client: Any = None
         self._lock = threading.Lock()
+        self._on_made: list[Callable[[Any], Any]] = []
+
+    def when_made(self, callback: Callable[[Any], Any]) -> None:
+        """Call ``callback`` with the client when it is made (now, if it already is), before
+        any request is sent with it: how an adapter installs a request hook
+        (``item_boundary.install``) on a client it is given without making it."""
+        with self._lock:
+            if self._client is None:
+                self._on_made.append(callback)
+                return
+        callback(self._client)
 
     def botocore_client(self) -> Any:
         """The client itself, made now if it was not yet."""
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    self._client = self._factory()
+                    made = self._factory()
+                    for callback in self._on_made:  # before any thread can use it
+                        callback(made)
+                    self._on_made.clear()
+                    self._client = made
         return self._client
 
     def __getattr__(self, name: str) -> Any:
@@ -106,7 +121,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         config = Config(**client_options(settings, **DYNAMODB_CLIENT_OPTIONS))
         made = own.client("dynamodb", config=config)
         dynamodb_units.watch(made, meter)
-        return made
+        return item_boundary.install(made)
 
     dynamodb: Any = LazyClient(watched_dynamodb)
     ledger = DynamoLedger(
@@ -224,14 +239,16 @@ def secrets_manager(factory: Callable[[], Any]) -> SecretSource:
 
 
 def _persistence(settings: Settings, session: boto3.session.Session) -> Any:
-    """Powertools' DynamoDB layer on the idempotency table (imported when first needed)."""
+    """Powertools' DynamoDB layer on the idempotency table (imported when first needed),
+    on a client with the stored-bytes rule installed (``item_boundary``)."""
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
     from botocore.config import Config
 
+    # Made here, not by Powertools, so its requests cross the stored-bytes rule as well:
+    # the records it writes (a webhook's answer) are in the same table as the effects.
+    client = session.client("dynamodb", config=Config(**client_options(settings)))
     return DynamoDBPersistenceLayer(
-        table_name=settings.idempotency_table,
-        boto3_session=session,
-        boto_config=Config(**client_options(settings)),
+        table_name=settings.idempotency_table, boto3_client=item_boundary.install(client)
     )
 
 

@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from durable.adapters import item_boundary
 from durable.adapters.dynamodb_children import ChildrenMixin
 from durable.adapters.dynamodb_events import EventsMixin
 from durable.adapters.dynamodb_gates import GatesMixin
@@ -76,7 +77,8 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         """``inputs_apart``: whether this ledger writes a large input in an item of its
         own (``dynamodb_items.input_apart``); it reads both layouts either way. A deployed
         stack turns it on once every function reads that layout (``Settings.inputs_apart``)."""
-        self.client = client
+        # Every request this ledger sends crosses the stored-bytes rule (``item_boundary``).
+        self.client = item_boundary.install(client)
         self.table = table_name
         self.shards = due_shards
         self.inputs_apart = inputs_apart

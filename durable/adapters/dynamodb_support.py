@@ -9,6 +9,7 @@ from typing import Any, NoReturn
 from durable.core.model import FINAL_STEP_STATUSES, StepRecord, StepStatus
 from durable.core.ports import RunGuard
 from durable.core.retry import classify
+from durable.core.stored_bytes import TokenRefused
 from durable.errors import InvalidCursor, StorageError
 
 
@@ -21,6 +22,8 @@ def error_code(error: Exception) -> str:
 
 def storage_error(error: Exception, what: str) -> NoReturn:
     """Translate a botocore error into ``StorageError`` (retryable by the taxonomy)."""
+    if isinstance(error, TokenRefused):  # the stored-bytes rule's refusal: its own message
+        raise error
     raise StorageError(
         f"{what} failed: {error}", retryable=classify(error) == "retryable"
     ) from error

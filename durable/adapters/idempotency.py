@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from durable.adapters import item_boundary
 from durable.adapters.dynamodb_support import storage_error
 from durable.core.ports import EffectRecord
 
@@ -28,7 +29,9 @@ def _record(item: dict[str, Any]) -> EffectRecord:
 
 class DynamoEffectStore:
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
-        self.client = client
+        # Every record crosses the stored-bytes rule: a reference is redacted, a key
+        # holding a token refused (``item_boundary``).
+        self.client = item_boundary.install(client)
         self.table = table_name
 
     def begin(self, key: str, expiration: int, *, now: int) -> EffectRecord | None:
