@@ -52,12 +52,38 @@ from durable.core.ports import (
     WaitNotPending,
 )
 from durable.core.sleeps import with_sleeps
+from durable.core.stored_bytes import check_key, kept
 from durable.engine.schedules import Remote, Schedule
 from durable.errors import InvalidCursor, InvalidInput
 
 # Records are mutable: the ledger never shares one with its caller (DynamoDB would not).
 copy_run = model_copy_run
 copy_step = model_copy_step
+
+# The stored-bytes rule (``durable.core.stored_bytes``), as the DynamoDB ledger applies it
+# to its items: every field of every record stored is scanned, a token in a value
+# redacted, one in a field the DynamoDB ledger keys an item or an index by refused.
+_LEDGER = "the memory ledger"
+_RUN_KEYS = frozenset({"run_id", "workflow", "created_at", "updated_at", "due_at"})
+_STEP_KEYS = frozenset({"run_id", "position", "updated_at"})
+_SIGNAL_KEYS = frozenset({"run_id", "name", "signal_id"})
+
+
+def _run(run: RunRecord) -> RunRecord:
+    """``run`` as it may be stored (itself if it holds no token)."""
+    stored: RunRecord = kept(run, store=_LEDGER, keys=_RUN_KEYS)
+    return stored
+
+
+def _step(step: StepRecord) -> StepRecord:
+    """A copy of ``step`` as it may be stored."""
+    stored: StepRecord = kept(copy_step(step), store=_LEDGER, keys=_STEP_KEYS)
+    return stored
+
+
+def _signal(signal: SignalRecord) -> SignalRecord:
+    stored: SignalRecord = kept(signal, store=_LEDGER, keys=_SIGNAL_KEYS)
+    return stored
 
 
 class MemoryLedger:
@@ -76,15 +102,16 @@ class MemoryLedger:
 
     def create_run(self, run: RunRecord) -> RunRecord:
         check_item_size(run, f"the input of run {run.run_id}")
+        stored = _run(copy_run(run))
         with self._lock:
             existing = self._runs.get(run.run_id)
             if existing is not None:
                 raise RunExists(copy_run(existing))
-            self._runs[run.run_id] = copy_run(run)
+            self._runs[run.run_id] = stored
             self._list(run)
             self._steps.setdefault(run.run_id, {})
             self._signals.setdefault(run.run_id, [])
-            return copy_run(run)
+            return copy_run(stored)
 
     def _list(self, run: RunRecord) -> None:
         self._listed[run.run_id] = listing_key(
@@ -154,13 +181,15 @@ class MemoryLedger:
             kind = claim_kind(run, owner, stale_before)
             if kind is None:
                 return None
-            new = claimed(run, owner, now, lease_until, kind, due_at, stale_before=stale_before)
+            new = _run(
+                claimed(run, owner, now, lease_until, kind, due_at, stale_before=stale_before)
+            )
             self._runs[run_id] = new
             return Claim(copy_run(new), kind == "takeover")
 
     def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
         with self._lock:
-            new = apply_changes(self._guarded(run_id, guard), dict(changes))
+            new = _run(apply_changes(self._guarded(run_id, guard), dict(changes)))
             check_item_size(new, f"run {run_id}")
             self._runs[run_id] = new
             self._relist(run_id, changes)
@@ -170,15 +199,16 @@ class MemoryLedger:
         self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
     ) -> None:
         check_item_size(successor, f"the input of run {successor.run_id}")
+        kept_successor = _run(copy_run(successor))
         with self._lock:
-            new = apply_changes(self._guarded(run_id, guard), dict(changes))
+            new = _run(apply_changes(self._guarded(run_id, guard), dict(changes)))
             check_item_size(new, f"run {run_id}")
             existing = self._runs.get(successor.run_id)
             if existing is not None:
                 raise RunExists(copy_run(existing))
             self._runs[run_id] = new
             self._relist(run_id, changes)
-            self._runs[successor.run_id] = copy_run(successor)
+            self._runs[successor.run_id] = kept_successor
             self._list(successor)
             self._steps.setdefault(successor.run_id, {})
             self._signals.setdefault(successor.run_id, [])
@@ -194,6 +224,7 @@ class MemoryLedger:
         unleased: bool = False,
         reopen: StepRecord | None = None,
     ) -> RunRecord:
+        reopened = _step(reopen) if reopen is not None else None
         with self._lock:
             run = self._runs.get(run_id)
             steps = self._steps.get(run_id, {})
@@ -213,15 +244,17 @@ class MemoryLedger:
                 new = replace(new, operations=[*run.operations, dict(operation)])
             if bump_inbox:
                 new = replace(new, inbox=run.inbox + 1)
+            new = _run(new)
             check_item_size(new, f"run {run_id}")
             self._runs[run_id] = new
             self._relist(run_id, changes, reopens=reopening(statuses, changes))
-            if reopen is not None:
-                steps[reopen.position] = copy_step(reopen)
+            if reopened is not None:
+                steps[reopened.position] = reopened
             return copy_run(new)
 
     def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
         children_batch([step], [child])
+        stored_step, stored_child = _step(step), _run(copy_run(child))
         with self._lock:
             parent = self._guarded(step.run_id, guard)
             existing = self._steps.setdefault(step.run_id, {}).get(step.position)
@@ -230,13 +263,15 @@ class MemoryLedger:
             taken = self._runs.get(child.run_id)
             if taken is not None:
                 raise RunExists(copy_run(taken))
-            self._add_children(parent, [step], [child])
+            self._add_children(parent, [stored_step], [stored_child])
             return step
 
     def start_children(
         self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
     ) -> bool:
         parent_id = children_batch(steps, children)
+        new_steps = [_step(step) for step in steps]
+        new_children = [_run(copy_run(child)) for child in children]
         with self._lock:
             parent = self._guarded(parent_id, guard)
             stored = self._steps.setdefault(parent.run_id, {})
@@ -244,17 +279,18 @@ class MemoryLedger:
                 c.run_id in self._runs for c in children
             ):
                 return False
-            self._add_children(parent, steps, children)
+            self._add_children(parent, new_steps, new_children)
             return True
 
     def _add_children(
         self, parent: RunRecord, steps: list[StepRecord], children: list[RunRecord]
     ) -> None:
-        """Write a checked start (call locked): the records, the children, the count."""
+        """Write a checked start (call locked): the records (copies of the caller's, as
+        stored: ``_step``, ``_run``), the children, the count."""
         self._runs[parent.run_id] = replace(parent, children=parent.children + len(children))
         for step, child in zip(steps, children, strict=True):
-            self._steps[parent.run_id][step.position] = copy_step(step)
-            self._runs[child.run_id] = copy_run(child)
+            self._steps[parent.run_id][step.position] = step
+            self._runs[child.run_id] = child
             self._list(child)
             self._steps.setdefault(child.run_id, {})
             self._signals.setdefault(child.run_id, [])
@@ -269,7 +305,7 @@ class MemoryLedger:
         now: str,
     ) -> tuple[RunRecord, bool]:
         with self._lock:
-            new = apply_changes(self._guarded(run_id, guard), dict(changes))
+            new = _run(apply_changes(self._guarded(run_id, guard), dict(changes)))
             check_item_size(new, f"run {run_id}")
             parent = self._runs.get(report.parent_id)
             waiting = self._steps.get(report.parent_id, {}).get(report.position)
@@ -283,7 +319,7 @@ class MemoryLedger:
             )
             if taken:
                 assert waiting is not None  # for the type checker: ``taken`` says so
-                settled = settle_child_record(waiting, report, now)
+                settled = _step(settle_child_record(waiting, report, now))
                 check_item_size(settled, f"the result of child run {run_id}")
                 self._bump_inbox(report.parent_id, now)
                 self._steps[report.parent_id][report.position] = settled
@@ -296,10 +332,12 @@ class MemoryLedger:
             return self._gates.get(name, GateState())
 
     def write_gate(self, name: str, state: GateState) -> bool:
+        check_key(_LEDGER, "a gate's name", name)
+        stored: GateState = kept(replace(state, version=state.version + 1), store=_LEDGER)
         with self._lock:
             if self._gates.get(name, GateState()).version != state.version:
                 return False
-            self._gates[name] = replace(state, version=state.version + 1)
+            self._gates[name] = stored
             return True
 
     def _guarded(self, run_id: str, guard: RunGuard) -> RunRecord:
@@ -311,6 +349,7 @@ class MemoryLedger:
 
     def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
+        stored = _step(step)
         with self._lock:
             if guard is not None:
                 self._guarded(step.run_id, guard)
@@ -318,21 +357,22 @@ class MemoryLedger:
             existing = steps.get(step.position)
             if existing is not None and not step_replaceable(existing, step):
                 return copy_step(existing)
-            steps[step.position] = copy_step(step)
+            steps[step.position] = stored
             return step
 
     def write_step_fenced(
         self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
     ) -> bool:
         check_item_size(step, f"the record of step {step.name!r} at {step.position}")
+        stored = _step(step)
         with self._lock:
             run = self._guarded(step.run_id, guard)
             steps = self._steps.setdefault(step.run_id, {})
             if not step_replaceable(steps.get(step.position), step):
                 return False
-            new = apply_changes(run, dict(run_changes))
+            new = _run(apply_changes(run, dict(run_changes)))
             check_item_size(new, f"run {step.run_id}")
-            steps[step.position] = copy_step(step)
+            steps[step.position] = stored
             self._runs[step.run_id] = new
             self._relist(step.run_id, run_changes)
             return True
@@ -351,15 +391,16 @@ class MemoryLedger:
         run = self._runs.get(run_id)
         if run is None or run.terminal:
             raise RunFinished(copy_run(run) if run else None)
-        self._runs[run_id] = replace(run, inbox=run.inbox + 1, due_at=now)
+        self._runs[run_id] = _run(replace(run, inbox=run.inbox + 1, due_at=now))
         return run.inbox + 1
 
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         check_item_size(step, f"the completion of step {step.name!r} at {step.position}")
+        stored = _step(step)
         with self._lock:
             self._check_pending(step, token_hash, now)
             self._bump_inbox(step.run_id, now)
-            self._steps[step.run_id][step.position] = copy_step(step)
+            self._steps[step.run_id][step.position] = stored
 
     def _check_pending(self, step: StepRecord, token_hash: str | None, now: str) -> None:
         """The wait at ``step``'s position is WAITING, unexpired at ``now`` and (when given)
@@ -376,15 +417,17 @@ class MemoryLedger:
 
     def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
         check_item_size(step, f"the heartbeat of step {step.name!r} at {step.position}")
+        stored = _step(step)
         with self._lock:
             self._check_pending(step, token_hash, now)
             run = self._runs.get(step.run_id)
             if run is None or run.terminal:
                 raise RunFinished(copy_run(run) if run else None)
-            self._steps[step.run_id][step.position] = copy_step(step)
+            self._steps[step.run_id][step.position] = stored
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")
+        stored = _signal(signal)
         with self._lock:
             if signal.key_hash is not None:
                 # DynamoDB's conditional put on the key-derived sort key, checked before
@@ -393,9 +436,10 @@ class MemoryLedger:
                     if stored.name == signal.name and stored.key_hash == signal.key_hash:
                         raise SignalExists(replace(stored))
             seq = self._bump_inbox(signal.run_id, now)
-            self._signals[signal.run_id].append(replace(signal, seq=seq))
+            self._signals[signal.run_id].append(replace(stored, seq=seq))
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
+        kept_step = _step(step)
         with self._lock:
             self._guarded(step.run_id, guard)
             steps = self._steps.setdefault(step.run_id, {})
@@ -417,7 +461,7 @@ class MemoryLedger:
                     raise WaitNotPending(None)
                 return copy_step(existing)
             stored[index] = replace(stored[index], consumed_by=step.position)
-            steps[step.position] = copy_step(step)
+            steps[step.position] = kept_step
             return step
 
     def due_runs(
@@ -443,7 +487,7 @@ class MemoryLedger:
             run = self._runs.get(run_id)
             invoke, due = sweep_trigger(run, due_at, new_due_at, stale_before, skew)
             if run is not None and due is not None:
-                self._runs[run_id] = replace(run, due_at=due)
+                self._runs[run_id] = _run(replace(run, due_at=due))
             return invoke
 
     def list_runs(
@@ -506,7 +550,7 @@ class MemoryLedger:
         """Change a run without any guard: simulates another writer in tests."""
         with self._lock:
             before = self._runs[run_id]
-            self._runs[run_id] = apply_changes(before, dict(changes))
+            self._runs[run_id] = _run(apply_changes(before, dict(changes)))
             self._relist(run_id, changes, reopens=before.status.terminal)
             return copy_run(self._runs[run_id])
 
@@ -576,23 +620,36 @@ class MemoryTimers:
         return [run_id for _, _, run_id in fired]
 
 
+_EFFECTS = "the memory effect store"
+_EFFECT_KEYS = frozenset({"key"})
+
+
+def _effect(record: EffectRecord) -> EffectRecord:
+    """``record`` as it may be stored (``durable.core.stored_bytes``): its reference
+    redacted, a key that holds a token refused, as in the idempotency table."""
+    stored: EffectRecord = kept(record, store=_EFFECTS, keys=_EFFECT_KEYS)
+    return stored
+
+
 class MemoryEffectStore:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.records: dict[str, EffectRecord] = {}
 
     def begin(self, key: str, expiration: int, *, now: int) -> EffectRecord | None:
+        check_key(_EFFECTS, "the effect's key", key)
         with self._lock:
             existing = self.records.get(key)
             # Like DynamoDB TTL read through Powertools: an expired record counts as absent.
             if existing is not None and existing.expiration >= now:
                 return replace(existing)
-            self.records[key] = EffectRecord(key, "INPROGRESS", None, expiration)
+            self.records[key] = _effect(EffectRecord(key, "INPROGRESS", None, expiration))
             return None
 
     def complete(self, key: str, reference: str, expiration: int) -> None:
+        stored = _effect(EffectRecord(key, "COMPLETED", reference, expiration))
         with self._lock:
-            self.records[key] = EffectRecord(key, "COMPLETED", reference, expiration)
+            self.records[key] = stored
 
 
 class MemoryRecurring:

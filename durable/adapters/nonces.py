@@ -12,7 +12,9 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from durable.adapters import item_boundary
 from durable.adapters.dynamodb_support import storage_error
+from durable.core.stored_bytes import check_key
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 
 class DynamoNonceStore:
     def __init__(self, client: DynamoDBClient, table_name: str) -> None:
-        self.client = client
+        self.client = item_boundary.install(client)  # the stored-bytes rule
         self.table = table_name
 
     def claim(self, key: str, expiration: int, now: int) -> bool:
@@ -56,6 +58,8 @@ class MemoryNonceStore:
         self._lock = threading.Lock()
 
     def claim(self, key: str, expiration: int, now: int) -> bool:
+        # The stored-bytes rule: the marker's key is the only thing it stores.
+        check_key("the memory nonce store", "the nonce's key", key)
         with self._lock:
             current = self.items.get(key)
             if current is not None and current >= now:
