@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 from durable.core.clock import Clock, SystemClock
+from durable.core.stored_bytes import check_object
 from durable.errors import StorageError
 
 
@@ -25,6 +26,7 @@ class MemoryPayloads:
         self._lock = threading.Lock()
 
     def put(self, key: str, data: bytes) -> None:
+        check_object("the memory payload store", key, data)  # the stored-bytes rule
         with self._lock:
             self.objects[key] = (data, self.clock.now())
 
@@ -60,6 +62,7 @@ class FolderPayloads:
         return self.root / run_id / digest
 
     def put(self, key: str, data: bytes) -> None:
+        check_object("the folder payload store", key, data)  # the stored-bytes rule
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")

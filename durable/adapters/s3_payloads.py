@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from durable.adapters.dynamodb_support import error_code, storage_error
+from durable.core.stored_bytes import check_object
 from durable.errors import StorageError
 
 PREFIX = "runs/"
@@ -24,6 +25,8 @@ class S3Payloads:
         self.prefix = prefix
 
     def put(self, key: str, data: bytes) -> None:
+        # The stored-bytes rule: an object holding a token is refused before it is sent.
+        check_object(f"s3://{self.bucket}", key, data)
         try:
             self.client.put_object(
                 Bucket=self.bucket,
