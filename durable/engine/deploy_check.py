@@ -14,12 +14,24 @@ bug, not a risk to take.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
-from durable.core.model import RunHistory, RunStatus
-from durable.core.ports import Invocation
+from durable.core.flow import GateState
+from durable.core.ledger_forward import ForwardReads
+from durable.core.model import RunHistory, RunRecord, RunStatus, SignalRecord, StepRecord
+from durable.core.ports import (
+    ChildReport,
+    Claim,
+    EffectRecord,
+    EffectStore,
+    Invocation,
+    Invoker,
+    Ledger,
+    RunGuard,
+)
 from durable.core.retention import visible_history
 from durable.core.secrets import SecretsNeedKeys
 from durable.engine.interrupts import DryRunComplete
@@ -40,49 +52,125 @@ UNFINISHED = (
     RunStatus.WAITING.value,
     RunStatus.COMPENSATING.value,
 )
-_WRITES = frozenset(
-    {
-        "create_run",
-        "purge_leftovers",
-        "claim",
-        "update_run",
-        "continue_run",
-        "operate",
-        "write_step",
-        "write_step_fenced",
-        "complete_waiting",
-        "add_signal",
-        "consume_signal",
-        "claim_trigger",
-    }
-)
 
 
 class CheckWrote(RuntimeError):
     """The check tried to write to the ledger (a bug: it must only read)."""
 
 
-class ReadOnlyLedger:
-    """A ledger whose every write raises ``CheckWrote``; reads pass through."""
-
-    def __init__(self, ledger: Any) -> None:
-        self._ledger = ledger
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _WRITES:
-            raise CheckWrote(f"check-deploy must not write, but called ledger.{name}")
-        return getattr(self._ledger, name)
+def _refused(port: str, name: str, verb: str = "write") -> NoReturn:
+    raise CheckWrote(f"check-deploy must not {verb}, but called {port}.{name}")
 
 
-class Refusing:
-    """A port the check must never use (it runs no step body, so it has no effect to
-    record and no run to invoke): any call raises ``CheckWrote``."""
+class ReadOnlyLedger(ForwardReads, Ledger):
+    """A ledger whose every write raises ``CheckWrote``; reads pass through.
+
+    Each write of the port is refused by a method of its own: mypy refuses to build a
+    ``ReadOnlyLedger`` until a write added to the port later is refused here too."""
+
+    def create_run(self, run: RunRecord) -> RunRecord:
+        _refused("ledger", "create_run")
+
+    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+        _refused("ledger", "purge_leftovers")
+
+    def claim(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: str,
+        lease_until: str,
+        stale_before: str,
+        due_at: str | None = None,
+    ) -> Claim | None:
+        _refused("ledger", "claim")
+
+    def update_run(self, run_id: str, guard: RunGuard, changes: Mapping[str, Any]) -> RunRecord:
+        _refused("ledger", "update_run")
+
+    def continue_run(
+        self, run_id: str, guard: RunGuard, changes: Mapping[str, Any], successor: RunRecord
+    ) -> None:
+        _refused("ledger", "continue_run")
+
+    def operate(
+        self,
+        run_id: str,
+        *,
+        statuses: tuple[str, ...],
+        changes: Mapping[str, Any],
+        operation: Mapping[str, str] | None = None,
+        bump_inbox: bool = False,
+        unleased: bool = False,
+        reopen: StepRecord | None = None,
+    ) -> RunRecord:
+        _refused("ledger", "operate")
+
+    def start_child(self, step: StepRecord, guard: RunGuard, child: RunRecord) -> StepRecord:
+        _refused("ledger", "start_child")
+
+    def start_children(
+        self, steps: list[StepRecord], guard: RunGuard, children: list[RunRecord]
+    ) -> bool:
+        _refused("ledger", "start_children")
+
+    def finish_child(
+        self,
+        run_id: str,
+        guard: RunGuard,
+        changes: Mapping[str, Any],
+        report: ChildReport,
+        *,
+        now: str,
+    ) -> tuple[RunRecord, bool]:
+        _refused("ledger", "finish_child")
+
+    def write_gate(self, name: str, state: GateState) -> bool:
+        _refused("ledger", "write_gate")
+
+    def write_step(self, step: StepRecord, guard: RunGuard | None = None) -> StepRecord:
+        _refused("ledger", "write_step")
+
+    def write_step_fenced(
+        self, step: StepRecord, guard: RunGuard, run_changes: Mapping[str, Any]
+    ) -> bool:
+        _refused("ledger", "write_step_fenced")
+
+    def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
+        _refused("ledger", "complete_waiting")
+
+    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+        _refused("ledger", "extend_wait")
+
+    def add_signal(self, signal: SignalRecord, *, now: str) -> None:
+        _refused("ledger", "add_signal")
+
+    def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
+        _refused("ledger", "consume_signal")
+
+    def claim_trigger(
+        self, run_id: str, due_at: str, new_due_at: str, *, stale_before: str, skew: timedelta
+    ) -> bool:
+        _refused("ledger", "claim_trigger")
+
+
+class Refusing(Invoker, EffectStore):
+    """The invoker or effect store (``port`` names which) the check must never use: it
+    runs no step body, so it has no effect to record and no run to invoke. Every method
+    of both ports raises ``CheckWrote``, each written out, so mypy sees both implemented."""
 
     def __init__(self, port: str) -> None:
         self._port = port
 
-    def __getattr__(self, name: str) -> Any:
-        raise CheckWrote(f"check-deploy must not act, but called {self._port}.{name}")
+    def invoke(self, run_id: str, reason: str, hop: int = 0) -> None:
+        _refused(self._port, "invoke", "act")
+
+    def begin(self, key: str, expiration: int, *, now: int) -> EffectRecord | None:
+        _refused(self._port, "begin", "act")
+
+    def complete(self, key: str, reference: str, expiration: int) -> None:
+        _refused(self._port, "complete", "act")
 
 
 def dry_replay(engine: EngineParts, workflow: WorkflowDef, history: RunHistory) -> Exception | None:
