@@ -185,6 +185,9 @@ def crash_injected(services: Services, spec: str) -> Services:
         os.kill(os.getpid(), signal.SIGKILL)
 
     class Killing:
+        # Forwards by ``__getattr__`` on purpose, as ``durable.testing.CrashingPort`` does:
+        # a kill point at every method of every port (one added later included), arguments
+        # and answers untouched, beneath every wrapper that must see each write.
         def __init__(self, name: str, port: Any) -> None:
             self._name, self._port = name, port
 

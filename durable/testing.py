@@ -105,7 +105,15 @@ class CrashPlan:
 
 
 class CrashingPort:
-    """Wraps a port; every method call is counted and may crash before or after."""
+    """Wraps a port; every method call is counted and may crash before or after.
+
+    The one port wrapper that forwards by ``__getattr__``, on purpose: a crash point must
+    exist at every method of every port, one added later included, and it needs no
+    decision per method (it passes arguments and answers on untouched). It wraps the
+    adapters themselves, beneath the engine's write boundary and claim check, which
+    implement each write explicitly (``durable.core.ledger_forward``), so nothing reaches
+    it unscrubbed. ``CRASH_TARGETS`` names the methods, held to the ports by a test.
+    """
 
     def __init__(self, name: str, target: Any, plan: CrashPlan) -> None:
         self._name = name
