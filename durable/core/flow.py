@@ -158,7 +158,18 @@ def key_value(key: str | KeyFn | None, value: Any, workflow: str) -> str:
             "run; key on a field that is not secret (an account or customer id)",
             field=where,
         )
-    return str(found)[:KEY_CHARS]
+    text = str(found)
+    # A gate's name holds its key in clear (in the ledger, and a run's record names its
+    # gate): a token in the key would be stored where no scrub reaches it.
+    from durable.core.tokens import refuse_token  # here: tokens imports ports, which imports this
+
+    refuse_token(
+        text,
+        f"input.{key}" if isinstance(key, str) else "input",
+        f"the flow-control key of workflow {workflow!r}",
+        "another field of the input (key on an id, not a credential)",
+    )
+    return text[:KEY_CHARS]
 
 
 def _sealed(value: Any) -> bool:

@@ -7,6 +7,7 @@ import os
 from datetime import datetime
 from typing import Any
 
+from durable.core.tokens import refuse_token
 from durable.errors import InvalidInput
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -42,11 +43,13 @@ def has_control_characters(text: str) -> bool:
 
 
 def check_idempotency_key(key: Any, field: str) -> str:
-    """Refuse an empty, overlong or control-character key, naming ``field``."""
+    """Refuse an empty, overlong or control-character key, or one holding a callback
+    token (a key is stored in clear: ``durable.core.tokens.refuse_token``), naming ``field``."""
     if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS:
         raise InvalidInput(f"{field} must be 1-{MAX_KEY_CHARS} characters, not blank", field=field)
     if has_control_characters(key):
         raise InvalidInput(f"{field} must not contain control characters", field=field)
+    refuse_token(key, field, carrier="the input or payload it goes with")
     return key
 
 

@@ -13,13 +13,19 @@ a callback pending across a rotation keeps its URL.
 from __future__ import annotations
 
 import base64
+import copy
+import dataclasses
 import hashlib
 import hmac
 import json
 import os
 import re
 from collections.abc import Sequence
+from typing import Any
 
+from pydantic import BaseModel, SecretStr
+
+from durable.core.write_boundary import scrub_text
 from durable.errors import InvalidInput
 
 _TOKEN = re.compile(r"^([0-9A-Z]{26})\.([0-9]{4}(?:\.[0-9]{4})*)\.([A-Za-z0-9_-]{43})$")
@@ -108,3 +114,103 @@ def verify(secrets: Sequence[bytes], token: str, nonce: str) -> bool:
         for key in secrets
     ]
     return any(matches)  # every key tried: the time taken does not tell which one matched
+
+
+def refuse_token(value: object, field: str, what: str | None = None, carrier: str = "") -> None:
+    """Refuse a name, id or key that holds a callback token (``InvalidInput`` naming
+    ``field``), before anything is written.
+
+    Values are scrubbed on their way to storage (``durable.core.write_boundary``); names,
+    ids and keys cannot be: they are stored in clear because they identify what they name
+    (a position's name is compared on every replay, a key derives its run's id), so one
+    redacted would no longer be the same name. A token must travel in a value instead,
+    typed as a secret, which seals it. The message never repeats the value: it is a
+    credential, and an error is shown and stored."""
+    if not isinstance(value, str) or scrub_text(value) == value:
+        return
+    where = carrier or "the input of the step or run that needs it"
+    raise InvalidInput(
+        f"{what or field} holds a callback token: names and keys are stored in clear and "
+        "must be the same on every replay, so they are never redacted; pass the token in "
+        f"{where}, typed as SecretStr",
+        field=field,
+    )
+
+
+def scrub_value(value: Any, *, secrets: bool = True) -> Any:
+    """``value`` with every callback token in its texts redacted, for an encoder whose text
+    no scan can read (a codec that compresses, a serializer that encodes a field): what
+    such an encoder writes holds no token because what it was given held none.
+
+    Texts are redacted wherever they stand in a ``str``, a ``dict`` (keys and values), a
+    ``list``, ``tuple``, ``set`` or ``frozenset``, a dataclass instance (a copy by
+    ``dataclasses.replace``) and a pydantic model (a copy by ``model_copy``), at any depth;
+    with ``secrets``, in a ``SecretStr`` too (a codec's value is stored unsealed). Any other
+    object is returned as it is, and so is a value that holds no token: the same object,
+    not a copy."""
+    return _scrub_value(value, secrets, set())
+
+
+def _scrub_value(value: Any, secrets: bool, path: set[int]) -> Any:
+    if isinstance(value, str):
+        scrubbed = scrub_text(value)
+        return value if scrubbed == value else scrubbed  # unchanged: the same object
+    if id(value) in path:  # a cycle: left as it is (JSON has none; a codec that writes
+        return value  # one meets what it met before)
+    path.add(id(value))
+    try:
+        return _scrub_container(value, secrets, path)
+    finally:
+        path.discard(id(value))
+
+
+def _scrub_container(value: Any, secrets: bool, path: set[int]) -> Any:
+    if isinstance(value, dict):
+        pairs = [
+            (_scrub_value(k, secrets, path), _scrub_value(v, secrets, path))
+            for k, v in value.items()
+        ]
+        if all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, value.items(), strict=True)):
+            return value
+        scrubbed = copy.copy(value)  # its own class (a defaultdict keeps its factory)
+        scrubbed.clear()
+        scrubbed.update(pairs)
+        return scrubbed
+    if isinstance(value, list | tuple | set | frozenset):
+        items = [_scrub_value(v, secrets, path) for v in value]
+        if all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        if isinstance(value, list):
+            scrubbed_list = copy.copy(value)
+            scrubbed_list[:] = items
+            return scrubbed_list
+        if isinstance(value, tuple) and hasattr(value, "_make"):  # a named tuple
+            return value._make(items)
+        return type(value)(items)
+    if isinstance(value, BaseModel):
+        fields = dict(value)  # declared fields and extras, by attribute name
+        update = {k: s for k, v in fields.items() if (s := _scrub_value(v, secrets, path)) is not v}
+        return value.model_copy(update=update) if update else value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _scrub_dataclass(value, secrets, path)
+    if secrets and isinstance(value, SecretStr):
+        text = value.get_secret_value()
+        scrubbed_text = scrub_text(text)
+        return value if scrubbed_text == text else SecretStr(scrubbed_text)
+    return value
+
+
+def _scrub_dataclass(value: Any, secrets: bool, path: set[int]) -> Any:
+    changed = {}
+    for field in dataclasses.fields(value):
+        current = getattr(value, field.name)
+        scrubbed = _scrub_value(current, secrets, path)
+        if scrubbed is not current:
+            changed[field.name] = (field.init, scrubbed)
+    if not changed:
+        return value
+    copied = dataclasses.replace(value, **{k: v for k, (init, v) in changed.items() if init})
+    for name, (init, scrubbed) in changed.items():
+        if not init:  # not an argument of replace: set on the copy (frozen or not)
+            object.__setattr__(copied, name, scrubbed)
+    return copied

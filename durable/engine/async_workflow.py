@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from durable.aio import Scoped, run_coroutine
 from durable.core.clock import SystemClock
 from durable.core.model import StepKind, StepRecord, position_key
+from durable.core.tokens import refuse_token
 from durable.engine.active import in_workflow_code
 from durable.engine.cursor import Cursor, bind_cursor
 from durable.engine.determinism import carried, observer_code
@@ -351,6 +352,7 @@ def await_step(
             f"ctx.map branch) call ctx.step({called}, ...), which runs it to its end and "
             f"returns its value; in an async def workflow, await {called}(...)"
         )
+    refuse_token(fn.name, "name", "step name", "the step's input")
     position = x.next_position()
     rec = x.recorded(position, fn.name, StepKind.STEP)
     call = _step(run, fn, position, rec, args, kwargs)

@@ -55,6 +55,7 @@ from durable.core.model import (
 )
 from durable.core.ports import ChildReport, ConditionFailed, RunExists
 from durable.core.retention import incarnation
+from durable.core.tokens import refuse_token
 from durable.engine.engine_parts import IfRunning
 from durable.engine.lineage import follow
 from durable.errors import (
@@ -158,6 +159,7 @@ def start_child(
     serdes: Serdes[Any] | None = None,
 ) -> ChildHandle[Any]:
     check_if_running(if_running)
+    refuse_token(workflow, "workflow", "child workflow's name")
     wf = resolve_workflow(x.engine, workflow)
     coded(serdes, f"child run of {wf.name!r}")  # refused before the child starts
     if serde.has_secrets(wf.return_annotation):
@@ -167,6 +169,7 @@ def start_child(
             field="workflow",
         )
     if id is not None:
+        refuse_token(id, "id", "child's id", "the child's input")
         check_idempotency_key(id, "id")
     position = x.next_position()
     rec = x.recorded(position, wf.name, StepKind.CHILD)

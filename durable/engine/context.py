@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, TypeVarTuple, overload
 
 from durable.core.callables import Semantics, return_annotation
+from durable.core.tokens import refuse_token
 from durable.core.values import NO_STATE
 from durable.engine.active import _active_context
 from durable.errors import InvalidInput
@@ -561,6 +562,7 @@ class Context:
         from durable.core.completion import check_batch_size
         from durable.engine.fanout import INLINE_LIMIT, run_batch
 
+        refuse_token(name, "name", "map name")  # before a distributed map names its children
         codec = coded(serdes, f"map {name!r}")
         values = list(items)
         if (
@@ -897,11 +899,13 @@ def _item_labels(
     labels = []
     for i, value in enumerate(values):
         try:
-            labels.append(item_name(value, i))
+            label = item_name(value, i)
         except Exception as e:
             raise InvalidInput(
                 f"item_name raised {type(e).__name__} for item {i}: {e}", field="item_name"
             ) from e
+        refuse_token(label, "item_name", f"the name item_name gave item {i}")
+        labels.append(label)
     return labels
 
 

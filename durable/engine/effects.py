@@ -18,6 +18,8 @@ from durable.core import serde
 from durable.core.config import EngineConfig
 from durable.core.model import parse_time
 from durable.core.ports import EffectStore
+from durable.core.tokens import refuse_token
+from durable.core.write_boundary import scrub_text
 
 if TYPE_CHECKING:
     from durable.core.clock import Clock
@@ -74,6 +76,8 @@ class Effects:
     ) -> Any:
         if not action or not isinstance(action, str):
             raise ValueError("effect(action, ...) needs a non-empty action name, e.g. 'charge'")
+        # The action is part of the effect's key, stored in clear in the idempotency table.
+        refuse_token(action, "action", "effect action", "the step's input")
         if action in step.effect_actions:
             # The key is the step's and the action's: a second effect under one action
             # would be taken for the first and silently return its reference.
@@ -107,7 +111,10 @@ class Effects:
             raise TypeError(
                 f"effect call must return a plain-JSON reference (an id or a dict): {e}"
             ) from e
-        # What the attempt gets back is what a later attempt will read: redacted alike.
-        text = step.x.redact(text)
+        # No token is stored, this run's or any other's: a call may echo a token it was
+        # given by another run (a mail API answering with the mail it sent). Every text of
+        # a token's shape goes, then this run's own tokens. What the attempt gets back is
+        # what a later attempt will read: redacted alike.
+        text = step.x.redact(scrub_text(text))
         self.store.complete(key, text, expiration)
         return serde.decode(text)

@@ -42,7 +42,9 @@ from durable.core.ports import ConditionFailed, Invocation, RunGuard
 from durable.core.retry import RetryPolicy
 from durable.core.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
 from durable.core.sleeps import keepable, kept_sleeps, overflow, with_sleeps
+from durable.core.tokens import refuse_token
 from durable.core.values import RECORDED_VALUES
+from durable.core.write_boundary import REDACTED_TOKEN, scrub_text
 from durable.engine.active import bind_context, reset_context
 from durable.engine.context import Context
 from durable.engine.cursor import Compensation, Cursor, bound_cursor
@@ -91,11 +93,8 @@ def check_patch_id(patch_id: str) -> str:
             "'_' or '-', e.g. ctx.changed(\"fix-tax-rounding\")",
             field="patch_id",
         )
+    refuse_token(patch_id, "patch_id", "ctx.changed's patch id")
     return patch_id
-
-
-# What a callback token becomes in anything stored: the ledger keeps only its hash.
-REDACTED_TOKEN = "<callback token redacted>"
 
 
 class Execution(LeaseKeeping):
@@ -380,8 +379,12 @@ class Execution(LeaseKeeping):
         serdes: Serdes[Any] | None = None,
     ) -> Any:
         step_name = callable_name(fn, name)
+        refuse_token(step_name, "name", "step name", "the step's input")
         if compensate is not None:
-            callable_name(compensate, None)  # an undo must be named too: fail before the step
+            # An undo must be named too, by a name that can be stored: fail before the step.
+            refuse_token(
+                callable_name(compensate, None), "compensate", "compensation's name", "its input"
+            )
         clash = RESERVED_STEP_OPTIONS.intersection(kwargs)
         if clash:  # only reachable through **kwargs dicts, which bypass the signature
             raise TypeError(f"reserved option(s) {sorted(clash)}: use functools.partial")
@@ -447,6 +450,9 @@ class Execution(LeaseKeeping):
         updated_at: str | None = None,
         **fields: Any,
     ) -> StepRecord:
+        # Every record the engine writes is built here: a name holding a token is refused
+        # even where a call's own check (naming its field) missed it.
+        refuse_token(name, "name")
         return StepRecord(
             run_id=self.run.run_id,
             position=position,
@@ -480,9 +486,13 @@ class Execution(LeaseKeeping):
         return self._sealer
 
     def encode(self, value: Any, annotation: Any) -> str:
-        """``value`` as stored JSON text, its secret-typed fields sealed."""
+        """``value`` as stored JSON text, its secret-typed fields sealed, every callback
+        token in it redacted (``redact``). A codec's value is scrubbed before the codec
+        encodes it (``durable.core.codecs.Coded.encode``): a codec may write the value in
+        a form no scan of its text can read (compressed, encoded), where a token would
+        pass unseen."""
         sealer = self.sealer(create=True) if serde.has_secrets(annotation) else None
-        return serde.encode(value, annotation, sealer)
+        return self.redact(serde.encode(value, annotation, sealer))
 
     def decode(self, text: str | None, annotation: Any) -> Any:
         """A stored value, its sealed secrets opened: by the run's key, or, for a
@@ -518,8 +528,13 @@ class Execution(LeaseKeeping):
         return sealer
 
     def redact(self, text: str) -> str:
-        """``text`` with every callback token of this run (and so every callback URL)
-        replaced: what a step returned, an error it raised, an effect's reference."""
+        """``text`` with every callback token replaced (and so every callback URL): what a
+        step returned, an error it raised, an effect's reference. Every text with a token's
+        shape, this run's or another's (``durable.core.write_boundary.scrub_text``, the
+        rule the write boundary applies), then this run's own tokens by their text: a
+        value is redacted before it is stored, so what this invocation hands on is what a
+        replay reads."""
+        text = scrub_text(text)
         for token in tuple(self.tokens):  # a copy: a batch's branch may add one meanwhile
             if token in text:
                 text = text.replace(token, REDACTED_TOKEN)
@@ -669,6 +684,7 @@ class Execution(LeaseKeeping):
 
     def sleep_until(self, when: datetime, name: str) -> None:
         """Record the wake time once (replay never recomputes it), then wait for it."""
+        refuse_token(name, "name", "sleep name")
         position = self.next_position()
         rec = self.recorded(position, name, StepKind.SLEEP)
         if rec is not None and rec.status.final:

@@ -49,6 +49,7 @@ from durable.core.completion import (
 )
 from durable.core.model import StepKind, StepStatus, position_key, position_path
 from durable.core.retry import error_type_name
+from durable.core.tokens import refuse_token
 from durable.engine.children import child_of, is_attached
 from durable.engine.cursor import Cursor, bind_cursor
 from durable.engine.determinism import carried
@@ -108,6 +109,7 @@ def run_batch(
     branch's name, recorded in the decision (``durable show`` and the console print it)."""
     if not isinstance(name, str) or not name:
         raise InvalidInput('a batch needs a name: name="fetch-profiles"', field="name")
+    refuse_token(name, "name", "batch name")
     labels = check_branch_names(names, len(branches))
     check_max_concurrency(max_concurrency)
     rule = parse_completion(completion)
@@ -518,6 +520,7 @@ def check_branch_names(names: Sequence[str] | None, count: int) -> list[str] | N
                 f"branch name {label!r}: a printable text of 1 to {MAX_BRANCH_NAME} characters",
                 field="branch_names",
             )
+        refuse_token(label, "branch_names", "a branch name")
     total = sum(len(label) for label in names)
     if total > MAX_NAMES_TOTAL:
         raise InvalidInput(

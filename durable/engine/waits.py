@@ -65,6 +65,7 @@ def check_wait_name(name: str, what: str) -> str:
         raise ValueError(f"{what} name must be a non-empty string of at most {_MAX_NAME} chars")
     if has_control_characters(name):
         raise ValueError(f"{what} name must not contain control characters")
+    tokens.refuse_token(name, "name", f"{what} name")  # InvalidInput: a name is stored in clear
     return name
 
 
@@ -425,6 +426,7 @@ def wait_for_condition(
     if until is not None and not stateful:
         raise ValueError("until= decides on a state: pass initial_state= with it")
     step_name = callable_name(check, name)
+    tokens.refuse_token(step_name, "name", "condition name", "the condition's initial_state")
     policy = x.resolve_options(check, None, None, None).retry
     position = x.next_position()
     # The result and the state are encoded by the codec when one is given.
