@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from durable.core.tokens import scrub_value
 from durable.errors import InvalidInput, SerdesError
 
 T = TypeVar("T")
@@ -43,7 +44,14 @@ class Serdes(Protocol[T]):
 
     The text is stored as the codec wrote it: secret-typed fields (``SecretStr``...) are
     not sealed in a value a codec encodes (encrypt them in the codec, or keep secrets out
-    of it); the write boundary still takes live callback tokens out of it.
+    of it). Live callback tokens are taken out of the value *before* ``serialize`` sees
+    it, since a codec may write a form no scan of its text can read (compressed, base64):
+    each is replaced by ``<callback token redacted>`` in every ``str`` the value holds,
+    in a ``dict`` (keys and values), ``list``, ``tuple``, ``set`` or ``frozenset``, a
+    dataclass instance (``dataclasses.replace``), a pydantic model (``model_copy``) and
+    a ``SecretStr``, at any depth. An object of any other class reaches ``serialize`` as
+    it is, tokens included: a codec given one must keep tokens out of what it writes.
+    The workflow gets the redacted value back, on the first execution as on replay.
     """
 
     def serialize(self, value: T, /) -> str:
@@ -72,8 +80,10 @@ class Coded:
         return type(self.serdes).__qualname__
 
     def encode(self, value: Any) -> str:
+        """The codec's text for ``value``, which is scrubbed of callback tokens first (see
+        ``Serdes``): the text holds no token the value's texts held."""
         try:
-            text = self.serdes.serialize(value)
+            text = self.serdes.serialize(scrub_value(value))
         except Exception as e:
             raise SerdesError(
                 f"{self.what}: codec {self.codec} could not encode the value (a "

@@ -5,6 +5,12 @@ Values are encoded with the callable's return annotation through a cached pydant
 same value a replay will. Without an annotation a value must already be plain JSON.
 A call given a custom codec (``serdes=``) passes a ``durable.core.codecs.Coded`` in the
 annotation's place: its codec encodes and decodes the value, with no sealing.
+
+Callback tokens: the text this module writes is scanned for them where it is stored
+(``durable.core.write_boundary``), which reads every token plain JSON holds. A value a
+function writes (a codec, a custom pydantic serializer) is scrubbed before it is written
+(``durable.core.tokens.scrub_value``): such a function may write a token in a form no scan
+can read.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from pydantic_core import to_json
 
 from durable.core.codecs import Coded
 from durable.core.secrets import KEY, SEALED, Sealer, SecretsNeedKeys, is_sealed, masked, transform
+from durable.core.tokens import scrub_value
 from durable.errors import InvalidInput
 
 NO_ANNOTATION: Any = inspect.Signature.empty
@@ -59,6 +66,29 @@ def _has_secrets(annotation: Any) -> bool:
     # The core schema names pydantic's secret classes wherever they appear (nested
     # models, lists, unions): a text search, once per annotation.
     return "pydantic.types.Secret" in repr(_adapter(annotation).core_schema)
+
+
+# A serializer of the user's (``field_serializer``, ``PlainSerializer``...) shows in the core
+# schema as a function: it may write a text in a form no scan can read (base64, say).
+_SERIALIZER_FUNCTIONS = ("'function-plain'", "'function-wrap'")
+
+
+@lru_cache(maxsize=1024)
+def _has_serializers(annotation: Any) -> bool:
+    schema = repr(_adapter(annotation).core_schema)
+    return any(kind in schema for kind in _SERIALIZER_FUNCTIONS)
+
+
+def has_serializers(annotation: Any) -> bool:
+    """Whether values of ``annotation`` may be written by a function (a custom serializer,
+    or a secret type's), whose output a scan of the JSON text cannot be relied on to read."""
+    if adapter_for(annotation) is None:
+        return False
+    try:
+        return _has_serializers(annotation)
+    except TypeError:  # unhashable annotation: look every time
+        schema = repr(TypeAdapter(annotation).core_schema)
+        return any(kind in schema for kind in _SERIALIZER_FUNCTIONS)
 
 
 def has_secrets(annotation: Any) -> bool:
@@ -132,6 +162,11 @@ def encode(value: Any, annotation: Any = NO_ANNOTATION, sealer: Sealer | None = 
                 f"result of type {type(value).__name__} is not plain JSON ({e}); annotate the "
                 "function's return type (for example a pydantic model) so it can be encoded"
             ) from e
+    if has_serializers(annotation):
+        # A serializer may hide a token from the scan of the text that follows (the write
+        # boundary's): its value is scrubbed first. Secret-typed fields are sealed below,
+        # and a token in one is how a run hands its callback URL on: kept.
+        value = scrub_value(value, secrets=False)
     # By alias, as a sender writes the model; decoding accepts aliases and field names, so
     # a model round-trips whatever its alias settings (it must decode on every replay).
     if has_secrets(annotation):
