@@ -87,13 +87,14 @@ _WAIT_KIND = {StepKind.STEP: "retry", StepKind.COMPENSATION: "retry"}
 
 def check_patch_id(patch_id: str) -> str:
     """A patch id: 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit."""
+    # First: the message below repeats the id, and a token must not be repeated.
+    refuse_token(patch_id, "patch_id", "ctx.changed's patch id")
     if not isinstance(patch_id, str) or not _PATCH_ID.match(patch_id):
         raise InvalidInput(
             f"ctx.changed({patch_id!r}): name the change with 1-100 letters, digits, '.', "
             "'_' or '-', e.g. ctx.changed(\"fix-tax-rounding\")",
             field="patch_id",
         )
-    refuse_token(patch_id, "patch_id", "ctx.changed's patch id")
     return patch_id
 
 

@@ -510,6 +510,8 @@ def check_branch_names(names: Sequence[str] | None, count: int) -> list[str] | N
             field="branch_names",
         )
     for label in names:
+        # First: the messages below repeat the name, and a token must not be repeated.
+        refuse_token(label, "branch_names", "a branch name")
         if (
             not isinstance(label, str)
             or not label
@@ -520,7 +522,6 @@ def check_branch_names(names: Sequence[str] | None, count: int) -> list[str] | N
                 f"branch name {label!r}: a printable text of 1 to {MAX_BRANCH_NAME} characters",
                 field="branch_names",
             )
-        refuse_token(label, "branch_names", "a branch name")
     total = sum(len(label) for label in names)
     if total > MAX_NAMES_TOTAL:
         raise InvalidInput(

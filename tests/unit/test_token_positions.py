@@ -107,6 +107,12 @@ POSITIONS: dict[str, tuple[Callable[[Context], object], str, str]] = {
     "ctx.start_child id=": (lambda c: c.start_child("child", id=TOKEN), "id", "child's id"),
     "ctx.start_child workflow name": (lambda c: c.start_child(TOKEN), "workflow", "workflow"),
     "ctx.changed patch id": (lambda c: c.changed(TOKEN), "patch_id", "patch id"),
+    "ctx.changed patch id (a URL)": (lambda c: c.changed(URL), "patch_id", "patch id"),
+    "ctx.parallel branch_names= (over 100 characters)": (
+        lambda c: c.parallel(lambda b: 1, branch_names=[f"{URL} {'x' * 100}"]),
+        "branch_names",
+        "branch name",
+    ),
 }
 
 
