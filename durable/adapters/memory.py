@@ -427,7 +427,7 @@ class MemoryLedger:
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")
-        stored = _signal(signal)
+        kept_signal = _signal(signal)
         with self._lock:
             if signal.key_hash is not None:
                 # DynamoDB's conditional put on the key-derived sort key, checked before
@@ -436,7 +436,7 @@ class MemoryLedger:
                     if stored.name == signal.name and stored.key_hash == signal.key_hash:
                         raise SignalExists(replace(stored))
             seq = self._bump_inbox(signal.run_id, now)
-            self._signals[signal.run_id].append(replace(stored, seq=seq))
+            self._signals[signal.run_id].append(replace(kept_signal, seq=seq))
 
     def consume_signal(self, step: StepRecord, signal: SignalRecord, guard: RunGuard) -> StepRecord:
         kept_step = _step(step)
