@@ -351,8 +351,9 @@ def test_a_transaction_is_redacted_inside_and_refused_whole(
     THEN it is written redacted; GIVEN one with a token in an update's Key THEN it is
     refused and none of its items is written (a Put beside it included)."""
     client, ledger, _ = tables
-    put = {"Put": {"TableName": ledger, "Item": {"pk": {"S": "RUN#R1"}, "sk": {"S": "RUN"}}}}
-    put["Put"]["Item"]["input"] = {"M": {"mail": {"L": [{"S": URL}]}}}
+    nested = {"M": {"mail": {"L": [{"S": URL}]}}}
+    item = {"pk": {"S": "RUN#R1"}, "sk": {"S": "RUN"}, "input": nested}
+    put = {"Put": {"TableName": ledger, "Item": item}}
     client.transact_write_items(TransactItems=[put])
     assert TOKEN not in json.dumps(scan(client, ledger))
     update = {
