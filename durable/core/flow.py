@@ -161,7 +161,7 @@ def key_value(key: str | KeyFn | None, value: Any, workflow: str) -> str:
     text = str(found)
     # A gate's name holds its key in clear (in the ledger, and a run's record names its
     # gate): a token in the key would be stored where no scrub reaches it.
-    from durable.core.tokens import refuse_token  # here: tokens imports ports, which imports this
+    from durable.core.tokens import refuse_token  # here: flow is imported by ports
 
     refuse_token(
         text,

@@ -102,6 +102,7 @@ def check_key_scope(workflow: str, scope: str) -> str:
     workflow's own webhook's. Any other would show keys nobody can tell from another's."""
     if scope in SENDER_SCOPES or scope == hook_scope(workflow):
         return scope
+    refuse_token(scope, "key_scope", "key scope")  # before the message that repeats it
     known = ", ".join(repr(s) for s in [*SENDER_SCOPES, hook_scope(workflow)])
     raise InvalidInput(f"key_scope must be one of {known}, not {scope!r}", field="key_scope")
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr
 
-from durable.core.write_boundary import scrub_text
+from durable.core.token_shape import scrub_text
 from durable.errors import InvalidInput
 
 _TOKEN = re.compile(r"^([0-9A-Z]{26})\.([0-9]{4}(?:\.[0-9]{4})*)\.([A-Za-z0-9_-]{43})$")

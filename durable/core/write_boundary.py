@@ -23,7 +23,6 @@ a step's record (``benchmarks.write_boundary`` measures it against no boundary a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
@@ -33,26 +32,9 @@ from durable.core.flow import GateState
 from durable.core.ledger_forward import ForwardReads
 from durable.core.model import Attempt, RunError, RunRecord, SignalRecord, StepRecord
 from durable.core.ports import ChildReport, Claim, Ledger, RunGuard
+from durable.core.token_shape import REDACTED_TOKEN, TOKEN_TEXT, scrub_text
 
-REDACTED_TOKEN = "<callback token redacted>"
-# The shape of a minted token anywhere in a text (``durable.core.tokens`` parses exactly one).
-TOKEN_TEXT = re.compile(r"[0-9A-Z]{26}\.[0-9]{4}(?:\.[0-9]{4})*\.[A-Za-z0-9_-]{43}")
-
-
-# A token's tail: a pattern that starts with a literal dot, which the regex engine finds
-# by a fast scan, where TOKEN_TEXT's leading character class is tried at every position
-# (about 7 times slower over a 2 KB text with dots and no token: benchmarks.write_boundary).
-# Every text TOKEN_TEXT matches has it, so a text without it holds no token.
-_TOKEN_TAIL = re.compile(r"\.[0-9]{4}(?:\.[0-9]{4})*\.[A-Za-z0-9_-]{43}")
-
-
-def scrub_text(text: str) -> str:
-    """``text`` with every token in it redacted."""
-    if "." not in text:  # every token has two dots: most texts end here
-        return text
-    if _TOKEN_TAIL.search(text) is None:  # dots, but no token's tail: nothing to redact
-        return text
-    return TOKEN_TEXT.sub(REDACTED_TOKEN, text)
+__all__ = ["REDACTED_TOKEN", "TOKEN_TEXT", "WriteBoundary", "scrub", "scrub_text"]
 
 
 def scrub(value: Any) -> Any:
@@ -60,8 +42,8 @@ def scrub(value: Any) -> Any:
     records are changed in place and returned."""
     if isinstance(value, str):
         return scrub_text(value)
-    if isinstance(value, dict):
-        return {k: scrub(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a key is text stored too (a checkpoint's, a detail's)
+        return {scrub_text(k) if isinstance(k, str) else k: scrub(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(scrub(v) for v in value)
     if isinstance(value, RunError):

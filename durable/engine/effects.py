@@ -18,8 +18,8 @@ from durable.core import serde
 from durable.core.config import EngineConfig
 from durable.core.model import parse_time
 from durable.core.ports import EffectStore
+from durable.core.token_shape import scrub_text
 from durable.core.tokens import refuse_token
-from durable.core.write_boundary import scrub_text
 
 if TYPE_CHECKING:
     from durable.core.clock import Clock

@@ -56,6 +56,7 @@ from durable.core.retention import (
     without_leftovers,
 )
 from durable.core.secrets import KeyService, Sealer, key_record
+from durable.core.tokens import refuse_token
 from durable.core.write_boundary import WriteBoundary
 from durable.engine import events, lineage, operations
 from durable.engine.admission import Admission
@@ -192,6 +193,8 @@ class Engine:
         (``sqs/...``, ``schedule/...``) is refused: its run would show a sender's key.
         """
         check_if_running(if_running)
+        if gate is not None:  # a gate's name is stored in clear: it names the gate
+            refuse_token(gate, "gate", "gate name")
         wf = self.app.get_workflow(workflow, version)
         if idempotency_key is not None:
             if key_scope is None:

@@ -42,9 +42,9 @@ from durable.core.ports import ConditionFailed, Invocation, RunGuard
 from durable.core.retry import RetryPolicy
 from durable.core.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
 from durable.core.sleeps import keepable, kept_sleeps, overflow, with_sleeps
+from durable.core.token_shape import REDACTED_TOKEN, scrub_text
 from durable.core.tokens import refuse_token
 from durable.core.values import RECORDED_VALUES
-from durable.core.write_boundary import REDACTED_TOKEN, scrub_text
 from durable.engine.active import bind_context, reset_context
 from durable.engine.context import Context
 from durable.engine.cursor import Compensation, Cursor, bound_cursor
