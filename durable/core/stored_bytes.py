@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import operator
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from durable.core.write_boundary import REDACTED_TOKEN, TOKEN_TEXT, scrub_text
@@ -140,22 +141,33 @@ def check_object(store: str, key: str, body: bytes | bytearray | memoryview) -> 
         raise TokenInObject(store, f"object {key}")
 
 
-# The names of a dataclass's fields, by type (``dataclasses.fields`` per call costs more
-# than the scan of a record). None: not a dataclass.
-_FIELDS: dict[type, tuple[str, ...] | None] = {}
+# A dataclass's field names and a getter of all their values in one call, by type
+# (``dataclasses.fields`` and a ``getattr`` per field cost more than the scan itself: the
+# memory ledger walks every record it stores). None: not a dataclass.
+_FieldsSpec = tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]
+_FIELDS: dict[type, _FieldsSpec | None] = {}
+# Types whose values hold no text, passed over at a set lookup: these, and every type
+# met that is none of the walked ones (an enum that is not a ``str``, a datetime).
+_NO_TEXT: set[type] = {type(None), int, float, bool}
+_SEQUENCES = (list, tuple)
+_BYTES = (bytes, bytearray, memoryview)
 
 
-def _field_names(kind: type) -> tuple[str, ...] | None:
+def _fields(kind: type) -> _FieldsSpec | None:
     try:
         return _FIELDS[kind]
     except KeyError:
-        names = (
-            tuple(f.name for f in dataclasses.fields(kind))
-            if dataclasses.is_dataclass(kind)
-            else None
-        )
-        _FIELDS[kind] = names
-        return names
+        pass
+    spec: _FieldsSpec | None = None
+    if dataclasses.is_dataclass(kind):
+        names = tuple(f.name for f in dataclasses.fields(kind))
+        if len(names) > 1:
+            spec = (names, operator.attrgetter(*names))
+        elif names:  # attrgetter of one name returns the value, not a tuple of one
+            one = operator.attrgetter(names[0])
+            spec = (names, lambda value: (one(value),))
+    _FIELDS[kind] = spec
+    return spec
 
 
 def kept(value: Any, *, store: str, keys: frozenset[str] = frozenset()) -> Any:
@@ -168,34 +180,50 @@ def kept(value: Any, *, store: str, keys: frozenset[str] = frozenset()) -> Any:
     common case), one with a token as a copy (a shallow copy of a record, the fields that
     held one replaced), so a caller's record keeps what it passed.
     """
+    kind = type(value)
+    if kind in _NO_TEXT:
+        return value
     if isinstance(value, str):
         return scrub_text(value)
-    if value is None or isinstance(value, int | float):
-        return value
     if isinstance(value, dict):
-        return _kept_dict(value, store)
-    if isinstance(value, list | tuple):
-        items = [kept(item, store=store) for item in value]
-        if all(new is old for new, old in zip(items, value, strict=True)):
-            return value
-        return type(value)(items)
-    if isinstance(value, bytes | bytearray | memoryview):
+        return _kept_dict(value, store) if value else value
+    if isinstance(value, _SEQUENCES):
+        return _kept_items(value, store) if value else value
+    if isinstance(value, _BYTES):
         if bytes_hold_token(value):
             raise TokenInObject(store, "a binary value")
         return value
-    names = _field_names(type(value))
-    if names is None:  # an enum, a datetime, a set of numbers: no text of its own
+    spec = _fields(kind)
+    if spec is None:  # an enum, a datetime, a set of numbers: no text of its own
+        _NO_TEXT.add(kind)
         return value
-    changed: dict[str, Any] = {}
-    for name in names:
-        old = getattr(value, name)
-        if name in keys:
+    return _kept_fields(value, spec, store, keys)
+
+
+def _kept_fields(value: Any, spec: _FieldsSpec, store: str, keys: frozenset[str]) -> Any:
+    names, values = spec
+    changed: dict[str, Any] | None = None
+    for name, old in zip(names, values(value), strict=True):
+        if type(old) in _NO_TEXT:
+            continue
+        if isinstance(old, str):
+            if "." not in old:  # every token has two dots: most fields end here
+                continue
+            if name in keys:
+                check_key(store, name, old)
+                continue
+            new = scrub_text(old)
+        elif name in keys:
             check_key(store, name, old)
             continue
-        new = kept(old, store=store)
+        elif not old:  # an empty list or dict
+            continue
+        else:
+            new = kept(old, store=store)
         if new is not old:
+            changed = changed or {}
             changed[name] = new
-    if not changed:
+    if changed is None:
         return value
     # A shallow copy, then the new fields set past ``frozen`` and ``init=False`` alike.
     out = copy.copy(value)
@@ -204,11 +232,23 @@ def kept(value: Any, *, store: str, keys: frozenset[str] = frozenset()) -> Any:
     return out
 
 
+def _kept_items(value: list[Any] | tuple[Any, ...], store: str) -> Any:
+    out: list[Any] | None = None
+    for position, item in enumerate(value):
+        if type(item) is str and "." not in item:
+            continue
+        new = kept(item, store=store)
+        if new is not item:
+            out = list(value) if out is None else out
+            out[position] = new
+    return value if out is None else type(value)(out)
+
+
 def _kept_dict(value: Mapping[Any, Any], store: str) -> Any:
     out: dict[Any, Any] | None = None
     for position, (key, item) in enumerate(value.items()):
         new_key = scrub_text(key) if isinstance(key, str) else key
-        new_item = kept(item, store=store)
+        new_item = item if type(item) is str and "." not in item else kept(item, store=store)
         if out is None and (new_key is not key or new_item is not item):
             out = dict(list(value.items())[:position])
         if out is not None:
