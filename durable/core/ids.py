@@ -135,6 +135,15 @@ def run_id_for_key(workflow: str, shown: str) -> str | None:
     return keyed_run(workflow, given, reserved[0][:-1])[0] if given else None
 
 
+def next_keyed_run_id(workflow: str, shown: str, after: str) -> str:
+    """The id of the run a key of one's own names once the run ``after`` it named has
+    ended and a start asks for a new one (``reuse="after_end"``). Derived from the run
+    before, so every start that saw ``after`` end tries to create the same run, and the
+    conditional create lets exactly one of them. Its scope holds a run id, which no
+    sender's or child's scope can be."""
+    return derived_run_id(workflow, shown, f"after/{after}")
+
+
 def derived_run_id(workflow: str, idempotency_key: str, scope: str | None = None) -> str:
     """Deterministic 26-character id from (workflow, key): the run item's put dedupes.
 

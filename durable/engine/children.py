@@ -56,7 +56,9 @@ from durable.core.model import (
 from durable.core.ports import ChildReport, ConditionFailed, RunExists
 from durable.core.retention import incarnation
 from durable.core.tokens import refuse_token
-from durable.engine.engine_parts import IfRunning
+from durable.engine import keys
+from durable.engine.engine_parts import IfRunning, Reuse
+from durable.engine.keys import check_reuse
 from durable.engine.lineage import follow
 from durable.errors import (
     ChildFailed,
@@ -157,8 +159,10 @@ def start_child(
     id: str | None,
     if_running: IfRunning = "fail",
     serdes: Serdes[Any] | None = None,
+    reuse: Reuse = "never",
 ) -> ChildHandle[Any]:
     check_if_running(if_running)
+    check_reuse(reuse)
     refuse_token(workflow, "workflow", "child workflow's name")
     wf = resolve_workflow(x.engine, workflow)
     coded(serdes, f"child run of {wf.name!r}")  # refused before the child starts
@@ -174,7 +178,7 @@ def start_child(
     position = x.next_position()
     rec = x.recorded(position, wf.name, StepKind.CHILD)
     if rec is None:
-        rec = _start(x, wf, input, id, position, if_running)
+        rec = _start(x, wf, input, id, position, if_running, reuse)
     child_id = str((rec.detail or {}).get("child", ""))
     return ChildHandle(child_id, wf.name, position, x, wf, serdes)
 
@@ -186,6 +190,7 @@ def _start(
     id: str | None,
     position: str,
     if_running: IfRunning = "fail",
+    reuse: Reuse = "never",
 ) -> StepRecord:
     parent_id = x.run.run_id
     if id is None:
@@ -193,8 +198,50 @@ def _start(
         # its id, and must not find the earlier incarnation's child there.
         key = f"{parent_id}.{incarnation(x.run)}@{position}"
         child_id = derived_run_id(wf.name, key, _CHILD_SCOPE)
-    else:
-        child_id = derived_run_id(wf.name, id)
+        try:
+            return _create(x, wf, input, None, position, child_id)
+        except _Taken as taken:
+            settled = _taken(x, taken, None, if_running, "never")
+            assert settled is not None  # only a reused key moves on
+            return settled
+    for _ in range(keys.MAX_MOVES):
+        # The run the key names now (``durable.engine.keys``): a key never reused names the
+        # id derived from it, as a start with that idempotency key would.
+        slot = keys.read_slot(x.ledger, wf.name, id)
+        try:
+            return _create(x, wf, input, id, position, slot.run_id, slot.after)
+        except _Taken as taken:
+            settled = _taken(x, taken, id, if_running, reuse)
+            if settled is not None:
+                return settled
+            keys.move_on(x.ledger, slot)  # lost: another start moved it; read again
+    raise InvalidInput(
+        f"child id {id!r}: other starts of it keep starting new runs; retry the parent",
+        field="id",
+    )
+
+
+class _Taken(Exception):
+    """A child's id is a run's already: ``existing``; ``step`` and ``child`` were to be
+    written."""
+
+    def __init__(self, existing: RunRecord, step: StepRecord, child: RunRecord) -> None:
+        super().__init__(existing.run_id)
+        self.existing, self.step, self.child = existing, step, child
+
+
+def _create(
+    x: ExecutionParts,
+    wf: WorkflowDef,
+    input: Any,
+    id: str | None,
+    position: str,
+    child_id: str,
+    after: str | None = None,
+) -> StepRecord:
+    """Start the child ``child_id`` with this run's record at ``position`` (one write);
+    ``_Taken`` when a run has that id already."""
+    parent_id = x.run.run_id
     child = x.engine.new_run(
         wf,
         input,
@@ -202,6 +249,7 @@ def _start(
         idempotency_key=id,
         requested_by=f"run {parent_id}",
         parent=link(parent_id, position),
+        after=after,
     )
     step = x.new_record(position, wf.name, StepKind.CHILD, StepStatus.WAITING)
     step.detail = child_detail(child_id)
@@ -210,54 +258,67 @@ def _start(
     except ConditionFailed as e:
         raise LeaseLost() from e
     except RunExists as e:
-        # Not this run's (the record and the child are written together, so a child of
-        # this run at this position would have left the record a replay finds first):
-        # a run with that key, started by an operator or by the run this one was forked
-        # from. Finished with the same input, it is the same run: take its outcome. One
-        # that continued as new is that run too, and its chain's end has its outcome: a
-        # chain still going is a run still running (``durable.engine.lineage``).
-        existing = e.existing
-        end, going = existing, not existing.terminal
-        if existing.terminal:
-            reached = follow(x.ledger.get_run, existing)
-            end, going = reached.run, not reached.whole or not reached.run.terminal
-        if going and if_running == "attach":
-            _check_not_own_line(x, existing.run_id, id)
-            if end.run_id != existing.run_id:
-                _check_not_own_line(x, end.run_id, id)
-            detail = {**child_detail(existing.run_id), "attached": True}
-            if end.run_id != existing.run_id:
-                detail["follow"] = end.run_id  # where the next look walks on from
-            step.detail = detail
-            return x.write_fenced(step)
-        if not going and (existing.workflow, existing.input_hash) == (
-            child.workflow,
-            child.input_hash,
-        ):
-            return x.write_fenced(_settled_from(step, end, x.now_text(), existing.run_id))
-        if not going:
-            advice = (
-                "it has ended with another input; a key names one run for its retention, "
-                "so key each new run apart (add the date, say)"
-            )
-        else:
-            advice = (
-                'it is still running: pass if_running="attach" to take that run instead '
-                "of starting one, or key each new run apart"
-            )
-            if end.run_id != existing.run_id:
-                advice = f"it continued as new and its chain goes on in run {end.run_id}; " + (
-                    advice.removeprefix("it is still running: ")
-                )
-        raise InvalidInput(
-            f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
-            f"{existing.status.value}): {advice}",
-            field="id",
-        ) from e
+        raise _Taken(e.existing, step, child) from e
     rec = x.kept(step, stored)
     if stored is step:
         x.engine.invoke_worker(child_id, "start")
     return rec
+
+
+def _taken(
+    x: ExecutionParts, e: _Taken, id: str | None, if_running: IfRunning, reuse: Reuse
+) -> StepRecord | None:
+    """What a keyed child whose id a run holds gets: that run attached to or its outcome
+    adopted (the record written), ``InvalidInput``, or None: it ended and the key is to
+    be reused (``reuse="after_end"``: move its slot on and start there).
+
+    The run is not this run's (the record and the child are written together, so a child
+    of this run at this position would have left the record a replay finds first): a run
+    with that key, started by an operator, another parent, or the run this one was forked
+    from. Finished with the same input, it is the same run: take its outcome. One that
+    continued as new is that run too, and its chain's end has its outcome: a chain still
+    going is a run still running (``durable.engine.lineage``)."""
+    step, child, existing = e.step, e.child, e.existing
+    end, going = existing, not existing.terminal
+    if existing.terminal:
+        reached = follow(x.ledger.get_run, existing)
+        end, going = reached.run, not reached.whole or not reached.run.terminal
+    if going and if_running == "attach":
+        _check_not_own_line(x, existing.run_id, id)
+        if end.run_id != existing.run_id:
+            _check_not_own_line(x, end.run_id, id)
+        detail = {**child_detail(existing.run_id), "attached": True}
+        if end.run_id != existing.run_id:
+            detail["follow"] = end.run_id  # where the next look walks on from
+        step.detail = detail
+        return x.write_fenced(step)
+    if not going and reuse == "after_end" and existing.workflow == child.workflow:
+        return None
+    if not going and (existing.workflow, existing.input_hash) == (
+        child.workflow,
+        child.input_hash,
+    ):
+        return x.write_fenced(_settled_from(step, end, x.now_text(), existing.run_id))
+    if not going:
+        advice = (
+            "it has ended with another input; a key names one run for its retention "
+            'unless reused: pass reuse="after_end" to start a new run under it, or key '
+            "each new run apart (add the date, say)"
+        )
+    else:
+        advice = (
+            'it is still running: pass if_running="attach" to take that run instead '
+            "of starting one, or key each new run apart"
+        )
+        if end.run_id != existing.run_id:
+            advice = f"it continued as new and its chain goes on in run {end.run_id}; " + (
+                advice.removeprefix("it is still running: ")
+            )
+    raise InvalidInput(
+        f"child id {id!r} is taken by run {existing.run_id} ({existing.workflow}, "
+        f"{existing.status.value}): {advice}",
+        field="id",
+    ) from e
 
 
 def _check_not_own_line(x: ExecutionParts, run_id: str, id: str | None) -> None:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from durable.core.completion import BatchResult
     from durable.core.retry import RetryPolicy
     from durable.engine.children import ChildHandle
-    from durable.engine.engine_parts import IfRunning
+    from durable.engine.engine_parts import IfRunning, Reuse
     from durable.engine.execution_parts import ExecutionParts
     from durable.engine.waits import Callback
 
@@ -628,6 +628,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> Out: ...
 
     @overload
@@ -638,6 +639,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> Out: ...
 
     @overload
@@ -648,6 +650,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> Out: ...
 
     @overload
@@ -658,6 +661,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> Out: ...
 
     @overload
@@ -668,6 +672,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
         serdes: Serdes[V],
     ) -> V: ...
 
@@ -679,6 +684,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
         serdes: Serdes[V],
     ) -> V: ...
 
@@ -690,6 +696,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
         serdes: Serdes[V],
     ) -> V: ...
 
@@ -701,6 +708,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> Any: ...
 
     def run_child(
@@ -710,6 +718,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
         serdes: Serdes[Any] | None = None,
     ) -> Any:
         """Start a run of ``workflow`` (a registered workflow, or its name) as this run's
@@ -726,13 +735,18 @@ class Context:
         (``InvalidInput``) or ``"attach"``: wait for that run instead of starting one
         (it stays that run's, not this one's: this run's cancel leaves it running).
 
+        ``reuse`` says what an ``id`` whose run has ended means: ``"never"`` (the
+        default: a key names one run for its retention, so the same input adopts that
+        run's outcome and another is refused) or ``"after_end"``: start a new run under
+        it (a recurring job keyed by its business key); the ended run stays readable.
+
         ``serdes=codec`` (a ``durable.Serdes``) decodes the child's result (the JSON text
         its workflow's return annotation wrote) in place of that annotation: the child
         returns a JSON form, the parent gets the value ``codec.deserialize`` makes of it.
         The input is the child's to decode, by its own parameter's annotation."""
         from durable.engine.children import start_child
 
-        return start_child(self._exec, workflow, input, id, if_running, serdes).result()
+        return start_child(self._exec, workflow, input, id, if_running, serdes, reuse).result()
 
     @overload
     def start_child(
@@ -742,6 +756,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> ChildHandle[Out]: ...
 
     @overload
@@ -752,6 +767,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> ChildHandle[Out]: ...
 
     @overload
@@ -762,6 +778,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> ChildHandle[Out]: ...
 
     @overload
@@ -772,6 +789,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> ChildHandle[Out]: ...
 
     @overload
@@ -782,6 +800,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
         serdes: Serdes[V],
     ) -> ChildHandle[V]: ...
 
@@ -793,6 +812,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
         serdes: Serdes[V],
     ) -> ChildHandle[V]: ...
 
@@ -804,6 +824,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
         serdes: Serdes[V],
     ) -> ChildHandle[V]: ...
 
@@ -815,6 +836,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> ChildHandle[Any]: ...
 
     def start_child(
@@ -824,6 +846,7 @@ class Context:
         *,
         id: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
         serdes: Serdes[Any] | None = None,
     ) -> ChildHandle[Any]:
         """Start a child run (see ``run_child``) without waiting: ``handle.result()``
@@ -834,7 +857,7 @@ class Context:
         ``serdes``: the codec that decodes the child's result (see ``run_child``)."""
         from durable.engine.children import start_child
 
-        return start_child(self._exec, workflow, input, id, if_running, serdes)
+        return start_child(self._exec, workflow, input, id, if_running, serdes, reuse)
 
     def changed(self, patch_id: str) -> bool:
         """Ship a small fix to runs already in flight, without a new version.

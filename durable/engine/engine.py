@@ -23,6 +23,8 @@ from durable.core.ids import (
     check_user_key,
     keyed_run,
     new_ulid,
+    next_keyed_run_id,
+    reserved_prefix,
     run_id_for_key,
 )
 from durable.core.model import (
@@ -58,15 +60,16 @@ from durable.core.retention import (
 from durable.core.secrets import KeyService, Sealer, key_record
 from durable.core.tokens import refuse_token
 from durable.core.write_boundary import WriteBoundary
-from durable.engine import events, lineage, operations
+from durable.engine import events, keys, lineage, operations
 from durable.engine.admission import Admission
 from durable.engine.children import check_if_running
 from durable.engine.determinism import Guard, NoGuard
 from durable.engine.effects import Effects
 from durable.engine.endings import FINISHED, Endings, LifetimeExceeded, Outcome
-from durable.engine.engine_parts import IfRunning
+from durable.engine.engine_parts import IfRunning, Reuse
 from durable.engine.execution import Execution
 from durable.engine.interrupts import InboxChanged
+from durable.engine.keys import check_reuse
 from durable.engine.registry import App
 from durable.engine.sweeper import SweepReport, sweep
 from durable.errors import (
@@ -154,6 +157,7 @@ class Engine:
         key_scope: str | None = None,
         gate: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> RunRecord:
         """Create a run and invoke a worker for it (``start_or_get``, without saying
         whether this call created it)."""
@@ -166,6 +170,7 @@ class Engine:
             key_scope=key_scope,
             gate=gate,
             if_running=if_running,
+            reuse=reuse,
         )[0]
 
     def start_or_get(
@@ -179,6 +184,7 @@ class Engine:
         key_scope: str | None = None,
         gate: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> tuple[RunRecord, bool]:
         """Create a run and invoke a worker for it; the run, and True when this call
         created it (False: a repeated key's run, or the run attached to).
@@ -191,60 +197,112 @@ class Engine:
         going and ``if_running="attach"``: then that run is returned ("start it unless it
         is running"). A key of one's own (no ``key_scope``) in one of those namespaces
         (``sqs/...``, ``schedule/...``) is refused: its run would show a sender's key.
+
+        ``reuse`` says what a key whose run has ended means: ``"never"`` (the default: a
+        key names one run for its retention, so the same input gets that run back and
+        another is refused) or ``"after_end"``: a new run of the key, the ended one
+        staying readable by its id (``durable.engine.keys``). While the key's run is
+        going, ``if_running`` decides as above whatever ``reuse`` says. Only a key of
+        one's own can be reused: a sender's keys name one delivery each.
         """
         check_if_running(if_running)
+        check_reuse(reuse)
         if gate is not None:  # a gate's name is stored in clear: it names the gate
             refuse_token(gate, "gate", "gate name")
         wf = self.app.get_workflow(workflow, version)
-        if idempotency_key is not None:
-            if key_scope is None:
-                check_user_key(idempotency_key, "idempotency_key")
-            else:
-                check_idempotency_key(idempotency_key, "idempotency_key")
-                check_key_scope(wf.name, key_scope)
-            # What the run shows: a sender's key with its scope, so nobody mistakes it for
-            # an operator's.
-            run_id, stored_key = keyed_run(wf.name, idempotency_key, key_scope)
-        else:
-            run_id, stored_key = new_ulid(self.clock.now()), None
-        run = self.new_run(
-            wf,
-            input,
-            run_id,
-            idempotency_key=stored_key,
-            requested_by=requested_by,
-            gate=gate,
-        )
-        input_hash = run.input_hash
-        try:
+        if idempotency_key is None:
+            run = self.new_run(
+                wf, input, new_ulid(self.clock.now()), requested_by=requested_by, gate=gate
+            )
             created = self.ledger.create_run(run)
-        except RunExists as e:
-            existing = e.existing
-            # The key names the chain's first run; a start repeating it means the work,
-            # so it gets the run that carries the chain now (``durable.engine.lineage``).
-            current = lineage.follow(self.ledger.get_run, existing).run
-            if if_running == "attach" and not current.terminal and existing.workflow == wf.name:
-                return current, False
-            if existing.input_hash != input_hash or existing.workflow != wf.name:
-                continued = (
-                    f", continued as new up to {current.run_id}, {current.status.value}"
-                    if current is not existing
-                    else ""
+            self.invoke_worker(run.run_id, "start")
+            return created, True
+        if key_scope is None:
+            check_user_key(idempotency_key, "idempotency_key")
+        else:
+            check_idempotency_key(idempotency_key, "idempotency_key")
+            check_key_scope(wf.name, key_scope)
+            if reuse != "never":
+                raise InvalidInput(
+                    f'reuse="{reuse}" is for a key of one\'s own: a key in {key_scope!r} '
+                    "names one delivery",
+                    field="reuse",
                 )
-                hint = (
-                    'use a new key, or if_running="attach" to take that run'
-                    if not current.terminal
-                    else "use a new key"
+        # What the run shows: a sender's key with its scope, so nobody mistakes it for an
+        # operator's.
+        run_id, stored_key = keyed_run(wf.name, idempotency_key, key_scope)
+        after: str | None = None
+        for _ in range(keys.MAX_MOVES):
+            slot = keys.read_slot(self.ledger, wf.name, stored_key) if key_scope is None else None
+            if slot is not None:
+                run_id, after = slot.run_id, slot.after
+            run = self.new_run(
+                wf,
+                input,
+                run_id,
+                idempotency_key=stored_key,
+                requested_by=requested_by,
+                gate=gate,
+                after=after,
+            )
+            try:
+                created = self.ledger.create_run(run)
+            except RunExists as e:
+                answer = self._keyed_answer(
+                    e, wf.name, run.input_hash, idempotency_key, if_running, reuse
                 )
-                raise IdempotencyConflict(
-                    f"idempotency key {idempotency_key!r} was already used for run "
-                    f"{existing.run_id} ({existing.status.value}{continued}) with a different "
-                    "input; "
-                    f"{hint}"
-                ) from e
-            return current, False
-        self.invoke_worker(run_id, "start")
-        return created, True
+                if answer is not None:
+                    return answer, False
+                assert slot is not None  # reuse is refused in a sender's scope
+                keys.move_on(self.ledger, slot)  # lost: another start moved it; read again
+                continue
+            self.invoke_worker(run_id, "start")
+            return created, True
+        raise IdempotencyConflict(
+            f"idempotency key {idempotency_key!r}: other starts of it keep starting new "
+            "runs; try again"
+        )
+
+    def _keyed_answer(
+        self,
+        e: RunExists,
+        workflow: str,
+        input_hash: str | None,
+        idempotency_key: str,
+        if_running: IfRunning,
+        reuse: Reuse,
+    ) -> RunRecord | None:
+        """What a keyed start whose run exists gets: that run (or the run carrying its
+        chain now), ``IdempotencyConflict``, or None: it ended and the key is to be
+        reused (move its slot on and start there)."""
+        existing = e.existing
+        # The key names the chain's first run; a start repeating it means the work, so it
+        # gets the run that carries the chain now (``durable.engine.lineage``).
+        reached = lineage.follow(self.ledger.get_run, existing)
+        current = reached.run
+        going = not reached.whole or not current.terminal
+        if if_running == "attach" and going and existing.workflow == workflow:
+            return current
+        if not going and reuse == "after_end" and existing.workflow == workflow:
+            return None
+        if existing.input_hash != input_hash or existing.workflow != workflow:
+            continued = (
+                f", continued as new up to {current.run_id}, {current.status.value}"
+                if current is not existing
+                else ""
+            )
+            hint = (
+                'use a new key, or if_running="attach" to take that run'
+                if going
+                else 'use a new key, or reuse="after_end" to start a new run under it'
+            )
+            raise IdempotencyConflict(
+                f"idempotency key {idempotency_key!r} was already used for run "
+                f"{existing.run_id} ({existing.status.value}{continued}) with a different "
+                "input; "
+                f"{hint}"
+            ) from e
+        return current
 
     def new_run(
         self,
@@ -256,15 +314,22 @@ class Engine:
         requested_by: str | None = None,
         gate: str | None = None,
         parent: str | None = None,
+        after: str | None = None,
     ) -> RunRecord:
         """The PENDING run item of a new run of ``wf`` (nothing written): its input
         validated (``InvalidInput`` names the field) and sealed, due at once so the
         sweeper starts it if the invocation that should is lost. The key it shows must
-        name it (``run_by_key``)."""
+        name it (``run_by_key``): the id derived from the key, or with ``after`` (a key
+        reused, ``durable.engine.keys``) the one derived from the key and that run."""
         if idempotency_key is not None:
             if parent is not None:  # a keyed child's ``id=``: never a sender's key
                 check_user_key(idempotency_key, "id")
-            if run_id_for_key(wf.name, idempotency_key) != run_id:
+            named = (
+                run_id_for_key(wf.name, idempotency_key)
+                if after is None
+                else next_keyed_run_id(wf.name, idempotency_key, after)
+            )
+            if named != run_id:
                 raise InvalidInput(
                     f"idempotency key {idempotency_key!r} names another run than {run_id}",
                     field="idempotency_key",
@@ -598,10 +663,13 @@ class Engine:
         """The run of ``workflow`` started under idempotency key ``key`` as the run shows
         it (an operator's or a keyed child's key as given; a sender's with its namespace:
         ``eventbridge/<id>``, ``sqs/<id>``, ``hook:<name>/<key>``, a schedule's
-        ``schedule/<name>/<time>``), or None. A key names one run for its retention, so
-        this is a read of the run id the key derives, not a search: a key in a sender's
-        namespace is looked up only there, any other only as one given as one's own."""
+        ``schedule/<name>/<time>``), or None. A key in a sender's namespace names one run
+        for its retention: a read of the id the key derives. A key of one's own names the
+        latest run started under it (a key reused with ``reuse="after_end"`` names one
+        run after another: ``durable.engine.keys``)."""
         check_idempotency_key(key, "key")
+        if reserved_prefix(key) is None:
+            return keys.latest_run(self.ledger, workflow, key)
         run_id = run_id_for_key(workflow, key)
         run = self.ledger.get_run(run_id) if run_id is not None else None
         if run is not None and run.workflow == workflow and run.idempotency_key == key:

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 # What a start does when a run with the same derived id is under way (``Engine.start``).
 IfRunning = Literal["fail", "attach"]
+# Whether a key names one run for its retention, or a new one once that run has ended
+# (``durable.engine.keys``).
+Reuse = Literal["never", "after_end"]
 
 
 class AppParts(Protocol):
@@ -99,6 +102,7 @@ class EngineParts(Protocol):
         key_scope: str | None = None,
         gate: str | None = None,
         if_running: IfRunning = "fail",
+        reuse: Reuse = "never",
     ) -> RunRecord: ...
 
     def new_run(
@@ -111,6 +115,7 @@ class EngineParts(Protocol):
         requested_by: str | None = None,
         gate: str | None = None,
         parent: str | None = None,
+        after: str | None = None,
     ) -> RunRecord: ...
 
     def new_sealer(self, run_id: str, annotation: Any) -> tuple[Sealer | None, str | None]: ...
