@@ -361,7 +361,12 @@ def cmd_start(args: argparse.Namespace) -> int:
             fail(str(e))
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else None
     name = urllib.parse.quote(args.workflow, safe="")
-    query = "?if_running=attach" if args.if_running == "attach" else ""
+    chosen = {}  # only what differs from the defaults, so the URL says what was asked
+    if args.if_running != "fail":
+        chosen["if_running"] = args.if_running
+    if args.reuse != "never":
+        chosen["reuse"] = args.reuse
+    query = f"?{urllib.parse.urlencode(chosen)}" if chosen else ""
     run = call(args, "POST", f"/workflows/{name}/runs{query}", payload, headers)
     if args.quiet:
         print(run["run_id"])
@@ -857,6 +862,14 @@ def parser() -> argparse.ArgumentParser:
         default="fail",
         help="a run holding the key is still going: fail (409 for another input, the "
         "default) or attach (that run is the answer)",
+    )
+    start.add_argument(
+        "--reuse",
+        choices=("never", "after_end"),
+        default="never",
+        help="the key's run has ended: never (the key names that run for its retention, "
+        "the default) or after_end (start a new run under the key, as a recurring job "
+        "does; show/signal key:KEY then name the newest)",
     )
     start.add_argument("-q", "--quiet", action="store_true", help="print only the run id")
     start.set_defaults(func=cmd_start)

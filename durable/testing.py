@@ -239,7 +239,9 @@ class LocalRunner:
 
     def start(self, workflow: str, input: Any = None, **kwargs: Any) -> RunRecord:
         """Start a run of ``workflow`` with ``input`` (keyword arguments go to
-        ``Engine.start``, e.g. ``idempotency_key``); ``run_until_idle`` then runs it."""
+        ``Engine.start``, e.g. ``idempotency_key``, ``if_running``, ``reuse="after_end"``
+        for a key a recurring job reuses once its run has ended); ``run_until_idle``
+        then runs it."""
         try:
             return self.engine.start(workflow, input, **kwargs)
         except SimulatedCrash as crash:

@@ -249,10 +249,19 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
                 '(409 for another input) or "attach" (that run is the answer)'
             ),
         ] = "fail",
+        reuse: Annotated[
+            Literal["never", "after_end"],
+            Query(
+                description='With an Idempotency-Key whose run has ended: "never" (the '
+                "default: the key names that run for its retention; the same body gets it "
+                'back, another is 409) or "after_end" (a new run under the key; lookups '
+                "by key name the newest)"
+            ),
+        ] = "never",
     ) -> Response[StartedRun]:
         payload = parse_json(app.current_event.body)
         request = StartRequest(
-            named(name), payload, idempotency_key, caller(), if_running=if_running
+            named(name), payload, idempotency_key, caller(), if_running=if_running, reuse=reuse
         )
         return _json(202, service().start(request))
 

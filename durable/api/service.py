@@ -53,6 +53,7 @@ from durable.core.model import RunRecord, RunStatus, format_time, position_key
 from durable.core.serde import NO_ANNOTATION
 from durable.core.usage import Prices
 from durable.engine.children import check_if_running
+from durable.engine.keys import check_reuse
 from durable.engine.engine import Engine
 from durable.engine.events import send_signal
 from durable.engine.operations import available_decisions
@@ -106,6 +107,8 @@ class StartRequest:
     key_scope: str | None = None
     # What a key a running run holds means: refuse another input, or take that run.
     if_running: str = "fail"
+    # What a key whose run has ended means: that run, or a new one (``durable.engine.keys``).
+    reuse: str = "never"
 
     def fingerprint(self, annotation: Any = NO_ANNOTATION) -> dict[str, str]:
         """What identifies a delivery (workflow, scope, key) and what must match on a
@@ -216,15 +219,23 @@ class ApiService:
                 requested_by=request.requested_by,
                 key_scope=request.key_scope,
                 if_running=check_if_running(request.if_running),
+                reuse=check_reuse(request.reuse),
             )
             if created:
                 self.metric("RunsStarted")
                 fresh.append(True)
             return RunSummary.of(record).model_dump(mode="json")
 
-        if request.idempotency_key is None or request.if_running == "attach":
+        if (
+            request.idempotency_key is None
+            or request.if_running == "attach"
+            or request.reuse != "never"
+        ):
             # Attaching takes whatever run holds the key now, with whatever input: no
-            # delivery to deduplicate, and the guard would refuse the other input.
+            # delivery to deduplicate, and the guard would refuse the other input. A key
+            # reused after its run ended names a new run each time: the guard would
+            # answer with the first run's stored response (the engine's conditional
+            # create still lets one start of a race create the run).
             answer = run()
         else:
             annotation = self.engine.app.get_workflow(request.workflow).input_annotation
