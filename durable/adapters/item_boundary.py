@@ -53,6 +53,8 @@ _READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItem
 _READ_PREFIXES = ("Describe", "List", "Get")
 
 _HANDLER_ID = "durable-stored-bytes"
+# AttributeValue types that hold no text.
+_NO_TEXT = frozenset({"N", "NS", "BOOL", "NULL"})
 
 Client = TypeVar("Client")
 
@@ -130,7 +132,8 @@ def _key(key: dict[str, Any], store: str) -> None:
 
 def _item(item: dict[str, Any], store: str) -> None:
     for name, value in item.items():
-        check_key(store, "an attribute name of the item", name)
+        if "." in name:  # a name without a dot holds no token (the common case, no call)
+            check_key(store, "an attribute name of the item", name)
         if name in KEY_ATTRIBUTES:
             _key_value(store, f"key attribute {name}", value)
         else:
@@ -159,11 +162,14 @@ def _value(value: Any, store: str, attribute: str) -> None:
         return
     for kind, raw in value.items():
         if kind == "S" and isinstance(raw, str):
-            clean = scrub_text(raw)
-            if clean is not raw:
-                value["S"] = clean
+            if "." in raw:  # a text without a dot holds no token: no call (most of them)
+                clean = scrub_text(raw)
+                if clean is not raw:
+                    value["S"] = clean
+        elif kind in _NO_TEXT:
+            continue
         elif kind == "M" and isinstance(raw, dict):
-            for name in [n for n in raw if isinstance(n, str) and holds_token(n)]:
+            for name in [n for n in raw if "." in n and holds_token(n)]:
                 raw[scrub_text(name)] = raw.pop(name)
             for item in raw.values():
                 _value(item, store, attribute)
