@@ -15,28 +15,35 @@ one run. Per schedule:
   waits (in the schedule's own gate, ``durable.core.flow``, one slot) until the run before
   it has ended, and a fire that finds one already waiting is dropped;
 * ``missed``: a fire delivered more than ``grace`` late (an outage, Scheduler's retries)
-  is dropped with ``"skip"`` (default), started anyway with ``"catch_up"``.
+  is dropped with ``"skip"`` (default), started anyway with ``"catch_up"``. Under
+  ``durable dev --time-scale N`` the lateness is judged in real seconds (``lateness``):
+  delivery latency is real time, and the fast clock would make it N times longer.
 
 "Run now" (the CLI, the API) starts one with a key of its own, outside the clock.
+
+Every fire's verdict (started, duplicate, skipped for overlap, missed) is kept in a short
+list per schedule (``recent_fires``), newest last, that ``GET /schedules``, ``durable
+schedules`` and the console show: a fire that starts nothing is said, not silent.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from durable.core.flow import gate_name
+from durable.core.flow import GateState, gate_name
 from durable.core.ids import derived_run_id
 from durable.core.model import format_time
 from durable.core.recurrence import Cron, InvalidExpression, Rate, next_fire, parse
 from durable.errors import InvalidInput, RegistrationError, StorageError
 
 if TYPE_CHECKING:
-    from durable.core.ports import EffectRecord
+    from durable.core.ports import EffectRecord, LedgerReads
     from durable.engine.engine_parts import EngineParts
 
 Overlap = Literal["allow", "skip", "buffer_one"]
@@ -44,6 +51,7 @@ Missed = Literal["skip", "catch_up"]
 _NAME = re.compile(r"^[0-9A-Za-z_.-]{1,48}$")  # fits Scheduler's 64 with our prefix
 KEY_PREFIX = "schedule/"
 FIRED_BY_PREFIX = "schedule:"  # the requested_by of a schedule's runs (``fired_by``)
+log = logging.getLogger("durable.schedules")
 
 
 @dataclass(frozen=True)
@@ -96,10 +104,13 @@ def fire_key(schedule: str, scheduled_time: str) -> str:
     return f"{KEY_PREFIX}{schedule}/{scheduled_time}"
 
 
+Result = Literal["started", "duplicate", "skipped_overlap", "skipped_missed"]
+
+
 @dataclass(frozen=True)
 class Fired:
     schedule: str
-    result: Literal["started", "duplicate", "skipped_overlap", "skipped_missed"]
+    result: Result
     run_id: str | None = None
     detail: str = ""
 
@@ -107,7 +118,8 @@ class Fired:
 def fire(
     engine: EngineParts, schedule: Schedule, scheduled_time: str, *, manual: str = ""
 ) -> Fired:
-    """Start the run of one fire of ``schedule`` (at most once per fire time).
+    """Start the run of one fire of ``schedule`` (at most once per fire time), and add its
+    verdict to the schedule's recent fires (``recent_fires``).
 
     ``manual``: a "run now" request's id (not a clock fire: no overlap or lateness rule).
     """
@@ -119,14 +131,22 @@ def fire(
             f"scheduled_time {scheduled_time[:40]!r} is not an ISO time", field="scheduled_time"
         ) from None
     stamp = format_time(when)
+    fired = _fire(engine, schedule, stamp, when, manual)
+    _remember(engine, schedule, stamp, fired, manual)
+    return fired
+
+
+def _fire(
+    engine: EngineParts, schedule: Schedule, stamp: str, when: datetime, manual: str
+) -> Fired:
     key = fire_key(schedule.name, manual or stamp)
     # A repeat of a fire (Scheduler delivers at least once) is reported as one; the keyed
     # start below is what makes a repeat start nothing, whatever this read saw.
     run_id = derived_run_id(schedule.workflow, key, None)
     if engine.ledger.get_run(run_id) is not None:
-        return Fired(schedule.name, "duplicate", run_id)
+        return Fired(schedule.name, "duplicate", run_id, "its run exists already")
     if manual:  # outside the clock: no lateness rule; its own key
-        return _start(engine, schedule, key)
+        return _start(engine, schedule, key, "run now")
     now = int(engine.clock.now().timestamp())
     claim = engine.effects.store.begin(_verdict_key(key), now + VERDICT_CLAIM, now=now)
     if claim is not None:
@@ -134,7 +154,9 @@ def fire(
     fired = _decide(engine, schedule, key, when)
     verdict = json.dumps({"result": fired.result, "run_id": fired.run_id, "detail": fired.detail})
     engine.effects.store.complete(_verdict_key(key), verdict, now + VERDICT_KEPT)
-    return _start(engine, schedule, key) if fired.result == "started" else fired
+    if fired.result == "started":
+        return _start(engine, schedule, key, fired.detail)
+    return fired
 
 
 # A fire's verdict is recorded (the idempotency table) before it is acted on, so every
@@ -150,12 +172,31 @@ def _verdict_key(key: str) -> str:
     return f"{key}#verdict"
 
 
+def lateness(clock: object, late: timedelta) -> timedelta:
+    """How late a fire is, as judged against its grace: ``late`` on the stack's clock,
+    divided by the clock's time scale (``durable dev --time-scale``; 1 everywhere else).
+
+    Delivery latency (the dev timer loop's tick, an event queued behind a busy worker, a
+    cold start) is real time, which a clock running N times faster shows N times longer:
+    at x3600 a quarter of a second reads as the default 15-minute grace, and fires were
+    recorded as missed that came as fast as the machine could bring them. Judged in real
+    seconds, a fire is missed under a time scale when it comes more than ``grace`` of wall
+    time late (N x ``grace`` of the stack's clock): only a stack that could not deliver
+    it (stopped, or its workers jammed) misses one. At scale 1 nothing changes."""
+    scale = getattr(clock, "scale", 1.0)  # ScaledClock's; the Clock port has no scale
+    if not isinstance(scale, int | float) or scale <= 1:
+        return late
+    return late / scale
+
+
 def _decide(engine: EngineParts, schedule: Schedule, key: str, when: datetime) -> Fired:
     """What a clock fire does: "started" (not yet: the caller starts it once the verdict is
     recorded), or skipped, by the schedule's rules."""
     late = engine.clock.now() - when
-    if late > schedule.grace and schedule.missed == "skip":
-        return Fired(schedule.name, "skipped_missed", detail=f"{late} late")
+    judged = lateness(engine.clock, late)
+    said = _late(late, judged)
+    if judged > schedule.grace and schedule.missed == "skip":
+        return Fired(schedule.name, "skipped_missed", detail=f"{said} late")
     if schedule.overlap == "skip":
         going = _running(engine, schedule, 1)
         if going:
@@ -164,10 +205,23 @@ def _decide(engine: EngineParts, schedule: Schedule, key: str, when: datetime) -
         going = _running(engine, schedule, 2)
         if len(going) > 1:  # one going, one waiting for it: this fire adds nothing
             return Fired(schedule.name, "skipped_overlap", going[0], "a fire is buffered")
-    return Fired(schedule.name, "started")
+    if judged > schedule.grace:
+        return Fired(schedule.name, "started", detail=f"{said} late, caught up")
+    return Fired(schedule.name, "started", detail=f"{said} late" if late >= _SAID_LATE else "")
 
 
-def _start(engine: EngineParts, schedule: Schedule, key: str) -> Fired:
+_SAID_LATE = timedelta(seconds=1)  # later than this, a started fire's lateness is said
+
+
+def _late(late: timedelta, judged: timedelta) -> str:
+    """``0:42:00`` or, under a time scale, ``0:42:00 (0.7 s real)``."""
+    whole = timedelta(seconds=round(late.total_seconds()))
+    if judged == late:
+        return str(whole)
+    return f"{whole} ({judged.total_seconds():.1f} s real)"
+
+
+def _start(engine: EngineParts, schedule: Schedule, key: str, detail: str = "") -> Fired:
     """The fire's keyed start: at most one run per key, however often it is called."""
     gate = schedule_gate(schedule) if schedule.overlap == "buffer_one" else None
     # The schedule's own namespace: a key beginning "schedule/" from anyone else is refused.
@@ -180,7 +234,7 @@ def _start(engine: EngineParts, schedule: Schedule, key: str) -> Fired:
         requested_by=fired_by(schedule),
         gate=gate,
     )
-    return Fired(schedule.name, "started", run.run_id)
+    return Fired(schedule.name, "started", run.run_id, detail)
 
 
 def _repeat(engine: EngineParts, schedule: Schedule, key: str, claim: EffectRecord) -> Fired:
@@ -194,13 +248,111 @@ def _repeat(engine: EngineParts, schedule: Schedule, key: str, claim: EffectReco
     verdict = json.loads(claim.reference)
     if verdict["result"] == "started":
         started = _start(engine, schedule, key)
-        return Fired(schedule.name, "duplicate", started.run_id)
+        return Fired(schedule.name, "duplicate", started.run_id, "started already")
     return Fired(schedule.name, "duplicate", verdict.get("run_id"), f"{verdict['result']} already")
 
 
 def schedule_gate(schedule: Schedule) -> str:
     """The one-slot gate that keeps a ``buffer_one`` schedule's runs one at a time."""
     return gate_name("S", schedule.workflow, schedule.name)
+
+
+# --- the recent fires of a schedule ---------------------------------------------------
+#
+# Kept in one small item per schedule, a flow-control gate item of the ledger (kind "F",
+# ``durable.core.flow``), holding the last RECENT_FIRES verdicts, oldest first, as JSON
+# lines in its ``booked`` list. Why there:
+# * every process that fires (the deployed fire handler, ``durable dev``'s workers, "run
+#   now" through the API) already holds the ledger, and every ledger (DynamoDB, memory,
+#   the test kit's) stores gates: no new table, port or permission;
+# * a reader lists a schedule's recent fires with one strongly consistent read of one
+#   item (``GET /schedules``: one per schedule), where the idempotency table's per-fire
+#   verdicts (``_verdict_key``) can only be read one fire time at a time;
+# * bounded: the item never grows past RECENT_FIRES entries (about 2 KB); a gate item
+#   has no expiry, and one is left per schedule ever fired.
+# Cost: one read and one conditional write per fire (a conflict with a fire of the same
+# schedule at the same moment reads again). The list is what it says it is, a view: the
+# verdict a repeat delivery obeys stays the idempotency table's, and a list write that
+# fails is logged and the fire goes on.
+RECENT_FIRES = 10
+_RECENT_TRIES = 3
+_DETAIL_KEPT = 160  # characters of a verdict's detail kept in the list
+
+
+@dataclass(frozen=True)
+class FireVerdict:
+    """One fire of a schedule as its recent fires list it."""
+
+    scheduled_time: str  # the fire time (ledger format); a "run now": when it was asked
+    result: Result
+    run_id: str | None = None
+    detail: str = ""
+    decided_at: str = ""  # on the stack's clock
+    manual: bool = False  # a "run now", not a fire of the clock
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "at": self.scheduled_time,
+                "result": self.result,
+                "run_id": self.run_id,
+                "detail": self.detail[:_DETAIL_KEPT],
+                "decided": self.decided_at,
+                "manual": self.manual,
+            },
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> FireVerdict | None:
+        try:
+            raw = json.loads(text)
+            return cls(
+                scheduled_time=str(raw["at"]),
+                result=raw["result"],
+                run_id=raw.get("run_id"),
+                detail=str(raw.get("detail") or ""),
+                decided_at=str(raw.get("decided") or ""),
+                manual=bool(raw.get("manual")),
+            )
+        except (ValueError, KeyError, TypeError):  # a line a later version wrote
+            return None
+
+
+def fires_gate(schedule: Schedule) -> str:
+    """The item that keeps ``schedule``'s recent fires (see RECENT_FIRES)."""
+    return gate_name("F", schedule.workflow, schedule.name)
+
+
+def recent_fires(ledger: LedgerReads, schedule: Schedule) -> list[FireVerdict]:
+    """The schedule's last RECENT_FIRES verdicts, newest first (one read)."""
+    state = ledger.read_gate(fires_gate(schedule))
+    found = [FireVerdict.from_json(line) for line in reversed(state.booked)]
+    return [f for f in found if f is not None]
+
+
+def _remember(
+    engine: EngineParts, schedule: Schedule, stamp: str, fired: Fired, manual: str
+) -> None:
+    """Add ``fired`` to the schedule's recent fires; never fails the fire."""
+    entry = FireVerdict(
+        scheduled_time=stamp,
+        result=fired.result,
+        run_id=fired.run_id,
+        detail=fired.detail,
+        decided_at=format_time(engine.clock.now()),
+        manual=bool(manual),
+    ).to_json()
+    name = fires_gate(schedule)
+    try:
+        for _ in range(_RECENT_TRIES):
+            state = engine.ledger.read_gate(name)
+            kept = (*state.booked, entry)[-RECENT_FIRES:]
+            if engine.ledger.write_gate(name, GateState(booked=kept, version=state.version)):
+                return
+        log.warning("schedule %s: its recent fires were not updated (busy)", schedule.name)
+    except Exception:  # the fire's run is what matters; the list is a view of it
+        log.warning("schedule %s: its recent fires were not updated", schedule.name, exc_info=True)
 
 
 def fired_by(schedule: Schedule) -> str:

@@ -191,7 +191,15 @@ class DevServer:
         self.pool.start()
         self._reconcile_schedules()
         scheduler = _client("scheduler", self.stack.moto_endpoint)
-        self.timers = SchedulerLoop(scheduler, SCHEDULER_GROUP, self.clock, self.pool.submit)
+        # A recurring fire time the loop could not deliver is said here; what became of
+        # each delivered one the worker says (``durable.aws``'s fire handler).
+        self.timers = SchedulerLoop(
+            scheduler,
+            SCHEDULER_GROUP,
+            self.clock,
+            self.pool.submit,
+            say=lambda text: self.o.say(f"  ! {text}"),
+        )
         self.timers.start()
         self._serve_http()
         self._sweeper = threading.Thread(target=self._sweep_loop, name="sweeper", daemon=True)

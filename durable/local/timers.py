@@ -7,9 +7,17 @@ input to the worker, and deletes it, as ``ActionAfterCompletion=DELETE`` would.
 
 Recurring schedules (``durable.engine.schedules``, ``schedule.<name>``) fire at each time their
 ``cron``/``rate`` expression gives on the same clock, with the fire time filled in where
-Scheduler would put it (``<aws.scheduler.scheduled-time>``), unless paused. A clock run
-far faster than real time fires at most ``MAX_CATCH_UP`` of a schedule's times per tick
-and skips the rest, as a schedule whose target was unreachable would.
+Scheduler would put it (``<aws.scheduler.scheduled-time>``), unless paused.
+
+Every time that fell due is delivered while the loop keeps up, however fast the clock
+runs: at x3600 a tick (0.1 s) spans six minutes of the stack's clock, and a
+``rate(1 minute)`` schedule has six fires in it. A tick delivers, oldest first, as many of
+a schedule's times as fell due in the last ``ON_TIME`` real seconds, at least
+``MAX_CATCH_UP`` and at most ``MAX_PER_TICK`` (a schedule that fires faster than the
+machine can start runs). More fell due only when the loop stalled (a laptop asleep, a
+starved thread): the rest are skipped, as a schedule whose target was unreachable would
+lose them. Each time not delivered is said (``say``), never dropped silently; the worker
+says what became of each delivered one (started, skipped, missed).
 """
 
 from __future__ import annotations
@@ -24,10 +32,13 @@ from typing import Any
 from durable.adapters.dynamodb_support import error_code
 from durable.core.clock import Clock
 from durable.core.recurrence import next_fire, parse
+from durable.ops.render import human
 
 log = logging.getLogger("durable.local")
 RECURRING = "schedule."
-MAX_CATCH_UP = 5
+MAX_CATCH_UP = 5  # backlog fires of a schedule delivered per tick
+ON_TIME = 1.0  # real seconds: a fire due less long ago than this is on time, not backlog
+MAX_PER_TICK = 100  # fires of one schedule per tick, whatever the clock's speed
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 
 
@@ -46,13 +57,20 @@ class SchedulerLoop:
         fire: Callable[[dict[str, Any]], object],
         *,
         interval: float = 0.1,
+        say: Callable[[str], object] | None = None,
     ) -> None:
         self.client = client
         self.group = group
         self.clock = clock
+        # ``durable dev --time-scale``: the clock's speed (a ScaledClock's; 1 for others).
+        scale = getattr(clock, "scale", 1.0)
+        self.scale = float(scale) if isinstance(scale, int | float) and scale > 0 else 1.0
         self.fire = fire
         self.interval = interval
+        # What the developer reads (durable dev's output): the times not delivered.
+        self.say: Callable[[str], object] = say or (lambda text: log.warning("%s", text))
         self.fired = 0
+        self.dropped = 0  # recurring fire times not delivered (a backlog, or a flood)
         self.lateness: list[float] = []  # virtual seconds between due time and firing
         self._known: dict[str, tuple[datetime, dict[str, Any]]] = {}
         # recurring schedule name -> (its definition, when it fires next, a rate's origin)
@@ -139,14 +157,51 @@ class SchedulerLoop:
         if due is None:  # no fire in the search's window when last asked: ask again
             self._recurring[name] = (definition, next_fire(rule, now, origin), origin)
             return 0
-        fired = 0
+        enabled = schedule.get("State", "ENABLED") == "ENABLED"
+        text = schedule["Target"].get("Input") or "{}"
+        # The due times, oldest first: the first MAX_PER_TICK kept, the rest counted.
+        dues: list[datetime] = []
+        count = on_time = 0
+        last = due
         while due is not None and due <= now:
-            if schedule.get("State", "ENABLED") == "ENABLED" and fired < MAX_CATCH_UP:
-                text = schedule["Target"].get("Input") or "{}"
-                stamp = due.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-                self.lateness.append((now - due).total_seconds())
-                self.fire(json.loads(text.replace(SCHEDULED_TIME, stamp)))
-                fired += 1
+            count += 1
+            last = due
+            if (now - due).total_seconds() / self.scale <= ON_TIME:
+                on_time += 1
+            if len(dues) < MAX_PER_TICK:
+                dues.append(due)
             due = next_fire(rule, due, origin)
+        if not enabled or count == 0:  # paused: Scheduler fires nothing, nothing to say
+            self._recurring[name] = (definition, due, origin)
+            return 0
+        take = min(MAX_PER_TICK, max(MAX_CATCH_UP, on_time))
+        for when in dues[:take]:
+            stamp = _stamp(when)
+            self.lateness.append((now - when).total_seconds())
+            # One that raises leaves this tick's times due: the next tick delivers them
+            # again (a repeat of a fire starts nothing: its key).
+            self.fire(json.loads(text.replace(SCHEDULED_TIME, stamp)))
         self._recurring[name] = (definition, due, origin)
+        fired = min(take, count)
+        if count > fired:
+            self.dropped += count - fired
+            first = dues[fired] if fired < len(dues) else last
+            why = (
+                f"more than {MAX_PER_TICK} a tick: the clock (x{self.scale:g}) outruns what "
+                "this machine can start; a lower --time-scale delivers them all"
+                if on_time > MAX_PER_TICK
+                else f"the timer loop fell {human((now - dues[0]).total_seconds() / self.scale)} "
+                f"behind (a stall); a tick catches up what falls due in {ON_TIME:g} s of real "
+                f"time, at least {MAX_CATCH_UP}"
+            )
+            times = _stamp(first) if count - fired == 1 else f"{_stamp(first)} .. {_stamp(last)}"
+            plural = "" if count - fired == 1 else "s"
+            self.say(
+                f"schedule {name.removeprefix(RECURRING)}: {count - fired} fire{plural} "
+                f"not delivered ({times}): {why}"
+            )
         return fired
+
+
+def _stamp(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
