@@ -296,14 +296,36 @@ def _fire(runtime: Runtime, telemetry: Any, event: dict[str, Any]) -> dict[str, 
         # Removed from the code, not yet from Scheduler (the next reconcile deletes it):
         # dropped, not raised; a raise would only be retried.
         telemetry.logger.warning(f"a fire of schedule {name[:64]!r}, which the code lacks")
+        if runtime.settings.console_events:  # durable dev says every fire, this one too
+            from durable.local.console import Console
+
+            Console().say("-" * 26, "⤼", f"schedule {name[:64]!r} fire dropped: the code lacks it")
         return {"schedule": name, "result": "dropped"}
-    fired = schedules.fire(
-        runtime.engine,
-        declared,
-        str(event.get("scheduled_time") or ""),
-        manual=str(event.get("manual") or ""),
+    scheduled_time = str(event.get("scheduled_time") or "")
+    manual = str(event.get("manual") or "")
+    fired = schedules.fire(runtime.engine, declared, scheduled_time, manual=manual)
+    # Every verdict is said: a fire that started nothing for a rule (missed, skipped for
+    # overlap) is a warning a person looks for, not a silence.
+    skipped = fired.result.startswith("skipped")
+    said = telemetry.logger.warning if skipped else telemetry.logger.info
+    said(
+        f"schedule {name} fire {scheduled_time or 'now'}: {fired.result}"
+        + (f" ({fired.detail})" if fired.detail else ""),
+        extra={"run_id": fired.run_id, "scheduled_time": scheduled_time, "schedule": name},
     )
-    telemetry.logger.info(f"schedule {name} fired: {fired.result}", extra={"run_id": fired.run_id})
+    if runtime.settings.console_events:  # durable dev: one console line per fire
+        from durable.local.console import Console, schedule_line
+
+        schedule_line(
+            Console(scale=runtime.settings.time_scale),
+            schedule=name,
+            workflow=declared.workflow,
+            scheduled_time=scheduled_time,
+            result=fired.result,
+            run_id=fired.run_id,
+            detail=fired.detail,
+            manual=bool(manual),
+        )
     telemetry.count("ScheduleRunsStarted" if fired.result == "started" else "ScheduleFiresSkipped")
     return {"schedule": name, "result": fired.result, "run_id": fired.run_id}
 

@@ -500,8 +500,33 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return 0
 
 
+_ACTIONS = ("list", "pause", "resume", "run", "show")
+# A fire's verdict in a column (``FireView.result``).
+_VERDICT = {
+    "started": "started",
+    "duplicate": "repeat",
+    "skipped_overlap": "skipped (overlap)",
+    "skipped_missed": "missed",
+}
+
+
+def _fire_when(fire: dict[str, Any]) -> str:
+    return "run now" if fire.get("manual") else str(fire.get("scheduled_time") or "")
+
+
+def _last_fire(listed: dict[str, Any]) -> str:
+    fires = listed.get("recent_fires") or []
+    if not fires:
+        return ""
+    last = fires[0]
+    return f"{_fire_when(last)} {_VERDICT.get(last['result'], last['result'])}"
+
+
 def cmd_schedules(args: argparse.Namespace) -> int:
-    """The app's schedules; pause, resume or run one now."""
+    """The app's schedules and their last fires; one's recent fires; pause, resume or run
+    one now. ``durable schedules NAME`` shows NAME (unless NAME is an action's word)."""
+    if args.action not in _ACTIONS:  # durable schedules NAME
+        args.action, args.name = "show", args.action
     if args.action == "list":
         listed = call(args, "GET", "/schedules")["schedules"]
         if not listed:
@@ -515,13 +540,21 @@ def cmd_schedules(args: argparse.Namespace) -> int:
                 s["state"],
                 s.get("next_fire") or "",
                 s["overlap"] if s["overlap"] != "allow" else "",
+                _last_fire(s),
             ]
             for s in listed
         ]
-        print(render.table(["schedule", "workflow", "when", "state", "next fire", "overlap"], rows))
+        print(
+            render.table(
+                ["schedule", "workflow", "when", "state", "next fire", "overlap", "last fire"],
+                rows,
+            )
+        )
         return 0
     if not args.name:
         fail(f"durable schedules {args.action} needs the schedule's name")
+    if args.action == "show":
+        return _show_schedule(args)
     path = f"/schedules/{urllib.parse.quote(args.name, safe='')}/{args.action}"
     if args.action == "run":
         headers = {"Idempotency-Key": args.key} if args.key else None
@@ -533,6 +566,36 @@ def cmd_schedules(args: argparse.Namespace) -> int:
         f"schedule {args.name}: {view['state']}"
         + (f", next fire {view['next_fire']}" if view.get("next_fire") else "")
     )
+    return 0
+
+
+def _show_schedule(args: argparse.Namespace) -> int:
+    """One schedule and its recent fires, newest first, each with its verdict."""
+    listed = call(args, "GET", "/schedules")["schedules"]
+    found = [s for s in listed if s["name"] == args.name]
+    if not found:
+        known = ", ".join(s["name"] for s in listed) or "none"
+        fail(f"no schedule named {args.name!r} (known: {known})")
+    (s,) = found
+    when = s["expression"] + ("" if s["timezone"] == "UTC" else f" {s['timezone']}")
+    print(f"schedule {s['name']}: {s['workflow']} at {when}, {s['state']}")
+    print(f"  overlap {s['overlap']}, missed {s['missed']}")
+    if s.get("next_fire"):
+        print(f"  next fire {s['next_fire']}")
+    fires = s.get("recent_fires") or []
+    if not fires:
+        print("no fires yet")
+        return 0
+    rows = [
+        [
+            _fire_when(f),
+            _VERDICT.get(f["result"], f["result"]),
+            f.get("run_id") or "",
+            render.short(f.get("detail") or "", 80),
+        ]
+        for f in fires
+    ]
+    print(render.table(["fire", "verdict", "run", "detail"], rows))
     return 0
 
 
@@ -843,12 +906,16 @@ def parser() -> argparse.ArgumentParser:
 
     sched = sub.add_parser(
         "schedules",
-        help="the app's schedules (cron and rate starts): list; pause|resume|run NAME",
+        help="the app's schedules (cron and rate starts) and their last fires: list; "
+        "NAME (its recent fires and their verdicts); pause|resume|run NAME",
     )
     sched.add_argument(
-        "action", nargs="?", default="list", choices=["list", "pause", "resume", "run"]
+        "action",
+        nargs="?",
+        default="list",
+        help="list (the default), show, pause, resume, run; or a schedule's name (show it)",
     )
-    sched.add_argument("name", nargs="?", help="the schedule (pause, resume, run)")
+    sched.add_argument("name", nargs="?", help="the schedule (show, pause, resume, run)")
     sched.add_argument("--key", help="run: an idempotency key (a retry starts nothing new)")
     sched.set_defaults(func=cmd_schedules)
 

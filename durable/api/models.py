@@ -330,6 +330,23 @@ class WorkflowList(BaseModel):
 # --- schedules ---------------------------------------------------------------------
 
 
+FireResult = Literal["started", "duplicate", "skipped_overlap", "skipped_missed"]
+
+
+class FireView(BaseModel):
+    """One fire of a schedule and what became of it (``durable.engine.schedules``)."""
+
+    scheduled_time: str  # the fire time, UTC; a "run now": when it was asked
+    # started; duplicate (a repeat delivery of a fire already decided); skipped_overlap
+    # (an earlier run of the schedule is going: run_id names it); skipped_missed (later
+    # than the schedule's grace)
+    result: FireResult
+    run_id: str | None = None  # the run it started, or the one that held it back
+    detail: str = ""  # how late it came, which rule skipped it
+    decided_at: str = ""
+    manual: bool = False  # a "run now", not a fire of the clock
+
+
 class ScheduleView(BaseModel):
     name: str
     workflow: str
@@ -341,6 +358,8 @@ class ScheduleView(BaseModel):
     # enabled, paused, or "not deployed" (declared in code, not yet in Scheduler)
     state: Literal["enabled", "paused", "not deployed"]
     next_fire: str | None = None  # UTC, while enabled
+    # The last fires (at most durable.engine.schedules.RECENT_FIRES), newest first.
+    recent_fires: list[FireView] = []
 
 
 class ScheduleList(BaseModel):
@@ -349,5 +368,5 @@ class ScheduleList(BaseModel):
 
 class ScheduleFired(BaseModel):
     schedule: str
-    result: Literal["started", "duplicate", "skipped_overlap", "skipped_missed"]
+    result: FireResult
     run_id: str | None = None

@@ -11,7 +11,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol
 from urllib.parse import parse_qs
 
@@ -22,6 +22,7 @@ from durable.api.models import (
     CallbackAccepted,
     CallbackError,
     CancelRequest,
+    FireView,
     ForkRequest,
     HeartbeatAccepted,
     HookAccepted,
@@ -53,11 +54,11 @@ from durable.core.model import RunRecord, RunStatus, format_time, position_key
 from durable.core.serde import NO_ANNOTATION
 from durable.core.usage import Prices
 from durable.engine.children import check_if_running
-from durable.engine.keys import check_reuse
 from durable.engine.engine import Engine
 from durable.engine.events import send_signal
+from durable.engine.keys import check_reuse
 from durable.engine.operations import available_decisions
-from durable.engine.schedules import RecurringSchedules, Schedule, find, fire
+from durable.engine.schedules import RecurringSchedules, Schedule, find, fire, recent_fires
 from durable.errors import IdempotencyConflict, InvalidInput, RunNotFound, WorkflowNotFound
 from durable.hooks import HookRejected
 from durable.hooks import durable as default_hook
@@ -454,6 +455,10 @@ class ApiService:
                     missed=schedule.missed,
                     state=state,
                     next_fire=upcoming,
+                    # One read a schedule: the list is one small item (RECENT_FIRES).
+                    recent_fires=[
+                        FireView(**asdict(f)) for f in recent_fires(self.engine.ledger, schedule)
+                    ],
                 )
             )
         return ScheduleList(schedules=views)

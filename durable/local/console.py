@@ -72,6 +72,8 @@ _COLOURS = {
     "⏸": _CYAN,
     "▷": _CYAN,
     "✉": _CYAN,
+    "⏱": _GREEN,  # a schedule's fire started its run
+    "⤼": _YELLOW,  # a schedule's fire skipped, missed, or a repeat
 }
 
 
@@ -108,9 +110,11 @@ class Console:
         # Run id -> workflow name, learned from the run writes this process saw.
         self.workflows: dict[str, str] = {}
 
-    def say(self, run_id: str, mark: str, text: str) -> None:
+    def say(self, run_id: str, mark: str, text: str, *, workflow: str | None = None) -> None:
+        """``workflow``: the name in the workflow column when the line names no run this
+        process has seen (a schedule's fire that started nothing)."""
         stamp = time.strftime("%H:%M:%S", time.localtime(self._clock()))
-        workflow = self.workflows.get(run_id, "")
+        workflow = self.workflows.get(run_id, workflow or "")
         out = self._out or sys.stdout
         text = short(text, 400)
         line = f"{stamp}  {workflow:<16} {run_id}  {mark} {text}"
@@ -423,3 +427,38 @@ def _waiting(step: StepRecord, console: Console) -> str:
         )
     until = f" (checks{_until(console, step, step.expires_at)})" if step.expires_at else ""
     return f"waiting for condition {step.name}{until}"
+
+
+# A schedule fire's verdict as the console says it (``schedule_line``).
+_FIRE_WORDS = {
+    "started": "started its run",
+    "duplicate": "a repeat of a fire already decided: nothing new started",
+    "skipped_overlap": "skipped for overlap, nothing started",
+    "skipped_missed": "missed: later than its grace, nothing started",
+}
+
+
+def schedule_line(
+    console: Console,
+    *,
+    schedule: str,
+    workflow: str,
+    scheduled_time: str,
+    result: str,
+    run_id: str | None,
+    detail: str = "",
+    manual: bool = False,
+) -> None:
+    """One line per fire of a schedule (``durable dev``'s worker prints it): the schedule,
+    the fire time, the verdict, the run it started or the one that held it back."""
+    what = "run now" if manual else f"fire {scheduled_time}"
+    words = _FIRE_WORDS.get(result, result)
+    because = f" ({short(detail, 160)})" if detail else ""
+    mark = "⏱" if result == "started" else "⤼"
+    held = f", held back by run {run_id}" if result == "skipped_overlap" and run_id else ""
+    console.say(
+        run_id if run_id and result != "skipped_overlap" else "-" * 26,
+        mark,
+        f"schedule {schedule} {what}: {words}{because}{held}",
+        workflow=workflow,
+    )
