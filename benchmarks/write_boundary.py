@@ -204,10 +204,11 @@ def walk_only(item: dict[str, Any]) -> float:
 
 @contextmanager
 def without_memory_rule() -> Iterator[None]:
-    """The memory ledger stores its records as given (its walk is an identity)."""
+    """The memory ledger stores its records unwalked (a step still copied, as before)."""
     saved = {name: getattr(memory_module, name) for name in ("_run", "_step", "_signal")}
     for name in saved:
         setattr(memory_module, name, lambda record: record)
+    setattr(memory_module, "_step", memory_module.copy_step)  # noqa: B010
     try:
         yield
     finally:

@@ -433,3 +433,21 @@ def test_a_lazy_client_is_not_made_by_the_install_and_has_the_hook_once_made(
     lazy.put_item(TableName=idem, Item={"id": {"S": "k"}, "data": {"S": URL}})
     assert TOKEN not in json.dumps(scan(lazy, idem))
     assert len(made) == 1 and checked == [idem]
+
+
+def test_powertools_persistence_layer_writes_through_the_hook(
+    mock_aws_session: None, make_tables: MakeTables
+) -> None:
+    """GIVEN Powertools' idempotency layer as the deployment builds it WHEN its client
+    writes a record whose data echoes a token THEN the table holds it redacted."""
+    from durable.adapters.aws_services import _persistence
+    from durable.settings import Settings
+
+    _, idem = make_tables(aws_client("dynamodb", None))
+    layer = _persistence(
+        Settings.model_construct(idempotency_table=idem),
+        boto3.session.Session(region_name="us-east-1"),
+    )
+    layer.client.put_item(TableName=idem, Item={"id": {"S": "hook#1"}, "data": {"S": URL}})
+    items = scan(aws_client("dynamodb", None), idem)
+    assert len(items) == 1 and TOKEN not in json.dumps(items)
