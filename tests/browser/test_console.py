@@ -266,6 +266,37 @@ def test_schedules_are_paused_resumed_and_run_from_the_page(dev: DevProcess, pag
     page.screenshot(path=str(ARTIFACTS / "schedules-run.png"), full_page=True)
 
 
+def test_the_schedules_page_shows_each_fires_verdict(dev: DevProcess, page: Any) -> None:
+    """Issue 46 item 3: GIVEN a fire of stock-check delivered three hours late (missed)
+    and a run now WHEN the schedules page opens THEN its row shows the last fire's verdict
+    and, opened, the recent fires with theirs (the run linked); durable dev's output has
+    a line for the missed fire."""
+    from datetime import UTC, datetime, timedelta
+
+    late = (datetime.now(UTC) - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    worker = dev.lambda_client()
+    event = {"schedule": "stock-check", "scheduled_time": late}
+    reply = worker.invoke(FunctionName="durable-worker-dev", Payload=json.dumps(event))
+    assert json.loads(reply["Payload"].read())["result"] == "skipped_missed"
+    run_id = dev.http("POST", "/schedules/stock-check/run", {})["run_id"]
+    page.goto(f"{dev.base}/console/#/schedules")
+    cell = page.wait_for_selector('tr[data-schedule="stock-check"] td.fires')
+    assert cell.query_selector("summary .badge.fire-started") is not None
+    assert "run now" in cell.inner_text()
+    cell.query_selector("summary").click()
+    missed = page.wait_for_selector(
+        f'tr[data-schedule="stock-check"] tr[data-fire="{late[:19]}.000Z"]'
+    )
+    assert re.search(r"missed\s+3:00:0\d late", missed.inner_text()), missed.inner_text()
+    assert missed.query_selector(".badge.fire-skipped_missed") is not None
+    assert cell.query_selector(f'a[href$="/runs/{run_id}"]') is not None
+    page.wait_for_timeout(2000)  # the page refreshes every 1.5 s: what was opened stays open
+    assert page.query_selector('tr[data-schedule="stock-check"] td.fires details[open]')
+    page.screenshot(path=str(ARTIFACTS / "schedules-fires.png"), full_page=True)
+    said = dev.log_tail(400)
+    assert f"schedule stock-check fire {late}: missed" in said, said
+
+
 def test_the_console_through_its_signing_proxy(dev: DevProcess, page: Any) -> None:
     """``durable console --endpoint``: the same page, served by the local proxy, calling
     the stack through it (here unsigned: durable dev's API takes no signature)."""

@@ -344,7 +344,7 @@ function schedulesTable(listed, refresh) {
   return h(
     "table",
     { class: "schedules" },
-    h("thead", {}, h("tr", {}, ["Schedule", "Workflow", "When", "State", "Next fire", "Overlap", ""].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["Schedule", "Workflow", "When", "State", "Next fire", "Overlap", "Last fire", ""].map((t) => h("th", {}, t)))),
     h("tbody", {}, listed.map((s) =>
       h("tr", { "data-schedule": s.name },
         h("td", {}, s.name),
@@ -353,12 +353,52 @@ function schedulesTable(listed, refresh) {
         h("td", {}, h("span", { class: `badge ${s.state === "enabled" ? "succeeded" : "waiting"}` }, s.state)),
         h("td", {}, s.next_fire ? when(s.next_fire) : ""),
         h("td", {}, s.overlap),
+        h("td", { class: "fires" }, recentFires(s)),
         h("td", {},
           s.state === "enabled" ? act(s, "pause", "Pause", "No run starts on its clock until it is resumed; deploys keep it paused.") : null,
           s.state === "paused" ? act(s, "resume", "Resume", "It fires again at its next time.") : null,
           act(s, "run", "Run now", "Starts its workflow now, outside the clock."),
         ),
       ))),
+  );
+}
+
+// What became of a fire (GET /schedules' recent_fires), in words; its badge's colour is
+// the stylesheet's (.badge.fire-<result>), apart from the run statuses' classes.
+const FIRE_VERDICT = {
+  started: "started",
+  duplicate: "repeat",
+  skipped_overlap: "skipped (overlap)",
+  skipped_missed: "missed",
+};
+
+function fireVerdict(fire) {
+  const words = FIRE_VERDICT[fire.result] || fire.result;
+  return h("span", { class: `badge fire-${fire.result}`, "data-verdict": fire.result, title: fire.detail || "" }, words);
+}
+
+// The schedules whose recent fires a person opened: kept open across the page's refreshes.
+const firesOpen = new Set();
+
+// The last fire in the row; the recent ones (newest first) open under it.
+function recentFires(s) {
+  const fires = s.recent_fires || [];
+  if (!fires.length) return h("span", { class: "muted" }, "none yet");
+  const at = (f) => (f.manual ? "run now" : when(f.scheduled_time));
+  const run = (f) => (f.run_id ? h("a", { href: `#/workflows/${enc(s.workflow)}/runs/${enc(f.run_id)}` }, f.run_id) : "");
+  const remember = (event) => (event.target.open ? firesOpen.add(s.name) : firesOpen.delete(s.name));
+  return h("details", { open: firesOpen.has(s.name), ontoggle: remember },
+    h("summary", {}, fireVerdict(fires[0]), " ", at(fires[0])),
+    h("table", { class: "recent-fires" },
+      h("thead", {}, h("tr", {}, ["Fire", "Verdict", "Run", "Detail"].map((t) => h("th", {}, t)))),
+      h("tbody", {}, fires.map((f) =>
+        h("tr", { "data-fire": f.scheduled_time },
+          h("td", {}, at(f)),
+          h("td", {}, fireVerdict(f)),
+          h("td", {}, run(f)),
+          h("td", { class: "muted" }, f.detail || ""),
+        ))),
+    ),
   );
 }
 
