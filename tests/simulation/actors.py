@@ -30,6 +30,7 @@ from durable.core.ports import Invocation
 from durable.core.retention import incarnation
 from durable.core.tokens import token_hash
 from durable.engine.engine import Engine
+from durable.engine.engine_parts import Reuse
 from durable.engine.sweeper import SweepReport
 from durable.errors import (
     AmbiguousWait,
@@ -404,51 +405,60 @@ class World:
         names = [op["name"] for op in ops if op["op"] == "signal" and op["name"] != CHAIN_SIGNAL]
         return names[arg["run"] % len(names)] if names else str(arg["name"])
 
+    def _start(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
+        """An operator's (or a sender's) start, as the event ``arg`` asks."""
+        engine = self.engine
+        produced = self.journal.produced
+        key = arg.get("key")
+        # Keys starting with "g" (and unkeyed starts asked so) start the gated copy;
+        # a start asked "rated" the copy behind a rate limit.
+        gated = arg.get("gated") or (key or "").startswith("g")
+        workflow = GATED if gated else RATED if arg.get("rated") else WORKFLOW
+        if arg.get("async"):
+            workflow = ASYNC
+        attach = bool(key) and bool(arg.get("attach"))
+        # A sender's start (an SQS message, an EventBridge event) keys its runs in a
+        # namespace of its own; the run shows the key as ``<scope>/<key>``, which an
+        # operator may also type (issue 43: a key shown by two runs).
+        scope = arg.get("scope") if key else None
+        if key and "/" in key and not scope:
+            # Counted when tried: an engine may refuse a key of a sender's namespace.
+            produced["engine.start(key shown by a sender)"] += 1
+        # A key reused once its run ended (issue 46): an operator's only.
+        reuse: Reuse = "after_end" if key and not scope and arg.get("reuse") else "never"
+        record = engine.start(
+            workflow,
+            {"ops": arg["program"]},
+            idempotency_key=key,
+            if_running="attach" if attach else "fail",
+            reuse=reuse,
+            **({"key_scope": scope} if scope else {}),
+            # A script's run pinned to the first version: after a deploy as before it.
+            **({"version": arg["version"]} if arg.get("version") else {}),
+        )
+        produced[
+            "engine.start(key, attach)" if attach else f"engine.start({'key' if key else 'no key'})"
+        ] += 1
+        if reuse != "never":
+            produced["engine.start(key, reuse=after_end)"] += 1
+        if scope:
+            produced["engine.start(key, sender scope)"] += 1
+            self.shown.append(str(record.idempotency_key))
+        if record.run_id in self.ever_expired:
+            produced["engine.start(key) after its run expired"] += 1
+        facts.update(run_id=record.run_id, run=f"{record.run_id}.{incarnation(record)}")
+        self.know(record.run_id)
+        if key is not None:
+            self.keys.setdefault(key, arg["program"])
+        if arg.get("tag"):
+            self.tagged[arg["tag"]] = record.run_id
+
     def _event(self, arg: dict[str, Any], facts: dict[str, Any]) -> None:
         kind = arg["type"]
         engine = self.engine
         produced = self.journal.produced
         if kind == "start":
-            key = arg.get("key")
-            # Keys starting with "g" (and unkeyed starts asked so) start the gated copy;
-            # a start asked "rated" the copy behind a rate limit.
-            gated = arg.get("gated") or (key or "").startswith("g")
-            workflow = GATED if gated else RATED if arg.get("rated") else WORKFLOW
-            if arg.get("async"):
-                workflow = ASYNC
-            attach = bool(key) and bool(arg.get("attach"))
-            # A sender's start (an SQS message, an EventBridge event) keys its runs in a
-            # namespace of its own; the run shows the key as ``<scope>/<key>``, which an
-            # operator may also type (issue 43: a key shown by two runs).
-            scope = arg.get("scope") if key else None
-            if key and "/" in key and not scope:
-                # Counted when tried: an engine may refuse a key of a sender's namespace.
-                produced["engine.start(key shown by a sender)"] += 1
-            record = engine.start(
-                workflow,
-                {"ops": arg["program"]},
-                idempotency_key=key,
-                if_running="attach" if attach else "fail",
-                **({"key_scope": scope} if scope else {}),
-                # A script's run pinned to the first version: after a deploy as before it.
-                **({"version": arg["version"]} if arg.get("version") else {}),
-            )
-            produced[
-                "engine.start(key, attach)"
-                if attach
-                else f"engine.start({'key' if key else 'no key'})"
-            ] += 1
-            if scope:
-                produced["engine.start(key, sender scope)"] += 1
-                self.shown.append(str(record.idempotency_key))
-            if record.run_id in self.ever_expired:
-                produced["engine.start(key) after its run expired"] += 1
-            facts.update(run_id=record.run_id, run=f"{record.run_id}.{incarnation(record)}")
-            self.know(record.run_id)
-            if key is not None:
-                self.keys.setdefault(key, arg["program"])
-            if arg.get("tag"):
-                self.tagged[arg["tag"]] = record.run_id
+            self._start(arg, facts)
             return
         if kind == "fire":
             self._fire(arg, facts)

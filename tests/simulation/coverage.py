@@ -34,8 +34,18 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
         "ctx.map(distributed=True) over a keyed gate",
         "a map item missing its gate key",
     ),
-    "run_child": ("ctx.run_child", "ctx.run_child(id=)", "ctx.run_child(id=, attach)"),
-    "start_child": ("ctx.start_child", "ctx.start_child(id=)", "ctx.start_child(id=, attach)"),
+    "run_child": (
+        "ctx.run_child",
+        "ctx.run_child(id=)",
+        "ctx.run_child(id=, attach)",
+        "ctx.run_child(id=, reuse=after_end)",
+    ),
+    "start_child": (
+        "ctx.start_child",
+        "ctx.start_child(id=)",
+        "ctx.start_child(id=, attach)",
+        "ctx.start_child(id=, reuse=after_end)",
+    ),
     "continue_as_new": (
         "ctx.continue_as_new",
         "ctx.continue_as_new in a branch",
@@ -57,9 +67,15 @@ ENGINE_CALLS: dict[str, tuple[str, ...]] = {
         "engine.start(key, sender scope)",  # an SQS message's or an event's namespace
         "engine.start(key shown by a sender)",  # an operator typing "sqs/..." or a fire's
         "engine.start(key) after its run expired",
+        "engine.start(key, reuse=after_end)",  # a key reused once its run ended
     ),
     # start's body (start returns its run alone): produced under start's names.
-    "start_or_get": ("engine.start(key)", "engine.start(no key)", "engine.start(key, attach)"),
+    "start_or_get": (
+        "engine.start(key)",
+        "engine.start(no key)",
+        "engine.start(key, attach)",
+        "engine.start(key, reuse=after_end)",
+    ),
     "cancel": ("engine.cancel(compensate=False)", "engine.cancel(compensate=True)"),
     "retry": ("engine.retry", "engine.retry(upgrade_to)", "engine.retry of a child"),
     "fork": ("engine.fork",),

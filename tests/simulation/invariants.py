@@ -66,7 +66,7 @@ class Final:
     histories: dict[str, RunHistory]
     journal: Journal
     config: EngineConfig
-    # ``Engine.run_by_key`` of the schedule's engine (``key_names_one_run``); None in
+    # ``Engine.run_by_key`` of the schedule's engine (``key_names_latest_run``); None in
     # tests that build a ``Final`` by hand.
     run_by_key: Callable[[str, str], RunRecord | None] | None = None
 
@@ -492,25 +492,60 @@ def signals_survive_continue_as_new(f: Final) -> list[str]:
     return problems
 
 
-def key_names_one_run(f: Final) -> list[str]:
-    """A key shown by a run names exactly that run: ``Engine.run_by_key(workflow, key)``
-    returns it, whoever keyed it (an operator, a sender in its namespace, a schedule's
-    fire, a parent's ``id=``) (issue 43)."""
-    if f.run_by_key is None:
-        return []
+def key_names_latest_run(f: Final) -> list[str]:
+    """A key names at most one unfinished run (a chain that continued as new counts as
+    its first run), and ``Engine.run_by_key(workflow, key)`` names the latest run that
+    shows it, whoever keyed it (an operator, a sender in its namespace, a schedule's fire,
+    a parent's ``id=``) (issues 43 and 46). A key of one's own reused once its run ended
+    (``reuse="after_end"``) is shown by its earlier runs too: those are older than the run
+    it names (each incarnation's id derives from the one before: a clock that stands
+    still can give them one creation time). A key in a sender's namespace names exactly
+    the one run that shows it."""
+    from durable.core.ids import next_keyed_run_id, reserved_prefix
+    from durable.engine.lineage import follow
+
+    def earlier(workflow: str, key: str, run_id: str, latest: str) -> bool:
+        """Whether ``latest`` is an incarnation of ``key`` after ``run_id`` (the ones
+        between may have expired: the ids are derived, not read)."""
+        for _ in range(len(f.histories) + 1):
+            run_id = next_keyed_run_id(workflow, key, run_id)
+            if run_id == latest:
+                return True
+        return False
+
+    def get(run_id: str) -> RunRecord | None:
+        h = f.histories.get(run_id)
+        return h.run if h is not None else None
+
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for h in f.histories.values():
+        if h.run.idempotency_key is not None:
+            groups.setdefault((h.run.workflow, h.run.idempotency_key), []).append(h.run)
     problems = []
-    for run_id, h in sorted(f.histories.items()):
-        key = h.run.idempotency_key
-        if key is None:
+    for (workflow, key), runs in sorted(groups.items()):
+        runs.sort(key=lambda r: (r.created_at, r.run_id))
+        going = [
+            r.run_id for r in runs if not (end := follow(get, r)).whole or not end.run.terminal
+        ]
+        if len(going) > 1:
+            problems.append(
+                f"key {key!r} of {workflow} names {len(going)} unfinished runs: {going}"
+            )
+        if f.run_by_key is None:
             continue
         try:
-            found = f.run_by_key(h.run.workflow, key)
+            found = f.run_by_key(workflow, key)
         except Exception as error:  # any refusal of a key a run shows is the finding
-            problems.append(f"run {run_id} shows key {key!r}; run_by_key raised {error!r}")
+            problems.append(f"run {runs[-1].run_id} shows key {key!r}; run_by_key raised {error!r}")
             continue
-        if found is None or found.run_id != run_id:
-            other = "no run" if found is None else f"run {found.run_id}"
-            problems.append(f"run {run_id} shows key {key!r}, which names {other}")
+        other = "no run" if found is None else f"run {found.run_id}"
+        reused = reserved_prefix(key) is None
+        for r in runs:
+            if found is not None and r.run_id == found.run_id:
+                continue
+            if reused and found is not None and earlier(workflow, key, r.run_id, found.run_id):
+                continue  # an earlier run of a key reused since
+            problems.append(f"run {r.run_id} shows key {key!r}, which names {other}")
     return problems
 
 
@@ -680,7 +715,7 @@ def refused_maps_start_nothing(f: Final) -> list[str]:
 FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
     "attached_result_is_chain_end": attached_result_is_chain_end,
     "signals_survive_continue_as_new": signals_survive_continue_as_new,
-    "key_names_one_run": key_names_one_run,
+    "key_names_latest_run": key_names_latest_run,
     "refused_maps_start_nothing": refused_maps_start_nothing,
     "no_engine_error_fails_a_run": no_engine_error_fails_a_run,
     "canceled_branches_leave_no_child": canceled_branches_leave_no_child,

@@ -31,7 +31,7 @@ from durable import App, Concurrency, Context, RateLimit, RetryPolicy, TerminalE
 from durable.core.clock import FakeClock
 from durable.core.model import RunRecord, format_time
 from durable.core.retention import incarnation
-from durable.engine.engine_parts import IfRunning
+from durable.engine.engine_parts import IfRunning, Reuse
 from durable.engine.waits import Callback
 from durable.errors import CallbackFailed, CallbackTimeout, ChildFailed, StepFailed
 from tests.simulation.journal import BodyStart, Journal, Mail, Stamp, typed
@@ -703,6 +703,8 @@ def context_call(op: Op) -> str:
     if kind == "child":
         made = "ctx.run_child" if op["wait"] else "ctx.start_child"
         if op.get("id"):
+            if op.get("reuse"):
+                return f"{made}(id=, reuse=after_end)"
             return f"{made}(id=, attach)" if op.get("attach") else f"{made}(id=)"
         return made
     if kind == "callback":
@@ -800,9 +802,15 @@ def _interpret(ctx: Context, run: str, i: int | str, op: Op, spec: SimInput) -> 
         if kind == "child":
             program = {"ops": op["ops"]}
             policy: IfRunning = "attach" if op.get("attach") else "fail"
+            # A key a recurring parent reuses once its run ended (issue 46).
+            reuse: Reuse = "after_end" if op.get("reuse") else "never"
             if op["wait"]:
-                return ctx.run_child(WORKFLOW, program, id=op.get("id"), if_running=policy)
-            return ctx.start_child(WORKFLOW, program, id=op.get("id"), if_running=policy).run_id
+                return ctx.run_child(
+                    WORKFLOW, program, id=op.get("id"), if_running=policy, reuse=reuse
+                )
+            return ctx.start_child(
+                WORKFLOW, program, id=op.get("id"), if_running=policy, reuse=reuse
+            ).run_id
         if kind == "step":
             # A step with an undo runs an ``async def`` body (derived from the draws, so
             # every seed's schedule stays the same): ``ctx.step`` runs it to its end.

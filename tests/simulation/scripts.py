@@ -97,8 +97,19 @@ def callback(i: int, *, submit: bool, heartbeat: bool = False, name: str = "") -
     }
 
 
-def child(ops: list[Op], *, wait: bool = True, key: str | None = None, attach: bool = False) -> Op:
-    keyed = {"id": key, "attach": attach, "ops": keyed_program(key)} if key else {"ops": ops}
+def child(
+    ops: list[Op],
+    *,
+    wait: bool = True,
+    key: str | None = None,
+    attach: bool = False,
+    reuse: bool = False,
+) -> Op:
+    keyed: dict[str, Any] = (
+        {"id": key, "attach": attach, "ops": keyed_program(key)} if key else {"ops": ops}
+    )
+    if key and reuse:
+        keyed["reuse"] = True
     return {"op": "child", "wait": wait, "catch": True, **keyed}
 
 
@@ -358,6 +369,10 @@ def _children_and_maps(name: str, suffix: str) -> list[Stage]:
         child([step()], wait=False),
         *(child([], key=f"kt1{suffix}", attach=a) for a in (False, True)),
         *(child([], key=f"kt2{suffix}", wait=False, attach=a) for a in (False, True)),
+        # A key reused by a recurring parent (issue 46): the first child has ended when
+        # the second starts, which is a new run; the third starts while that one may run.
+        *(child([], key=f"kt3{suffix}", reuse=True) for _ in range(2)),
+        child([], key=f"kt3{suffix}", wait=False, reuse=True),
     ]
     ops = [
         batch([[step()], [step()]], mapped=True),
@@ -470,6 +485,9 @@ def _keys(name: str, suffix: str) -> list[Stage]:
         start(name, f"typed{suffix}", [step()], key=f"sqs/m{suffix}"),
         on_run(f"plain{suffix}", live, **signal, key=None),
         on_run(f"keyed{suffix}", live, **signal, key="s1"),
+        # A key a recurring job reuses (issue 46): started again once its run ended.
+        start(name, f"reused{suffix}", [step()], key=f"kr{suffix}"),
+        on_run(f"reused{suffix}", ended, **_restart(name, f"kr{suffix}", [step()], {}), reuse=1),
     ]
 
 
@@ -536,6 +554,7 @@ TOURS: dict[str, tuple[tuple[str, ...], TourStages]] = {
         (
             *("ctx.run_child", "ctx.start_child", "ctx.run_child(id=)", "ctx.start_child(id=)"),
             *("ctx.run_child(id=, attach)", "ctx.start_child(id=, attach)"),
+            *("ctx.run_child(id=, reuse=after_end)", "ctx.start_child(id=, reuse=after_end)"),
             *("ctx.parallel", "ctx.map", "ctx.map(distributed=True)"),
             "ctx.map(distributed=True) over a keyed gate",
             "a map item missing its gate key",
@@ -567,6 +586,7 @@ TOURS: dict[str, tuple[tuple[str, ...], TourStages]] = {
             "engine.start(key, sender scope)",
             "engine.start(key shown by a sender)",
             *("engine.signal(key)", "engine.signal(no key)"),
+            "engine.start(key, reuse=after_end)",
         ),
         _keys,
     ),

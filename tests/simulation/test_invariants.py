@@ -6,6 +6,7 @@ from dataclasses import replace
 from typing import Any
 
 from durable.core.config import EngineConfig
+from durable.core.ids import next_keyed_run_id
 from durable.core.model import (
     RunHistory,
     RunRecord,
@@ -26,7 +27,7 @@ from tests.simulation.invariants import (
     attached_result_is_chain_end,
     effect_once_per_key,
     effect_once_per_key_with_zombies,
-    key_names_one_run,
+    key_names_latest_run,
     no_body_after_cancel,
     no_stuck_runs,
     replay_values_equal,
@@ -265,7 +266,7 @@ def test_a_key_shown_by_a_run_that_names_another_run_is_reported() -> None:
     WHEN run_by_key of that key returns the operator's run
     THEN the sender's run is reported, the operator's not"""
     sender = run("SENDER", idempotency_key="sqs/m1")
-    operator = run("OPERATOR", idempotency_key="sqs/m1")
+    operator = run("OPERATOR", idempotency_key="sqs/m1", status=RunStatus.SUCCEEDED)
     plain = run("PLAIN")
 
     def by_key(workflow: str, key: str) -> RunRecord | None:
@@ -273,9 +274,27 @@ def test_a_key_shown_by_a_run_that_names_another_run_is_reported() -> None:
 
     f = final(Journal(), history(sender), history(operator), history(plain))
     f.run_by_key = by_key
-    assert [p.split()[1] for p in key_names_one_run(f)] == ["SENDER"]
-    f.run_by_key = None  # a Final built without an engine checks nothing
-    assert key_names_one_run(f) == []
+    assert [p.split()[1] for p in key_names_latest_run(f)] == ["SENDER"]
+    f.run_by_key = None  # a Final built without an engine checks no lookup
+    assert key_names_latest_run(f) == []
+
+
+def test_a_reused_key_must_name_its_latest_run_and_hold_one_unfinished() -> None:
+    """GIVEN a key of one's own reused once its run ended (issue 46): an ended run N1,
+    then N2
+    WHEN run_by_key names N2 / names N1 / N1 is still going too
+    THEN nothing is reported / N2 is / the two unfinished runs are"""
+    n1 = run("N1", idempotency_key="supplier-7", status=RunStatus.SUCCEEDED)
+    n2 = run(next_keyed_run_id("sim", "supplier-7", "N1"), idempotency_key="supplier-7")
+    f = final(Journal(), history(n1), history(n2))
+    f.run_by_key = lambda workflow, key: n2
+    assert key_names_latest_run(f) == []
+    f.run_by_key = lambda workflow, key: n1
+    assert [p.split()[1] for p in key_names_latest_run(f)] == [n2.run_id]
+    f = final(Journal(), history(replace(n1, status=RunStatus.WAITING)), history(n2))
+    f.run_by_key = lambda workflow, key: n2
+    (problem,) = key_names_latest_run(f)
+    assert problem.startswith("key 'supplier-7' of sim names 2 unfinished runs")
 
 
 def test_a_skip_schedule_run_still_going_through_its_successor_is_reported() -> None:
