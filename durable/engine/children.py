@@ -42,7 +42,7 @@ from typing_extensions import TypeVar
 
 from durable.core import serde
 from durable.core.codecs import Coded, Serdes, coded
-from durable.core.ids import check_idempotency_key, derived_run_id
+from durable.core.ids import check_user_key, derived_run_id
 from durable.core.leases import settle_child_record
 from durable.core.model import (
     RunRecord,
@@ -174,7 +174,9 @@ def start_child(
         )
     if id is not None:
         refuse_token(id, "id", "child's id", "the child's input")
-        check_idempotency_key(id, "id")
+        # A key of one's own: refused here, before its slot is read (a sender's
+        # namespace names no slot), as ``new_run`` would refuse it.
+        check_user_key(id, "id")
     position = x.next_position()
     rec = x.recorded(position, wf.name, StepKind.CHILD)
     if rec is None:

@@ -242,3 +242,23 @@ def test_a_keyed_child_by_default_adopts_the_ended_runs_outcome() -> None:
     assert runner.get_run(night2.run_id).status == RunStatus.SUCCEEDED
     assert runner.result(night1.run_id) == "night 1: imported supplier-42"
     assert len(runner.memory_ledger.all_run_ids()) == 3
+
+
+def test_a_child_id_in_a_senders_namespace_is_refused_before_anything_is_read() -> None:
+    app = App()
+
+    @app.workflow
+    def child(ctx: Context) -> int:
+        return 1
+
+    @app.workflow
+    def parent(ctx: Context) -> int:
+        value: int = ctx.run_child(child, id="hook:other/k", reuse="after_end")
+        return value
+
+    runner = LocalRunner(app)
+    run = runner.start("parent")
+    runner.run_until_idle()
+    failed = runner.get_run(run.run_id)
+    assert failed.status == RunStatus.FAILED and failed.error is not None
+    assert failed.error.type == "InvalidInput" and "'hook:'" in failed.error.message
