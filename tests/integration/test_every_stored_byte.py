@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import gzip
 import inspect
 import json
@@ -103,7 +104,7 @@ POSITIONS: dict[str, str] = {
     "Context.run_child:id": NAME,
     "Context.run_child:if_running": NOT_TEXT,
     "Context.run_child:reuse": NOT_TEXT,
-    "Context.run_child:serdes": VALUE,
+    "Context.run_child:serdes": NOT_TEXT,  # decodes what the child stored; encodes nothing
     "Context.sleep:duration": NOT_TEXT,
     "Context.sleep:name": NAME,
     "Context.sleep_until:when": NOT_TEXT,
@@ -113,7 +114,7 @@ POSITIONS: dict[str, str] = {
     "Context.start_child:id": NAME,
     "Context.start_child:if_running": NOT_TEXT,
     "Context.start_child:reuse": NOT_TEXT,
-    "Context.start_child:serdes": VALUE,
+    "Context.start_child:serdes": NOT_TEXT,
     "Context.step:fn": VALUE,  # what the body returns, and what it raises
     "Context.step:args": VALUE,
     "Context.step:kwargs": VALUE,
@@ -337,7 +338,7 @@ def everywhere(ctx: Context, plan: Plan) -> Kept:
     if plan.round:
         raise RuntimeError(f"the successor fails on purpose: {carried}")
     ctx.step(lambda v: v, carried, name="args")
-    ctx.step(lambda *, v: v, v=carried, name="kwargs")
+    ctx.step(functools.partial(lambda *, v: v, v=carried), name="kwargs")  # as the docs bind
 
     def kept() -> Kept:
         return Kept(carried=carried, secret=plan.secret)
@@ -372,7 +373,7 @@ def everywhere(ctx: Context, plan: Plan) -> Kept:
     ctx.map(lambda c, item: item, [carried, url], name="mapped", serdes=Gzipped())
     ctx.parallel(lambda c: carried, lambda c: url, name="branches")
     notice = Notice(link=SecretStr(url), secret=plan.secret, carried=plan.shape)
-    ctx.run_child("notify", notice, serdes=None)
+    ctx.run_child("notify", notice)
     ctx.start_child("notify", notice).result()
     ctx.wait_for_callback(
         "submitted", submit=lambda token: {"sent": carried}, timeout=timedelta(days=1)
@@ -401,9 +402,7 @@ plants(
     "Context.parallel:branches",
     "Context.parallel:serdes",
     "Context.run_child:input",
-    "Context.run_child:serdes",
     "Context.start_child:input",
-    "Context.start_child:serdes",
     "Context.wait_for_callback:submit",
     "Context.wait_for_callback:serdes",
     "Context.continue_as_new:input",
