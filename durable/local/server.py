@@ -43,6 +43,8 @@ STAGE = "dev"
 STOP_DIAGNOSE_AFTER = 30.0  # seconds: a stop slower than this prints every thread's stack
 MOTO_START_TIMEOUT = 10.0  # seconds the embedded moto server may take to listen
 SETUP_READ_TIMEOUT = 30.0  # seconds: the tables' creation, once per start
+# seconds an API request waits for its turn (one at a time, as one container) before a 503
+API_QUEUE_SECONDS = 5.0
 LEDGER_TABLE = f"durable-ledger-{STAGE}"
 IDEMPOTENCY_TABLE = f"durable-idempotency-{STAGE}"
 SCHEDULER_GROUP = f"durable-{STAGE}"
@@ -547,6 +549,16 @@ class DevServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def _busy(self) -> None:
+                error = {
+                    "type": "ServiceUnavailable",
+                    "message": "the API is busy with a request the storage has not answered; "
+                    "try again shortly",
+                }
+                body = json.dumps({"error": error}).encode()
+                headers = {"Content-Type": "application/json", "Retry-After": "5"}
+                self._reply(503, headers, body)
+
             def _json(self, status: int, data: Any) -> None:
                 self._reply(status, {"Content-Type": "application/json"}, json.dumps(data).encode())
 
@@ -574,8 +586,16 @@ class DevServer:
                 context = LocalContext(
                     "durable-api-dev", event["requestContext"]["requestId"], time.time() + 30
                 )
-                with server.api_lock:
+                # One request at a time, as one API container on Lambda; one queued behind a
+                # request held by a store that stopped answering would wait out that
+                # request's whole budget, then its own (twice the 503's 10 s). It waits a
+                # bounded time for its turn, then gets the 503 the hung store would give it.
+                if not server.api_lock.acquire(timeout=API_QUEUE_SECONDS):
+                    return self._busy()
+                try:
                     result = api_handler[0](event, context)
+                finally:
+                    server.api_lock.release()
                 status, headers, data = from_proxy_result(result)
                 self._reply(status, headers, data)
 

@@ -12,6 +12,7 @@ import json
 import socket
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,60 @@ def test_an_api_request_is_answered_while_a_sweep_hangs(
         server._stop.set()
         release.set()
         sweeper.join(5)
+        assert server.http is not None
+        server.http.shutdown()
+        server.http.server_close()
+
+
+def test_a_request_queued_behind_one_the_store_holds_gets_a_503_within_its_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = threading.Event()
+    release = threading.Event()
+
+    def api(event: Any, context: Any) -> Any:
+        if event["path"] == "/runs/held":
+            held.set()
+            release.wait(60)  # a request whose store never answers (until its budget ends)
+        return {"statusCode": 200, "headers": {}, "body": json.dumps({"runs": []})}
+
+    handlers: dict[str, Callable[[Any, Any], Any]] = {"durable.handlers.api:handler": api}
+    monkeypatch.setattr(dev_server, "load_handler", handlers.__getitem__)
+    monkeypatch.setattr(dev_server, "API_QUEUE_SECONDS", 0.5)
+    port = free_port()
+    server = DevServer(DevOptions(app="x:app", port=port, state_dir=tmp_path))
+    server._start_http()
+    server._serve_http()
+
+    def get(path: str) -> tuple[int, dict[str, str], float]:
+        began = time.monotonic()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", headers={"Accept": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, dict(response.headers), time.monotonic() - began
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), time.monotonic() - began
+
+    first = threading.Thread(target=get, args=("/runs/held",), daemon=True)
+    try:
+        # GIVEN a request the store holds
+        first.start()
+        assert held.wait(10)
+        # WHEN another request comes meanwhile
+        status, headers, took = get("/runs?workflow=greet")
+        print(f"queued request answered {status} in {took:.2f} s")
+        # THEN it is answered 503 with Retry-After after its bounded wait, not held
+        assert status == 503 and headers.get("Retry-After") == "5"
+        assert took < 15  # (the held request is released only after this answer)
+        # AND once the store answers again, requests are served
+        release.set()
+        first.join(10)
+        assert get("/runs?workflow=greet")[0] == 200
+    finally:
+        server._stop.set()
+        release.set()
         assert server.http is not None
         server.http.shutdown()
         server.http.server_close()
