@@ -405,7 +405,13 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if page.get("next_cursor"):
             cursors.append(str(page["next_cursor"]))
     runs.sort(key=lambda r: str(r["updated_at"]), reverse=True)
-    print(render.render_runs(runs[: args.limit]) if runs else "no runs match")
+    if args.json:
+        # The API's run summaries as they came, newest change first, and where to go on:
+        # what a script reads instead of the table.
+        more = cursors[0] if len(names) == 1 and cursors else None
+        print(json.dumps({"runs": runs[: args.limit], "next_cursor": more}, indent=2))
+        return 0
+    print(render.render_runs(runs[: args.limit], wide=args.wide) if runs else "no runs match")
     if len(names) == 1 and cursors:
         print(f"(more: --cursor {cursors[0]})")
     elif cursors or len(runs) > args.limit:
@@ -743,20 +749,85 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_retry(args: argparse.Namespace) -> int:
     run = call(
-        args,
-        "POST",
-        f"/runs/{urllib.parse.quote(args.run_id)}/retry",
-        {"upgrade_to": args.upgrade_to},
+        args, "POST", f"{_run_path(args, args.run_id)}/retry", {"upgrade_to": args.upgrade_to}
     )
-    print(f"run {args.run_id} retried: {run['status']} on version {run['version']}")
+    print(f"run {run['run_id']} retried: {run['status']} on version {run['version']}")
+    if run.get("parent"):
+        print(_parent_view(args, run))
     return 0
 
 
-def cmd_fork(args: argparse.Namespace) -> int:
-    run = call(
-        args, "POST", f"/runs/{urllib.parse.quote(args.run_id)}/fork", {"from_step": args.from_step}
+def _parent_view(args: argparse.Namespace, run: dict[str, Any]) -> str:
+    """What a retried child's parent saw of it, and how to have the parent take the new
+    outcome. A child's end is written into its parent's record at the child's position
+    in the same write, and that record is final: the child's retry leaves it as it was.
+    A retry of the parent reopens it (when the parent failed there) and takes the child's
+    outcome as it is then, without running the child again; a parent that caught the
+    failure and went on needs a fork from that step."""
+    from durable.engine.children import parse_link
+
+    parent_id, position = parse_link(str(run["parent"]))
+    step = position.split(".", 1)[0].lstrip("0") or "1"
+    fork = f"`durable fork {parent_id} --from-step {step}`"
+    if run.get("idempotency_key"):
+        refork = (
+            f"{fork} runs the parent again from that step, and its keyed call takes this "
+            'run\'s outcome once it has ended (a call with reuse="after_end" starts a new run)'
+        )
+    else:
+        refork = (
+            f"{fork} runs the parent again from that step, starting a new child there "
+            "(this run is not keyed, so the fork cannot take it)"
+        )
+    try:
+        parent = call(args, "GET", f"/runs/{urllib.parse.quote(parent_id, safe='')}")
+    except CliError:  # a caller allowed this workflow only: say what holds whatever it is
+        return (
+            f"this run is a child of run {parent_id}, which recorded its failure at "
+            f"position {position}; that record is final: `durable retry {parent_id}` (if "
+            f"it failed there) takes this run's new outcome without running it again; "
+            f"otherwise {refork}"
+        )
+    record = next((s for s in parent.get("steps") or [] if s.get("position") == position), {})
+    status, error = parent.get("status"), parent.get("error") or {}
+    terminal = status in ("SUCCEEDED", "FAILED", "CANCELED")
+    seen = record.get("status")
+    if seen == "WAITING" and not terminal:
+        return (
+            f"its parent run {parent_id} waits for it at position {position}: it takes "
+            "this run's outcome when it ends"
+        )
+    if seen == "WAITING":  # the parent ended first: no report was taken
+        said = f"its parent run {parent_id} ended ({status}) before this run did"
+    elif seen == "TERMINAL_FAILED":
+        said = (
+            f"its parent run {parent_id} recorded this run's failure at position {position}, "
+            "and that record is final"
+        )
+    else:
+        return (
+            f"its parent run {parent_id} ({status}) recorded no failure of it at position "
+            f"{position}: nothing to change there"
+        )
+    if status == "FAILED" and (seen == "WAITING" or error.get("position") == position):
+        there = "failed there" if seen == "TERMINAL_FAILED" else "failed"
+        return (
+            f"{said}: the parent {there}, so `durable retry {parent_id}` takes this run's "
+            f"outcome at {position} (waiting for it to end, without running it again)"
+        )
+    if terminal:
+        return f"{said}: the parent went on without this run's outcome and is {status}; {refork}"
+    return (
+        f"{said}: the parent ({status}) goes on with the failure; once it has ended, retry "
+        f"it if it failed at {position}, else {refork}"
     )
-    print(f"forked run {run['run_id']} from {args.run_id} at step {args.from_step}")
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    source = _resolved(args, args.run_id)
+    path = _run_path(args, source)
+    run = call(args, "POST", f"{path}/fork", {"from_step": args.from_step})
+    print(f"forked run {run['run_id']} from {source} at step {args.from_step}")
     return 0
 
 
@@ -952,6 +1023,12 @@ def parser() -> argparse.ArgumentParser:
     )
     runs.add_argument("--limit", type=int, default=50)
     runs.add_argument("--cursor", help="continue a listing of one workflow")
+    runs.add_argument(
+        "--json", action="store_true", help="the runs as the API gives them (JSON), for scripts"
+    )
+    runs.add_argument(
+        "--wide", action="store_true", help="every column whole (keys, waits, errors uncut)"
+    )
     runs.set_defaults(func=cmd_runs)
 
     show = sub.add_parser("show", help="a run and its ledger")
@@ -1027,7 +1104,8 @@ def parser() -> argparse.ArgumentParser:
     cancel.set_defaults(func=cmd_cancel)
 
     retry = sub.add_parser("retry", help="re-run a failed run from its failed step")
-    retry.add_argument("run_id")
+    retry.add_argument("run_id", help=RUN_HELP)
+    retry.add_argument("--workflow", help=SCOPED_HELP)
     retry.add_argument("--upgrade-to", type=int)
     retry.set_defaults(func=cmd_retry)
 
@@ -1054,7 +1132,8 @@ def parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check_deploy)
 
     fork = sub.add_parser("fork", help="new run re-executing from a step")
-    fork.add_argument("run_id")
+    fork.add_argument("run_id", help=RUN_HELP)
+    fork.add_argument("--workflow", help=SCOPED_HELP)
     fork.add_argument("--from-step", required=True)
     fork.set_defaults(func=cmd_fork)
     return root

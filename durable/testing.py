@@ -376,10 +376,20 @@ class LocalRunner:
         return self.engine.heartbeat(token)[1]
 
     def complete_wait(
-        self, run_id: str, name: str, result: Any = None, error: Any = None
+        self,
+        run_id: str,
+        name: str,
+        result: Any = None,
+        error: Any = None,
+        *,
+        position: str | None = None,
     ) -> StepRecord:
-        """Answer the run's pending callback ``name`` as an operator would (no token)."""
-        return self.engine.complete_wait(run_id, name, result, error, requested_by="local-runner")
+        """Answer the run's pending callback ``name`` as an operator would (no token).
+        When several callbacks of that name wait (map branches), ``position`` says which
+        (``AmbiguousWait`` without it), as the API's and ``durable approve --position``."""
+        return self.engine.complete_wait(
+            run_id, name, result, error, requested_by="local-runner", position=position
+        )
 
     def signal(
         self, run_id: str, name: str, payload: Any = None, *, key: str | None = None

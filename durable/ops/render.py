@@ -154,8 +154,10 @@ def render_run(run: Row) -> str:
     lines = [
         f"run {run['run_id']}  {run['workflow']} v{run['version']}  {run['status']}{flag}",
         f"  created {run['created_at']}  updated {run['updated_at']}"
-        + (f"  by {run['requested_by']}" if run.get("requested_by") else ""),
+        + (f"  started by {who_started(run)}" if run.get("requested_by") else ""),
     ]
+    if run.get("idempotency_key"):
+        lines.append(f"  key    {short(str(run['idempotency_key']), 200)}")
     if run.get("parent"):
         parent_id, position = parse_link(str(run["parent"]))
         lines.append(f"  parent {parent_id} (started at its position {position})")
@@ -292,9 +294,10 @@ def waits_for(run: Row) -> str:
     return ""
 
 
-def started_by(run: Row) -> str:
-    """Who started a run, shortly: ``schedule nightly``, ``hook github``, ``user/alice``
-    (an IAM caller's ARN by its last part), the parent for a child; its key after it."""
+def who_started(run: Row) -> str:
+    """Who started a run, in words: ``schedule nightly`` (its ``requested_by`` is
+    ``schedule:nightly``), ``hook github``, ``user/alice`` (an IAM caller's ARN by its last
+    part), ``run <id>`` for a child."""
     who = str(run.get("requested_by") or "")
     if who.startswith("arn:"):
         who = who.rsplit(":", 1)[-1]
@@ -303,11 +306,23 @@ def started_by(run: Row) -> str:
             who = f"{prefix[:-1]} {who[len(prefix) :].split('/', 1)[0]}"
     if not who and run.get("parent"):
         who = f"run {parse_link(str(run['parent']))[0]}"
+    return who
+
+
+def started_by(run: Row, limit: int = 24) -> str:
+    """``who_started``, with the run's key after it (cut to ``limit``)."""
+    who = who_started(run)
     key = run.get("idempotency_key")
-    return f"{who} (key {short(str(key), 24)})" if key else who
+    return f"{who} (key {short(str(key), limit)})" if key else who
 
 
-def render_runs(runs: Sequence[Row]) -> str:
+def render_runs(runs: Sequence[Row], wide: bool = False) -> str:
+    """The runs as a table; ``wide``: every cell whole (a key, a long error), for a
+    terminal that scrolls sideways or a ``grep``."""
+
+    def cell(text: str, limit: int) -> str:
+        return short(text, 100_000 if wide else limit)
+
     rows = [
         [
             str(r["run_id"]),
@@ -315,9 +330,9 @@ def render_runs(runs: Sequence[Row]) -> str:
             str(r["version"]),
             _status_cell(r),
             str(r["updated_at"]),
-            short(waits_for(r), 48),
-            short(started_by(r), 36),
-            short((r.get("error") or {}).get("message"), 40),
+            cell(waits_for(r), 48),
+            cell(started_by(r, 100_000 if wide else 24), 36),
+            cell((r.get("error") or {}).get("message") or "", 40),
         ]
         for r in runs
     ]
