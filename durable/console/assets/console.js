@@ -64,6 +64,8 @@ function span(ms) {
 // An IAM caller as people say it: "user/ann" or "assumed-role/Approver/ann", not the ARN.
 function who(arn) {
   if (!arn) return "";
+  // A schedule's runs carry "schedule:<name>" (durable.engine.schedules.fired_by).
+  if (arn.startsWith("schedule:")) return `schedule ${arn.slice("schedule:".length)}`;
   const m = /^arn:aws[^:]*:(?:iam|sts)::\d+:(.+)$/.exec(arn);
   return m ? m[1] : arn;
 }
@@ -84,6 +86,18 @@ function runPath(run) {
 function runLink(run) {
   return `#${runPath(run)}`;
 }
+// A retried child: its parent's record of the failure is final, so say how the parent
+// takes the new outcome (what `durable retry` says; docs/operations.md).
+function parentView(run) {
+  if (!run.parent || !(run.operations || []).some((op) => op.action === "retry")) return null;
+  const at = run.parent.lastIndexOf("@");
+  const [id, position] = [run.parent.slice(0, at), run.parent.slice(at + 1)];
+  return h("p", { class: "muted", "data-parent-view": "1" },
+    `Retried child: its parent ${id} recorded its earlier failure at position ${position}, and that record is final. `,
+    `If the parent failed there, retry it (durable retry ${id}): it takes this run's outcome without running it again. `,
+    `If it went on, fork it from step ${Number(position.split(".")[0])}: a keyed call takes this run's outcome, an unkeyed one starts a new child.`);
+}
+
 // A child run's parent ("<run id>@<position>"): a link to it (its workflow is not known
 // here, so the plain run route), and the position that started this run.
 function parentLink(parent) {
@@ -451,9 +465,10 @@ function runView(run, refresh) {
       { class: "run-head" },
       h("h1", {}, `${run.workflow} `, h("small", {}, `v${run.version}`), " ", badge(run.status)),
       h("p", { class: "muted" }, `run ${run.run_id} · started ${when(run.created_at)} · updated ${when(run.updated_at)}`,
-        run.requested_by ? ` · by ${who(run.requested_by)}` : "",
+        run.requested_by ? ` · started by ${who(run.requested_by)}` : "",
         run.continued_from ? ` · continues ${run.continued_from}` : "",
         run.parent ? parentLink(run.parent) : ""),
+      parentView(run),
       waitsFor(run)
         ? h("p", { class: "waits", "data-waits": "1" }, `Waiting: ${waitsFor(run)}`,
             run.queued_at ? ` since ${when(run.queued_at)}` : "", run.gate ? h("span", { class: "muted" }, ` · gate ${run.gate}`) : null)
@@ -571,7 +586,8 @@ function actions(run, refresh) {
   const retryUpgrade = run.decisions.find((d) => d.startsWith("retry --upgrade-to"));
   if (decisions.has("retry") || retryUpgrade) {
     buttons.push(button("Retry", "retry", {
-      title: "Retry from the failed step", text: "Earlier results are kept; the failed step runs again with a fresh retry budget.",
+      title: "Retry from the failed step", text: "Earlier results are kept; the failed step runs again with a fresh retry budget."
+        + (run.parent ? " This run is a child: its parent keeps the failure it recorded until the parent is retried too." : ""),
       fields: [["upgrade_to", "Upgrade to version (blank: keep v" + run.version + ")", ""]],
       send: (v) => api("POST", `${path}/retry`, v.upgrade_to ? { upgrade_to: Number(v.upgrade_to) } : {}),
     }, refresh));
