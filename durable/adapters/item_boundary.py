@@ -6,7 +6,8 @@ built it (the ledger's codec, the effect and nonce stores, Powertools' idempoten
 a method added later). The rule is ``durable.core.stored_bytes``'s; here it is applied to
 DynamoDB's request shapes:
 
-* every ``AttributeValue`` of an ``Item``, of ``ExpressionAttributeValues`` and of the
+* every ``AttributeValue`` of an ``Item``, of ``ExpressionAttributeValues``, of the legacy
+  ``AttributeUpdates`` and of the
   items nested in ``TransactItems`` and ``RequestItems`` is walked (``S``, ``SS``, ``M``,
   ``L``, ``B``, ``BS``; numbers and booleans hold no text): a token in a string is
   redacted in place, so the request leaves clean; a token in bytes is refused
@@ -37,7 +38,7 @@ from durable.core.stored_bytes import (
     check_key,
     holds_token,
 )
-from durable.core.write_boundary import scrub_text
+from durable.core.token_shape import scrub_text
 
 # The key attributes of every table this library writes: the ledger's (``pk``/``sk``) and
 # its indexes' (``ledger_layout``), the idempotency table's (``id``, Powertools' schema).
@@ -103,6 +104,17 @@ def check_request(params: dict[str, Any], table: str | None = None) -> None:
         _key(params["Key"], store)
     if isinstance(params.get("Item"), dict):
         _item(params["Item"], store)
+    # UpdateItem's legacy form: {name: {"Action": ..., "Value": AttributeValue}}; a value
+    # given to a key attribute (an index's) is refused as an item's is.
+    for name, update in (params.get("AttributeUpdates") or {}).items():
+        if "." in name:
+            check_key(store, "an attribute name of the update", name)
+        if isinstance(update, dict) and "Value" in update:
+            if name in KEY_ATTRIBUTES:
+                _key_value(store, f"key attribute {name}", update["Value"])
+            else:
+                _value(update["Value"], store, name)
+    # (``Expected``, the legacy condition, stores nothing: its values are only compared.)
     for entry in params.get("TransactItems") or ():
         for body in entry.values() if isinstance(entry, dict) else ():
             if isinstance(body, dict):

@@ -69,8 +69,10 @@ def _has_secrets(annotation: Any) -> bool:
 
 
 # A serializer of the user's (``field_serializer``, ``PlainSerializer``...) shows in the core
-# schema as a function: it may write a text in a form no scan can read (base64, say).
-_SERIALIZER_FUNCTIONS = ("'function-plain'", "'function-wrap'")
+# schema as a function: it may write a text in a form no scan can read (base64, say). So
+# may a bytes field (``ser_json_bytes="base64"`` or ``"hex"``, a common way to keep an
+# HTTP body): its value is scrubbed as bytes before pydantic encodes it.
+_SERIALIZER_FUNCTIONS = ("'function-plain'", "'function-wrap'", "'type': 'bytes'")
 
 
 @lru_cache(maxsize=1024)

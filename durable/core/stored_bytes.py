@@ -40,11 +40,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import operator
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from durable.core.write_boundary import REDACTED_TOKEN, TOKEN_TEXT, scrub_text
+from durable.core.token_shape import (
+    _TAIL_BYTES,
+    REDACTED_TOKEN,
+    TOKEN_BYTES,
+    scrub_text,
+)
 from durable.errors import StorageError
 
 __all__ = [
@@ -60,11 +64,6 @@ __all__ = [
     "kept",
 ]
 
-# The token's shape, over bytes: a token is ASCII, so its UTF-8 bytes match this wherever
-# they sit in an object (JSON, text, an uncompressed binary value).
-TOKEN_BYTES = re.compile(TOKEN_TEXT.pattern.encode())
-# Its tail, found by a fast scan for the literal dot (see ``write_boundary._TOKEN_TAIL``).
-_TAIL_BYTES = re.compile(rb"\.[0-9]{4}(?:\.[0-9]{4})*\.[A-Za-z0-9_-]{43}")
 
 _HOW = (
     "Keep callback tokens out of names, ids and keys: hand a callback URL to another run "

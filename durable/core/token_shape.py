@@ -12,15 +12,25 @@ from __future__ import annotations
 import re
 
 REDACTED_TOKEN = "<callback token redacted>"
-# The shape of a minted token anywhere in a text (``durable.core.tokens`` parses exactly one).
-TOKEN_TEXT = re.compile(r"[0-9A-Z]{26}\.[0-9]{4}(?:\.[0-9]{4})*\.[A-Za-z0-9_-]{43}")
+
+# A token's parts (``durable.core.tokens`` mints them): the run id (a ULID, or an id derived
+# from a key, 26 characters), the position (dot-separated indexes of at least four digits:
+# a run's 10,000th call is position 10000, a map item's 0003.0012), and the MAC (43
+# characters of unpadded base64url). The parser and every scan are built from these, so
+# the engine can never mint or accept a token the scans do not recognise.
+RUN_ID_PART = r"[0-9A-Z]{26}"
+POSITION_PART = r"[0-9]{4,}(?:\.[0-9]{4,})*"
+MAC_PART = r"[A-Za-z0-9_-]{43}"
+# The shape of a minted token anywhere in a text.
+TOKEN_TEXT = re.compile(rf"{RUN_ID_PART}\.{POSITION_PART}\.{MAC_PART}")
 
 
 # A token's tail: a pattern that starts with a literal dot, which the regex engine finds
 # by a fast scan, where TOKEN_TEXT's leading character class is tried at every position
 # (about 7 times slower over a 2 KB text with dots and no token: benchmarks.write_boundary).
 # Every text TOKEN_TEXT matches has it, so a text without it holds no token.
-_TOKEN_TAIL = re.compile(r"\.[0-9]{4}(?:\.[0-9]{4})*\.[A-Za-z0-9_-]{43}")
+TOKEN_TAIL = rf"\.{POSITION_PART}\.{MAC_PART}"
+_TOKEN_TAIL = re.compile(TOKEN_TAIL)
 
 
 def scrub_text(text: str) -> str:
@@ -30,3 +40,17 @@ def scrub_text(text: str) -> str:
     if _TOKEN_TAIL.search(text) is None:  # dots, but no token's tail: nothing to redact
         return text
     return TOKEN_TEXT.sub(REDACTED_TOKEN, text)
+
+
+# The same shape over bytes: a token is ASCII, so its UTF-8 bytes match this wherever they
+# sit (JSON, text, an uncompressed binary value).
+TOKEN_BYTES = re.compile(TOKEN_TEXT.pattern.encode())
+_TAIL_BYTES = re.compile(TOKEN_TAIL.encode())
+REDACTED_TOKEN_BYTES = REDACTED_TOKEN.encode()
+
+
+def scrub_bytes(data: bytes) -> bytes:
+    """``data`` with every token in it redacted (the same object when it holds none)."""
+    if _TAIL_BYTES.search(data) is None:
+        return data
+    return TOKEN_BYTES.sub(REDACTED_TOKEN_BYTES, data)

@@ -23,12 +23,13 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, SecretStr
+from pydantic import BaseModel, SecretBytes, SecretStr
 
-from durable.core.token_shape import scrub_text
+from durable.core.token_shape import MAC_PART, POSITION_PART, RUN_ID_PART, scrub_bytes, scrub_text
 from durable.errors import InvalidInput
 
-_TOKEN = re.compile(r"^([0-9A-Z]{26})\.([0-9]{4}(?:\.[0-9]{4})*)\.([A-Za-z0-9_-]{43})$")
+# Exactly one token, from the same parts the scans look for (``token_shape``).
+_TOKEN = re.compile(rf"({RUN_ID_PART})\.({POSITION_PART})\.({MAC_PART})")
 MIN_SECRET_BYTES = 16
 
 
@@ -96,7 +97,7 @@ def token_hash(token: str) -> str:
 
 def parse_token(token: str) -> tuple[str, str, str]:
     """(run_id, position, mac) of a well-formed token; ``InvalidInput`` otherwise."""
-    match = _TOKEN.match(token or "")
+    match = _TOKEN.fullmatch(token or "")
     if match is None:
         raise InvalidInput(
             "malformed callback token: expected <run_id>.<position>.<signature> exactly as "
@@ -142,7 +143,7 @@ def scrub_value(value: Any, *, secrets: bool = True) -> Any:
     no scan can read (a codec that compresses, a serializer that encodes a field): what
     such an encoder writes holds no token because what it was given held none.
 
-    Texts are redacted wherever they stand in a ``str``, a ``dict`` (keys and values), a
+    Texts are redacted wherever they stand in a ``str``, ``bytes``, a ``dict`` (keys and values), a
     ``list``, ``tuple``, ``set`` or ``frozenset``, a dataclass instance (a copy by
     ``dataclasses.replace``) and a pydantic model (a copy by ``model_copy``), at any depth;
     with ``secrets``, in a ``SecretStr`` too (a codec's value is stored unsealed). Any other
@@ -193,10 +194,17 @@ def _scrub_container(value: Any, secrets: bool, path: set[int]) -> Any:
         return value.model_copy(update=update) if update else value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _scrub_dataclass(value, secrets, path)
+    if isinstance(value, bytes | bytearray):  # an encoder may write them as base64 or hex
+        scrubbed_bytes = scrub_bytes(bytes(value))
+        return value if scrubbed_bytes == value else type(value)(scrubbed_bytes)
     if secrets and isinstance(value, SecretStr):
         text = value.get_secret_value()
         scrubbed_text = scrub_text(text)
         return value if scrubbed_text == text else SecretStr(scrubbed_text)
+    if secrets and isinstance(value, SecretBytes):
+        data = value.get_secret_value()
+        scrubbed_data = scrub_bytes(data)
+        return value if scrubbed_data == data else SecretBytes(scrubbed_data)
     return value
 
 

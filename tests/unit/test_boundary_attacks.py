@@ -1,9 +1,12 @@
 """Attacks on "one boundary for every stored byte" (issue 44), as a reviewer tried them.
 
-Each finding is a test marked ``xfail(strict=True)`` whose reason states the finding: it
-fails today and turns the suite red the day the hole is closed, so the fix removes the
-mark. The attacks that were refused are pinned too (plain tests), so a later change that
-reopens one fails here.
+The review found four holes, each written first as a failing test and then fixed: a
+token in bytes a model encodes as base64 or hex (now scrubbed as bytes before pydantic
+encodes it), a token minted at position 10000 that neither the parser nor the scans knew
+(one shape now, ``durable.core.token_shape``, with positions of four digits or more),
+UpdateItem's legacy ``AttributeUpdates`` passing the DynamoDB hook (now walked), and the
+API stage's X-Ray tracing keeping callback URLs (stage tracing is off). The attacks that
+were refused are pinned too, so a later change that reopens one fails here.
 
 A callback token is a bearer credential: a stored text that holds one, in any form a
 reader can turn back into it (plain, base64, hex), answers that run's wait. A form the
@@ -28,7 +31,7 @@ from durable.adapters import item_boundary
 from durable.api.routes import named
 from durable.core.token_shape import REDACTED_TOKEN, scrub_text
 from durable.core.tokens import make_token, parse_token
-from durable.errors import DurableError
+from durable.errors import DurableError, InvalidInput
 from durable.testing import LocalRunner
 from tests.conftest import MakeTables, aws_client
 
@@ -72,17 +75,6 @@ class HexBody(BaseModel):
 
 
 @pytest.mark.parametrize("encoding", ["base64", "hex"])
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding (low-medium): a step's result typed as a pydantic model whose bytes are "
-        "serialized as base64 or hex (ConfigDict(ser_json_bytes=...), a common way to "
-        "keep an HTTP body) is stored with another run's callback URL encoded: no codec is "
-        "involved, so layer 1 (scrub_value) never sees it, and layers 2-3 scan text after "
-        "pydantic encoded it; bytes are not scrubbed by scrub_value at all. Decoding the "
-        "stored value yields a live token."
-    ),
-)
 def test_a_token_in_bytes_a_model_encodes_is_not_stored(encoding: str) -> None:
     urls: list[str] = []
     app = App()
@@ -143,17 +135,6 @@ def callback_at_position_10000() -> tuple[LocalRunner, str, str]:
     return runner, run.run_id, token
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding (low, availability; a latent leak): positions are zero-padded to 4 "
-        "digits, so the 10000th call (reachable with the default max_history, and at any "
-        "depth: a map's 10000th item, a raised max_history) has position '10000'; the "
-        "token minted there is refused by parse_token as malformed ([0-9]{4} per part), "
-        "so the party given the URL can never answer and the run waits until its timeout "
-        "(stuck forever without one) unless an operator answers by name"
-    ),
-)
 def test_a_callback_at_position_10000_can_be_answered_by_its_token() -> None:
     runner, run_id, token = callback_at_position_10000()
     runner.complete_callback(token, "ok")
@@ -161,16 +142,6 @@ def test_a_callback_at_position_10000_can_be_answered_by_its_token() -> None:
     assert runner.result(run_id) == "ok"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding (latent): the shape TOKEN_TEXT has the same [0-9]{4} parts, so a token "
-        "minted at position 10000 (or 0003.10000) is stored in clear by every layer. It "
-        "is not live today only because parse_token refuses it too: a fix that widens "
-        "the parser alone turns it into a live token in clear. Define the shape once "
-        "(token_shape) and build tokens._TOKEN from it, with [0-9]{4,} in both"
-    ),
-)
 def test_a_token_minted_at_position_10000_has_the_shape_the_scan_redacts() -> None:
     _, _, token = callback_at_position_10000()
     assert scrub_text(f"see /callbacks/{token}") == f"see /callbacks/{REDACTED_TOKEN}"
@@ -179,17 +150,6 @@ def test_a_token_minted_at_position_10000_has_the_shape_the_scan_redacts() -> No
 # --- finding: the DynamoDB hook does not walk the legacy AttributeUpdates parameter ----------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding (low, backstop gap): item_boundary.check_request walks Item, Key, "
-        "ExpressionAttributeValues, TransactItems, RequestItems and PartiQL, not "
-        "UpdateItem's legacy AttributeUpdates: a write through it (a tool, a table added "
-        "later, an older library) stores a token in clear, even in an index key "
-        "(list_sk); fix: walk AttributeUpdates[*].Value like an item (keys refused) and, "
-        "fail safe, refuse any write request holding a parameter the walk does not know"
-    ),
-)
 def test_the_legacy_attribute_updates_cross_the_hook(
     mock_aws_session: None, make_tables: MakeTables
 ) -> None:
@@ -255,7 +215,8 @@ def test_no_variant_of_a_token_answers_its_wait() -> None:
         with pytest.raises(DurableError):
             runner.complete_callback(variant, "forged")
         assert runner.get_run(run_id).status == RunStatus.WAITING, variant
-    assert parse_token(f"{token}\n")  # the parser alone would take it (harmless, see above)
+    with pytest.raises(InvalidInput):  # the parser takes exactly one token, nothing around it
+        parse_token(f"{token}\n")
     runner.complete_callback(token, "ok")
     runner.run_until_idle()
     assert runner.result(run_id) == "ok"
@@ -272,20 +233,6 @@ def test_a_percent_encoded_dot_in_the_callback_path_is_refused() -> None:
 # --- finding: the API stage's X-Ray tracing stores the callback URL of every request --------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "finding (medium, outside the tables): the API stage has TracingEnabled: true and "
-        "no X-Ray sampling rule leaves out /callbacks/*, so API Gateway's trace segment "
-        "(http.request.url) keeps the token of every sampled POST /callbacks/<token>... "
-        "for 30 days, searchable by URL (GetTraceSummaries). A heartbeat's token is live "
-        "while its wait is pending, and so is the token of an answer that was refused "
-        "(422, 503): any reader of X-Ray (xray:BatchGetTraces, often in read-only roles) "
-        "can answer the wait. Fix: an AWS::XRay::SamplingRule with ReservoirSize 0 and "
-        "FixedRate 0 for URLPath */callbacks/* on the API stage (in both templates), or "
-        "no stage tracing (the functions' own segments carry no URL)"
-    ),
-)
 def test_the_api_stage_traces_no_callback_url() -> None:
     from pathlib import Path
 
