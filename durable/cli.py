@@ -788,7 +788,8 @@ def _parent_view(args: argparse.Namespace, run: dict[str, Any]) -> str:
             f"it failed there) takes this run's new outcome without running it again; "
             f"otherwise {refork}"
         )
-    record = next((s for s in parent.get("steps") or [] if s.get("position") == position), {})
+    steps: list[dict[str, Any]] = parent.get("steps") or []
+    record = next((s for s in steps if s.get("position") == position), {})
     status, error = parent.get("status"), parent.get("error") or {}
     terminal = status in ("SUCCEEDED", "FAILED", "CANCELED")
     seen = record.get("status")

@@ -43,7 +43,8 @@ def child_id(runner: LocalRunner, parent_id: str) -> str:
 
 
 def test_retrying_the_parent_after_its_child_takes_the_childs_new_outcome() -> None:
-    outage, calls = {"down": True}, []
+    outage = {"down": True}
+    calls: list[str] = []
     runner = LocalRunner(supplier_app(outage, calls))
     parent = runner.start("nightly", "acme")
     runner.run_until_idle()
@@ -76,7 +77,8 @@ def test_retrying_the_parent_after_its_child_takes_the_childs_new_outcome() -> N
 def test_retrying_the_parent_while_the_retried_child_runs_waits_for_it() -> None:
     """The child retried and still going when the parent is retried: the parent waits
     for that run's end (its report lands on the reopened record), and starts nothing."""
-    outage, calls = {"down": True}, []
+    outage = {"down": True}
+    calls: list[str] = []
     runner = LocalRunner(supplier_app(outage, calls))
     parent = runner.start("nightly", "acme")
     runner.run_until_idle()
@@ -95,7 +97,8 @@ def test_a_parent_that_went_on_takes_the_retried_keyed_child_in_a_fork() -> None
     """A parent that caught the child's failure and succeeded cannot be retried: a fork
     from the child's step runs it again from there, and its keyed call takes the retried
     child's outcome (same key, same input) instead of running the child a third time."""
-    outage, calls = {"down": True}, []
+    outage = {"down": True}
+    calls: list[str] = []
     app = supplier_app(outage, calls)
 
     @app.workflow
