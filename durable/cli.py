@@ -873,6 +873,108 @@ def _open(url: str, wanted: bool) -> None:
         webbrowser.open(url)
 
 
+# --- a recorded run, replayed on this machine (durable.engine.replay_file) ------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """A run's records as one JSON document (``durable.engine.replay_file``), read from
+    the ledger as ``check-deploy`` reads it: the running ``durable dev`` of this folder,
+    or a deployed stack's table (``--table``) with your AWS credentials. Secrets stay
+    masked, large values are fetched from the payload store when it can be read."""
+    from durable.engine.deploy_check import ReadOnlyLedger
+    from durable.engine.registry import App
+    from durable.engine.replay_file import ReplayFileError, dumps, export_run
+
+    # Only the ledger and the payload store are used: no workflow code is needed, and no
+    # key service (sealed values are written masked, never opened).
+    engine = _check_engine(args, App(), ReadOnlyLedger)
+    try:
+        document = export_run(engine.claims, args.run_id, chain=args.chain)
+    except ReplayFileError as e:
+        fail(f"{e}: give a run id as `durable runs` lists it (and --table for a deployed stack)")
+    text = dumps(document)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        runs = len(document["runs"])
+        print(f"wrote run {args.run_id} ({runs} run{'s' if runs > 1 else ''}) to {args.output}")
+    else:
+        sys.stdout.write(text)
+    for missing in document.get("unresolved", []):
+        print(
+            f"warning: a value kept in the payload store was not fetched ({missing}); pass "
+            "--payload-bucket, or the replay stops where it is needed",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """The current code over a recorded run: exit 0 when it replays cleanly, 1 when it
+    diverges or cannot get through (the first problem named, as check-deploy names it)."""
+    from durable.engine.replay_file import ReplayFileError, replay
+
+    sys.path.insert(0, os.getcwd())
+    app_reference = args.app or project_app(Path.cwd())
+    if not app_reference:
+        fail("which code? pass --app module:attribute (or set app under [tool.durable])")
+    app = _load_app(app_reference)
+    try:
+        result = replay(app, args.file)
+    except ReplayFileError as e:
+        fail(str(e))
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(result.summary())
+        if result.error is not None and args.traceback:
+            import traceback
+
+            traceback.print_exception(result.error, file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+def _add_replay_commands(sub: Any) -> None:
+    export = sub.add_parser(
+        "export",
+        help="a run's history as one JSON file, to replay on this machine (`durable replay`, "
+        "LocalRunner.replay) or keep as a regression test; secrets stay masked",
+    )
+    export.add_argument("run_id", metavar="RUN_ID")
+    export.add_argument("-o", "--output", help="write to this file (default: standard output)")
+    export.add_argument(
+        "--chain",
+        action="store_true",
+        help="a run that continued as new: also the runs after it, to the chain's end",
+    )
+    export.add_argument("--table", help="the ledger table (default: the running durable dev's)")
+    export.add_argument("--dynamodb-endpoint", help="a DynamoDB endpoint other than AWS's")
+    export.add_argument(
+        "--payload-bucket",
+        default=os.environ.get("DURABLE_PAYLOAD_BUCKET"),
+        help="where the stack keeps large values (its PayloadBucketName output; default "
+        "$DURABLE_PAYLOAD_BUCKET); durable dev's folder for the local stack",
+    )
+    export.set_defaults(func=cmd_export)
+
+    replay = sub.add_parser(
+        "replay",
+        help="replay a run `durable export` wrote on the current code (no step runs, "
+        "nothing is written); exit 1 at the first divergence, named as check-deploy names it",
+    )
+    replay.add_argument("file", help="the file durable export wrote")
+    replay.add_argument(
+        "--app",
+        help="module:attribute of your durable.App (default: [tool.durable] app in pyproject.toml)",
+    )
+    replay.add_argument("--json", action="store_true", help="the result as JSON, for CI")
+    replay.add_argument(
+        "--traceback",
+        action="store_true",
+        help="print the traceback of an error the code raised while replaying",
+    )
+    replay.set_defaults(func=cmd_replay)
+
+
 # --- parser ---------------------------------------------------------------------------
 
 
@@ -1137,6 +1239,7 @@ def parser() -> argparse.ArgumentParser:
     fork.add_argument("--workflow", help=SCOPED_HELP)
     fork.add_argument("--from-step", required=True)
     fork.set_defaults(func=cmd_fork)
+    _add_replay_commands(sub)  # durable export / durable replay
     return root
 
 

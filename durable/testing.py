@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -48,6 +48,7 @@ from durable.engine.engine import Engine, Outcome
 from durable.engine.fanout import BRANCH_THREAD
 from durable.engine.lineage import chain_end
 from durable.engine.registry import App
+from durable.engine.replay_file import ReplayResult
 from durable.engine.schedules import Fired, fire
 from durable.errors import RunNotFound
 
@@ -66,6 +67,15 @@ class RunNotSucceeded(AssertionError):
         why = f": {run.error.type}: {run.error.message}" if run.error else ""
         hint = "" if run.status.terminal else " (advance the clock, answer its waits)"
         super().__init__(f"run {run.run_id} is {run.status.value}{why}{hint}")
+
+
+class ReplayFailed(AssertionError):
+    """``LocalRunner.replay(..., strict=True)`` of a run the code does not replay cleanly:
+    the result is ``.result``."""
+
+    def __init__(self, result: ReplayResult) -> None:
+        self.result = result
+        super().__init__(result.summary())
 
 
 class SimulatedCrash(BaseException):
@@ -413,6 +423,29 @@ class LocalRunner:
         """Start a new run with a copy of this run's ledger before step ``from_step``."""
         return self.engine.fork(run_id, from_step, requested_by="local-runner")
 
+    def replay(
+        self, source: str | os.PathLike[str] | Mapping[str, Any], *, strict: bool = False
+    ) -> ReplayResult:
+        """Replay a recorded run (a file ``durable export`` wrote, or its document) on
+        this runner's app, the code as it is now: each step returns what it recorded, no
+        body runs, nothing is written anywhere, and the replay stops where the history
+        has no settled record. It runs in this process: a ``breakpoint()`` in the
+        workflow code stops there.
+
+        Returns a ``ReplayResult`` (``.ok``, ``.diverged``, ``.divergence`` naming the
+        position and the recorded and called names, ``.error``), the deploy gate's
+        verdict; raises nothing for what it finds unless ``strict`` (then
+        ``ReplayFailed``, an ``AssertionError``). Keep the file as a regression test::
+
+            assert runner.replay("tests/runs/order-7.json").ok
+        """
+        from durable.engine.replay_file import replay
+
+        result = replay(self.app, source, config=self.config)
+        if strict and not result.ok:
+            raise ReplayFailed(result)
+        return result
+
     def expire(self) -> list[str]:
         """Do what DynamoDB does with finished runs after their retention: TTL deletes the
         run items whose ``purge_at`` has passed, and the purge on the table's stream
@@ -476,6 +509,8 @@ __all__ = [
     "FakeClock",
     "LocalRunner",
     "NonDeterministicCall",
+    "ReplayFailed",
+    "ReplayResult",
     "RunNotSucceeded",
     "SimulatedCrash",
 ]

@@ -173,6 +173,16 @@ class Refusing(Invoker, EffectStore):
         _refused(self._port, "complete", "act")
 
 
+@dataclass
+class DryReplay:
+    """How a dry replay went: what stopped it (None: the code agreed with every record),
+    and the position of the last durable call the code made (where it stopped, when a
+    record was missing or not a success; None before any call)."""
+
+    stopped: Exception | None
+    position: str | None
+
+
 def dry_replay(engine: EngineParts, workflow: WorkflowDef, history: RunHistory) -> Exception | None:
     """Replay ``history``'s recorded steps on ``workflow`` without running a body or
     writing: None when the code agrees with every record, else what stops it there.
@@ -183,19 +193,26 @@ def dry_replay(engine: EngineParts, workflow: WorkflowDef, history: RunHistory) 
     code raising, a sealed value with no key to open it (``SecretsNeedKeys``). A replay
     raises no recorded failure on the way: it stops (``DryRunComplete``) at the first
     record that is not a success, before the workflow could see it."""
+    return dry_replay_at(engine, workflow, history).stopped
+
+
+def dry_replay_at(engine: EngineParts, workflow: WorkflowDef, history: RunHistory) -> DryReplay:
+    """``dry_replay``, and where the code was when it stopped (``durable replay`` says
+    how far a recorded run's history carried the code)."""
     from durable.engine.execution import Execution
 
     probe = Execution(engine, workflow, history, owner="dry-run", invocation=Invocation())
     probe.dry_run = True
+    stopped: Exception | None = None
     try:
         probe.run_workflow()
     except DryRunComplete:
-        return None
+        pass
     except Exception as e:
-        return e
+        stopped = e
     except BaseException:  # a wait or a cancel: the replay got past every record
-        return None
-    return None
+        pass
+    return DryReplay(stopped, probe.position)
 
 
 @dataclass
@@ -262,24 +279,34 @@ class Report:
 
 def check_run(engine: EngineParts, history: RunHistory) -> RunVerdict:
     run = history.run
-    verdict = RunVerdict(run.run_id, run.workflow, run.version, run.status.value, "ok")
     try:
         workflow = engine.app.get_workflow(run.workflow, run.version)
     except WorkflowNotFound:
-        verdict.verdict = "unregistered"
-        verdict.advice = (
-            f"keep version {run.version} of {run.workflow!r} registered beside the new one "
-            "until its runs finish (runs stay pinned to the version they started on), or "
-            f"move this run with `durable retry {run.run_id} --upgrade-to N` once it fails, "
-            f"or `durable fork {run.run_id} --from-step P`"
-        )
-        return verdict
+        return unregistered(run)
     try:
         stopped = dry_replay(engine, workflow, history)
     except Exception as e:  # the probe itself could not be set up (a damaged item)
-        verdict.verdict = "unchecked"
+        verdict = RunVerdict(run.run_id, run.workflow, run.version, run.status.value, "unchecked")
         verdict.advice = f"could not replay: {type(e).__name__}: {e}"
         return verdict
+    return judge(run, stopped)
+
+
+def unregistered(run: RunRecord) -> RunVerdict:
+    """The verdict on a run whose workflow version the code does not define."""
+    verdict = RunVerdict(run.run_id, run.workflow, run.version, run.status.value, "unregistered")
+    verdict.advice = (
+        f"keep version {run.version} of {run.workflow!r} registered beside the new one "
+        "until its runs finish (runs stay pinned to the version they started on), or "
+        f"move this run with `durable retry {run.run_id} --upgrade-to N` once it fails, "
+        f"or `durable fork {run.run_id} --from-step P`"
+    )
+    return verdict
+
+
+def judge(run: RunRecord, stopped: Exception | None) -> RunVerdict:
+    """The verdict on ``run`` given what stopped its dry replay (``dry_replay``)."""
+    verdict = RunVerdict(run.run_id, run.workflow, run.version, run.status.value, "ok")
     if stopped is None:
         return verdict
     if isinstance(stopped, NonDeterminismError):
