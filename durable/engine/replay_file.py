@@ -414,22 +414,28 @@ def replay(
     document = load(source)
     result = ReplayResult(unresolved=list(document.get("unresolved") or []))
     engine = _engine(app, config)
-    for history in histories(document):
-        run = history.run
-        records = len(history.steps)
+    for recorded in histories(document):
+        run = recorded.run
+        records = len(recorded.steps)
         try:
             workflow = app.get_workflow(run.workflow, run.version)
         except WorkflowNotFound:
             result.runs.append(RunReplay(unregistered(run), records=records))
             break
         try:
+            # A value the export could not fetch is still a reference: the claim check
+            # (with no store here) refuses it by name rather than hand it to the code.
+            history = engine.claims.resolve(recorded)
             done = dry_replay_at(engine, workflow, history)
         except Exception as e:  # the probe could not be set up from these records
             verdict = RunVerdict(
                 run.run_id, run.workflow, run.version, run.status.value, "unchecked"
             )
             verdict.called = f"{type(e).__name__}: {e}"
-            verdict.advice = "the file's records could not be replayed: export the run again"
+            verdict.advice = (
+                "the file lacks what the replay needs (a value left in the payload store: "
+                "export again where the store can be read, e.g. with --payload-bucket)"
+            )
             result.runs.append(RunReplay(verdict, e, records=records))
             break
         verdict = judge(run, done.stopped)
