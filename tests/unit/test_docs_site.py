@@ -51,13 +51,13 @@ def test_a_new_command_appears_without_touching_the_docs() -> None:
     usage and arguments: nothing to update by hand."""
     root = parser()
     (action,) = [a for a in root._actions if isinstance(a, argparse._SubParsersAction)]
-    new = action.add_parser("export", help="write runs to a file")
+    new = action.add_parser("archive", help="write runs to a file")
     new.add_argument("directory", help="where to write")
     new.add_argument("--force", action="store_true", help="overwrite files")
     page = hook().cli_markdown(root)
-    assert "[`export`](#durable-export) | write runs to a file |" in page
-    assert "## `durable export` {#durable-export}" in page
-    assert "usage: durable export [-h] [--force] directory" in page
+    assert "[`archive`](#durable-archive) | write runs to a file |" in page
+    assert "## `durable archive` {#durable-archive}" in page
+    assert "usage: durable archive [-h] [--force] directory" in page
     assert "| `directory` |  | where to write |" in page
 
 

@@ -264,3 +264,17 @@ def test_durable_replay_exits_1_at_a_divergence_and_0_when_clean(
     (tmp_path / "bad.json").write_text('{"format": 9, "runs": []}')
     assert main(["replay", str(tmp_path / "bad.json"), "--app", "tests.unit.replay_apps:same"])
     assert "format 9" in capsys.readouterr().err
+
+
+def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/testing.md's runnable example, as written (a doc that drifts fails here)."""
+    import re
+
+    page = (Path(__file__).parents[2] / "docs" / "testing.md").read_text()
+    section = page.split("## Replaying a recorded run on your laptop", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    example = next(b for b in blocks if "export_run" in b)
+    exec(compile(example, "docs/testing.md", "exec"), {"__name__": "doc_example"})
+    assert "diverges at position 0002: recorded step 'charge', now step 'bill'" in (
+        capsys.readouterr().out
+    )
