@@ -278,3 +278,50 @@ def test_the_documented_example_runs(capsys: pytest.CaptureFixture[str]) -> None
     assert "diverges at position 0002: recorded step 'charge', now step 'bill'" in (
         capsys.readouterr().out
     )
+
+
+def test_a_project_made_by_durable_init_replays_its_recorded_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """GIVEN a project made by ``durable init``, its greet (an approval, a sleep) and its
+    greet-team (a distributed map: a child run per name) recorded and exported into the
+    project WHEN ``durable replay FILE`` runs in the project (the app from its
+    pyproject.toml) THEN both replay cleanly; the project's code with ``compose``
+    renamed diverges at the first position, named."""
+    from durable.cli import main
+    from durable.scaffold import init
+
+    project = tmp_path / "replayshop"
+    init(project, requirement="durable-lambda")
+    monkeypatch.syspath_prepend(str(project))
+    monkeypatch.chdir(project)
+    try:
+        from replayshop.workflows import app  # type: ignore[import-not-found]
+
+        runner = LocalRunner(app)
+        greet = runner.start("greet", {"name": "Ada"}).run_id
+        team = runner.start("greet-team", ["Ada", "Bob"]).run_id
+        runner.run_until_idle()
+        runner.complete_wait(greet, "approval", True)
+        runner.advance(hours=1)
+        assert runner.result(greet) == "sent: Hello, Ada!"
+        assert runner.result(team) == ["sent: Hello, Ada!", "sent: Hello, Bob!"]
+        runs = project / "tests" / "runs"
+        runs.mkdir()
+        for name, run_id in (("greet", greet), ("team", team)):
+            (runs / f"{name}.json").write_text(dumps(export_run(runner.memory_ledger, run_id)))
+            assert main(["replay", f"tests/runs/{name}.json"]) == 0
+            assert "replays cleanly" in capsys.readouterr().out
+        source = (project / "replayshop" / "workflows.py").read_text()
+        renamed = source.replace("def compose(", "def compose_message(").replace(
+            "compose(greeting.name)", "compose_message(greeting.name)"
+        )
+        (project / "replayshop" / "workflows_next.py").write_text(renamed)
+        next_app = "replayshop.workflows_next:app"
+        assert main(["replay", "tests/runs/greet.json", "--app", next_app]) == 1
+        out = capsys.readouterr().out
+        assert "diverges at position 0001: recorded step 'compose', now step " in out, out
+        assert "'compose_message'" in out
+    finally:
+        for module in [m for m in sys.modules if m.split(".")[0] == "replayshop"]:
+            del sys.modules[module]
