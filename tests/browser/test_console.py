@@ -99,9 +99,13 @@ def test_a_person_approves_an_expense_from_the_page(dev: DevProcess, page: Any) 
     lanes = page.eval_on_selector_all("svg.timeline g.lane", "gs => gs.map(g => g.dataset.status)")
     assert lanes == ["WAITING", "DONE"]  # the wait, and the step that mailed the link
 
-    page.click('button[data-action="approve"]')
-    assert page.is_visible("dialog#confirm")
-    page.fill('dialog#confirm input[name="result"]', '"bob"')
+    # The approval's form is on top of the page, its answer filled with a value to edit.
+    answer = 'section.pending form.answer[data-wait="manager-approval"]'
+    assert page.input_value(f"{answer} textarea") == "true"
+    page.fill(f"{answer} textarea", '"bob"')
+    page.click(f'{answer} button[data-action="approve"]')
+    assert page.is_visible("dialog#confirm")  # it asks first, showing what is sent
+    assert '"bob"' in page.inner_text("#confirm-text")
     page.click("#confirm-yes")
     status_shown(page, "SUCCEEDED")  # the page follows the run until it ends
 
@@ -170,19 +174,27 @@ def test_a_failed_run_shows_its_cause_and_the_retries_before_it(dev: DevProcess,
 
 
 def test_a_maps_branches_are_lanes_indented_under_it(dev: DevProcess, page: Any) -> None:
+    """A map is one group lane; a small one starts opened, its branches indented under it,
+    and a branch opens to its records (a large map: test_console_map.py)."""
     run_id = start(dev, "restock", ["sku-a", "sku-b"])
     dev.wait_for(run_id, {"SUCCEEDED"})
     open_run(dev, page, run_id)
-    page.wait_for_selector("svg.timeline g.lane")
-    lanes = page.eval_on_selector_all(
-        "svg.timeline g.lane",
-        "gs => gs.map(g => [g.dataset.position, g.querySelector('text').getAttribute('x'),"
-        " g.querySelector('rect').getAttribute('class')])",
+    page.wait_for_selector("svg.timeline g.branch")
+    group = page.eval_on_selector("svg.timeline g.group", "g => ({...g.dataset})")
+    assert (group["group"], group["done"], group["branches"]) == ("0001", "2", "2")
+    rows = page.eval_on_selector_all(
+        "svg.timeline g.group, svg.timeline g.branch, svg.timeline g.lane",
+        "gs => gs.map(g => [g.dataset.group || g.dataset.position,"
+        " g.querySelector('text').getAttribute('x'),"
+        " g.querySelector('rect.bar').getAttribute('class')])",
     )
-    assert [lane[0] for lane in lanes] == ["0001", "0001.0001.0001", "0001.0002.0001"]
-    batch_x, branch_x = float(lanes[0][1]), float(lanes[1][1])
+    assert [row[0] for row in rows] == ["0001", "0001.0001", "0001.0002"]
+    batch_x, branch_x = float(rows[0][1]), float(rows[1][1])
     assert branch_x > batch_x  # the branches' lanes sit under the map's
-    assert [lane[2] for lane in lanes] == ["bar ok", "bar ok", "bar ok"]
+    assert [row[2] for row in rows] == ["bar ok", "bar ok", "bar ok"]
+    page.click('svg.timeline g.branch[data-position="0001.0002"]')
+    page.wait_for_selector('svg.timeline g.lane[data-position="0001.0002.0001"]')
+    assert "reserved sku-b" in page.inner_text("table.steps")
     steps = page.inner_text("table.steps")
     assert "batch" in steps and "ok (all): 2 succeeded" in steps
     page.screenshot(path=str(ARTIFACTS / "run-map.png"), full_page=True)
@@ -235,9 +247,9 @@ def test_an_approver_scoped_to_one_workflow_can_use_the_page(dev: DevProcess, pa
         page.fill('input[name="workflow"]', "expense-approval")  # it may not list workflows
         page.click('button[type="submit"]')
         page.click(f'tr[data-run="{run_id}"] a')
-        page.wait_for_selector('button[data-action="approve"]')
-        page.click('button[data-action="approve"]')
-        page.fill('dialog#confirm input[name="result"]', '"bob"')
+        page.wait_for_selector('section.pending button[data-action="approve"]')
+        page.fill("section.pending textarea", '"bob"')
+        page.click('section.pending button[data-action="approve"]')
         page.click("#confirm-yes")
         status_shown(page, "SUCCEEDED")
     finally:

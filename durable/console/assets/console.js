@@ -154,16 +154,21 @@ function lived(ms) {
   return real === virtual ? virtual : `${real} real, ${virtual} virtual`;
 }
 
-function live(refresh) {
-  // Refresh while the page is shown and no confirmation is open (it would lose its input).
+function live(refresh, every = REFRESH_MS) {
+  // Refresh while the page is shown, no confirmation is open and no answer is being typed
+  // (either would lose its input, or the caret).
   clearTimeout(timer);
   if (!current(refresh)) return;
   document.getElementById("live").classList.toggle("on", Boolean(refresh));
   if (!refresh) return;
   timer = setTimeout(async () => {
-    if (!document.getElementById("confirm").open) await refresh();
-    else live(refresh);
-  }, REFRESH_MS);
+    if (!document.getElementById("confirm").open && !typing()) await refresh();
+    else live(refresh, every);
+  }, every);
+}
+function typing() {
+  const focused = document.activeElement;
+  return Boolean(focused && focused.tagName === "TEXTAREA" && focused.closest("section.pending"));
 }
 
 // A page's refresh function, tagged with the generation it belongs to.
@@ -429,11 +434,39 @@ async function runPage(runId, workflow) {
       return live(refresh);
     }
     if (!current(refresh)) return;
-    show(...runView(run, refresh));
-    live(TERMINAL.has(run.status) ? null : refresh);
+    // An answer began to be typed while this one was on its way: draw it later.
+    if (typing()) return live(refresh, refreshEvery(run));
+    drawRun(run, refresh);
+    live(TERMINAL.has(run.status) ? null : refresh, refreshEvery(run));
   });
   await refresh();
 }
+
+// A run's answer is about half a kilobyte a record (0.5 MB for a map of 1,000 branches):
+// a large run is asked for less often, at most every 10 s.
+function refreshEvery(run) {
+  return Math.min(10e3, REFRESH_MS * Math.max(1, run.steps.length / 250));
+}
+
+// The run page as last drawn: opening a group or a branch, or a new window width, draws
+// it again from the same answer, without asking the API.
+let drawn = null;
+function drawRun(run, refresh) {
+  const started = performance.now();
+  show(...runView(run, refresh));
+  drawn = { run, refresh };
+  // How long building the page took, for the browser's performance tools (and tests).
+  performance.measure("durable:run-page", { start: started, end: performance.now() });
+}
+function redraw() {
+  if (drawn && current(drawn.refresh)) drawRun(drawn.run, drawn.refresh);
+}
+let resizing = null;
+window.addEventListener("resize", () => {
+  clearTimeout(resizing);
+  // Not under a person typing an answer: the next refresh draws the new width.
+  resizing = setTimeout(() => typing() || redraw(), 150);
+});
 
 // What a run waits for: its parked wait (a person's answer first), or, before it starts,
 // its workflow's limit holding it back.
@@ -458,6 +491,8 @@ function waitText(text) {
 
 function runView(run, refresh) {
   const fault = run.error?.position;
+  viewOf(run);
+  const rows = visibleRows(level(run.steps, 1), 0);
   return [
     h("p", {}, h("a", { href: "#/" }, "← runs")),
     h(
@@ -474,6 +509,7 @@ function runView(run, refresh) {
             run.queued_at ? ` since ${when(run.queued_at)}` : "", run.gate ? h("span", { class: "muted" }, ` · gate ${run.gate}`) : null)
         : null,
     ),
+    pendingWaits(run, refresh),
     run.error
       ? h(
           "section",
@@ -484,9 +520,9 @@ function runView(run, refresh) {
       : null,
     actions(run, refresh),
     h("h2", {}, "Timeline"),
-    timeline(run),
+    timeline(run, rows),
     h("h2", {}, "Steps"),
-    stepsTable(run),
+    stepsTable(run, rows),
     h("div", { class: "io" },
       h("div", {}, h("h2", {}, "Input"), json(run.input)),
       h("div", {}, h("h2", {}, "Output"), run.output === null ? h("p", { class: "muted" }, TERMINAL.has(run.status) ? "none" : "none yet") : json(run.output)),
@@ -533,39 +569,176 @@ function stepName(run, position) {
   return step ? `, ${step.name}` : "";
 }
 
+// --- waits that need an answer, on top of the page -----------------------------------------
+
+// Every callback the run waits on (an approval, wherever it is: a map's branches too) and
+// every signal a wait expects, each with its form, PENDING_PAGE at a time. A typed
+// callback's field starts filled with its type's shape (serde.example_answer): the person
+// replaces each <…> with a value; an answer that still has one is refused here.
+function pendingWaits(run, refresh) {
+  const signals = run.decisions.includes("signal");
+  const waits = run.steps.filter((x) => x.status === "WAITING" && (x.kind === "callback" || (x.kind === "signal" && signals)));
+  if (!waits.length) return null;
+  const names = branchNames(run);
+  const shown = waits.slice(0, view.pending);
+  const more = () => {
+    view.pending += PENDING_PAGE;
+    redraw();
+  };
+  return h("section", { class: "pending", "aria-label": "waits that need an answer" },
+    h("h2", {}, waits.length === 1 ? "Waiting for an answer" : `Waiting for an answer (${waits.length})`),
+    shown.map((step) => (step.kind === "callback" ? callbackForm(run, step, names, refresh) : signalForm(run, step, refresh))),
+    waits.length > shown.length
+      ? h("button", { type: "button", class: "more", onclick: more }, `show ${Math.min(PENDING_PAGE, waits.length - shown.length)} more (${waits.length - shown.length} not shown)`)
+      : null,
+  );
+}
+
+// Where a wait is, as a person reads it: "at 0001.0012.0002, item 11 of the batch at 0001".
+function whereIs(step, names) {
+  const parts = step.position.split(".");
+  if (parts.length < 3) return `at ${step.position}`;
+  const branch = parts.slice(0, 2).join(".");
+  return `at ${step.position}, ${names[branch] || `item ${Number(parts[1]) - 1}`} of the batch at ${parts[0]}`;
+}
+
+// The text a field holds: kept across refreshes while the person types it.
+function draftArea(key, initial) {
+  const area = h("textarea", { name: key.split("@")[0], spellcheck: "false", "aria-label": key.startsWith("result") ? "result (JSON)" : "payload (JSON)",
+    oninput: (e) => view.drafts.set(key, e.target.value) });
+  area.value = view.drafts.has(key) ? view.drafts.get(key) : initial;
+  area.rows = Math.min(12, area.value.split("\n").length);
+  return area;
+}
+
+function callbackForm(run, step, names, refresh) {
+  const wait = `${runPath(run)}/waits/${enc(step.name)}`;
+  const key = `result@${step.position}`;
+  const typed = Boolean(step.result_type);
+  const shape = typed ? layoutShape(step.answer_example || "") : "true";
+  const area = draftArea(key, shape);
+  const error = h("p", { class: "error-text", role: "alert" });
+  const label = `“${step.name}” ${whereIs(step, names)}`;
+  const approve = () => {
+    error.textContent = "";
+    let result;
+    try {
+      result = JSON.parse(area.value);
+    } catch (e) {
+      const hole = /<[^<>"]*(?:"[^"]*"[^<>"]*)*>/.exec(area.value);
+      if (hole) {
+        // Select it: what the person types next replaces it.
+        area.focus();
+        area.setSelectionRange(hole.index, hole.index + hole[0].length);
+        error.textContent = `Replace ${hole[0]} with a value: the shape's <…> are not JSON.`;
+      } else {
+        error.textContent = `The result is not valid JSON (${e.message}); quote text, e.g. "yes".`;
+      }
+      return;
+    }
+    confirmThen({
+      title: `Approve ${label}`,
+      text: `The run goes on with this result: ${JSON.stringify(result)}`,
+      fields: [],
+      send: async () => {
+        await api("POST", wait, { result, position: step.position });
+        view.drafts.delete(key);
+      },
+    }, refresh);
+  };
+  const reject = () => confirmThen({
+    title: `Reject ${label}`,
+    text: "The wait fails with this error; the workflow decides what follows.",
+    fields: [["message", "Reason", ""]],
+    send: (v) => api("POST", wait, { error: { type: "Rejected", message: v.message }, position: step.position }),
+  }, refresh);
+  return h("form", { class: "answer", "data-position": step.position, "data-wait": step.name, onsubmit: (e) => e.preventDefault() },
+    h("p", {}, h("strong", {}, "Approval "), label,
+      h("span", { class: "muted" }, ` · ${step.expires_at ? `expires ${when(step.expires_at)} (in ${lived(Date.parse(step.expires_at) - nowMs())})` : "no expiry"}`)),
+    h("p", { class: "hint" },
+      typed
+        ? [`Result (JSON), a ${step.result_type}: `, step.answer_example ? "replace each <…> with a value" : "its fields"]
+        : "Result (JSON): the run goes on with this value"),
+    h("div", { class: "row" }, area,
+        h("button", { type: "button", class: "approve", "data-action": "approve", onclick: approve }, "Approve"),
+      h("button", { type: "button", class: "reject", "data-action": "reject", onclick: reject }, "Reject")),
+    error,
+  );
+}
+
+function signalForm(run, step, refresh) {
+  const key = `payload@${step.position}`;
+  const area = draftArea(key, "null");
+  const error = h("p", { class: "error-text", role: "alert" });
+  const send = () => {
+    error.textContent = "";
+    let payload;
+    try {
+      payload = parseJson(area.value, "payload");
+    } catch (e) {
+      error.textContent = e.message;
+      return;
+    }
+    confirmThen({
+      title: `Send signal “${step.name}”`,
+      text: `Stored, then consumed by the wait at ${step.position}: ${JSON.stringify(payload)}`,
+      fields: [],
+      send: async () => {
+        await api("POST", `${runPath(run)}/signals/${enc(step.name)}`, payload);
+        view.drafts.delete(key);
+      },
+    }, refresh);
+  };
+  return h("form", { class: "answer", "data-position": step.position, "data-signal": step.name, onsubmit: (e) => e.preventDefault() },
+    h("p", {}, h("strong", {}, "Signal "), `“${step.name}” awaited at ${step.position}`,
+      h("span", { class: "muted" }, ` · ${dueText(step)}`)),
+    h("p", { class: "hint" }, "Payload (JSON)"),
+    h("div", { class: "row" }, area, h("button", { type: "button", class: "approve", "data-action": "signal", onclick: send }, "Send signal")),
+    error,
+  );
+}
+
+// A long shape laid out one field a line, as a person edits JSON; a short one as it is.
+// (The shape is not JSON, so it is walked by hand: quoted text and <…> are kept whole.)
+function layoutShape(text) {
+  if (text.length <= 60) return text;
+  let out = "", depth = 0, quoted = false, hole = 0;
+  const pad = () => `\n${"  ".repeat(depth)}`;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (quoted) {
+      out += c;
+      if (c === "\\") out += text[++i] || "";
+      else if (c === '"') quoted = false;
+    } else if (c === '"') {
+      quoted = true;
+      out += c;
+    } else if (c === "<" || (hole && c === ">")) {
+      hole += c === "<" ? 1 : -1;
+      out += c;
+    } else if (hole) {
+      out += c;
+    } else if (c === "{" || c === "[") {
+      depth += 1;
+      out += c + pad();
+    } else if (c === "}" || c === "]") {
+      depth -= 1;
+      out += pad() + c;
+    } else if (c === ",") {
+      out += "," + pad();
+      if (text[i + 1] === " ") i += 1;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // --- operator actions, each behind a confirmation ------------------------------------------
 
 function actions(run, refresh) {
   const buttons = [];
   const path = runPath(run);
-  const waiting = run.steps.filter((x) => x.kind === "callback" && x.status === "WAITING");
-  for (const step of waiting) {
-    const wait = `${path}/waits/${encodeURIComponent(step.name)}`;
-    // Several callbacks of one name wait (map branches): each button answers its own,
-    // by position, and says which.
-    const twins = waiting.filter((x) => x.name === step.name).length > 1;
-    const label = twins ? `${step.name} at ${step.position}` : step.name;
-    const which = { position: step.position };
-    buttons.push(
-      button(`Approve ${label}`, "approve", {
-        title: `Approve “${label}”`,
-        // A typed callback refuses `true`: start from a value of its type's shape.
-        // A typed callback refuses `true`: its shape is shown to fill in, never sent as it
-        // is (its placeholders are not JSON, so an unfilled answer is refused here).
-        text: step.result_type
-          ? `The run goes on with this result, a ${step.result_type}, shaped like ${step.answer_example || "its fields"}.`
-          : "The run goes on with this result.",
-        fields: [["result", "Result (JSON)", step.result_type ? "" : "true", step.answer_example || ""]],
-        send: (v) => api("POST", wait, { result: parseJson(v.result, "result"), ...which }),
-      }, refresh),
-      button(`Reject ${label}`, "reject", {
-        title: `Reject “${label}”`,
-        text: "The wait fails with this error; the workflow decides what follows.",
-        fields: [["message", "Reason", ""]],
-        send: (v) => api("POST", wait, { error: { type: "Rejected", message: v.message }, ...which }),
-      }, refresh),
-    );
-  }
   const decisions = new Set(run.decisions);
   if (decisions.has("signal")) {
     buttons.push(button("Send signal", "signal", {
@@ -652,14 +825,123 @@ function confirmThen(spec, refresh) {
   dialog.showModal();
 }
 
-// --- the timeline: one lane per ledger record, time across -------------------------------
+// --- a run's records as a tree: a parallel or map is one group of branches --------------
+
+// A batch at position P records branch i's calls at P.i.1, P.i.2, ... (inline) or its child
+// run at P.i (distributed), and its decision at P once decided. A group is built from those
+// positions, so a batch still running (no decision yet) is one too.
+const BRANCH_PAGE = 50; // branches an opened group lists before "show more"
+const AUTO_OPEN = 10; // a group of this many branches or fewer starts opened
+const PENDING_PAGE = 5; // waits listed at the top of the page before "show more": the timeline stays near
+// Waiting and failed branches first: the ones a person has to look at.
+const BRANCH_ORDER = { waiting: 0, failed: 1, running: 2, canceled: 3, done: 4 };
+const BRANCH_BAR = { done: "ok", running: "running", waiting: "waiting", failed: "failed", canceled: "backoff" };
+
+// The records of one level (their positions have `depth` parts): a lane each, or a group.
+function level(records, depth) {
+  const heads = new Map();
+  for (const step of records) {
+    const parts = step.position.split(".");
+    const head = parts.slice(0, depth).join(".");
+    if (!heads.has(head)) heads.set(head, { position: head, own: null, deeper: [] });
+    const node = heads.get(head);
+    if (parts.length === depth) node.own = step;
+    else node.deeper.push(step);
+  }
+  return [...heads.values()].map((node) =>
+    node.deeper.length || node.own?.kind === "batch" ? group(node, depth) : { type: "lane", step: node.own },
+  );
+}
+
+function group(node, depth) {
+  const header = node.own;
+  // An inline batch's decision holds every branch's outcome (and name); a distributed
+  // map's holds counts only, so its items' records say how each went.
+  const items = header?.kind === "batch" && Array.isArray(header.output?.items) ? header.output.items : null;
+  const branches = new Map();
+  const add = (index) => {
+    const at = `${node.position}.${String(index).padStart(4, "0")}`;
+    if (!branches.has(at)) branches.set(at, { position: at, index, records: [] });
+    return branches.get(at);
+  };
+  for (const step of node.deeper) add(Number(step.position.split(".")[depth])).records.push(step);
+  (items || []).forEach((_, k) => add(k + 1)); // a branch canceled before its first call too
+  const counts = { done: 0, failed: 0, waiting: 0, running: 0, canceled: 0 };
+  const list = [...branches.values()].sort((a, b) => a.index - b.index).map((b) => {
+    const item = items?.[b.index - 1];
+    const status = branchStatus(b.records, item);
+    counts[status] += 1;
+    const own = b.records.find((x) => x.position === b.position);
+    const inside = level(b.records.filter((x) => x !== own), depth + 2);
+    return { ...b, status, name: item?.name || "", inside: own ? [{ type: "lane", step: own }, ...inside] : inside };
+  });
+  return { type: "group", position: node.position, header, branches: list, counts, records: node.deeper };
+}
+
+// done, failed, waiting, running or canceled: the decision's word once decided, else what
+// the branch's records say.
+function branchStatus(records, item) {
+  if (item) return item.s === "succeeded" ? "done" : item.s;
+  const open = (x) => x.status === "WAITING" || x.status === "PENDING";
+  // A child record waits while its child run works: that branch is running, not waiting.
+  if (records.some((x) => open(x) && x.kind !== "child")) return "waiting";
+  if (records.some((x) => open(x) || x.status === "RUNNING" || x.status === "RETRYABLE_FAILED")) return "running";
+  const last = records[records.length - 1];
+  return last && (last.status === "TERMINAL_FAILED" || last.status === "TIMED_OUT") ? "failed" : "done";
+}
+
+function groupStatus(g) {
+  if (g.header) return g.header.status;
+  return g.counts.waiting && !g.counts.running ? "WAITING" : "RUNNING";
+}
+
+// What a person opened on a run's page, kept across its refreshes: groups and branches
+// opened or closed (by position), how many branches each group lists, how many waits the
+// top lists, and the answers being typed.
+const view = { run: null, open: new Map(), shown: new Map(), pending: PENDING_PAGE, drafts: new Map() };
+function viewOf(run) {
+  if (view.run !== run.run_id) {
+    Object.assign(view, { run: run.run_id, open: new Map(), shown: new Map(), pending: PENDING_PAGE, drafts: new Map() });
+  }
+  return view;
+}
+function isOpen(position, byDefault) {
+  return view.open.has(position) ? view.open.get(position) : byDefault;
+}
+
+// The rows shown, top to bottom: a record's lane, a group, a branch of an opened group
+// (waiting and failed first, BRANCH_PAGE at a time), the records of an opened branch.
+function visibleRows(nodes, indent) {
+  const rows = [];
+  for (const node of nodes) {
+    if (node.type === "lane") {
+      rows.push({ type: "lane", step: node.step, indent });
+      continue;
+    }
+    const open = isOpen(node.position, node.branches.length <= AUTO_OPEN);
+    rows.push({ type: "group", group: node, indent, open });
+    if (!open) continue;
+    const order = [...node.branches].sort((a, b) => BRANCH_ORDER[a.status] - BRANCH_ORDER[b.status] || a.index - b.index);
+    const limit = view.shown.get(node.position) || BRANCH_PAGE;
+    for (const branch of order.slice(0, limit)) {
+      const branchOpen = isOpen(branch.position, false);
+      rows.push({ type: "branch", branch, indent: indent + 1, open: branchOpen });
+      if (branchOpen) rows.push(...visibleRows(branch.inside, indent + 2));
+    }
+    if (order.length > limit) rows.push({ type: "more", group: node, hidden: order.length - limit, indent: indent + 1 });
+  }
+  return rows;
+}
+
+// --- the timeline: one lane per record or branch, one per group, time across --------------
 
 // Where each record's bar starts and ends. Attempts carry their own times; a wait, a sleep
 // or a value has only its last write, so it starts where the record before it ended (a
 // workflow body is sequential between its waits).
 function lanes(run, now) {
   let cursor = Date.parse(run.created_at);
-  return run.steps.map((step) => {
+  const byPosition = new Map();
+  for (const step of run.steps) {
     const segments = [];
     const updated = Date.parse(step.updated_at);
     if (step.attempts.length) {
@@ -691,8 +973,10 @@ function lanes(run, now) {
       segments.push({ start, end, cls, tip });
       cursor = Math.max(cursor, end);
     }
-    return { step, segments, due: step.status === "WAITING" ? Date.parse(step.wake_at || step.expires_at || "") : NaN };
-  });
+    const due = step.status === "WAITING" ? Date.parse(step.wake_at || step.expires_at || "") : NaN;
+    byPosition.set(step.position, { step, segments, due });
+  }
+  return byPosition;
 }
 
 // Each branch's name by its position ("0004.0002"), from the decided batches' records.
@@ -717,71 +1001,218 @@ function inBranch(position, names) {
   return "";
 }
 
-function timeline(run) {
+// A branch as a person reads it: its name, or "item N" (N from 0, as BatchItem.index).
+function branchLabel(branch) {
+  return branch.name || `item ${branch.index - 1}`;
+}
+
+// The SVG's text is 11 px monospace: about this many pixels a character. Labels are cut
+// and ticks thinned by it, so nothing drawn overlaps whatever the page's width.
+const CHAR_PX = 6.7;
+function fit(text, px) {
+  const room = Math.floor(px / CHAR_PX);
+  return text.length <= room ? text : `${text.slice(0, Math.max(1, room - 1))}…`;
+}
+
+// Tick spacings a person reads without arithmetic: 1, 2, 5 ms ... 15 s, 30 s, 1 min ... 1 week.
+const TICK_STEPS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3,
+  300e3, 600e3, 900e3, 1800e3, 3600e3, 7200e3, 10800e3, 21600e3, 43200e3, 86400e3, 172800e3, 604800e3];
+
+// The axis: "+0" at the left, the whole span at the right, and between them ticks at the
+// smallest round spacing whose labels fit side by side; a label that would still touch
+// another (or the clock's note) is left out, its line kept.
+function axis(t0, t1, x, left, right, note) {
+  const labels = [{ t: t0, text: "+0", anchor: "start" }, { t: t1, text: `+${lived(t1 - t0)}`, anchor: "end" }];
+  const widest = Math.max(...[0.5, 0.9].map((f) => `+${span(f * (t1 - t0))}`.length)) * CHAR_PX;
+  const step = TICK_STEPS.find((ms) => (ms / (t1 - t0)) * (right - left) >= widest + 24);
+  const ticks = [];
+  for (let k = 1; step && t0 + k * step < t1; k++) ticks.push(t0 + k * step);
+  const box = (label) => {
+    const w = label.text.length * CHAR_PX, at = x(label.t);
+    const from = label.anchor === "start" ? at : label.anchor === "end" ? at - w : at - w / 2;
+    return [from - 6, from + w + 6];
+  };
+  const taken = [box(labels[0]), box(labels[1]), ...(note ? [[0, note.length * CHAR_PX + 4 + 6]] : [])];
+  for (const t of ticks) {
+    const label = { t, text: `+${span(t - t0)}`, anchor: "middle" };
+    const [a, b] = box(label);
+    if (taken.some(([c, d]) => a < d && c < b)) continue;
+    taken.push([a, b]);
+    labels.push(label);
+  }
+  return { ticks, labels };
+}
+
+function timeline(run, rows) {
+  if (!rows.length) return h("p", { class: "muted" }, "Nothing recorded yet.");
   const now = nowMs();
   const named = branchNames(run);
-  const rows = lanes(run, now);
-  if (!rows.length) return h("p", { class: "muted" }, "Nothing recorded yet.");
+  const bars = lanes(run, now);
   const t0 = Date.parse(run.created_at);
-  const ends = rows.flatMap((r) => r.segments.map((x) => x.end));
-  const t1 = Math.max(t0 + 1, ...ends, TERMINAL.has(run.status) ? Date.parse(run.updated_at) : now);
-  const label = 190, width = 760, lane = 22, top = 24;
+  let t1 = Math.max(t0 + 1, TERMINAL.has(run.status) ? Date.parse(run.updated_at) : now);
+  for (const lane of bars.values()) for (const seg of lane.segments) t1 = Math.max(t1, seg.end);
+  // Drawn at the page's width in pixels (not scaled), so the label widths above hold.
+  const main = document.getElementById("main");
+  const width = Math.max(420, Math.floor(main.clientWidth - 44));
+  const label = Math.min(340, Math.max(170, Math.round(width * 0.3)));
+  const lane = 22, groupLane = 38, top = 24;
   const x = (t) => label + ((t - t0) / (t1 - t0)) * (width - label - 10);
-  const height = top + rows.length * lane + 6;
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => t0 + f * (t1 - t0));
+  const note = CLOCK.scale === 1 ? null : `virtual time ×${CLOCK.scale}`;
+  const { ticks, labels } = axis(t0, t1, x, label, width - 10, note);
   const fault = run.error?.position;
+  const contains = (position) => Boolean(fault) && (fault === position || fault.startsWith(`${position}.`));
+  const toggle = (position, open) => (event) => {
+    if (event.type === "keydown" && event.key !== "Enter" && event.key !== " ") return;
+    event.preventDefault();
+    view.open.set(position, !open);
+    redraw();
+  };
+  const clickable = (position, open) => ({
+    role: "button", tabindex: 0, "aria-expanded": String(open), onclick: toggle(position, open), onkeydown: toggle(position, open),
+  });
+  // A row that opens is clickable across the whole width, not only on its text's strokes.
+  const hit = (at, tall) => s("rect", { x: 0, y: at, width, height: tall, class: "hit" });
+  const segmentsOf = (records) => records.flatMap((step) => bars.get(step.position)?.segments || []);
+  let y = top;
+  const drawn = rows.map((row) => {
+    const at = y;
+    const indent = 4 + row.indent * 12;
+    if (row.type === "group") {
+      y += groupLane;
+      return groupLaneOf(row, at, indent);
+    }
+    y += lane;
+    if (row.type === "more") {
+      const more = () => {
+        view.shown.set(row.group.position, (view.shown.get(row.group.position) || BRANCH_PAGE) + BRANCH_PAGE);
+        redraw();
+      };
+      return s("g", { class: "more", role: "button", tabindex: 0, "data-group": row.group.position, onclick: more,
+        onkeydown: (e) => (e.key === "Enter" || e.key === " ") && more() },
+        hit(at, lane),
+        s("text", { x: indent, y: at + 14, class: "lane-label more-label" },
+          `show ${Math.min(BRANCH_PAGE, row.hidden)} more (${row.hidden} not shown)`));
+    }
+    if (row.type === "branch") {
+      const b = row.branch;
+      const text = `${row.open ? "▾" : "▸"} ${b.position} ${branchLabel(b)}`;
+      return s("g", { class: `branch ${b.status}${contains(b.position) ? " at-fault" : ""}`, "data-position": b.position,
+        "data-status": b.status, ...clickable(b.position, row.open) },
+        hit(at, lane),
+        s("title", {}, `${b.position} ${branchLabel(b)}: ${b.status}, ${b.records.length} records (click to ${row.open ? "close" : "open"})`),
+        s("circle", { cx: indent + 3, cy: at + 10, r: 4, class: `dot ${BRANCH_BAR[b.status]}` }),
+        s("text", { x: indent + 10, y: at + 14, class: "lane-label" }, fit(text, label - indent - 14)),
+        barsOf(segmentsOf(b.records), `${branchLabel(b)}`, at),
+        dueOf(b.records, at),
+      );
+    }
+    const step = row.step;
+    const text = `${step.position} ${step.name}${inBranch(step.position, named)}`;
+    return s("g", { class: `lane${step.position === fault ? " at-fault" : ""}`, "data-position": step.position, "data-status": step.status },
+      s("text", { x: indent, y: at + 14, class: "lane-label" }, fit(text, label - indent - 6), text.length * CHAR_PX > label - indent - 6 ? s("title", {}, text) : null),
+      barsOf(bars.get(step.position).segments, step.name, at),
+      dueOf([step], at),
+    );
+  });
+
+  function barsOf(segments, name, at) {
+    return segments.map((seg) =>
+      s("rect", { x: x(seg.start), y: at + 4, width: Math.max(2, x(seg.end) - x(seg.start)), height: lane - 8, rx: 3, class: `bar ${seg.cls}` },
+        s("title", {}, `${name}: ${seg.tip}`)));
+  }
+  function dueOf(records, at) {
+    return records.map((step) => {
+      const due = bars.get(step.position)?.due;
+      return isFinite(due) && due <= t1
+        ? s("line", { x1: x(due), x2: x(due), y1: at + 2, y2: at + lane - 2, class: "due" }, s("title", {}, `due ${when(new Date(due).toISOString())}`))
+        : null;
+    });
+  }
+  // A group: its name and counts by status, and one bar across the time its branches
+  // took, split by those counts; click to list its branches.
+  function groupLaneOf(row, at, indent) {
+    const g = row.group, c = g.counts;
+    const segments = segmentsOf(g.records);
+    const from = segments.length ? Math.min(...segments.map((seg) => seg.start)) : t0;
+    const to = Math.max(from, ...segments.map((seg) => seg.end), g.header ? Date.parse(g.header.updated_at) : from);
+    const total = g.branches.length;
+    const kinds = ["done", "running", "waiting", "failed", "canceled"].filter((k) => c[k]);
+    const name = g.header ? g.header.name : "batch";
+    const title = `${row.open ? "▾" : "▸"} ${g.position} ${name} · ${total} branch${total === 1 ? "" : "es"}`;
+    let left = x(from);
+    const span_ = Math.max(2, x(to) - x(from));
+    return s("g", { class: `group${contains(g.position) ? " at-fault" : ""}`, "data-group": g.position, "data-status": groupStatus(g),
+      "data-branches": total, ...Object.fromEntries(Object.entries(c).map(([k, n]) => [`data-${k}`, n])),
+      ...clickable(g.position, row.open) },
+      hit(at, groupLane),
+      s("title", {}, `${g.position} ${name}: ${kinds.map((k) => `${c[k]} ${k}`).join(", ")} (click to ${row.open ? "close" : "list"} its branches)`),
+      s("text", { x: indent, y: at + 14, class: "lane-label group-label" }, fit(title, label - indent - 6)),
+      s("text", { x: indent + 12, y: at + 31, class: "counts" },
+        kinds.flatMap((k, i) => [i ? " · " : "", s("tspan", { class: `count ${k}`, "data-count": k }, `${c[k]} ${k}`)])),
+      kinds.map((k) => {
+        const w = (span_ * c[k]) / total;
+        const rect = s("rect", { x: left, y: at + 4, width: Math.max(1, w), height: lane - 6, class: `bar ${BRANCH_BAR[k]}` },
+          s("title", {}, `${c[k]} of ${total} ${k}`));
+        left += w;
+        return rect;
+      }),
+    );
+  }
+
+  const height = y + 6;
   return s(
     "svg",
-    { class: "timeline", viewBox: `0 0 ${width} ${height}`, width: "100%", role: "img", "aria-label": `timeline of run ${run.run_id}` },
-    ticks.map((t, i) => [
-      s("line", { x1: x(t), x2: x(t), y1: 16, y2: height, class: "tick" }),
-      s("text", { x: x(t), y: 12, class: "tick-label", "text-anchor": i === ticks.length - 1 ? "end" : "middle" },
-        i === ticks.length - 1 ? `+${lived(t - t0)}` : `+${span(t - t0)}`),
-    ]),
+    { class: "timeline", viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": `timeline of run ${run.run_id}` },
+    ticks.map((t) => s("line", { x1: x(t), x2: x(t), y1: 16, y2: height, class: "tick" })),
+    [t0, t1].map((t) => s("line", { x1: x(t), x2: x(t), y1: 16, y2: height, class: "tick" })),
+    labels.map((l) => s("text", { x: x(l.t), y: 12, class: "tick-label", "text-anchor": l.anchor }, l.text)),
     // Under durable dev's time scale the axis is the ledger's virtual time: say so.
-    CLOCK.scale === 1 ? null : s("text", { x: 4, y: 12, class: "tick-label axis-clock" }, `virtual time ×${CLOCK.scale}`),
-    rows.map((row, i) => {
-      const y = top + i * lane;
-      // 0004.0002.0001: branch 2 of the batch at 0004, its first call (two levels down).
-      const depth = (row.step.position.split(".").length - 1) / 2;
-      return s(
-        "g",
-        { class: `lane${row.step.position === fault ? " at-fault" : ""}`, "data-position": row.step.position, "data-status": row.step.status },
-        s("text", { x: 4 + depth * 10, y: y + 14, class: "lane-label" }, `${row.step.position} ${row.step.name}${inBranch(row.step.position, named)}`),
-        row.segments.map((seg) =>
-          s("rect", { x: x(seg.start), y: y + 4, width: Math.max(2, x(seg.end) - x(seg.start)), height: lane - 8, rx: 3, class: `bar ${seg.cls}` },
-            s("title", {}, `${row.step.name}: ${seg.tip}`)),
-        ),
-        isFinite(row.due) && row.due <= t1
-          ? s("line", { x1: x(row.due), x2: x(row.due), y1: y + 2, y2: y + lane - 2, class: "due" }, s("title", {}, `due ${when(new Date(row.due).toISOString())}`))
-          : null,
-      );
-    }),
+    note ? s("text", { x: 4, y: 12, class: "tick-label axis-clock" }, note) : null,
+    drawn,
   );
 }
 
 // --- tables ----------------------------------------------------------------------------------
 
-function stepsTable(run) {
+// The records the timeline shows, one row each; a group is one row (its decision, or its
+// counts while it runs), its opened branches' records under it.
+function stepsTable(run, rows) {
   if (!run.steps.length) return h("p", { class: "muted" }, "No steps yet.");
   const named = branchNames(run);
+  const fault = run.error?.position;
+  const line = (row) => {
+    if (row.type === "group") {
+      const g = row.group, step = g.header;
+      const counts = Object.entries(g.counts).filter(([, n]) => n).map(([k, n]) => `${n} ${k}`).join(", ");
+      return h("tr", { class: fault?.startsWith(`${g.position}.`) || fault === g.position ? "at-fault" : "", "data-group": g.position },
+        h("td", {}, g.position),
+        h("td", {}, step ? step.name : "batch"),
+        h("td", {}, "batch"),
+        h("td", {}, badge(groupStatus(g))),
+        h("td", {}, ""),
+        h("td", {}, step && step.output ? batchText(step.output) : `${g.branches.length} branches so far: ${counts}`),
+      );
+    }
+    if (row.type !== "lane") return null;
+    const step = row.step;
+    return h("tr", { class: step.position === fault ? "at-fault" : "" },
+      h("td", { class: `depth-${Math.min(row.indent, 6)}` }, step.position),
+      h("td", {}, step.name, inBranch(step.position, named) ? h("span", { class: "muted", "data-branch": "1" }, inBranch(step.position, named)) : null),
+      h("td", {}, step.kind, step.child ? [" ", h("a", { href: runLink({ workflow: step.name, run_id: step.child }), "data-child": step.child }, "open child")] : null),
+      h("td", {}, badge(step.status), step.completed_by ? h("span", { class: "muted" }, ` by ${who(step.completed_by)}`) : null),
+      h("td", {}, step.attempts.length || ""),
+      h("td", {}, step.error_summary
+        ? h("span", { class: "error-text" }, step.error_summary)
+        : step.status === "WAITING" ? h("span", { class: "muted" }, dueText(step))
+        : step.kind === "batch" ? batchText(step.output)
+        : step.output === null ? "" : h("code", {}, JSON.stringify(step.output))),
+    );
+  };
   return h(
     "table",
     { class: "steps" },
     h("thead", {}, h("tr", {}, ["Position", "Name", "Kind", "Status", "Attempts", "Result or error"].map((t) => h("th", {}, t)))),
-    h("tbody", {}, run.steps.map((step) =>
-      h("tr", { class: step.position === run.error?.position ? "at-fault" : "" },
-        h("td", {}, step.position),
-        h("td", {}, step.name, inBranch(step.position, named) ? h("span", { class: "muted", "data-branch": "1" }, inBranch(step.position, named)) : null),
-        h("td", {}, step.kind, step.child ? [" ", h("a", { href: runLink({ workflow: step.name, run_id: step.child }), "data-child": step.child }, "open child")] : null),
-        h("td", {}, badge(step.status), step.completed_by ? h("span", { class: "muted" }, ` by ${who(step.completed_by)}`) : null),
-        h("td", {}, step.attempts.length || ""),
-        h("td", {}, step.error_summary
-          ? h("span", { class: "error-text" }, step.error_summary)
-          : step.status === "WAITING" ? h("span", { class: "muted" }, dueText(step))
-          : step.kind === "batch" ? batchText(step.output)
-          : step.output === null ? "" : h("code", {}, JSON.stringify(step.output))),
-      ))),
+    h("tbody", {}, rows.map(line)),
   );
 }
 
