@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from durable import cli
+from durable.engine.run_logging import STEP_LOGGER, WORKFLOW_LOGGER
 from tests.conftest import MakeTables
 from tests.handlers.conftest import Stack, build_stack
 from tests.handlers.events import LambdaContext, api_event
@@ -81,11 +82,32 @@ def test_the_cli_shows_the_last_fire_and_a_schedules_recent_fires(
     assert "no schedule named 'nightly' (known: morning-greet)" in capsys.readouterr().err
 
 
+def _restore_run_loggers(request: pytest.FixtureRequest) -> None:
+    """The console's composition routes the workflow and step loggers to itself and stops
+    their propagation, for the whole process: put them back after the test, or a later
+    test's JSON log lines from inside a step never reach stdout."""
+    saved = [
+        (lg, list(lg.handlers), lg.level, lg.propagate) for lg in (WORKFLOW_LOGGER, STEP_LOGGER)
+    ]
+
+    def restore() -> None:
+        for logger, handlers, level, propagate in saved:
+            logger.handlers[:] = handlers
+            logger.setLevel(level)
+            logger.propagate = propagate
+
+    request.addfinalizer(restore)
+
+
 def test_the_dev_console_says_every_fire(
-    moto_client: Any, make_tables: MakeTables, capsys: pytest.CaptureFixture[str]
+    moto_client: Any,
+    make_tables: MakeTables,
+    capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
 ) -> None:
     """Under durable dev (its console on) the worker prints one line per fire: the
     schedule, the fire time, the verdict and the run, a fire that started nothing too."""
+    _restore_run_loggers(request)  # the console re-routes them process-wide
     stack = build_stack(moto_client, make_tables, console_events=True)
     stack.worker({"control": "reconcile-schedules"}, LambdaContext())
     capsys.readouterr()
