@@ -360,3 +360,11 @@ def test_a_run_held_back_by_a_limit_shows_its_place_in_line(dev: DevProcess, pag
     # Live: out of the line, it now waits, as the first did, for its signal.
     page.wait_for_selector("p.waits >> text=signal “done”")
     assert "in line" not in (page.text_content("p.waits") or "")
+    # The signal it waits for is on top of its page, with a form that sends it.
+    form = 'section.pending form.answer[data-signal="done"]'
+    page.fill(f"{form} textarea", '{"by": "the page"}')
+    page.click(f'{form} button[data-action="signal"]')
+    page.click("#confirm-yes")
+    status_shown(page, "SUCCEEDED")
+    signals = dev.http("GET", f"/runs/{second}")["signals"]
+    assert [x["payload"] for x in signals] == [{"by": "the page"}]

@@ -126,10 +126,11 @@ def test_a_thousand_branch_map_is_one_group_lane(dev: DevProcess, page: Any, run
     built = page.evaluate(
         "() => performance.getEntriesByName('durable:run-page').map(e => e.duration)"
     )
+    tall = page.evaluate("document.body.scrollHeight")
     print(
         f"[console map] run page of a {SUPPLIERS}-item map: {shown * 1000:.0f} ms from "
         f"navigation to the group lane (the API's answer included); building the page "
-        f"took {built[0]:.1f} ms"
+        f"took {built[0]:.1f} ms; the page is {tall} px tall"
     )
     assert shown < 10, shown  # generous for a shared machine: it was ~1 s, not a minute
 

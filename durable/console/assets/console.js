@@ -718,6 +718,8 @@ function layoutShape(text) {
       out += c;
     } else if (hole) {
       out += c;
+    } else if ((c === "{" && text[i + 1] === "}") || (c === "[" && text[i + 1] === "]")) {
+      out += c + text[++i]; // empty: kept on its line
     } else if (c === "{" || c === "[") {
       depth += 1;
       out += c + pad();
