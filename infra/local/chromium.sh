@@ -20,7 +20,9 @@ install)
     fi
     if ! .venv/bin/python -c "import playwright" 2>/dev/null; then
         log=$(mktemp)
-        .venv/bin/pip install --quiet -e ".[browser]" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
+        # Playwright at the version requirements/dev.lock names (make lock locks this extra too).
+        .venv/bin/uv pip install --quiet --python .venv/bin/python \
+            --constraint requirements/dev.lock -e ".[browser]" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
         rm -f "$log"
     fi
     command -v chromium
