@@ -82,8 +82,26 @@ def format_time(when: datetime) -> str:
     )
 
 
+_fromisoformat = datetime.fromisoformat
+
+
 def parse_time(text: str) -> datetime:
-    """Inverse of ``format_time`` (slicing, not strptime: it is on the hot path too)."""
+    """Inverse of ``format_time``. ``datetime.fromisoformat`` (C; it reads the ``Z`` since
+    3.11) takes the ledger's own shape, ``YYYY-MM-DDTHH:MM:SS.mmmZ``, several times faster
+    than slicing; anything else goes the old way (slices and ``int``), so what parsed before
+    parses the same and what failed fails with the same error."""
+    # The separators at 4, 7, 10, 13, 16 and 19 checked in one slice: fromisoformat also
+    # reads ISO week dates (2024-W01-1) and compact times (HHMMSS), which are no ledger
+    # times. An hour from 24 on is left to the slices, whatever a later Python makes of 24:00.
+    if text[4:20:3] == "--T::." and text[23:] == "Z" and len(text) == 24 and text[11:13] < "24":
+        try:
+            return _fromisoformat(text)
+        except ValueError:
+            pass  # a field out of range or not ASCII digits: the slices say which, as before
+    return _parse_time_sliced(text)
+
+
+def _parse_time_sliced(text: str) -> datetime:
     if len(text) != 24 or text[10] != "T" or text[23] != "Z":
         raise ValueError(f"not a ledger timestamp: {text!r}")
     return datetime(
