@@ -147,10 +147,43 @@ def error_response(found: Answer) -> Response[str]:
     )
 
 
-def allowed_methods(app: APIGatewayRestResolver, path: str) -> list[str]:
-    """The methods of the routes whose path matches ``path`` (none: the path is unknown)."""
-    routes = [*app._static_routes, *app._dynamic_routes]  # Powertools keeps no public list
-    return sorted({route.method for route in routes if route.rule.match(path)})
+# What a ``<name>`` segment of a rule matches, as Powertools' REST resolver matches it: the
+# characters RFC 3986 calls unreserved or sub-delimiters, ``:`` and ``@``, word characters,
+# and a few unsafe ones API Gateway passes through. Kept here (not read from Powertools'
+# private names), and tests/handlers/test_route_table.py checks it answers like the resolver.
+_SEGMENT = r"[-._~()'!*:@,;=+&$%<> \[\]{}|^\w]+"
+_PARAMETER = re.compile(r"<(\w+)>")
+
+
+def compile_rule(rule: str) -> re.Pattern[str]:
+    """A route's rule as a pattern of whole paths: ``<name>`` one segment, trailing slashes
+    ignored (the REST resolver strips them from rules and accepts them on paths)."""
+    named = _PARAMETER.sub(lambda found: f"(?P<{found[1]}>{_SEGMENT})", rule.rstrip("/"))
+    return re.compile(f"^{named}/*$")
+
+
+class Resolver(APIGatewayRestResolver):
+    """Powertools' REST resolver that keeps its own table of the routes registered (every
+    ``get``/``post``/... goes through ``route``): a request it has no route for can then be
+    told apart as an unknown path (404) or a method the path does not answer (405, with
+    ``Allow``). Powertools keeps no public list, and reading its private one would turn every
+    404 into a 500 the day it is renamed."""
+
+    def __init__(self, **options: Any) -> None:
+        self.route_table: list[tuple[str, re.Pattern[str]]] = []  # before any route is added
+        super().__init__(**options)
+
+    def route(  # the base's other arguments pass through as they are
+        self, rule: str, method: str | list[str] | tuple[str], *args: Any, **kwargs: Any
+    ) -> Any:
+        pattern = compile_rule(rule)
+        methods = [method] if isinstance(method, str) else list(method)
+        self.route_table.extend((name.upper(), pattern) for name in methods)
+        return super().route(rule, method, *args, **kwargs)
+
+    def allowed_methods(self, path: str) -> list[str]:
+        """The methods of the routes whose rule matches ``path`` (none: the path is unknown)."""
+        return sorted({name for name, pattern in self.route_table if pattern.match(path)})
 
 
 def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiService]) -> None:
@@ -191,9 +224,9 @@ def _schedule_routes(app: APIGatewayRestResolver, service: Callable[[], ApiServi
         return _json(202, service().run_schedule(named(name), idempotency_key))
 
 
-def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
+def build_resolver(service: Callable[[], ApiService]) -> Resolver:
     """The resolver with every route; ``service`` is called per request (lazy)."""
-    app = APIGatewayRestResolver(enable_validation=True)
+    app = Resolver(enable_validation=True)
 
     def caller() -> str | None:
         # Operator routes are IAM-authorized: API Gateway puts the caller's ARN here.
@@ -212,7 +245,7 @@ def build_resolver(service: Callable[[], ApiService]) -> APIGatewayRestResolver:
     @app.not_found
     def _not_found(_: Exception) -> Response[str]:
         method, path = app.current_event.http_method, app.current_event.path
-        allowed = allowed_methods(app, path)
+        allowed = app.allowed_methods(path)
         if not allowed:
             return error_response(answer(HttpError(404, "NotFound", f"no route {method} {path}")))
         # A known path asked with another method: 405, with the methods it answers.
