@@ -1243,9 +1243,22 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    root = parser()
+    args, extra = root.parse_known_args(argv)
+    if extra:
+        if getattr(args, "func", None) is not cmd_sam:
+            root.error(f"unrecognized arguments: {' '.join(extra)}")
+        # argparse's REMAINDER starts at the first plain word: the options before it
+        # (`durable sam --version`, `durable sam --debug build`) come back as unknown,
+        # and they are sam's, ahead of the rest.
+        args.sam_args = [*extra, *args.sam_args]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = parser().parse_args(argv)
+        args = _parse(argv)
         try:
             result: int = args.func(args)
             sys.stdout.flush()  # find a closed pipe here rather than at the exit
