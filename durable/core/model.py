@@ -237,6 +237,10 @@ class RunRecord:
     # The time of the latest claim (never moved back): a sleep kept on the run item whose
     # wake time is not later is over (``durable.core.sleeps.sleep_over``).
     woke_at: str | None = None
+    # What the workflow code last reported with ``ctx.set_progress``: {"done", "total",
+    # "note", "at"} (``durable.core.progress``). Not a write of its own: it rides in the
+    # next write the run makes, so it is as fresh as the run item.
+    progress: dict[str, Any] | None = None
 
     @property
     def terminal(self) -> bool:
@@ -375,6 +379,7 @@ def copy_run(run: RunRecord) -> RunRecord:
     new.operations = [dict(o) for o in run.operations]
     new.usage = dict(run.usage) if run.usage is not None else None
     new.sleeps = {p: dict(e) for p, e in run.sleeps.items()} if run.sleeps else None
+    new.progress = dict(run.progress) if run.progress is not None else None
     return new
 
 

@@ -904,6 +904,22 @@ class Context:
         """End this run and start a fresh one (new ledger) of the same workflow with ``input``."""
         self._exec.continue_as_new(input)
 
+    def set_progress(self, done: int, total: int | None = None, note: str | None = None) -> None:
+        """Report how far the run has got: ``done`` of ``total`` (non-negative ints, ``done``
+        at most ``total``; ``total`` may be unknown) and a short ``note`` (at most 200
+        characters). Shown by ``durable runs``, ``durable show``, the console and the API's
+        run view (``progress: {done, total, note, at}``).
+
+        Not a durable operation: it takes no position and writes nothing by itself. The
+        value set last rides in the next write the run makes anyway (a lease renewal, a
+        checkpoint, its suspension, its end), so it is cheap to call per item. Replayed
+        code that set a value before is not taken again (the value stored stays); a value
+        set just before a worker crashes, ahead of any write, is lost. A run continued as
+        new starts with no progress. The note is stored: a token in it is redacted, and it
+        is not a place for a secret. ``InvalidInput`` names a wrong field.
+        """
+        self._exec.set_progress(done, total, note)
+
 
 def _branch_label(branch: Callable[..., Any], index: int) -> str:
     """A parallel branch's default name: its function's, or "branch N" for a lambda."""

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -58,6 +59,12 @@ if TYPE_CHECKING:
     from durable.core.callables import WorkflowDef
     from durable.engine.engine_parts import EngineParts
     from durable.engine.execution_parts import ExecutionParts
+
+# The execution an ending is driven for: the final writes take the run item, not the
+# execution, in a dozen places, and the progress its code set rides in the one write they
+# all end in (``final_write``). A context variable: workers of one process may drive
+# several runs at once, and a child run driven inline nests.
+_DRIVEN: ContextVar[ExecutionParts | None] = ContextVar("durable_driven", default=None)
 
 log = logging.getLogger("durable.endings")
 
@@ -102,6 +109,7 @@ class Endings:
         ledger is unavailable: crash-only, after releasing the lease) propagate; any
         other error while concluding fails the run for good, with attention.
         """
+        driven = _DRIVEN.set(x)
         try:
             return self._settle(x, lambda: self._conclude(x))
         except StorageError as error:
@@ -111,6 +119,8 @@ class Endings:
             return self._finish_failed(x.run, x.owner, error, attention=True, cancel_ok=True)
         except Exception as error:  # concluding failed: park the run, never crash-loop
             return self._finish_failed(x.run, x.owner, error, attention=True, cancel_ok=True)
+        finally:
+            _DRIVEN.reset(driven)
 
     def _settle(self, x: ExecutionParts, act: Callable[[], Outcome]) -> Outcome:
         """``act``'s outcome, the control-flow signals it raised turned into theirs. An
@@ -308,6 +318,9 @@ class Endings:
     def final_write(self, run: RunRecord, guard: RunGuard, changes: dict[str, Any]) -> RunRecord:
         """The run's last write; a child's also reports its end to its parent, in the
         same atomic write (``durable.engine.children``), and wakes the parent."""
+        driven = _DRIVEN.get()
+        if driven is not None and driven.run.run_id == run.run_id:
+            changes = {**changes, **driven.progress_changes()}
         report = report_of(run, changes)
         if report is None:
             return self.ledger.update_run(run.run_id, guard, changes)
@@ -343,6 +356,7 @@ class Endings:
                     "lease_until": None,
                     "due_at": format_time(now + self.config.handoff_grace),
                     "updated_at": format_time(now),
+                    **x.progress_changes(),
                 },
             )
         except ConditionFailed:
@@ -359,7 +373,12 @@ class Endings:
             self.ledger.update_run(
                 x.run.run_id,
                 x.guard(),
-                {"lease_owner": None, "lease_until": None, "due_at": format_time(due)},
+                {
+                    "lease_owner": None,
+                    "lease_until": None,
+                    "due_at": format_time(due),
+                    **x.progress_changes(),
+                },
             )
 
     def defer(self, history: RunHistory, owner: str, why: BaseException) -> Outcome:
@@ -404,6 +423,7 @@ class Endings:
         left = unconsumed_signals(x.signals, x.steps)
         output = serde.canonical_json(marker_output(successor.run_id, len(left)))
         changes = self.final_changes({"status": RunStatus.SUCCEEDED.value, "output": output})
+        changes.update(x.progress_changes())  # the predecessor's last word; not the successor's
         guard = RunGuard(
             fence=x.run.fence,
             owner=x.owner,

@@ -486,6 +486,7 @@ class Engine:
         if admitted is not history.run:  # read again after an event: replay from that read
             history = RunHistory(admitted, history.steps, history.signals)
             read_at = self.clock.now()
+        progress = None
         while True:
             x = Execution(
                 self,
@@ -499,9 +500,13 @@ class Engine:
                 events_inbox=events_inbox,
                 read_at=read_at,
             )
+            # The progress the refused suspension carried: the replay after the reload
+            # takes no value the code set before this point again (``durable.core.progress``).
+            x.progress = progress
             try:
                 outcome = self.endings.drive(x)
             except InboxChanged as changed:
+                progress = x.progress
                 read_at = self.clock.now()
                 reloaded = self.ledger.load(run_id)
                 mine = (x.run.fence, owner)

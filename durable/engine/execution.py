@@ -39,6 +39,7 @@ from durable.core.model import (
     top_index,
 )
 from durable.core.ports import ConditionFailed, Invocation, RunGuard
+from durable.core.progress import progress_value
 from durable.core.retry import RetryPolicy
 from durable.core.secrets import SEALED, Sealer, SecretsNeedKeys, key_record, open_sealer
 from durable.core.sleeps import keepable, kept_sleeps, overflow, with_sleeps
@@ -161,6 +162,9 @@ class Execution(LeaseKeeping):
         self.dry_run = False  # replay recorded results only; stop where new work begins
         # The event loop driving an ``async def`` workflow, while it runs (else None).
         self.aio: LoopRun | None = None
+        # What ``ctx.set_progress`` set last in this invocation (``durable.core.progress``):
+        # it rides in the run item's next write while it differs from the stored one.
+        self.progress: dict[str, Any] | None = None
 
     # --- the calling code's cursor ------------------------------------------------------
 
@@ -480,7 +484,9 @@ class Execution(LeaseKeeping):
             key, wrapped = keys.new_data_key(run_id)
             record = key_record(run_id, wrapped)
             try:
-                self.run = self.ledger.update_run(run_id, self.guard(), {"data_key": record})
+                self.run = self.ledger.update_run(
+                    run_id, self.guard(), {"data_key": record, **self.progress_changes()}
+                )
             except ConditionFailed as e:
                 raise LeaseLost() from e
             self._sealer = Sealer(key, run_id)
@@ -641,6 +647,7 @@ class Execution(LeaseKeeping):
         }
         if self.sleeps_on_run:
             changes["sleeps"] = self.kept_sleeps()
+        changes.update(self.progress_changes())
         try:
             self.run = self.ledger.update_run(
                 self.run.run_id, self.guard(inbox=self.events_inbox), changes
@@ -776,6 +783,30 @@ class Execution(LeaseKeeping):
             return True
         needed = wait + then_needed + self.config.safety_margin
         return remaining >= needed.total_seconds()
+
+    # --- progress (``durable.core.progress``) ------------------------------------------
+
+    def set_progress(self, done: object, total: object, note: object) -> None:
+        """Keep the value for the run item's next write; checked on replay as on the first
+        run (a bad value fails the same way), taken only past what is replayed."""
+        value = progress_value(done, total, note, self.now_text())
+        if self.replaying():
+            # An earlier invocation ran this code and stored this value or a newer one:
+            # taking it again could move the shown progress back.
+            return
+        if "note" in value:
+            # Stored as the write boundary would store it, so the kept value equals the
+            # stored one and does not ride again in every later write.
+            value["note"] = scrub_text(self.redact(value["note"]))
+        self.progress = value
+
+    def progress_changes(self) -> dict[str, Any]:
+        """``{"progress": value}`` for a run-item write while the value set last is not
+        the stored one, else nothing."""
+        value = self.progress
+        if value is None or value == self.run.progress:
+            return {}
+        return {"progress": value}
 
     def continue_as_new(self, input_value: Any) -> None:
         self.check_cancel()  # honours cancel and non-determinism like any durable call

@@ -66,6 +66,8 @@ class ExecutionParts(Protocol):
     turn: Turn | None
     # The async run driving this invocation's workflow on an event loop, if any.
     aio: LoopRun | None
+    # What ``ctx.set_progress`` set last, for the run item's next write.
+    progress: dict[str, Any] | None
 
     @property
     def root(self) -> Cursor: ...
@@ -213,3 +215,7 @@ class ExecutionParts(Protocol):
     def sleep_until(self, when: datetime, name: str) -> None: ...
 
     def continue_as_new(self, input_value: Any) -> None: ...
+
+    def set_progress(self, done: object, total: object, note: object) -> None: ...
+
+    def progress_changes(self) -> dict[str, Any]: ...

@@ -43,6 +43,9 @@ class LeaseKeeping:
     def guard(self, **extra: Any) -> RunGuard:
         raise NotImplementedError  # Execution's
 
+    def progress_changes(self) -> dict[str, Any]:
+        raise NotImplementedError  # Execution's: the progress that rides in a renewal
+
     def remaining(self) -> float | None:
         fn = self.invocation.remaining_seconds
         return None if fn is None else fn()
@@ -108,6 +111,7 @@ class LeaseKeeping:
             return
         end = max(until, target)
         changes = lease_changes(self.run, end, self.config.clock_skew)
+        changes.update(self.progress_changes())  # a renewal is a write the run makes anyway
         try:
             self.run = self.ledger.update_run(self.run.run_id, self.guard(), changes)
         except ConditionFailed as e:

@@ -469,6 +469,7 @@ class StepRun:
         if remaining is not None:  # never past the invocation's deadline
             end = min(end, now + timedelta(seconds=remaining) + self.x.config.deadline_overrun)
         changes = lease_changes(self.x.run, end, self.x.config.clock_skew)
+        changes.update(self.x.progress_changes())  # rides in the run item's update
         try:
             written = self.x.ledger.write_step_fenced(
                 self.record(StepStatus.RUNNING), self.x.guard(), changes
