@@ -25,6 +25,7 @@ from durable.core.model import (
     StepRecord,
     StepStatus,
 )
+from durable.core.progress import stored_progress
 
 RUN_SK = "RUN"
 STEP_PREFIX = "STEP#"
@@ -167,6 +168,7 @@ def run_to_item(run: RunRecord, shards: int, *, input_item: str | None = None) -
             "start_at": run.start_at,
             "sleeps": run.sleeps or None,
             "woke_at": run.woke_at,
+            "progress": run.progress or None,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
             "list_pk": list_pk(run.workflow),
             "list_sk": listing_key(run.run_id, run.status.value, run.created_at, run.updated_at),
@@ -309,6 +311,7 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         start_at=d.get("start_at"),
         sleeps=d.get("sleeps") or None,
         woke_at=d.get("woke_at"),
+        progress=stored_progress(d.get("progress")),
     )
 
 
@@ -382,6 +385,6 @@ RUN_ATTRIBUTES = frozenset(
         *("due_at", "purge_at", "continued_from", "forked_from", "parent", "children"),
         *("deferrals", "compensated", "data_key", "operations", "usage", "gate", "queued_at"),
         *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk", "waiting_for"),
-        *("input_item", "sleeps", "woke_at"),
+        *("input_item", "sleeps", "woke_at", "progress"),
     }
 )

@@ -111,6 +111,8 @@ class RunItem(_Base):
     # Open sleeps (durable.core.sleeps): position -> {name, wake_at, at, fence}.
     sleeps = MapAttribute(null=True)  # type: ignore[var-annotated]
     woke_at = UnicodeAttribute(null=True)  # the latest claim's time (durable.core.sleeps)
+    # ctx.set_progress's last value (durable.core.progress): {done, total?, note?, at}.
+    progress = MapAttribute(null=True)  # type: ignore[var-annotated]
     # Index keys, derived from the fields above by this adapter.
     due_shard = UnicodeAttribute(null=True)
     list_pk = UnicodeAttribute(null=True)
