@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from durable.core import serde
 from durable.core.model import RunRecord, RunStatus, SignalRecord, StepKind, StepRecord, StepStatus
+from durable.core.progress import progress_view
 from durable.core.secrets import masked
 
 RunStatusName = Literal[
@@ -99,6 +100,21 @@ class RunError(BaseModel):
     position: str | None = None  # the step whose failure ended the run, if one did
 
 
+class Progress(BaseModel):
+    """What the workflow code last reported with ``ctx.set_progress``, as of the run
+    item's latest write (it rides in writes the run makes anyway)."""
+
+    done: int
+    total: int | None = None  # None: the code did not say how many
+    note: str | None = None
+    at: str  # when the code set it
+
+    @classmethod
+    def of(cls, stored: Any) -> Progress | None:
+        view = progress_view(stored)
+        return None if view is None else cls(**view)
+
+
 class RunSummary(BaseModel):
     run_id: str
     workflow: str
@@ -121,6 +137,9 @@ class RunSummary(BaseModel):
     # What a WAITING run waits for: "callback approval until <time>", "sleep sleep until
     # <time>", "signal go", "child <name>", "retry <step> until <time>" (+N more).
     waiting_for: str | None = None
+    # What the run last reported of its progress (``ctx.set_progress``). A listing shows
+    # it for runs not ended (one read of the run item each); a run's view always.
+    progress: Progress | None = None
 
     @classmethod
     def of(cls, run: RunRecord) -> RunSummary:
@@ -141,6 +160,7 @@ class RunSummary(BaseModel):
             queued_at=run.queued_at,
             start_at=run.start_at,
             waiting_for=run.waiting_for if run.status == RunStatus.WAITING else None,
+            progress=Progress.of(run.progress),
         )
 
 

@@ -27,6 +27,7 @@ from durable.api.models import (
     HeartbeatAccepted,
     HookAccepted,
     HookChallenge,
+    Progress,
     RetryRequest,
     RunCost,
     RunDetail,
@@ -95,6 +96,11 @@ UNSIGNED_DELIVERY = (
     "the delivery does not carry a valid signature for this hook: sign it with the hook's "
     "key, the way its sender's scheme says (docs/operations.md, Webhooks)"
 )
+
+
+# Runs a listing reads the item of, for what the listing indexes do not project: what a
+# WAITING run waits for, and the progress of a run not ended.
+_READ_WHOLE = frozenset({RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING})
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,15 +405,18 @@ class ApiService:
         return RunPage(runs=[self._listed(r) for r in page.items], next_cursor=page.cursor)
 
     def _listed(self, run: RunRecord) -> RunSummary:
-        """A listed run; a WAITING one with what it waits for, read from its item: the
-        listing indexes do not project ``waiting_for`` (a global secondary index's
-        projection cannot change in place on a deployed table; docs/architecture.md), so
-        a page pays one read per waiting run on it."""
+        """A listed run; a WAITING one with what it waits for, and a run not ended with its
+        progress, read from its item: the listing indexes project neither ``waiting_for``
+        nor ``progress`` (a global secondary index's projection cannot change in place on
+        a deployed table; docs/architecture.md), so a page pays one read per run on it
+        that is running or waiting (an ended run's progress is on its own view)."""
         summary = RunSummary.of(run)
-        if run.status == RunStatus.WAITING and run.waiting_for is None:
+        if run.status in _READ_WHOLE and run.waiting_for is None and run.progress is None:
             whole = self.engine.peek_run(run.run_id)  # its state; its values stay put
             if whole is not None and whole.status == RunStatus.WAITING:
                 summary.waiting_for = whole.waiting_for
+            if whole is not None and not whole.terminal:
+                summary.progress = Progress.of(whole.progress)
         return summary
 
     def workflows(self) -> WorkflowList:
