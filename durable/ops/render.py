@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from durable.core.model import parse_time
+from durable.core.progress import progress_text
 from durable.engine.children import parse_link
 
 Row = Mapping[str, Any]
@@ -164,6 +165,8 @@ def render_run(run: Row) -> str:
     waiting = waiting_line(run)
     if waiting:
         lines.append(f"  waits  {waiting}")
+    if run.get("progress"):
+        lines.append(f"  progress {progress_line(run['progress'])}")
     if run.get("input") is not None:
         lines.append(f"  input  {short(run['input'], 90)}")
     if run.get("output") is not None:
@@ -254,6 +257,13 @@ def error_line(error: Row, limit: int = 90) -> str:
     return f"{kind}: {short(message, limit)}" if message else kind
 
 
+def progress_line(progress: Row) -> str:
+    """``3/300 (1%) supplier 12  (set 2026-01-02T03:04:05.678Z)``: what the run last
+    reported (``ctx.set_progress``) and when its code set it."""
+    text = short(progress_text(progress), 240)
+    return f"{text}  (set {progress['at']})" if progress.get("at") else text
+
+
 def waiting_line(run: Row) -> str:
     """What a run that has not started waits for: a slot (flow control's line) or the
     start time its workflow's rate limit booked; '' for any other run."""
@@ -329,6 +339,7 @@ def render_runs(runs: Sequence[Row], wide: bool = False) -> str:
             str(r["workflow"]),
             str(r["version"]),
             _status_cell(r),
+            cell(progress_text(r.get("progress")), 28),
             str(r["updated_at"]),
             cell(waits_for(r), 48),
             cell(started_by(r, 100_000 if wide else 24), 36),
@@ -336,7 +347,10 @@ def render_runs(runs: Sequence[Row], wide: bool = False) -> str:
         ]
         for r in runs
     ]
-    headers = ["run", "workflow", "v", "status", "updated", "waiting for", "started by", "error"]
+    headers = [
+        *("run", "workflow", "v", "status", "progress", "updated"),
+        *("waiting for", "started by", "error"),
+    ]
     return table(headers, rows)
 
 
