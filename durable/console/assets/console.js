@@ -315,7 +315,8 @@ function runsTable(runs) {
           h("td", {}, h("a", { href: runLink(run) }, run.run_id)),
           h("td", {}, `${run.workflow} v${run.version}`),
           h("td", {}, badge(run.status), run.needs_attention ? h("span", { class: "flag" }, "needs attention") : null,
-            waitsFor(run) ? h("span", { class: "flag", "data-waits": "1" }, waitsFor(run)) : null),
+            waitsFor(run) ? h("span", { class: "flag", "data-waits": "1" }, waitsFor(run)) : null,
+            progressBar(run.progress)),
           h("td", {}, when(run.created_at)),
           h("td", {}, when(run.updated_at)),
           h("td", { title: run.requested_by || "" }, who(run.requested_by)),
@@ -478,6 +479,21 @@ function waitsFor(run) {
   return "";
 }
 
+// What the run last reported with ctx.set_progress ({done, total, note, at}): a bar when it
+// said how many, the count alone when not; with ``full`` (the run page) its note and when
+// it was set. None for a run that reported nothing.
+function progressBar(progress, full = false) {
+  if (!progress) return null;
+  const { done, total, note, at } = progress;
+  const count = total === null || total === undefined ? `${done} done` : `${done}/${total}`;
+  const percent = total ? ` (${Math.floor((done * 100) / total)}%)` : "";
+  const bar = total ? h("progress", { value: String(done), max: String(total) }) : null;
+  const words = full && note ? ` · ${note}` : "";
+  const set = full && at ? h("span", { class: "muted" }, ` · set ${when(at)}`) : null;
+  return h("div", { class: "progress", "data-progress": `${done}/${total ?? ""}`, title: note || "" },
+    bar, ` ${count}${percent}${words}`, set);
+}
+
 // "callback approval until 2026-12-07T08:38:57.000Z (+1 more)" as a person reads it:
 // "approval “approval” until 2026-12-07 08:38 (+1 more)".
 const WAIT_WORDS = { callback: "approval", signal: "signal", child: "child run", condition: "condition", retry: "retry of step", sleep: "sleep" };
@@ -508,6 +524,7 @@ function runView(run, refresh) {
         ? h("p", { class: "waits", "data-waits": "1" }, `Waiting: ${waitsFor(run)}`,
             run.queued_at ? ` since ${when(run.queued_at)}` : "", run.gate ? h("span", { class: "muted" }, ` · gate ${run.gate}`) : null)
         : null,
+      progressBar(run.progress, true),
     ),
     pendingWaits(run, refresh),
     run.error
