@@ -26,9 +26,7 @@ def test_progress_rides_in_an_update_and_reads_back_equal(ledger: Any) -> None:
     the returned one hold it as written (counts as ints, not a backend's decimals); a
     progress without total and note keeps them absent; None removes it."""
     guard = _claimed(ledger)
-    returned = ledger.update_run(
-        "RUN1", guard, {"lease_until": t(120), "progress": dict(PROGRESS)}
-    )
+    returned = ledger.update_run("RUN1", guard, {"lease_until": t(120), "progress": dict(PROGRESS)})
     stored = ledger.get_run("RUN1")
     assert returned.progress == stored.progress == PROGRESS
     assert all(type(stored.progress[k]) is int for k in ("done", "total"))
