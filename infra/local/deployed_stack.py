@@ -71,7 +71,8 @@ def build_for_host(template: Path, out: Path, sam: list[str], *, env: Mapping[st
     """``sam build`` of ``template`` for this machine's CPU into ``out/build``.
 
     A copy of the template is built, its ``Architectures`` set to this machine's and its
-    relative ``CodeUri`` made absolute (the copy lives in ``out``); nothing else changes.
+    relative ``CodeUri`` made absolute (the copy lives in ``out``), and the Makefile told
+    the same CPU (``DURABLE_ARCHITECTURE``); nothing else changes.
     Returns the build folder (one folder per function, and the built template)."""
     text = template.read_text()
     text = re.sub(r"Architectures:\s*\[[^\]]*\]", f"Architectures: [{host_architecture()}]", text)
@@ -90,7 +91,13 @@ def build_for_host(template: Path, out: Path, sam: list[str], *, env: Mapping[st
     done = subprocess.run(
         [*sam, "build", "--template-file", str(copy), "--build-dir", str(build)],
         cwd=out,
-        env={**env, "SAM_CLI_TELEMETRY": "0", "AWS_DEFAULT_REGION": REGION},
+        # deploy/lambda/Makefile picks the wheels by this, as the template copy says.
+        env={
+            **env,
+            "SAM_CLI_TELEMETRY": "0",
+            "AWS_DEFAULT_REGION": REGION,
+            "DURABLE_ARCHITECTURE": host_architecture(),
+        },
         capture_output=True,
         text=True,
         check=False,
