@@ -99,6 +99,9 @@ POSITIONS: dict[str, str] = {
     "Context.parallel:branch_names": NAME,
     "Context.parallel:serdes": VALUE,
     "Context.random": NOT_TEXT,
+    "Context.set_progress:done": NOT_TEXT,  # ints
+    "Context.set_progress:total": NOT_TEXT,
+    "Context.set_progress:note": VALUE,  # stored on the run item, shown as it is
     "Context.run_child:workflow": ADDRESS,
     "Context.run_child:input": VALUE,
     "Context.run_child:id": NAME,
@@ -335,6 +338,8 @@ def everywhere(ctx: Context, plan: Plan) -> Kept:
     )
     url = cb.url
     carried = plant(plan.shape, url)
+    # A status line naming the callback's URL: it rides in the run item's next write.
+    ctx.set_progress(1, 2, note=f"waiting on {url}"[:200])
     if plan.round:
         raise RuntimeError(f"the successor fails on purpose: {carried}")
     ctx.step(lambda v: v, carried, name="args")
@@ -406,6 +411,7 @@ plants(
     "Context.wait_for_callback:submit",
     "Context.wait_for_callback:serdes",
     "Context.continue_as_new:input",
+    "Context.set_progress:note",
     "Engine.start:input",
     "Engine.start:requested_by",
     "Engine.start_or_get:input",
