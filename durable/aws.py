@@ -12,12 +12,21 @@
 A handler is composed on its first event, not at import: importing this module loads no
 AWS SDK and reads nothing, so a cold start pays only for what the first event uses, and
 a configuration error surfaces as a clear error in the first invocation's log.
+
+Except where nobody waits for INIT: with provisioned concurrency or SnapStart
+(``AWS_LAMBDA_INITIALIZATION_TYPE``), a handler made with ``compose_at_init=True`` (the
+packaged ones pass ``durable.handlers.bootstrap.composes_at_init()``) composes while Lambda
+initializes the environment, its store client made too, so the first event finds it
+ready. A snapshot may be restored into many environments at once: ``after_restore``
+(registered with the runtime's hooks) gives each its own random state and connections.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
@@ -41,6 +50,48 @@ def _resolve(source: Any) -> Any:
     return source() if callable(source) else source
 
 
+_log = logging.getLogger("durable.aws")
+# The composed handlers of this process (weakly: tests compose thousands), whose services
+# forget what they must after a snapshot's restore.
+_COMPOSED: weakref.WeakSet[LambdaHandler] = weakref.WeakSet()
+_HOOKS_REGISTERED: set[str] = set()  # once per process
+
+
+def after_restore() -> None:
+    """Make this process unique again after a snapshot's restore (Lambda SnapStart), in
+    which any number of environments resume from one memory image.
+
+    Re-seeds ``random`` and the retry jitter's generator from the OS (identical seeds
+    would make restored workers back off in step, and anything drawn from ``random``
+    repeat), and has each composed handler's services drop their open connections. Ids,
+    tokens, nonces and lease owners need nothing: they are drawn from ``os.urandom`` (the
+    kernel's generator) when minted, never at INIT."""
+    import random
+
+    from durable.core.retry import reseed_jitter
+
+    random.seed()
+    reseed_jitter()
+    for handler in list(_COMPOSED):
+        forget = handler.runtime.services.after_restore if handler.runtime else None
+        if forget is not None:
+            forget()
+
+
+def _register_restore_hooks() -> None:
+    """Hand ``after_restore`` to the runtime's hooks (``snapshot_restore_py``, in Lambda's
+    managed Python runtimes). Elsewhere (tests, durable dev) it is not importable, and a
+    snapshot never happens."""
+    if _HOOKS_REGISTERED:
+        return
+    try:
+        from snapshot_restore_py import register_after_restore  # type: ignore[import-not-found]
+    except ImportError:
+        return
+    register_after_restore(after_restore)
+    _HOOKS_REGISTERED.add("after_restore")
+
+
 class LambdaHandler:
     """A Lambda entry point that composes its runtime on the first event."""
 
@@ -52,6 +103,8 @@ class LambdaHandler:
         settings: SettingsSource,
         services: ServicesSource | None = None,
         correlation_id_path: str | None = None,
+        *,
+        compose_at_init: bool = False,
     ) -> None:
         self.function = function
         self._body = body
@@ -62,10 +115,35 @@ class LambdaHandler:
         self._handle: Callable[[Any, Any], Any] | None = None
         self._lock = threading.Lock()
         self.runtime: Runtime | None = None
+        # The packaged handlers ask ``durable.handlers.bootstrap.composes_at_init``.
+        if compose_at_init:
+            self.prepare()
 
     def __call__(self, event: Any, context: Any) -> Any:
         handle = self._handle or self._compose()
         return handle(event, context)
+
+    def prepare(self) -> bool:
+        """Compose now, and make what every event uses (the store's client): what a handler
+        built during Lambda's INIT does when the environment is provisioned or snapshotted.
+        Registers ``after_restore`` with the runtime's snapshot hooks. Returns whether it
+        composed: a failure is logged and left to the first event, which composes again
+        and reports it as an on-demand cold start would."""
+        try:
+            self._compose()
+            assert self.runtime is not None
+            if self.runtime.services.prepare is not None:
+                self.runtime.services.prepare()
+        except Exception as e:  # the first event tries again and says why
+            _log.warning(
+                "composing the %s handler during INIT failed (%s: %s); the first event composes it",
+                self.function,
+                type(e).__name__,
+                e,
+            )
+            return False
+        _register_restore_hooks()
+        return True
 
     def _compose(self) -> Callable[[Any, Any], Any]:
         with self._lock:
@@ -117,6 +195,7 @@ class LambdaHandler:
                 return body(runtime, telemetry, event, context)
 
             self.runtime = runtime
+            _COMPOSED.add(self)
             self._handle = telemetry.wrap(handle, self._correlation)
             return self._handle
 
@@ -362,9 +441,12 @@ def worker_handler(
     settings: SettingsSource,
     *,
     services: ServicesSource | None = None,
+    compose_at_init: bool = False,
 ) -> LambdaHandler:
     """The worker: ``{run_id, reason, hop}`` from hand-offs, timers and the sweeper."""
-    return LambdaHandler("worker", _worker, app, settings, services)
+    return LambdaHandler(
+        "worker", _worker, app, settings, services, compose_at_init=compose_at_init
+    )
 
 
 # --- api ------------------------------------------------------------------------------
@@ -416,9 +498,18 @@ def api_handler(
     settings: SettingsSource,
     *,
     services: ServicesSource | None = None,
+    compose_at_init: bool = False,
 ) -> LambdaHandler:
     """The HTTP API (API Gateway REST proxy events)."""
-    return LambdaHandler("api", _api, app, settings, services, "requestContext.requestId")
+    return LambdaHandler(
+        "api",
+        _api,
+        app,
+        settings,
+        services,
+        "requestContext.requestId",
+        compose_at_init=compose_at_init,
+    )
 
 
 # --- sweeper --------------------------------------------------------------------------
@@ -466,9 +557,12 @@ def sweeper_handler(
     settings: SettingsSource,
     *,
     services: ServicesSource | None = None,
+    compose_at_init: bool = False,
 ) -> LambdaHandler:
     """The sweeper (scheduled every minute): wakes every run whose trigger was lost."""
-    return LambdaHandler("sweeper", _sweeper, app, settings, services)
+    return LambdaHandler(
+        "sweeper", _sweeper, app, settings, services, compose_at_init=compose_at_init
+    )
 
 
 # --- events ---------------------------------------------------------------------------
@@ -519,9 +613,12 @@ def events_handler(
     settings: SettingsSource,
     *,
     services: ServicesSource | None = None,
+    compose_at_init: bool = False,
 ) -> LambdaHandler:
     """Starts runs from EventBridge events and SQS batches (partial failure reporting)."""
-    return LambdaHandler("events", _events, app, settings, services)
+    return LambdaHandler(
+        "events", _events, app, settings, services, compose_at_init=compose_at_init
+    )
 
 
 # --- purge ----------------------------------------------------------------------------
@@ -606,11 +703,12 @@ def purge_handler(
     settings: SettingsSource,
     *,
     services: ServicesSource | None = None,
+    compose_at_init: bool = False,
 ) -> LambdaHandler:
     """The purge, fed by the ledger table's stream: once TTL has deleted a finished run's
     item, delete the step and signal items it left (TTL deletes only the item carrying
     ``purge_at``). Reports the records that failed (``ReportBatchItemFailures``)."""
-    return LambdaHandler("purge", _purge, app, settings, services)
+    return LambdaHandler("purge", _purge, app, settings, services, compose_at_init=compose_at_init)
 
 
 # --- deploy hook ------------------------------------------------------------------------

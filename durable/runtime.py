@@ -72,6 +72,12 @@ class Services:
     # Keeps values too large for a ledger item (``durable.core.claim_check``); None: they fail
     # as PayloadTooLarge.
     payloads: PayloadStore | None = None
+    # Makes now what every event of a function uses (the store's client), for a handler
+    # composed during Lambda's INIT (``durable.aws``: provisioned concurrency, SnapStart).
+    prepare: Callable[[], None] | None = None
+    # Forgets what environments restored from one snapshot must not share (open
+    # connections); ``durable.aws.after_restore`` calls it. None: nothing to forget.
+    after_restore: Callable[[], None] | None = None
 
 
 def load_app(reference: str) -> App:

@@ -99,6 +99,14 @@ class LazyClient:
                     self._client = made
         return self._client
 
+    def close_connections(self) -> None:
+        """Drop the client's open connections, if it was made (botocore's public
+        ``close``); the client stays usable and opens new ones on its next request."""
+        with self._lock:
+            made = self._client
+        if made is not None:
+            made.close()
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.botocore_client(), name)
 
@@ -108,10 +116,17 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
     from botocore.config import Config
 
     own = session or boto3.session.Session()
+    # Every client this composition makes, for ``after_restore``.
+    clients: list[LazyClient] = []
+
+    def lazy(factory: Callable[[], Any]) -> LazyClient:
+        made = LazyClient(factory)
+        clients.append(made)
+        return made
 
     def client(service: str, **options: Any) -> Any:
         config = Config(**client_options(settings, **options))
-        return LazyClient(lambda: own.client(service, config=config))  # type: ignore[call-overload]
+        return lazy(lambda: own.client(service, config=config))  # type: ignore[call-overload]
 
     # Every DynamoDB request reports the units it consumed to the meter: each
     # invocation's run records what it used (``durable.core.usage``).
@@ -123,7 +138,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         dynamodb_units.watch(made, meter)
         return item_boundary.install(made)
 
-    dynamodb: Any = LazyClient(watched_dynamodb)
+    dynamodb: Any = lazy(watched_dynamodb)
     ledger = DynamoLedger(
         dynamodb,
         settings.ledger_table,
@@ -160,9 +175,11 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         nonces=DynamoNonceStore(dynamodb, settings.idempotency_table),
         timers=timers,
         secrets=secrets_manager(
-            lambda: own.client("secretsmanager", config=Config(**client_options(settings)))
+            lazy(
+                lambda: own.client("secretsmanager", config=Config(**client_options(settings)))
+            ).botocore_client
         ),
-        idempotency=lambda: _persistence(settings, own),
+        idempotency=lambda: _persistence(settings, own, lazy),
         keys=_keys(settings, client),
         # Asked while an API request waits: a short timeout, no retries (unknown = start).
         served=_served(
@@ -175,7 +192,21 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
             ),
             worker,
         ),
+        # Every function's events read or write the ledger: its client is worth making
+        # during INIT (about a third of a cold start's composition is this client).
+        prepare=dynamodb.botocore_client,
+        after_restore=lambda: _close_all(clients),
     )
+
+
+def _close_all(clients: list[LazyClient]) -> None:
+    """After a snapshot's restore (Lambda SnapStart): connections opened before the
+    snapshot are not valid in the restored environment, and one restored environment's
+    connection must never be another's. Credentials are not dropped: with SnapStart the
+    runtime serves them through the container credentials endpoint, which botocore
+    refreshes by itself."""
+    for made in list(clients):
+        made.close_connections()
 
 
 def _served(settings: Settings, lambda_client: Any, worker: str) -> Any:
@@ -238,7 +269,11 @@ def secrets_manager(factory: Callable[[], Any]) -> SecretSource:
     return read
 
 
-def _persistence(settings: Settings, session: boto3.session.Session) -> Any:
+def _persistence(
+    settings: Settings,
+    session: boto3.session.Session,
+    lazy: Callable[[Callable[[], Any]], LazyClient] = LazyClient,
+) -> Any:
     """Powertools' DynamoDB layer on the idempotency table (imported when first needed),
     on a client with the stored-bytes rule installed (``item_boundary``)."""
     from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer
@@ -246,9 +281,10 @@ def _persistence(settings: Settings, session: boto3.session.Session) -> Any:
 
     # Made here, not by Powertools, so its requests cross the stored-bytes rule as well:
     # the records it writes (a webhook's answer) are in the same table as the effects.
-    client = session.client("dynamodb", config=Config(**client_options(settings)))
+    made = lazy(lambda: session.client("dynamodb", config=Config(**client_options(settings))))
     return DynamoDBPersistenceLayer(
-        table_name=settings.idempotency_table, boto3_client=item_boundary.install(client)
+        table_name=settings.idempotency_table,
+        boto3_client=item_boundary.install(made.botocore_client()),
     )
 
 

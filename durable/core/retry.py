@@ -88,6 +88,12 @@ ErrorClass = Literal["retryable", "terminal"]
 _JITTER = random.Random()
 
 
+def reseed_jitter() -> None:
+    """A fresh seed from the OS for the jitter: environments restored from one snapshot
+    (Lambda SnapStart) would otherwise draw the same delays, and retry in step."""
+    _JITTER.seed()
+
+
 def jitter_share() -> float:
     """A random share in [0, 1) for a jittered delay (recorded by whoever uses it)."""
     return _JITTER.random()

@@ -3,5 +3,6 @@
 from durable.aws import worker_handler
 from durable.handlers import bootstrap
 
-# The workflows come from DURABLE_APP (module:attribute), imported on the first event.
-handler = worker_handler(None, bootstrap.settings)
+# The workflows come from DURABLE_APP (module:attribute), imported on the first event,
+# or during INIT with provisioned concurrency or SnapStart.
+handler = worker_handler(None, bootstrap.settings, compose_at_init=bootstrap.composes_at_init())
