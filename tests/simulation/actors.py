@@ -48,6 +48,7 @@ from durable.testing import SimulatedCrash
 from tests.simulation.async_programs import ASYNC
 from tests.simulation.invariants import (
     FinishedRunMonitor,
+    ProgressMonitor,
     StuckMonitor,
     WindowMonitor,
     skip_chains_going,
@@ -145,6 +146,7 @@ class World:
         self.monitor = FinishedRunMonitor(ledger, self.journal, self.hooks.stamp)
         self.stuck = StuckMonitor(ledger, self.journal, self.armed, self.hooks.stamp)
         self.window = WindowMonitor(ledger, self.journal, self.hooks.stamp)
+        self.progress = ProgressMonitor(ledger, self.journal, self.hooks.stamp)
         # Large values (``durable.core.claim_check``): most schedules move every value longer
         # than a few bytes to the payload store, so each interleaving also runs through
         # the references (a put before the write that names it, a read on every load);
@@ -214,6 +216,7 @@ class World:
         self.monitor.observe(method, args, result)
         self.stuck.observe(method, args, result)
         self.window.observe(method, args, result)
+        self.progress.observe(method, args, result)
 
     def check_view(self, run_id: str, view: RunHistory) -> None:
         """A warm worker's view must hold what a load would: every record, except one a

@@ -56,6 +56,7 @@ CONTEXT_CALLS: dict[str, tuple[str, ...]] = {
     "now": ("ctx.now",),
     "uuid": ("ctx.uuid",),
     "random": ("ctx.random",),
+    "set_progress": ("ctx.set_progress",),
 }
 
 # Each public ``Engine`` method an operator, a trigger or AWS calls, and its names.

@@ -30,7 +30,7 @@ from durable.core.retention import visible_history
 from durable.core.serde import decode
 from durable.core.tokens import token_hash
 from tests.simulation.journal import Journal, Stamp
-from tests.simulation.programs import REFUSED
+from tests.simulation.programs import REFUSED, progress_note
 
 # Checked while the schedule runs (recorded by actors and the monitor).
 RUNTIME_CHECKS = (
@@ -46,6 +46,7 @@ RUNTIME_CHECKS = (
     "finished_run_item_unchanged",
     "finished_run_records_unchanged",
     "finished_run_late_step_result",
+    "progress_never_goes_back",
 )
 
 
@@ -712,6 +713,27 @@ def refused_maps_start_nothing(f: Final) -> list[str]:
     ]
 
 
+def progress_is_the_runs_own(f: Final) -> list[str]:
+    """A run's stored progress (``ctx.set_progress``) is one its own code set: the note
+    names the run and its round (never a predecessor's or another run's), the total is its
+    program's length and ``done`` is within it."""
+    problems = []
+    for run_id, h in sorted(f.histories.items()):
+        progress = h.run.progress
+        if progress is None:
+            continue
+        try:
+            spec = json.loads(h.run.input or "{}")
+            ops, iteration = len(spec["ops"]), int(spec.get("iteration", 0))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue  # an input kept in the payload store: not this check's to fetch
+        want = {"note": progress_note(run_id, iteration), "total": ops}
+        got = {"note": progress.get("note"), "total": progress.get("total")}
+        if got != want or not 1 <= int(progress.get("done", 0)) <= ops:
+            problems.append(f"run {run_id} shows progress {progress}, its own would be {want}")
+    return problems
+
+
 FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
     "attached_result_is_chain_end": attached_result_is_chain_end,
     "signals_survive_continue_as_new": signals_survive_continue_as_new,
@@ -731,6 +753,7 @@ FINAL_CHECKS: dict[str, Callable[[Final], list[str]]] = {
     "no_body_after_cancel": no_body_after_cancel,
     "successor_only_of_succeeded": successor_only_of_succeeded,
     "child_reports_match": child_reports_match,
+    "progress_is_the_runs_own": progress_is_the_runs_own,
 }
 ALL_CHECKS = (*RUNTIME_CHECKS, "no_stuck_runs", *FINAL_CHECKS)
 
@@ -915,3 +938,37 @@ class WindowMonitor:
                     f"running, window {windows[k]} (after {method} by {stamp.actor})",
                     stamp.seq,
                 )
+
+
+# --- while the schedule runs: progress never goes back --------------------------------
+
+
+class ProgressMonitor:
+    """``progress_never_goes_back``: ``sim`` reports 1, 2, ... n after its ops, so after
+    every ledger write the stored progress of a run (one incarnation of it) is never below
+    one stored before: replays, crashes, zombies and reloads included (a replay does not
+    take values again; a lost value is set again later, never an older one)."""
+
+    def __init__(self, ledger: Any, journal: Journal, stamp: Callable[[], Stamp]) -> None:
+        self.ledger = ledger
+        self.journal = journal
+        self.stamp = stamp
+        self.seen: dict[tuple[str, str], int] = {}
+
+    def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
+        if method in READS or not method.startswith("ledger."):
+            return
+        run_id = _run_id_of(args)
+        run = self.ledger.get_run(run_id) if run_id is not None else None
+        if run is None or run.progress is None:
+            return
+        key, done = (run.run_id, run.created_at), int(run.progress["done"])
+        before = self.seen.get(key, 0)
+        if done < before:
+            stamp = self.stamp()
+            self.journal.violate(
+                "progress_never_goes_back",
+                f"run {run.run_id}: progress {done} after {before} ({method} by {stamp.actor})",
+                stamp.seq,
+            )
+        self.seen[key] = max(before, done)

@@ -650,9 +650,18 @@ def sim(ctx: Context, spec: SimInput) -> dict[str, Any]:
         h.journal.runs_seen.append(ctx.run_id)
     for i, op in enumerate(spec.ops):
         h.observe(run, i, _interpret(ctx, run, i, op, spec))
+        # After each op, how far this run has got; the note names the run and its round,
+        # so a stored value can be traced to the code that set it (``invariants``).
+        h.journal.produced["ctx.set_progress"] += 1
+        ctx.set_progress(i + 1, len(spec.ops), note=progress_note(ctx.run_id, spec.iteration))
     if any(op["op"] == "big" for op in spec.ops):
         return {"blob": "x" * BIG}
     return {"iteration": spec.iteration, "ops": len(spec.ops)}
+
+
+def progress_note(run_id: str, iteration: int) -> str:
+    """The note ``sim`` reports its progress with: whose it is."""
+    return f"{run_id} round {iteration}"
 
 
 def _run_key(ctx: Context) -> str:

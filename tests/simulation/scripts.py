@@ -546,6 +546,7 @@ TOURS: dict[str, tuple[tuple[str, ...], TourStages]] = {
             "ctx.wait_for_condition(initial_state)",
             "ctx.wait_for_condition(serdes)",
             *("ctx.changed", "ctx.compensate", "ctx.now", "ctx.uuid", "ctx.random"),
+            "ctx.set_progress",  # after each op of a program (programs.sim)
             *("ctx.create_callback", "ctx.wait_for_callback", "a result over the item limit"),
         ),
         _values_and_waits,

@@ -21,6 +21,7 @@ from durable.core.tokens import token_hash
 from tests.simulation.invariants import (
     Final,
     FinishedRunMonitor,
+    ProgressMonitor,
     StuckMonitor,
     _key,
     at_most_once_body_per_attempt,
@@ -30,12 +31,14 @@ from tests.simulation.invariants import (
     key_names_latest_run,
     no_body_after_cancel,
     no_stuck_runs,
+    progress_is_the_runs_own,
     replay_values_equal,
     signals_survive_continue_as_new,
     skip_chains_going,
     successor_only_of_succeeded,
 )
 from tests.simulation.journal import BodyStart, Event, Journal, Mail, Stamp, typed
+from tests.simulation.programs import progress_note
 
 T0 = "2026-01-01T00:00:00.000Z"
 TOKEN = "R" * 26 + ".0001." + "x" * 43
@@ -312,3 +315,44 @@ def test_a_skip_schedule_run_still_going_through_its_successor_is_reported() -> 
     # A run whose output only looks like a marker (the named run does not continue it).
     runs["S"] = run("S")
     assert skip_chains_going(runs.get, ["A"]) == []
+
+
+# --- issue 46: a run that reports its progress ----------------------------------------------
+
+
+def test_progress_shown_by_a_run_must_be_its_own() -> None:
+    """GIVEN runs of ``sim`` with two ops each
+    THEN a run showing its own round's note passes; one showing its predecessor's (or
+    another run's) note, another total or a count past it is reported."""
+    spec = canonical_json({"ops": [{"op": "value"}, {"op": "value"}], "iteration": 1})
+    own = {"done": 2, "total": 2, "note": progress_note("R1", 1), "at": T0}
+    assert not progress_is_the_runs_own(final(Journal(), history(run(input=spec, progress=own))))
+    for wrong in (
+        {**own, "note": progress_note("R1", 0)},  # the predecessor's round
+        {**own, "note": progress_note("R2", 1)},  # another run's
+        {**own, "total": 3},
+        {**own, "done": 3},
+    ):
+        reported = progress_is_the_runs_own(
+            final(Journal(), history(run(input=spec, progress=wrong)))
+        )
+        assert reported and "R1" in reported[0]
+
+
+def test_progress_that_goes_back_after_a_write_is_reported() -> None:
+    journal = Journal()
+    stored = StoredRun(history(run(progress={"done": 2, "at": T0})))
+    monitor = ProgressMonitor(stored, journal, lambda: stamp(4))
+    monitor.observe("ledger.update_run", ("R1",), None)
+    stored.h = history(run(progress={"done": 2, "at": T0}))
+    monitor.observe(
+        "ledger.write_step_fenced", (step("0002", StepKind.STEP, StepStatus.RUNNING),), None
+    )
+    assert journal.violations == []
+    stored.h = history(run(progress={"done": 1, "at": T0}))
+    monitor.observe("ledger.update_run", ("R1",), None)
+    assert [v.name for v in journal.violations] == ["progress_never_goes_back"]
+    # Another incarnation of the id (a keyed restart after expiry) starts again from none.
+    stored.h = history(run(progress={"done": 1, "at": T0}, created_at="2026-02-01T00:00:00.000Z"))
+    monitor.observe("ledger.update_run", ("R1",), None)
+    assert len(journal.violations) == 1
