@@ -8,7 +8,9 @@ successor; shown by the API's run view and listing and by ``durable runs``/``sho
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -315,3 +317,15 @@ def test_durable_runs_has_a_progress_column_and_show_a_progress_line() -> None:
     shown = render.render_run(row)
     assert "  progress 3/300 (1%) supplier 12  (set 2026-01-02T03:04:05.678Z)" in shown
     assert "progress" not in render.render_run({**row, "progress": None})
+
+
+def test_the_operations_guide_example_runs() -> None:
+    """docs/operations.md's example of a run's progress, run as it is written."""
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    section = guide.split("### A run's progress: `ctx.set_progress`", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None and "ctx.set_progress" in code.group(1)
+    namespace: dict[str, Any] = {"__name__": "progress_guide"}
+    exec(compile(code.group(1), "docs/operations.md", "exec"), namespace)
+    runner = namespace["runner"]
+    assert runner.get_run(namespace["run"].run_id).status == RunStatus.WAITING
