@@ -911,6 +911,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """The current code over a recorded run: exit 0 when it replays cleanly, 1 when it
     diverges or cannot get through (the first problem named, as check-deploy names it)."""
+    from durable.adapters.memory import MemoryLedger
     from durable.engine.replay_file import ReplayFileError, replay
 
     sys.path.insert(0, os.getcwd())
@@ -919,7 +920,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         fail("which code? pass --app module:attribute (or set app under [tool.durable])")
     app = _load_app(app_reference)
     try:
-        result = replay(app, args.file)
+        result = replay(app, args.file, empty=MemoryLedger())
     except ReplayFileError as e:
         fail(str(e))
     if args.json:

@@ -441,7 +441,7 @@ class LocalRunner:
         """
         from durable.engine.replay_file import replay
 
-        result = replay(self.app, source, config=self.config)
+        result = replay(self.app, source, empty=MemoryLedger(), config=self.config)
         if strict and not result.ok:
             raise ReplayFailed(result)
         return result

@@ -385,17 +385,17 @@ class ReplayResult:
         }
 
 
-def _engine(app: App, config: EngineConfig | None) -> Any:
-    """An engine that can only read: a ledger that refuses every write (the gate's), no
+def _engine(app: App, config: EngineConfig | None, empty: Ledger) -> Any:
+    """An engine that can only read: a ledger that refuses every write (the gate's) over
+    ``empty`` (a fresh ledger the caller makes: the engine imports no adapter), no
     invoker nor effect store, no key service (the file's secrets are masked), no payload
     store (the file holds the values themselves), no determinism guard (a debugger in
     the workflow code is welcome)."""
-    from durable.adapters.memory import MemoryLedger
     from durable.engine.engine import Engine
 
     return Engine(
         app,
-        ReadOnlyLedger(MemoryLedger()),
+        ReadOnlyLedger(empty),
         Refusing("invoker"),
         Refusing("effect store"),
         config=config,
@@ -406,14 +406,16 @@ def replay(
     app: App,
     source: str | os.PathLike[str] | Mapping[str, Any],
     *,
+    empty: Ledger,
     config: EngineConfig | None = None,
 ) -> ReplayResult:
     """Replay the run(s) of ``source`` (a file ``durable export`` wrote, or its document)
-    on ``app``'s code for their workflow and version; raises only for a file it cannot
-    read (``ReplayFileError``), never for what the replay finds."""
+    on ``app``'s code for their workflow and version, over ``empty`` (a fresh ledger:
+    ``MemoryLedger()``); raises only for a file it cannot read (``ReplayFileError``),
+    never for what the replay finds."""
     document = load(source)
     result = ReplayResult(unresolved=list(document.get("unresolved") or []))
-    engine = _engine(app, config)
+    engine = _engine(app, config, empty)
     for recorded in histories(document):
         run = recorded.run
         records = len(recorded.steps)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from durable.adapters.memory import MemoryLedger
 from durable.engine.replay_file import replay
 from durable.local.harness import DevProcess
 from tests.unit import replay_apps
@@ -62,7 +63,7 @@ def test_a_run_of_durable_dev_exported_and_replayed(tmp_path: Path) -> None:
     assert changed.returncode == 1, changed.stdout + changed.stderr
     assert "diverges at position 0003: recorded step 'charge', now step 'bill'" in changed.stdout
     replay_apps.SEEN.clear()
-    assert replay(replay_apps.same, tmp_path / "run.json").ok
+    assert replay(replay_apps.same, tmp_path / "run.json", empty=MemoryLedger()).ok
     assert replay_apps.SEEN == {
         "card": "***",
         "goods": replay_apps.CATALOGUE_BYTES,

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from durable import App, Context
+from durable.adapters.memory import MemoryLedger
 from durable.adapters.payload_stores import MemoryPayloads
 from durable.core.claim_check import ClaimCheck
 from durable.engine.replay_file import FORMAT, ReplayFileError, dumps, export_run, replay
@@ -140,7 +141,7 @@ def test_the_large_value_is_in_the_file_or_listed_when_the_store_is_unreachable(
     assert "$durable.payload" in dumps(document)
     (missing,) = document["unresolved"]
     assert "'catalogue' at 0004" in missing and "no route to the bucket" in missing
-    result = replay(replay_apps.same, document)
+    result = replay(replay_apps.same, document, empty=MemoryLedger())
     assert not result.ok and not result.diverged and result.verdict == "unchecked"
     assert "payload store" in result.summary()
 
@@ -151,7 +152,7 @@ def test_a_codecs_text_is_kept_as_written_and_decoded_by_the_code() -> None:
     price = next(s for s in document["runs"][0]["steps"] if s["name"] == "price")
     assert price["output"] == '"12.50 EUR"'
     replay_apps.SEEN.clear()
-    assert replay(replay_apps.same, document).ok
+    assert replay(replay_apps.same, document, empty=MemoryLedger()).ok
     assert replay_apps.SEEN["cents"] == 1250
 
 
@@ -169,9 +170,10 @@ def test_a_continue_as_new_chain_is_exported_whole_on_request_and_replayed_link_
     ids = [r["run"]["run_id"] for r in chain["runs"]]
     assert ids[0] == first and len(ids) == 3
     assert [r["run"].get("continued_from") for r in chain["runs"]] == [None, *ids[:2]]
-    assert replay(replay_apps.same, chain).ok
-    assert replay(replay_apps.last_link_renamed, alone).ok  # the first link is unchanged
-    result = replay(replay_apps.last_link_renamed, chain)
+    assert replay(replay_apps.same, chain, empty=MemoryLedger()).ok
+    # the first link is unchanged
+    assert replay(replay_apps.last_link_renamed, alone, empty=MemoryLedger()).ok
+    result = replay(replay_apps.last_link_renamed, chain, empty=MemoryLedger())
     assert result.diverged and [r.ok for r in result.runs] == [True, True, False]
     problem = result.problem
     assert problem is not None and problem.verdict.run_id == ids[2]
