@@ -210,7 +210,7 @@ def cmd_dev(args: argparse.Namespace) -> int:
 
 def cmd_init(args: argparse.Namespace) -> int:
     from durable.errors import InvalidInput
-    from durable.scaffold import init
+    from durable.scaffold import WHEELS, init, installed_from
 
     dest = Path(args.dir)
     try:
@@ -219,6 +219,14 @@ def cmd_init(args: argparse.Namespace) -> int:
         fail(str(e))
     shown = os.path.relpath(dest.resolve())
     print(f"created {len(written)} files in {shown}/")
+    origin = installed_from()
+    if args.requirement is None and origin and not (dest / WHEELS).is_dir():
+        # A checkout: no wheel to copy, and its path would hold on this machine only.
+        print(
+            f"note: this library was installed from a folder ({origin}), not a wheel: put "
+            f"its wheel in {shown}/{WHEELS}/ (pip wheel --no-deps -w {WHEELS} FOLDER) for "
+            "make and sam build to find it, or they look for the pinned version on PyPI"
+        )
     print("next:")
     print(f"  cd {shlex.quote(shown)}")
     print("  make test    # the example workflow's tests (LocalRunner, no servers)")
@@ -990,10 +998,10 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--name", help="project name (default: the folder's name)")
     init.add_argument(
         "--requirement",
-        help="how the project depends on this library, e.g. a wheel: "
-        "'durable-lambda @ file:///path/durable_lambda-0.1.0-py3-none-any.whl' "
-        "(default: where this copy was installed from, a wheel or a folder, else "
-        "durable-lambda>=this version)",
+        help="how the project depends on this library (default: durable-lambda==this "
+        "version, with the wheel this copy was installed from copied into the project's "
+        "wheels/ folder); a local wheel, 'durable-lambda @ file:///path/"
+        "durable_lambda-0.1.0-py3-none-any.whl', is copied there and pinned the same way",
     )
     init.set_defaults(func=cmd_init)
 

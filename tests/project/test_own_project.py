@@ -532,12 +532,16 @@ def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(
         durable = str(venv / "bin" / "durable")
 
         # 3. durable init: a project of one's own.
-        # No --requirement: the project depends on the wheel this library came from.
+        # No --requirement: the project pins this version and holds the wheel this library
+        # came from in wheels/, by relative paths only (issue 46, item 6).
         out = steps.run("durable init", [durable, "init", "shop"], workspace)
         project = workspace / "shop"
         assert "make dev" in out and (project / "shop" / "workflows.py").exists()
-        assert requirement in (project / "pyproject.toml").read_text()
-        assert requirement in (project / "deploy/lambda/requirements.txt").read_text()
+        assert requirement not in (project / "pyproject.toml").read_text()
+        assert '"durable-lambda==0.1.0"' in (project / "pyproject.toml").read_text()
+        lambda_requirements = (project / "deploy/lambda/requirements.txt").read_text()
+        assert "durable-lambda==0.1.0\n--find-links ./wheels" in lambda_requirements
+        assert (project / "wheels" / wheel.name).is_file()
         assert "stack.yaml" in out and (project / "stack.yaml").is_file()
         (project / "stack.yaml").write_text(OWN_STACK)
         workflows = project / "shop" / "workflows.py"

@@ -47,7 +47,7 @@ def test_every_function_is_built_by_the_makefile_for_the_templates_cpu(
         project = ROOT
     else:
         project = tmp_path / "order-flows"
-        init(project, requirement="durable-lambda @ file:///wheels/durable.whl")
+        init(project, requirement="durable-lambda==0.1.0")
     template = load_template(project / "template.yaml")
     functions = _functions(template)
     assert len(functions) == 6

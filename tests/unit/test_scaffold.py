@@ -29,9 +29,30 @@ def test_the_stack_template_is_this_repos_own_rendered_for_a_project() -> None:
     assert stack_template(repo_values) == (ROOT / "template.yaml").read_text()
 
 
+def _wheel(folder: Path, version: str = "0.1.0") -> Path:
+    """A minimal wheel of the library that pip can resolve (metadata only)."""
+    import zipfile
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"durable_lambda-{version}-py3-none-any.whl"
+    info = f"durable_lambda-{version}.dist-info"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr(
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: durable-lambda\nVersion: {version}\n",
+        )
+        zf.writestr(
+            f"{info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
+        zf.writestr(f"{info}/RECORD", "")
+    return path
+
+
 def test_init_writes_a_project_named_after_its_folder(tmp_path: Path) -> None:
     dest = tmp_path / "order-flows"
-    written = init(dest, requirement="durable-lambda @ file:///wheels/durable.whl")
+    wheel = _wheel(tmp_path / "dist")
+    written = init(dest, requirement=f"durable-lambda @ {wheel.as_uri()}")
     names = sorted(str(p.relative_to(dest)) for p in written)
     for expected in (
         ".gitignore",
@@ -50,10 +71,10 @@ def test_init_writes_a_project_named_after_its_folder(tmp_path: Path) -> None:
         assert expected in names
     project = tomllib.loads((dest / "pyproject.toml").read_text())
     assert project["project"]["name"] == "order-flows"
-    assert project["project"]["dependencies"] == ["durable-lambda @ file:///wheels/durable.whl"]
+    assert project["project"]["dependencies"] == ["durable-lambda==0.1.0"]
     assert project["tool"]["durable"]["app"] == "order_flows.workflows:app"
     dev = project["project"]["optional-dependencies"]["dev"]
-    assert dev[0] == "durable-lambda[local] @ file:///wheels/durable.whl"
+    assert dev[0] == "durable-lambda[local]==0.1.0"
     template = (dest / "template.yaml").read_text()
     assert "Default: order_flows.workflows:app" in template
     # a new stack writes large inputs apart from its first deploy (no older worker)
@@ -65,7 +86,8 @@ def test_init_writes_a_project_named_after_its_folder(tmp_path: Path) -> None:
     )
     assert "{{" not in template and "examples" not in template
     requirements = (dest / "deploy/lambda/requirements.txt").read_text()
-    assert "durable-lambda @ file:///wheels/durable.whl" in requirements
+    assert "durable-lambda==0.1.0\n--find-links ./wheels" in requirements
+    assert (dest / "wheels" / wheel.name).read_bytes() == wheel.read_bytes()
     # The function package links to the project's code, not the library's.
     lambda_dir = dest / "deploy" / "lambda"
     assert os.readlink(lambda_dir / "order_flows") == "../../order_flows"
@@ -166,29 +188,113 @@ class _Installed:
         return self.direct_url if name == "direct_url.json" else None
 
 
-@pytest.mark.parametrize(
-    ("direct_url", "expected"),
-    [
-        (
-            '{"url": "file:///w/durable_lambda-0.1.0-py3-none-any.whl", "archive_info": {}}',
-            "durable-lambda @ file:///w/durable_lambda-0.1.0-py3-none-any.whl",
-        ),
-        (
-            '{"url": "file:///src/durable", "dir_info": {"editable": true}}',
-            "durable-lambda @ file:///src/durable",
-        ),
-        ('{"url": "https://example.com/d.whl", "archive_info": {}}', "durable-lambda>=0.1.0"),
-        (None, "durable-lambda>=0.1.0"),
-    ],
-)
-def test_a_new_project_depends_on_the_library_where_this_copy_came_from(
-    direct_url: str | None, expected: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _installed_from(monkeypatch: pytest.MonkeyPatch, direct_url: str | None) -> None:
     import importlib.metadata
 
     monkeypatch.setattr(importlib.metadata, "distribution", lambda _: _Installed(direct_url))
     monkeypatch.setattr(scaffold, "library_version", lambda: "0.1.0")
-    assert scaffold.default_requirement() == expected
+
+
+@pytest.mark.parametrize(
+    "direct_url",
+    [
+        '{"url": "file:///w/durable_lambda-0.1.0-py3-none-any.whl", "archive_info": {}}',
+        '{"url": "file:///src/durable", "dir_info": {"editable": true}}',
+        '{"url": "https://example.com/d.whl", "archive_info": {}}',
+        None,
+    ],
+)
+def test_a_new_project_pins_the_librarys_version_wherever_this_copy_came_from(
+    direct_url: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _installed_from(monkeypatch, direct_url)
+    assert scaffold.default_requirement() == "durable-lambda==0.1.0"
+
+
+def _machine_paths(tmp_path: Path) -> list[str]:
+    here = [str(tmp_path), str(Path.home()), str(ROOT), sys.prefix, "file://"]
+    return [p for p in here if p not in ("", "/")]
+
+
+def test_init_writes_no_path_of_this_machine_and_copies_the_wheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 46, item 6: the project named the wheel by its absolute file:/// URL (in
+    pyproject.toml, deploy/lambda/requirements.txt and the README), so it could not be
+    committed and built on another machine. Now: a pin, and the wheel in wheels/."""
+    wheel = _wheel(tmp_path / "dist")
+    _installed_from(monkeypatch, f'{{"url": "{wheel.as_uri()}", "archive_info": {{}}}}')
+    dest = tmp_path / "shop"
+    init(dest)
+    found = []
+    for path in sorted(dest.rglob("*")):
+        if path.is_symlink():
+            target = os.readlink(path)
+            assert not Path(target).is_absolute(), (path, target)
+            continue
+        if not path.is_file() or path.suffix == ".whl":
+            continue
+        text = path.read_text()
+        found += [(str(path.relative_to(dest)), p) for p in _machine_paths(tmp_path) if p in text]
+    assert found == []
+    project = tomllib.loads((dest / "pyproject.toml").read_text())
+    assert project["project"]["dependencies"] == ["durable-lambda==0.1.0"]
+    assert [p.name for p in (dest / "wheels").iterdir()] == [wheel.name]
+    assert os.readlink(dest / "deploy" / "lambda" / "wheels") == "../../wheels"
+    assert "*.egg-info" in (dest / ".gitignore").read_text().split()[-1]
+
+
+def test_a_library_from_the_index_needs_no_wheels_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _installed_from(monkeypatch, None)
+    init(tmp_path / "shop")
+    assert not (tmp_path / "shop" / "wheels").exists()
+    requirements = (tmp_path / "shop" / "deploy" / "lambda" / "requirements.txt").read_text()
+    assert "durable-lambda==0.1.0\n" in requirements and "--find-links" not in requirements
+
+
+def test_pip_finds_the_copied_wheel_from_a_clone_elsewhere(tmp_path: Path) -> None:
+    """The relative --find-links of deploy/lambda/requirements.txt resolves in a copy of the
+    project made elsewhere (the original wheel gone), as SAM's copy of the folder does."""
+    import shutil
+
+    wheel = _wheel(tmp_path / "dist")
+    init(tmp_path / "shop", requirement=f"durable-lambda @ {wheel.as_uri()}")
+    clone = tmp_path / "elsewhere" / "shop"
+    shutil.copytree(tmp_path / "shop", clone, symlinks=True)
+    shutil.rmtree(tmp_path / "shop")
+    shutil.rmtree(tmp_path / "dist")
+    only_library = clone / "deploy" / "lambda" / "only.txt"
+    lines = (clone / "deploy" / "lambda" / "requirements.txt").read_text().splitlines()
+    only_library.write_text("\n".join(lines[1:3]) + "\n")  # the pin and the find-links
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--no-index",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--target",
+            str(tmp_path / "t"),
+            "-r",
+            str(only_library),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_wheel_that_is_not_there_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="not a wheel file here"):
+        init(tmp_path / "p", requirement="durable-lambda @ file:///nowhere/durable.whl")
+    assert not (tmp_path / "p").exists()
 
 
 def test_make_uses_the_active_virtualenv_so_nothing_is_installed_twice(tmp_path: Path) -> None:
