@@ -178,7 +178,8 @@ def run(args: Sequence[str]) -> int:
     A project with a ``stack.yaml`` beside its template (``durable.local.overlay``) has
     ``build``, ``validate``, ``sync`` and a bare ``cfn-lint`` given the merged template;
     ``deploy`` and ``package`` refuse a build that is not of the current two files."""
-    args = with_overlay(list(args))
+    args, architecture = with_architecture(list(args))
+    args = with_overlay(args)
     sam = ensure_sam()
     if args and args[0] == "cfn-lint":
         sam, args = sam.with_name("cfn-lint"), args[1:]
@@ -190,6 +191,8 @@ def run(args: Sequence[str]) -> int:
         if python is None:
             raise SamError(missing_runtime_message())
         env = runtime_env(python)
+        if architecture:  # deploy/lambda/Makefile picks the wheels by it
+            env["DURABLE_ARCHITECTURE"] = architecture
     code = subprocess.run([str(sam), *args], env=env, check=False).returncode
     folder = build_dir(args)
     if code == 0 and python is not None and folder.is_dir():
@@ -199,6 +202,67 @@ def run(args: Sequence[str]) -> int:
             "package: Lambda's /var/task is read-only, so a cold start would compile them)"
         )
     return code
+
+
+ARCHITECTURES = ("arm64", "x86_64")
+PARAMETER = "Architecture"  # template.yaml's parameter every function's Architectures uses
+
+
+def with_architecture(args: list[str]) -> tuple[list[str], str | None]:
+    """``build --architecture X``: SAM's arguments with ``Architecture=X`` among the
+    parameter overrides, and ``X``, which the makefile build is told through
+    ``DURABLE_ARCHITECTURE`` (SAM gives a makefile build no CPU). Without the flag, an
+    ``Architecture=X`` override the user passed is ``X``; else None (the template's)."""
+    if not args or args[0] != "build":
+        return args, None
+    architecture = None
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--architecture" and i + 1 < len(args):
+            architecture, i = args[i + 1], i + 2
+            continue
+        if arg.startswith("--architecture="):
+            architecture, i = arg.split("=", 1)[1], i + 1
+            continue
+        rest.append(arg)
+        i += 1
+    overrides = _overrides_at(rest)
+    if architecture is None:
+        for token in rest[overrides:] if overrides is not None else []:
+            if token.startswith("--"):
+                break
+            for pair in token.split():
+                if pair.startswith(f"{PARAMETER}=") or pair.startswith(
+                    f"ParameterKey={PARAMETER},"
+                ):
+                    architecture = pair.rsplit("=", 1)[1]
+        if architecture is None:
+            return rest, None
+        return _checked(rest, architecture), architecture
+    pair = f"{PARAMETER}={architecture}"
+    if overrides is None:
+        rest += ["--parameter-overrides", pair]
+    else:  # SAM takes the overrides as the words after the flag: one more, first
+        rest.insert(overrides, pair)
+    return _checked(rest, architecture), architecture
+
+
+def _overrides_at(args: list[str]) -> int | None:
+    """The index of the first value after ``--parameter-overrides``, if it is given."""
+    for i, arg in enumerate(args):
+        if arg == "--parameter-overrides":
+            return i + 1
+    return None
+
+
+def _checked(args: list[str], architecture: str) -> list[str]:
+    if architecture not in ARCHITECTURES:
+        raise SamError(
+            f"--architecture {architecture!r}: Lambda's CPUs are {' and '.join(ARCHITECTURES)}"
+        )
+    return args
 
 
 MERGING = ("build", "validate", "sync")

@@ -56,7 +56,8 @@ def test_every_function_is_built_by_the_makefile_for_the_templates_cpu(
         code = resource["Properties"].get("CodeUri") or template["Globals"]["Function"]["CodeUri"]
         assert (project / code / "Makefile").is_file(), name
     makefile = (project / "deploy" / "lambda" / "Makefile").read_text()
-    (architecture,) = template["Globals"]["Function"]["Architectures"]
+    assert template["Globals"]["Function"]["Architectures"] == [{"Ref": "Architecture"}]
+    architecture = template["Parameters"]["Architecture"]["Default"]
     assert _default_architecture(makefile) == architecture
     # A target for any logical id: SAM builds functions that share a build once, under
     # the first one's name, and a new function needs no new rule.
