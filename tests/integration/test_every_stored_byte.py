@@ -69,6 +69,10 @@ from durable.core.tokens import make_token
 from durable.core.write_boundary import REDACTED_TOKEN
 from tests.conftest import MakeTables
 
+# The URL planted at the leaves of random JSON structures: the strategy the first test of
+# the boundary (issue 32) draws with.
+from tests.integration.test_no_token_at_rest import plant, shapes
+
 VALUE, NAME, ADDRESS, NOT_TEXT, INTERNAL = "value", "name", "address", "not text", "internal"
 
 # Every public method's every parameter: "Class.method:param" -> kind (or "Class.method" ->
@@ -268,18 +272,7 @@ def plants(*positions: str) -> Callable[[Any], Any]:
     return lambda scenario: scenario
 
 
-PLANT = "@@URL@@"
 app = App()
-
-
-def plant(shape: Any, url: str) -> Any:
-    if isinstance(shape, str):
-        return shape.replace(PLANT, url)
-    if isinstance(shape, dict):
-        return {k: plant(v, url) for k, v in shape.items()}
-    if isinstance(shape, list):
-        return [plant(v, url) for v in shape]
-    return shape
 
 
 class Gzipped:
@@ -576,25 +569,6 @@ def stack(ddb_local_client: Any, make_tables: MakeTables, tmp_path: Path) -> Sta
     if not TABLES:  # made once (a table takes seconds on DynamoDB Local)
         TABLES.extend(make_tables(ddb_local_client))
     return Stack(ddb_local_client, TABLES, tmp_path / "payloads")
-
-
-leaves = st.one_of(
-    st.just(PLANT),
-    st.just(f"see {PLANT} to approve"),
-    st.text(max_size=8),
-    st.integers(),
-    st.booleans(),
-)
-shapes = st.dictionaries(
-    st.text(min_size=1, max_size=6),
-    st.recursive(
-        leaves,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
-        max_leaves=6,
-    ),
-    min_size=1,
-    max_size=3,
-).map(lambda d: {**d, "url": PLANT})
 
 
 @pytest.mark.unit
