@@ -44,9 +44,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from durable.core.token_shape import (
-    _TAIL_BYTES,
     REDACTED_TOKEN,
     TOKEN_BYTES,
+    bytes_hold_token,
     scrub_text,
 )
 from durable.errors import StorageError
@@ -111,14 +111,6 @@ class TokenInObject(TokenRefused):
 def holds_token(text: str) -> bool:
     """Whether ``text`` holds a token (anywhere in it)."""
     return scrub_text(text) is not text
-
-
-def bytes_hold_token(data: bytes | bytearray | memoryview) -> bool:
-    """Whether ``data`` holds a token's bytes, searched without decoding."""
-    raw = bytes(data) if isinstance(data, memoryview) else data
-    if b"." not in raw:
-        return False
-    return _TAIL_BYTES.search(raw) is not None and TOKEN_BYTES.search(raw) is not None
 
 
 def check_key(store: str, attribute: str, value: object) -> None:

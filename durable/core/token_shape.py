@@ -49,8 +49,16 @@ _TAIL_BYTES = re.compile(TOKEN_TAIL.encode())
 REDACTED_TOKEN_BYTES = REDACTED_TOKEN.encode()
 
 
+def bytes_hold_token(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` holds a token's bytes, searched without decoding."""
+    raw = bytes(data) if isinstance(data, memoryview) else data
+    if b"." not in raw:  # every token has two dots
+        return False
+    return _TAIL_BYTES.search(raw) is not None and TOKEN_BYTES.search(raw) is not None
+
+
 def scrub_bytes(data: bytes) -> bytes:
     """``data`` with every token in it redacted (the same object when it holds none)."""
-    if _TAIL_BYTES.search(data) is None:
+    if not bytes_hold_token(data):
         return data
     return TOKEN_BYTES.sub(REDACTED_TOKEN_BYTES, data)
