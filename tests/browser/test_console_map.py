@@ -13,25 +13,19 @@ THEN it renders (the time it takes, and the run's payload, are printed), the map
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from durable.local.harness import DevProcess
+from tests.browser.conftest import ARTIFACTS, ROOT
 from tests.browser.map_app import missing, suspicious
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = Path(os.environ.get("DURABLE_ARTIFACTS", ROOT / "artifacts" / "console"))
-CHROMIUM = os.environ.get("DURABLE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-WAIT_MS = 60_000
 SUPPLIERS = 1000
 FAILED = [i for i in range(SUPPLIERS) if missing(i)]
 WAITING = [i for i in range(SUPPLIERS) if suspicious(i) and not missing(i)]
@@ -54,23 +48,6 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevProcess]:
         yield process
     finally:
         process.stop()
-
-
-@pytest.fixture(scope="module")
-def page(dev: DevProcess) -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api", reason="make test-browser installs it")
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"no Chromium at {CHROMIUM}: run infra/local/chromium.sh install")
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM)
-        page = browser.new_page(viewport={"width": 1200, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.set_default_timeout(WAIT_MS)
-        yield page
-        browser.close()
-        assert errors == [], f"the console's script raised: {errors}"
 
 
 @pytest.fixture(scope="module")
