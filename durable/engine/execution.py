@@ -553,10 +553,19 @@ class Execution(LeaseKeeping):
         The body ran on a lease this worker vouched for, so its result is a fact whoever
         records it: first writer wins and a loser adopts the winner's record. Only a
         newer owner's pending record stops it (``durable.core.leases.step_replaceable``).
+
+        But a write that comes back accepted after the lease ended by this worker's clock
+        proves nothing about the run: it may have ended and expired meanwhile, its records
+        purged, so the put landed in an empty partition and the value the run kept was
+        another worker's. The record stays (a next owner adopts it if the run lives);
+        this worker stops without handing its value to the workflow code.
         """
         self._new_work()
         rec.fence = self.run.fence
-        return self.kept(rec, self.ledger.write_step(rec))
+        stored = self.ledger.write_step(rec)
+        if stored is rec:
+            self.check_lease_alive()
+        return self.kept(rec, stored)
 
     def write_fenced(
         self, rec: StepRecord, *, starts_body: bool = False, adopt_pending: bool = False

@@ -15,10 +15,10 @@ from datetime import timedelta
 import pytest
 
 from durable import App, Context, EngineConfig, RetryPolicy, RunStatus
-from durable.core.model import format_time
+from durable.core.model import StepKind, StepRecord, StepStatus, format_time
 from durable.core.ports import Invocation
 from durable.engine.execution import Execution
-from durable.errors import NonDeterminismError, RunCanceled
+from durable.errors import LeaseLost, NonDeterminismError, RunCanceled
 from durable.testing import LocalRunner
 
 LEASE = timedelta(seconds=60)
@@ -332,3 +332,35 @@ def test_continue_as_new_after_caught_non_determinism_raises_it_again() -> None:
     run = runner.get_run(run_id)
     assert run.status == RunStatus.FAILED and run.needs_attention
     assert run.continued_from is None
+
+
+def _done_record(claimed: Claimed, output: str) -> StepRecord:
+    return StepRecord(
+        run_id=claimed.run_id,
+        position="0001",
+        name="work",
+        kind=StepKind.STEP,
+        status=StepStatus.DONE,
+        output=output,
+        updated_at=claimed.t(1),
+    )
+
+
+def test_a_result_written_after_the_lease_ended_is_not_handed_to_the_workflow() -> None:
+    """GIVEN a worker whose result write stalled past the end of its lease, and the run
+    meanwhile ended and expired (its records purged: nothing stops the late write)
+    WHEN the write comes back accepted THEN the worker stops (``LeaseLost``) rather than
+    return its own value to the workflow code: the run's first value was another worker's,
+    so a replay's value would differ (explorer seed 7317, ``replay_values_equal``).
+
+    A write accepted while the lease holds is returned as before."""
+    claimed = Claimed()
+    claimed.at(30)  # within the 60 s lease
+    mine = _done_record(claimed, '"first"')
+    assert claimed.x.write_result(mine) is mine
+
+    stalled = Claimed()
+    stalled.at(61)  # the lease ended a second ago by this worker's clock
+    with pytest.raises(LeaseLost):
+        stalled.x.write_result(_done_record(stalled, '"late"'))
+    assert "0001" not in stalled.x.steps  # nothing the workflow code could read
