@@ -9,8 +9,10 @@ from types import SimpleNamespace
 import pytest
 
 from benchmarks import cost, provisioned
+from benchmarks.common import TEMPLATE
 from benchmarks.provisioned import SteadyLoad, dollars_per_run
 from benchmarks.write_units import UnitCounter
+from durable.adapters.schema import load_template
 
 WCU_HOUR, RCU_HOUR = 0.00065, 0.00013
 HOLDERS = ["table", "due-index", "list-index"]
@@ -54,8 +56,11 @@ def test_units_where_nothing_is_provisioned_are_refused() -> None:
 
 
 def test_the_page_prices_what_the_template_deploys() -> None:
+    parameters = load_template(TEMPLATE)["Parameters"]
     load = provisioned.template_load(4.0)
-    assert (load.utilization, load.min_read, load.min_write) == (0.7, 5.0, 5.0)
+    assert load.utilization == parameters["TargetUtilization"]["Default"] / 100
+    assert load.min_read == parameters["MinReadCapacity"]["Default"]
+    assert load.min_write == parameters["MinWriteCapacity"]["Default"]
     holders = provisioned.capacity_holders()
     assert holders[0] == "table" and holders[-1] == "IdempotencyTable"
     assert {"due-index", "list-index", "attention-index"} <= set(holders)
