@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from benchmarks.common import dynamo_client, dynamodb_endpoint, say
+from benchmarks import provisioned
+from benchmarks.common import Figure, dynamo_client, dynamodb_endpoint, print_figures, say
 from benchmarks.write_units import UnitCounter
 from benchmarks.write_units import build_app as build_ten_and_sleep
 from durable import App, RunStatus
@@ -35,6 +36,8 @@ from durable.engine.engine import Engine
 PRICES = {
     "dynamodb_write_request_unit": 0.625e-6,  # on-demand
     "dynamodb_read_request_unit": 0.125e-6,
+    "dynamodb_wcu_hour": 0.00065,  # provisioned capacity, per unit and hour
+    "dynamodb_rcu_hour": 0.00013,
     "lambda_request": 0.20e-6,
     "lambda_gb_second_arm": 0.0000133334,
     "scheduler_invocation": 1.00e-6,  # EventBridge Scheduler, past the free tier
@@ -45,6 +48,10 @@ PRICES = {
 MEMORY_GB = 0.5  # template.yaml: MemorySize 512, arm64
 REQUEST_MS = 5.0  # assumed in-region DynamoDB round trip billed as Lambda duration
 INVOCATION_MS = 10.0  # assumed fixed time of a warm invocation outside our code
+# The steady load the provisioned column prices: about 10 million runs a month, evenly.
+STEADY_RUNS_PER_SECOND = 4.0
+PROVISIONED_TARGET = 8.0  # issue 48: the first row, provisioned at a steady load, $/M runs
+STEADY = provisioned.template_load(STEADY_RUNS_PER_SECOND)
 ASSUMPTIONS = [
     "prices: us-east-1 list prices (PRICES in benchmarks/cost.py), no free tier",
     f"Lambda: arm64, {MEMORY_GB * 1024:.0f} MB, warm; each invocation bills {INVOCATION_MS:g} ms "
@@ -57,6 +64,12 @@ ASSUMPTIONS = [
     "one invocation per start and wake-up (as here); each step checkpoints its result "
     f"({REQUEST_MS:g} ms); data written = the results' bytes",
     "ours: the purge later deletes each step and signal item (one write each)",
+    f"ours provisioned (TableBillingMode=PROVISIONED): a steady {STEADY_RUNS_PER_SECOND:g} runs "
+    f"a second (about {STEADY_RUNS_PER_SECOND * 86400 * 30 / 1e6:.1f} million a month); auto "
+    f"scaling keeps the table and each index at {STEADY.utilization:.0%} utilization (the "
+    f"template's TargetUtilization) and at least {STEADY.min_write:g} WCU and "
+    f"{STEADY.min_read:g} RCU each (MinWriteCapacity, MinReadCapacity: what an index this "
+    "run leaves idle still costs); the rest of the bill as on-demand",
 ]
 
 
@@ -208,6 +221,31 @@ def ours(counted: Counted) -> float:
     )
 
 
+def on_demand_units(counted: Counted) -> float:
+    """The DynamoDB part of ``ours``: the run's units at on-demand prices."""
+    p = PRICES
+    writes = sum(counted.units.writes.values()) + counted.purge_writes
+    reads = sum(counted.units.reads.values())
+    return writes * p["dynamodb_write_request_unit"] + reads * p["dynamodb_read_request_unit"]
+
+
+def ours_provisioned(counted: Counted, load: provisioned.SteadyLoad = STEADY) -> float:
+    """``ours`` with the tables provisioned under a steady load: the same units priced as
+    the capacity that carries them (``benchmarks.provisioned``), the rest unchanged."""
+    writes = dict(counted.units.writes)
+    # the purge deletes step and signal items, which carry no index key: the table's units
+    writes[provisioned.TABLE] = writes.get(provisioned.TABLE, 0.0) + counted.purge_writes
+    capacity = provisioned.dollars_per_run(
+        writes,
+        counted.units.reads,
+        provisioned.capacity_holders(),
+        load,
+        wcu_hour=PRICES["dynamodb_wcu_hour"],
+        rcu_hour=PRICES["dynamodb_rcu_hour"],
+    )
+    return ours(counted) - on_demand_units(counted) + capacity
+
+
 def peers(shape: Shape, counted: Counted) -> tuple[float, float]:
     """(Step Functions Standard, Lambda durable functions) for the same shape."""
     p = PRICES
@@ -231,9 +269,10 @@ def peers(shape: Shape, counted: Counted) -> tuple[float, float]:
 def table(rows: list[tuple[Shape, Counted]]) -> str:
     head = (
         "| workflow | ours: WCU, RCU, invocations, timers | ours $/M runs "
+        "| ours provisioned, steady load $/M "
         "| Step Functions Standard $/M | Lambda durable functions $/M |"
     )
-    out = [head, "|---|---|---|---|---|"]
+    out = [head, "|---|---|---|---|---|---|"]
     for shape, counted in rows:
         sf, ldf = peers(shape, counted)
         writes = sum(counted.units.writes.values()) + counted.purge_writes
@@ -241,8 +280,8 @@ def table(rows: list[tuple[Shape, Counted]]) -> str:
         detail = f"{writes:g} ({counted.purge_writes} at purge), {reads:g}, "
         detail += f"{counted.invocations}, {counted.timers}"
         out.append(
-            f"| {shape.title} | {detail} | {ours(counted) * 1e6:.2f} | {sf * 1e6:.2f} "
-            f"| {ldf * 1e6:.2f} |"
+            f"| {shape.title} | {detail} | {ours(counted) * 1e6:.2f} "
+            f"| {ours_provisioned(counted) * 1e6:.2f} | {sf * 1e6:.2f} | {ldf * 1e6:.2f} |"
         )
     return "\n".join(out)
 
@@ -258,6 +297,20 @@ def main() -> None:
     print("\nassumptions:")
     for line in ASSUMPTIONS:
         print(f"  - {line}")
+    first = rows[0][1]
+    print_figures(
+        "targets",
+        [
+            Figure.at_most(
+                f"{rows[0][0].title}, provisioned at a steady load, $/M runs",
+                ours_provisioned(first) * 1e6,
+                PROVISIONED_TARGET,
+                ".2f",
+                note=f"on-demand {ours(first) * 1e6:.2f}; at TargetUtilization=90: "
+                f"{ours_provisioned(first, replace(STEADY, utilization=0.9)) * 1e6:.2f}",
+            )
+        ],
+    )
 
 
 if __name__ == "__main__":

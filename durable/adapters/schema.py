@@ -8,10 +8,18 @@ serves.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
+from durable.adapters.template_conditions import (
+    choose,
+    decide,
+    parameter_values,
+    with_parameters,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -66,12 +74,18 @@ def load_template(path: Path | None = None) -> dict[str, Any]:
     return data
 
 
-def table_definitions(path: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Logical id -> the table's CloudFormation properties."""
-    resources = load_template(path)["Resources"]
+def table_definitions(
+    path: Path | None = None, parameters: Mapping[str, str] | None = None
+) -> dict[str, dict[str, Any]]:
+    """Logical id -> the table's CloudFormation properties, with each ``!If`` decided at the
+    parameters' defaults (or ``parameters``): the billing mode is a parameter
+    (``TableBillingMode``), and a local table is what a deploy without overrides gets."""
+    template = load_template(path)
+    values = parameter_values(template, parameters)
+    conditions = decide(template, values)
     return {
-        name: res["Properties"]
-        for name, res in resources.items()
+        name: with_parameters(choose(res["Properties"], conditions), template, values)
+        for name, res in template["Resources"].items()
         if res.get("Type") == "AWS::DynamoDB::Table"
     }
 
@@ -84,6 +98,8 @@ def create_table_request(props: dict[str, Any], table_name: str) -> dict[str, An
         "KeySchema": props["KeySchema"],
         "BillingMode": props.get("BillingMode", "PAY_PER_REQUEST"),
     }
+    if props.get("ProvisionedThroughput"):  # TableBillingMode=PROVISIONED
+        request["ProvisionedThroughput"] = props["ProvisionedThroughput"]
     if props.get("GlobalSecondaryIndexes"):
         request["GlobalSecondaryIndexes"] = props["GlobalSecondaryIndexes"]
     stream = props.get("StreamSpecification")
@@ -100,10 +116,12 @@ def create_tables(
     names: dict[str, str],
     *,
     template: Path | None = None,
+    parameters: Mapping[str, str] | None = None,
     exist_ok: bool = True,
 ) -> None:
-    """Create each table in ``names`` (logical id -> physical name) and enable its TTL."""
-    definitions = table_definitions(template)
+    """Create each table in ``names`` (logical id -> physical name) and enable its TTL;
+    ``parameters`` override the template's defaults (``{"TableBillingMode": ...}``)."""
+    definitions = table_definitions(template, parameters)
     for logical, physical in names.items():
         props = definitions[logical]
         try:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from durable.adapters.schema import find_template, load_template
+from durable.adapters.template_conditions import choose, decide
 
 __all__ = [
     "RESOURCE_TYPES",
@@ -106,6 +107,9 @@ def storage_template(
         "AWS::Partition": "aws",
         "AWS::URLSuffix": "amazonaws.com",
     }
+    # The template's conditions at these values: a table's billing mode is a parameter
+    # (TableBillingMode), so its properties hold !If, decided here as CloudFormation would.
+    conditions = decide(source, values)
     resources: dict[str, Any] = {}
     for logical, resource in source.get("Resources", {}).items():
         if resource.get("Type") not in RESOURCE_TYPES:
@@ -117,7 +121,8 @@ def storage_template(
             )
         kept: dict[str, Any] = {"Type": resource["Type"]}
         if "Properties" in resource:
-            kept["Properties"] = _resolve(resource["Properties"], values, logical)
+            chosen = choose(resource["Properties"], conditions)
+            kept["Properties"] = _resolve(chosen, values, logical)
         for attribute in _KEPT_ATTRIBUTES:
             if attribute in resource:
                 kept[attribute] = resource[attribute]

@@ -76,3 +76,26 @@ def test_the_project_template_yields_its_tables_with_ttl() -> None:
     shape = expected_shape(ledger)
     assert shape.ttl_attribute == "purge_at"
     assert shape.keys == (("pk", "HASH"), ("sk", "RANGE"))
+
+
+def test_the_billing_mode_is_decided_at_the_parameter_given() -> None:
+    """The tables' billing mode is a parameter (!If on TableBillingMode): the storage stack
+    takes the branch CloudFormation would, on-demand by default."""
+    for parameters, mode in (
+        ({}, "PAY_PER_REQUEST"),
+        ({"TableBillingMode": "PROVISIONED"}, "PROVISIONED"),
+    ):
+        body = storage_template(TEMPLATE, parameters={"Stage": "unit", **parameters})
+        for table in body["Resources"].values():
+            props = table["Properties"]
+            if table["Type"] != "AWS::DynamoDB::Table":
+                continue
+            assert props["BillingMode"] == mode
+            holders = [props, *props.get("GlobalSecondaryIndexes", [])]
+            provisioned = [h.get("ProvisionedThroughput") for h in holders]
+            if mode == "PROVISIONED":
+                assert provisioned == [{"ReadCapacityUnits": "5", "WriteCapacityUnits": "5"}] * len(
+                    holders
+                )
+            else:
+                assert provisioned == [None] * len(holders)

@@ -45,3 +45,35 @@ def test_create_tables_builds_what_the_template_describes(
         "list-index",
         "attention-index",
     }
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        "moto",
+        pytest.param("dynamodb-local", marks=pytest.mark.integration),
+    ],
+)
+@pytest.mark.parametrize("mode", ["PAY_PER_REQUEST", "PROVISIONED"])
+def test_either_billing_mode_creates_the_tables(
+    server: str, mode: str, request: pytest.FixtureRequest
+) -> None:
+    """The billing mode is a template parameter (its !If decided at the value given, the
+    default otherwise): CreateTable takes the tables either way, a provisioned table with
+    its minimum capacity on itself and on every index."""
+    # GIVEN a server
+    client = aws_client("dynamodb", server_endpoint(server, request))
+    suffix = uuid.uuid4().hex[:8]
+    names = {LEDGER: f"ledger-{suffix}", IDEMPOTENCY: f"idem-{suffix}"}
+    # WHEN the tables are created in that mode
+    create_tables(client, names, template=TEMPLATE, parameters={"TableBillingMode": mode})
+    # THEN each is billed so, and has the template's shape whichever the mode
+    definitions = table_definitions(TEMPLATE)
+    for logical, physical in names.items():
+        table = client.describe_table(TableName=physical)["Table"]
+        assert table.get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED") == mode
+        assert actual_shape(client, physical) == expected_shape(definitions[logical])
+        if mode == "PROVISIONED":
+            for holder in [table, *table.get("GlobalSecondaryIndexes", [])]:
+                throughput = holder["ProvisionedThroughput"]
+                assert (throughput["ReadCapacityUnits"], throughput["WriteCapacityUnits"]) == (5, 5)
