@@ -273,3 +273,24 @@ def test_the_listing_shows_the_expiry_a_heartbeat_moved_on() -> None:
     runner.advance(minutes=9)  # past the old expiry: the worker parks it until the new one
     assert runner.get_run(run_id).status == RunStatus.WAITING
     assert listed() == "callback transcoded until 2026-01-01T00:18:00.000Z"
+
+
+def test_the_listed_text_is_rewritten_only_where_it_names_that_wait_at_its_old_expiry() -> None:
+    from durable.core.leases import waiting_for_extended
+
+    old, new = "2026-01-01T00:10:00.000Z", "2026-01-01T00:18:00.000Z"
+    assert waiting_for_extended(f"callback job until {old}", "job", old, new) == (
+        f"callback job until {new}"
+    )
+    assert waiting_for_extended(f"callback job until {old} (+2 more)", "job", old, new) == (
+        f"callback job until {new} (+2 more)"
+    )
+    for other in (
+        f"callback other until {old}",  # another callback named first
+        f"callback job until {new}",  # the run parked again since
+        f"callback jobs until {old}",  # a name that only starts alike
+        "signal job",
+        None,
+    ):
+        assert waiting_for_extended(other, "job", old, new) is None, other
+    assert waiting_for_extended(f"callback job until {old}", "job", old, old) is None
