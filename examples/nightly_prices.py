@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -28,19 +29,32 @@ ITEMS_PER_SUPPLIER = 300
 # --- the outside world, faked: a supplier API that can be down, and a catalogue -------
 
 
+# Under `durable dev` the steps run in worker processes of their own, so an outage is
+# declared in a file the workers read: one supplier a line, in the folder dev runs in.
+OUTAGE_FILE = Path("suppliers-down.txt")
+
+
 class SupplierApi:
-    """Each supplier's price list (300 items); a supplier in ``down`` fails every call,
-    as an outage does."""
+    """Each supplier's price list (300 items); a supplier in ``down`` (or named in
+    ``suppliers-down.txt``) fails every call, as an outage does."""
 
     def __init__(self) -> None:
         self.down: set[str] = set()
         self.calls: list[str] = []
         self._lock = threading.Lock()
 
+    def is_down(self, supplier: str) -> bool:
+        if supplier in self.down:
+            return True
+        try:
+            return supplier in OUTAGE_FILE.read_text().split()
+        except FileNotFoundError:
+            return False
+
     def prices(self, supplier: str, night: str) -> list[Price]:
         with self._lock:
             self.calls.append(supplier)
-        if supplier in self.down:
+        if self.is_down(supplier):
             raise ConnectionError(f"{supplier}'s price API is not answering")
         # Every 7th item changes price each night; item 0 is always a price of 0 (refused).
         day = int(night[-2:])

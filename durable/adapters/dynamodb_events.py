@@ -80,20 +80,55 @@ class EventsMixin(TableBase):
             step, token_hash, now, self._bump_inbox(step.run_id, now), "completing"
         )
 
-    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+    def extend_wait(
+        self,
+        step: StepRecord,
+        *,
+        token_hash: str,
+        now: str,
+        waiting_for: tuple[str, str] | None = None,
+    ) -> None:
         check_item_size(step, f"the heartbeat of step {step.name!r} at {step.position}")
-        # The run still going, and nothing about it changed: no inbox bump, no wake-up.
-        still_going = {
+        # The run still going, and nothing about it changed but (given ``waiting_for``)
+        # the expiry its listing shows: no inbox bump, no wake-up.
+        key = {"pk": s(run_pk(step.run_id)), "sk": s(RUN_SK)}
+        names = {"#status": "status"}
+        still_going: dict[str, Any] = {
             "ConditionCheck": {
                 "TableName": self.table,
-                "Key": {"pk": s(run_pk(step.run_id)), "sk": s(RUN_SK)},
+                "Key": key,
                 "ConditionExpression": _NOT_TERMINAL,
-                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeNames": names,
                 "ExpressionAttributeValues": _TERMINAL,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
         }
-        self._replace_pending(step, token_hash, now, still_going, "a heartbeat of")
+        if waiting_for is None:
+            self._replace_pending(step, token_hash, now, still_going, "a heartbeat of")
+            return
+        shown = {
+            "Update": {
+                "TableName": self.table,
+                "Key": key,
+                "ConditionExpression": f"{_NOT_TERMINAL} AND waiting_for = :shown",
+                "UpdateExpression": "SET waiting_for = :extended",
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": {
+                    **_TERMINAL,
+                    ":shown": s(waiting_for[0]),
+                    ":extended": s(waiting_for[1]),
+                },
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        try:
+            self._replace_pending(step, token_hash, now, shown, "a heartbeat of")
+        except RunFinished as refused:
+            # Refused for the run's text alone (the run parked again since it was read,
+            # and its worker wrote what is true now): the wait moves all the same.
+            if refused.current is None or refused.current.terminal:
+                raise
+            self._replace_pending(step, token_hash, now, still_going, "a heartbeat of")
 
     def _replace_pending(
         self,

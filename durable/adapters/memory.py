@@ -415,7 +415,14 @@ class MemoryLedger:
         if not pending:
             raise WaitNotPending(copy_step(current) if current else None)
 
-    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+    def extend_wait(
+        self,
+        step: StepRecord,
+        *,
+        token_hash: str,
+        now: str,
+        waiting_for: tuple[str, str] | None = None,
+    ) -> None:
         check_item_size(step, f"the heartbeat of step {step.name!r} at {step.position}")
         stored = _step(step)
         with self._lock:
@@ -424,6 +431,8 @@ class MemoryLedger:
             if run is None or run.terminal:
                 raise RunFinished(copy_run(run) if run else None)
             self._steps[step.run_id][step.position] = stored
+            if waiting_for is not None and run.waiting_for == waiting_for[0]:
+                self._runs[step.run_id] = replace(run, waiting_for=waiting_for[1])
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         check_item_size(signal, f"signal {signal.name!r}")

@@ -517,8 +517,21 @@ class ClaimCheck(Ledger):
             self._ledger.complete_waiting, self._step_out(step), token_hash=token_hash, now=now
         )
 
-    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
-        self._call(self._ledger.extend_wait, self._step_out(step), token_hash=token_hash, now=now)
+    def extend_wait(
+        self,
+        step: StepRecord,
+        *,
+        token_hash: str,
+        now: str,
+        waiting_for: tuple[str, str] | None = None,
+    ) -> None:
+        self._call(
+            self._ledger.extend_wait,
+            self._step_out(step),
+            token_hash=token_hash,
+            now=now,
+            waiting_for=waiting_for,
+        )
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         self._call(self._ledger.add_signal, self._signal_out(signal), now=now)

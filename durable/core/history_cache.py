@@ -353,9 +353,16 @@ class CachingLedger(ForwardReads, Ledger):
         # claim's rule, its ``created_at`` being another).
         return self._ledger.create_run(run)
 
-    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+    def extend_wait(
+        self,
+        step: StepRecord,
+        *,
+        token_hash: str,
+        now: str,
+        waiting_for: tuple[str, str] | None = None,
+    ) -> None:
         # A heartbeat: a view may keep the earlier expiry (the module's note says why).
-        self._ledger.extend_wait(step, token_hash=token_hash, now=now)
+        self._ledger.extend_wait(step, token_hash=token_hash, now=now, waiting_for=waiting_for)
 
     def write_gate(self, name: str, state: GateState) -> bool:
         # A flow-control gate is no run's record: never in a view.

@@ -190,6 +190,27 @@ def waiting_for(waits: list[tuple[str, str, str | None]]) -> str | None:
     return text + (f" (+{len(waits) - 1} more)" if len(waits) > 1 else "")
 
 
+def waiting_for_extended(
+    shown: str | None, name: str, before: str | None, after: str | None
+) -> str | None:
+    """The run item's ``waiting_for`` once a heartbeat moved callback ``name``'s expiry
+    from ``before`` to ``after``, or None to leave it as it is.
+
+    The text was written when the run parked, naming the wait that ends first with its
+    expiry then; a heartbeat moves that expiry without waking the run, so without this
+    the listing would go on showing the old time until the run parks again. Only a text
+    that names this callback with its old expiry is rewritten (the same wait, the new
+    time, the "(+N more)" kept): any other means the run parked since, and its worker
+    wrote what is true now. The wait named stays the one a person answers; if another
+    of the run's waits now ends first, the next park names it."""
+    if shown is None or before is None or after is None or before == after:
+        return None
+    named = f"callback {name} until {before}"
+    if shown != named and not shown.startswith(named + " (+"):
+        return None
+    return f"callback {name} until {after}" + shown[len(named) :]
+
+
 def wants_a_person(status: RunStatus, needs_attention: bool, waiting: str | None) -> bool:
     """Whether a run is one a person should look at ("Needs attention"): the engine
     parked it for one (``needs_attention``), it FAILED, or it waits on a person's answer.

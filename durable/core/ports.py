@@ -359,12 +359,23 @@ class LedgerWrites(Protocol):
         """
         ...
 
-    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+    def extend_wait(
+        self,
+        step: StepRecord,
+        *,
+        token_hash: str,
+        now: str,
+        waiting_for: tuple[str, str] | None = None,
+    ) -> None:
         """A callback's heartbeat: the step item is replaced by ``step`` (the same wait, a
         later ``expires_at``) only if it is WAITING, carries ``token_hash`` and has not
-        expired at ``now``, and only while the run is not terminal, in one transaction. The
-        run item is not changed: no inbox bump, no wake-up (``durable.engine.events``). Raises
-        ``WaitNotPending`` or ``RunFinished``; nothing is written then.
+        expired at ``now``, and only while the run is not terminal, in one transaction. No
+        inbox bump, no wake-up (``durable.engine.events``). ``waiting_for`` (the run item's
+        ``waiting_for`` as the caller read it, and the same with the new expiry:
+        ``durable.core.leases.waiting_for_extended``): the run item takes the second in the
+        same write if it still holds the first, so a listing shows the new expiry; a text
+        changed since (the run parked again) is left as it is and the wait still moves.
+        Raises ``WaitNotPending`` or ``RunFinished``; nothing is written then.
         """
         ...
 

@@ -208,8 +208,17 @@ class WriteBoundary(ForwardReads, Ledger):
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         self._ledger.complete_waiting(scrub(step), token_hash=token_hash, now=now)
 
-    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
-        self._ledger.extend_wait(scrub(step), token_hash=token_hash, now=now)
+    def extend_wait(
+        self,
+        step: StepRecord,
+        *,
+        token_hash: str,
+        now: str,
+        waiting_for: tuple[str, str] | None = None,
+    ) -> None:
+        self._ledger.extend_wait(
+            scrub(step), token_hash=token_hash, now=now, waiting_for=waiting_for
+        )
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:
         self._ledger.add_signal(scrub(signal), now=now)

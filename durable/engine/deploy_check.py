@@ -140,7 +140,14 @@ class ReadOnlyLedger(ForwardReads, Ledger):
     def complete_waiting(self, step: StepRecord, *, token_hash: str | None, now: str) -> None:
         _refused("ledger", "complete_waiting")
 
-    def extend_wait(self, step: StepRecord, *, token_hash: str, now: str) -> None:
+    def extend_wait(
+        self,
+        step: StepRecord,
+        *,
+        token_hash: str,
+        now: str,
+        waiting_for: tuple[str, str] | None = None,
+    ) -> None:
         _refused("ledger", "extend_wait")
 
     def add_signal(self, signal: SignalRecord, *, now: str) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from durable.core import serde, tokens
 from durable.core.ids import check_idempotency_key, new_ulid
-from durable.core.leases import decided_batch_above, positions_above
+from durable.core.leases import decided_batch_above, positions_above, waiting_for_extended
 from durable.core.model import (
     RunRecord,
     RunStatus,
@@ -126,7 +126,7 @@ def complete_callback(
         raise InvalidInput("send either a result or an error, not both", field="error")
     output = None if error is not None else _json_text(result, "result")
     failure = _error_fields(error) if error is not None else None
-    rec = _token_wait(engine, token, run_id, position)
+    rec, _ = _token_wait(engine, token, run_id, position)
     digest = tokens.token_hash(token)
     now = format_time(engine.clock.now())
     if rec.status != StepStatus.WAITING or (rec.expires_at is not None and rec.expires_at <= now):
@@ -140,12 +140,14 @@ def heartbeat_callback(engine: EngineParts, token: str) -> tuple[str, str]:
     """A heartbeat from the party a callback waits on: its wait's expiry moves to now +
     its ``heartbeat_timeout`` (never past its deadline). One conditional write of the
     wait's own record (still WAITING with this token, not expired, the run not finished:
-    ``Ledger.extend_wait``), nothing else: no inbox bump, no worker woken. The run stays
-    parked until the expiry it had; the worker then meets the moved expiry (a timeout of
+    ``Ledger.extend_wait``) and, in the same write, the run item's ``waiting_for`` when it
+    names this wait (``leases.waiting_for_extended``: a listing shows the new expiry);
+    nothing else: no inbox bump, no worker woken. The run stays parked until the expiry
+    it had; the worker then meets the moved expiry (a timeout of
     an expiry that moved on is refused by the ledger, ``leases.step_replaceable``) and
     parks it again until the new one. Returns (run id, new expiry)."""
     run_id, position, _ = tokens.parse_token(token)
-    rec = _token_wait(engine, token, run_id, position)
+    rec, run = _token_wait(engine, token, run_id, position)
     heartbeat = (rec.detail or {}).get("heartbeat")
     if not heartbeat:
         raise InvalidState(
@@ -172,8 +174,14 @@ def heartbeat_callback(engine: EngineParts, token: str) -> tuple[str, str]:
         updated_at=stamp,
         detail={**(rec.detail or {}), "heartbeat_at": stamp},
     )
+    shown = waiting_for_extended(run.waiting_for, rec.name, rec.expires_at, expires)
     try:
-        engine.ledger.extend_wait(beat, token_hash=rec.token_hash or "", now=stamp)
+        engine.ledger.extend_wait(
+            beat,
+            token_hash=rec.token_hash or "",
+            now=stamp,
+            waiting_for=None if shown is None else (run.waiting_for or "", shown),
+        )
     except WaitNotPending as e:  # answered or timed out between our read and our write
         _refuse(e.current, stamp)
     except RunFinished as e:
@@ -181,9 +189,11 @@ def heartbeat_callback(engine: EngineParts, token: str) -> tuple[str, str]:
     return run_id, expires or ""
 
 
-def _token_wait(engine: EngineParts, token: str, run_id: str, position: str) -> StepRecord:
-    """The callback a token names, checked (its MAC, its hash, its run's lifetime);
-    ``CallbackNotFound`` for anything else."""
+def _token_wait(
+    engine: EngineParts, token: str, run_id: str, position: str
+) -> tuple[StepRecord, RunRecord]:
+    """The callback a token names, checked (its MAC, its hash, its run's lifetime), and
+    its run as read; ``CallbackNotFound`` for anything else."""
     secret = tokens.check_secret(engine.config.callback_secret)
     keys = (secret, *engine.config.callback_verify_only_secrets)
     rec = engine.ledger.get_step(run_id, position)
@@ -200,7 +210,7 @@ def _token_wait(engine: EngineParts, token: str, run_id: str, position: str) -> 
         # The callback of an earlier run under this id (expired, not yet purged): its
         # token must not answer the current run's wait at the same position.
         raise CallbackNotFound("unknown callback token: its run has expired")
-    return rec
+    return rec, run
 
 
 def _answer_text(

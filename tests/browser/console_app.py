@@ -57,3 +57,15 @@ def rebuild_index(ctx: Context, job: dict[str, str]) -> str:
 @app.workflow(name="restock")
 def restock(ctx: Context, skus: list[str]) -> list[str]:
     return ctx.map(lambda c, sku: reserve_stock(sku), skus, name="reserve").values()
+
+
+# Progress: a long sync that says how far it has got (ctx.set_progress), shown as a bar;
+# each signal lets it go on to its next report.
+@app.workflow(name="price-sync")
+def price_sync(ctx: Context) -> str:
+    ctx.set_progress(1, 4, "supplier 1 of 4 synced")
+    ctx.wait_for_signal("go-on")
+    ctx.set_progress(3, 4, "supplier 3 of 4 synced")
+    ctx.wait_for_signal("finish")
+    ctx.set_progress(4, 4, "all synced")
+    return "synced"

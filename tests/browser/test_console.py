@@ -344,3 +344,34 @@ def test_a_run_held_back_by_a_limit_shows_its_place_in_line(dev: DevProcess, pag
     status_shown(page, "SUCCEEDED")
     signals = dev.http("GET", f"/runs/{second}")["signals"]
     assert [x["payload"] for x in signals] == [{"by": "the page"}]
+
+
+def test_a_runs_progress_is_a_bar_that_moves_on(dev: DevProcess, page: Any) -> None:
+    run_id = start(dev, "price-sync", None)
+    dev.wait_for(run_id, {"WAITING"})
+
+    # The runs list: a bar at the fraction the run reported, its note on hover.
+    page.goto(f"{dev.base}/console/#/?workflow=price-sync")
+    bar = f'tr[data-run="{run_id}"] .progress'
+    page.wait_for_selector(f'{bar}[data-progress="1/4"]')
+    assert page.get_attribute(f"{bar} progress", "value") == "1"
+    assert page.get_attribute(f"{bar} progress", "max") == "4"
+    assert "1/4 (25%)" in (page.text_content(bar) or "")
+    assert page.get_attribute(bar, "title") == "supplier 1 of 4 synced"
+
+    # The run's page: the bar with its note; live, it moves on as the run reports more.
+    open_run(dev, page, run_id)
+    head = "section.run-head .progress"
+    page.wait_for_selector(f'{head}[data-progress="1/4"]')
+    assert "1/4 (25%) · supplier 1 of 4 synced" in (page.text_content(head) or "")
+    dev.http("POST", f"/runs/{run_id}/signals/go-on", {})
+    page.wait_for_selector(f'{head}[data-progress="3/4"]')
+    assert page.get_attribute(f"{head} progress", "value") == "3"
+    assert "3/4 (75%) · supplier 3 of 4 synced" in (page.text_content(head) or "")
+    page.screenshot(path=str(ARTIFACTS / "progress.png"), full_page=True)
+
+    # Ended, the run keeps the last value it reported.
+    dev.http("POST", f"/runs/{run_id}/signals/finish", {})
+    status_shown(page, "SUCCEEDED")
+    page.wait_for_selector(f'{head}[data-progress="4/4"]')
+    assert "4/4 (100%) · all synced" in (page.text_content(head) or "")

@@ -443,6 +443,36 @@ def test_a_finished_run_leaves_the_due_index(ledger: Any) -> None:
     assert all("RUN1" not in [r for r, _ in page] for page in pages)
 
 
+def test_a_heartbeat_moves_the_expiry_the_run_item_shows(ledger: Any) -> None:
+    """``extend_wait(..., waiting_for=(shown, extended))``: the run item's ``waiting_for``
+    (what a listing shows) takes the new expiry in the same write, when it still holds the
+    text the caller read; a text changed since stays, and the wait moves all the same."""
+    shown = f"callback approval until {t(10)} (+1 more)"
+    ledger.create_run(make_run(status=RunStatus.WAITING, due_at=t(10), waiting_for=shown))
+    waiting = waiting_callback(ledger, expires=t(10))
+    inbox = ledger.get_run("RUN1").inbox
+    extended = f"callback approval until {t(30)} (+1 more)"
+    later = replace(waiting, expires_at=t(30), updated_at=t(5))
+    ledger.extend_wait(later, token_hash="h1", now=t(5), waiting_for=(shown, extended))
+    run = ledger.get_run("RUN1")
+    assert (run.waiting_for, run.inbox, run.due_at) == (extended, inbox, t(10))
+    # A caller that read an older text (the run parked again since): only the wait moves.
+    again = replace(waiting, expires_at=t(40), updated_at=t(6))
+    stale = (shown, f"callback approval until {t(40)} (+1 more)")
+    ledger.extend_wait(again, token_hash="h1", now=t(6), waiting_for=stale)
+    assert ledger.get_step("RUN1", "0001").expires_at == t(40)
+    assert ledger.get_run("RUN1").waiting_for == extended
+    ledger.operate("RUN1", statuses=("WAITING",), changes={"status": "CANCELED"})
+    with pytest.raises(RunFinished):
+        ledger.extend_wait(
+            replace(waiting, expires_at=t(50)),
+            token_hash="h1",
+            now=t(7),
+            waiting_for=(extended, f"callback approval until {t(50)}"),
+        )
+    assert ledger.get_step("RUN1", "0001").expires_at == t(40)
+
+
 def test_a_heartbeat_extends_a_pending_wait_and_nothing_else(ledger: Any) -> None:
     """``extend_wait``: the wait's record with its later expiry, only while it is WAITING,
     with the token's hash, unexpired, the run going; the run item is not touched."""

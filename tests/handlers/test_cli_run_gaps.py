@@ -141,6 +141,34 @@ def test_a_bare_post_answers_a_callback_and_sends_a_heartbeat(stack: Stack) -> N
     assert show(stack, approval)["output"] == {"approved": None}
 
 
+def test_durable_runs_shows_the_expiry_a_heartbeat_moved_on(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cli_through(stack, monkeypatch)
+    run_id = run_to_wait(stack, "transcode")
+    token = workflows.OUTBOX[run_id].rsplit("/", 1)[-1]
+
+    def row() -> str:
+        assert cli.main([*BASE, "runs", "--workflow", "transcode", "--wide"]) == 0
+        (line,) = [x for x in said(capsys).splitlines() if x.startswith(run_id)]
+        return line
+
+    def expiry() -> str:
+        (waiting,) = [s for s in show(stack, run_id)["steps"] if s["status"] == "WAITING"]
+        stamp = str(waiting["expires_at"])
+        return f"{stamp[:10]} {stamp[11:16]}"  # as the listing prints a time
+
+    before = expiry()
+    assert f"callback transcoded until {before}" in row()
+    later(stack, minutes=8)
+    assert cli.main([*BASE, "heartbeat", token]) == 0
+    capsys.readouterr()
+    after = expiry()
+    assert after != before
+    moved = row()
+    assert f"callback transcoded until {after}" in moved and before not in moved, moved
+
+
 # --- a retried child and its parent (item 7) -----------------------------------------
 
 OUTAGE = {"down": True}

@@ -3,7 +3,8 @@
 What a new team does, in a temporary folder far from this checkout: build the wheel,
 ``pip install`` it into a fresh virtualenv, ``durable init`` a project, run its tests
 (``make test``), start the whole stack (``make dev``), start a run and approve it with the
-CLI, see it finish, stop the stack with Ctrl-C (every process it started ends), then
+CLI, see it finish, stop the stack with Ctrl-C (every process it started ends), walk
+docs/tutorial-nightly-import.md under ``make dev`` with the tutorial's app copied in, then
 ``make validate`` and ``make build`` (the SAM CLI, installed by the project's own
 tooling, with ``python3.12`` found), and last the built functions run as Lambda runs them
 (``infra.local.deployed_stack``). Nothing the project runs imports this checkout: every
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,6 +37,7 @@ from infra.local.deployed_stack import build_for_host
 from infra.lock import LOCK, installed, pins
 from tests.conftest import StackFactory
 from tests.deployed import journeys
+from tests.project import tutorial
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT_ENV = "DURABLE_PROJECT_TEST_PORT"
@@ -252,17 +255,21 @@ def _clean_env(workspace: Path) -> dict[str, str]:
     return env
 
 
-def _start_dev(project: Path, venv: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    """``make dev`` in its own process group, as a terminal runs it."""
+def _start_dev(
+    project: Path, venv: Path, env: dict[str, str], app: str | None = None
+) -> subprocess.Popen[str]:
+    """``make dev`` in its own process group, as a terminal runs it; ``app``: another
+    app than the project's own (``--app``)."""
     with socket.socket() as probe:  # a free port: 8787 may be taken on a shared machine
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    dev_args = f"--port {port}" + (f" --app {app}" if app else "")
     return subprocess.Popen(
         # A terminal's foreground job: Ctrl-C interrupts it (not so under a CI runner).
         # TIME_SCALE: the scaffold's 60 leaves a person time to answer (its hour of sleep
         # takes a minute); this test answers at once and would wait that minute for nothing.
         with_default_sigint(
-            ["make", "dev", f"VENV={venv}", "TIME_SCALE=600", f"DEV_ARGS=--port {port}"]
+            ["make", "dev", f"VENV={venv}", "TIME_SCALE=600", f"DEV_ARGS={dev_args}"]
         ),
         cwd=project,
         env=env,
@@ -403,16 +410,7 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
         assert "nightly-import" in listed and "enabled" in listed, listed
         _check_deploy(steps, project, durable, output)
     finally:
-        os.killpg(dev.pid, signal.SIGINT)  # a terminal's Ctrl-C reaches the whole group
-        try:
-            # Generous for a loaded CI machine; durable dev prints every thread's stack if
-            # its own stop takes more than 30 s, and that ends up in the failure below.
-            dev.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            os.killpg(dev.pid, signal.SIGKILL)
-            output.join(10)
-            raise AssertionError(f"`make dev` did not stop on Ctrl-C:\n{output.text}") from None
-        output.join(10)
+        _stop_dev(dev, output)
     steps.times.append(("make dev, a run, Ctrl-C", time.perf_counter() - began))
     _console_said(output.text, run_id)
     for _ in range(100):  # every process the stack started has ended
@@ -420,6 +418,41 @@ def _dev_and_a_run(steps: Steps, project: Path, venv: Path, durable: str) -> Non
             break
         time.sleep(0.1)
     assert _group_gone(dev.pid), "processes of `make dev` outlived its Ctrl-C"
+
+
+def _stop_dev(dev: subprocess.Popen[str], output: Output) -> None:
+    """A terminal's Ctrl-C to ``make dev``: it reaches the whole process group."""
+    os.killpg(dev.pid, signal.SIGINT)
+    try:
+        # Generous for a loaded CI machine; durable dev prints every thread's stack if
+        # its own stop takes more than 30 s, and that ends up in the failure below.
+        dev.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(dev.pid, signal.SIGKILL)
+        output.join(10)
+        raise AssertionError(f"`make dev` did not stop on Ctrl-C:\n{output.text}") from None
+    output.join(10)
+
+
+def _the_tutorial(steps: Steps, project: Path, venv: Path, durable: str) -> None:
+    """docs/tutorial-nightly-import.md's app copied into the project and its "Try it under
+    durable dev" section walked on the project's stack (``tests.project.tutorial``)."""
+    shutil.copy(ROOT / "examples" / "nightly_prices.py", project / "shop" / "nightly_prices.py")
+    began = time.perf_counter()
+    dev = _start_dev(project, venv, steps.env, app=tutorial.APP)
+    output = Output(dev)
+    try:
+        output.wait_for("Ctrl-C stops everything")
+        assert f"app          {tutorial.APP}" in output.text, output.text
+        tutorial.walk(
+            lambda label, *args: steps.run(label, [durable, *args], project),
+            lambda marker: output.wait_for(marker, timeout=120),
+            project,
+        )
+    finally:
+        _stop_dev(dev, output)
+    steps.times.append(("the tutorial under make dev", time.perf_counter() - began))
+    assert "Traceback" not in output.text and "outside a step" not in output.text, output.text
 
 
 def _attention(steps: Steps, project: Path, durable: str, output: Output, waiting: str) -> None:
@@ -556,6 +589,9 @@ def test_from_pip_install_to_a_run_of_your_own_workflow_and_a_sam_build(
 
         # 5. The whole stack, a run started and approved through the CLI, Ctrl-C.
         _dev_and_a_run(steps, project, venv, durable)
+
+        # 5b. The tutorial's nightly import, walked as its page says, on the same stack.
+        _the_tutorial(steps, project, venv, durable)
 
         # 6. The stack: validated and built by SAM, installed by the project's own tooling.
         out = steps.run("make validate", ["make", "validate", f"VENV={venv}"], project)

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from durable import App, CallbackTimeout, Context, RunStatus
+from durable.adapters.nonces import MemoryNonceStore
+from durable.api.service import ApiService
 from durable.engine.waits import Callback
 from durable.errors import CallbackAlreadyCompleted, CallbackExpired, CallbackNotFound, InvalidState
 from durable.testing import LocalRunner
@@ -237,3 +239,58 @@ def test_a_heartbeat_for_a_branch_its_batch_decided_without_is_refused() -> None
         runner.heartbeat(cb.token)
     runner.advance(hours=3)
     assert runner.result(run_id) == "min_successful_reached"
+
+
+def test_the_listing_shows_the_expiry_a_heartbeat_moved_on() -> None:
+    """Issue 46, item 8: a heartbeat moves the expiry the API's listing (`durable runs`)
+    shows, in the same write as the wait's and without waking the run."""
+    runner = LocalRunner(job_app())
+    run_id = runner.start("transcode").run_id
+    runner.run_until_idle()
+    (cb,) = SENT
+    api = ApiService(
+        runner.engine, clock=runner.clock, nonces=MemoryNonceStore(), webhook_secret=lambda: None
+    )
+
+    def listed() -> str | None:
+        page = api.list_runs(
+            workflow="transcode",
+            status=None,
+            needs_attention=None,
+            version=None,
+            limit=5,
+            cursor=None,
+        )
+        (row,) = page.runs
+        return row.waiting_for
+
+    assert listed() == "callback transcoded until 2026-01-01T00:10:00.000Z"
+    runner.advance(minutes=8)
+    inbox = runner.get_run(run_id).inbox
+    assert runner.heartbeat(cb.token) == "2026-01-01T00:18:00.000Z"
+    assert listed() == "callback transcoded until 2026-01-01T00:18:00.000Z"
+    assert runner.get_run(run_id).inbox == inbox  # not woken
+    runner.advance(minutes=9)  # past the old expiry: the worker parks it until the new one
+    assert runner.get_run(run_id).status == RunStatus.WAITING
+    assert listed() == "callback transcoded until 2026-01-01T00:18:00.000Z"
+
+
+def test_the_listed_text_is_rewritten_only_where_it_names_that_wait_at_its_old_expiry() -> None:
+    from durable.core.leases import waiting_for_extended
+
+    old, new = "2026-01-01T00:10:00.000Z", "2026-01-01T00:18:00.000Z"
+    assert waiting_for_extended(f"callback job until {old}", "job", old, new) == (
+        f"callback job until {new}"
+    )
+    assert waiting_for_extended(f"callback job until {old} (+2 more)", "job", old, new) == (
+        f"callback job until {new} (+2 more)"
+    )
+    for other in (
+        f"callback other until {old}",  # another callback named first
+        f"callback job until {new}",  # the run parked again since
+        f"callback jobs until {old}",  # a name that only starts alike
+        "signal job",
+        None,
+    ):
+        assert waiting_for_extended(other, "job", old, new) is None, other
+    assert waiting_for_extended(f"callback job until {old}", "job", old, old) is None
