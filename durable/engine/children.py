@@ -412,12 +412,28 @@ def look_for_ends(x: ExecutionParts, records: list[StepRecord]) -> list[StepReco
             continue
         if now - parse_time(rec.updated_at) < REPORT_LOOK_MIN:
             continue
-        child = x.ledger.get_run(child_of(rec))
-        if child is None or not child.terminal:
-            continue  # running (its report will come), or its retention ended
-        log.info("child run %s ended without its report reaching its parent", child.run_id)
-        stored = x.write_fenced(_settled_from(rec, child, x.now_text()))
-        settled.append(stored)
+        child_id = child_of(rec)
+        child = x.ledger.get_run(child_id)
+        if child is not None and child.parent != link(x.run.run_id, rec.position):
+            child = None  # a keyed id's next run, started elsewhere: this one is gone
+        if child is not None and not child.terminal:
+            continue  # running: its report will come
+        if child is None:
+            # Its retention ended before this look (a look comes within an hour of the
+            # lost report, a retention lasts days: a sweeper stopped that long): the
+            # outcome is gone, and waiting for it would be for ever.
+            ended = replace(
+                rec,
+                status=StepStatus.TERMINAL_FAILED,
+                error_type="ChildGone",
+                error_summary=f"child run {child_id} ended and no longer exists (its "
+                "retention ended before its parent took its outcome)",
+                updated_at=x.now_text(),
+            )
+        else:
+            log.info("child run %s ended without its report reaching its parent", child_id)
+            ended = _settled_from(rec, child, x.now_text())
+        settled.append(x.write_fenced(ended))
     return settled
 
 
