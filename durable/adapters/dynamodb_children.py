@@ -153,8 +153,9 @@ class ChildrenMixin(TableBase):
 
         A parent seen ended is left as it ended (a finished run's records do not change):
         the record's update cannot require it of the run item, so a read does, first. A
-        parent that ends between that read and the update gets the outcome in its record
-        (the child's own, as a transaction would have refused it), and is not woken."""
+        parent that ends in the moment between that read and the update still gets the
+        child's outcome in its record (a transaction would have refused it); it is not
+        woken."""
         try:
             seen = self.client.get_item(
                 TableName=self.table,
