@@ -47,9 +47,18 @@ _NOT_TERMINAL = f"attribute_exists(pk) AND NOT (#status IN ({', '.join(_TERMINAL
 
 
 class EventsMixin(TableBase):
-    def _bump_inbox(self, run_id: str, now: str, expected: int | None = None) -> dict[str, Any]:
+    def _bump_inbox(
+        self, run_id: str, now: str, expected: int | None = None, *, due: bool = True
+    ) -> dict[str, Any]:
+        """The run item's ``inbox`` up by one, while the run goes on; ``due``: the run due
+        now, so the sweeper invokes a waiting run should the event's invocation be lost.
+        A child's report leaves the due time alone: moving it is a delete and a put in
+        the due index (2 units a report), and a parent waiting for children is due at
+        its next look at them anyway (``durable.engine.children.report_look_due``)."""
         condition = _NOT_TERMINAL
         values: dict[str, Any] = {}
+        if due:
+            values.update({":now": s(now), ":shard": s(due_shard(run_id, self.shards))})
         if expected is not None:
             unset = "attribute_not_exists(inbox) OR " if expected == 0 else ""
             condition += f" AND ({unset}inbox = :expected)"
@@ -59,15 +68,13 @@ class EventsMixin(TableBase):
                 "TableName": self.table,
                 "Key": {"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
                 "ConditionExpression": condition,
-                "UpdateExpression": "SET inbox = if_not_exists(inbox, :zero) + :one, "
-                "due_at = :now, due_shard = :shard",
+                "UpdateExpression": "SET inbox = if_not_exists(inbox, :zero) + :one"
+                + (", due_at = :now, due_shard = :shard" if due else ""),
                 "ExpressionAttributeNames": {"#status": "status"},
                 "ExpressionAttributeValues": {
                     **_TERMINAL,
                     ":zero": n(0),
                     ":one": n(1),
-                    ":now": s(now),
-                    ":shard": s(due_shard(run_id, self.shards)),
                     **values,
                 },
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",

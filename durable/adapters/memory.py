@@ -304,28 +304,42 @@ class MemoryLedger:
         *,
         now: str,
     ) -> tuple[RunRecord, bool]:
+        # As the DynamoDB ledger does: three writes, each alone (``Ledger.finish_child``).
+        check_item_size(
+            _step(settle_child_record(_placeholder(report, now), report, now)),
+            f"the result of child run {run_id}",
+        )
+        new = self.update_run(run_id, guard, changes)
+        parent = self.get_run(report.parent_id)  # a parent seen ended is left as it ended
+        if parent is None or parent.terminal:
+            return new, False
+        return new, self.settle_report(report, now) and self.wake_parent(report.parent_id)
+
+    def settle_report(self, report: ChildReport, now: str) -> bool:
+        """The parent's record settled by ``report`` when it is WAITING for that child
+        (one conditional write on the record alone: the caller read the parent first)."""
         with self._lock:
-            new = _run(apply_changes(self._guarded(run_id, guard), dict(changes)))
-            check_item_size(new, f"run {run_id}")
-            parent = self._runs.get(report.parent_id)
             waiting = self._steps.get(report.parent_id, {}).get(report.position)
-            taken = (
-                parent is not None
-                and not parent.terminal
-                and waiting is not None
-                and waiting.kind == StepKind.CHILD
-                and waiting.status == StepStatus.WAITING
-                and waiting.detail == {"child": report.child_id}
+            if (
+                waiting is None
+                or waiting.kind != StepKind.CHILD
+                or waiting.status != StepStatus.WAITING
+                or waiting.detail != {"child": report.child_id}
+            ):
+                return False
+            self._steps[report.parent_id][report.position] = _step(
+                settle_child_record(waiting, report, now)
             )
-            if taken:
-                assert waiting is not None  # for the type checker: ``taken`` says so
-                settled = _step(settle_child_record(waiting, report, now))
-                check_item_size(settled, f"the result of child run {run_id}")
-                self._bump_inbox(report.parent_id, now)
-                self._steps[report.parent_id][report.position] = settled
-            self._runs[run_id] = new
-            self._relist(run_id, changes)
-            return copy_run(new), taken
+            return True
+
+    def wake_parent(self, parent_id: str) -> bool:
+        """The parent's inbox bumped, its due time left alone, while it goes on."""
+        with self._lock:
+            run = self._runs.get(parent_id)
+            if run is None or run.terminal:
+                return False
+            self._runs[parent_id] = _run(replace(run, inbox=run.inbox + 1))
+            return True
 
     def read_gate(self, name: str) -> GateState:
         with self._lock:
@@ -579,6 +593,13 @@ class Invocation:
     run_id: str
     reason: str
     hop: int
+
+
+def _placeholder(report: ChildReport, now: str) -> StepRecord:
+    """A WAITING record at the report's position, to size what the report settles."""
+    return StepRecord(
+        report.parent_id, report.position, "", StepKind.CHILD, StepStatus.WAITING, now
+    )
 
 
 class MemoryInvoker:

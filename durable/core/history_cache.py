@@ -16,7 +16,11 @@ next claim of the run returns its item, and the view is complete when
   callback's heartbeat (``Ledger.extend_wait``) moves a wait's expiry on and wakes
   nobody. A view may hold the earlier expiry; the worker acting on it cannot end the
   wait early, because the ledger refuses a timeout of an expiry that moved on
-  (``leases.step_replaceable``), and it parks the run until the stored one;
+  (``leases.step_replaceable``), and it parks the run until the stored one. And a
+  child's report bumps the inbox in a write after its record's (``Ledger.finish_child``):
+  a worker that dies between them leaves a view holding the record WAITING; the
+  parent's look at the child settles it (``durable.engine.children.look_for_ends``),
+  and the ledger's final record, the same outcome, is the one kept;
 * ``created_at`` is the view's (an expired run's id was not reused by a keyed start),
   and the claim is not a takeover.
 

@@ -306,16 +306,21 @@ class LedgerWrites(Protocol):
         *,
         now: str,
     ) -> tuple[RunRecord, bool]:
-        """A child run's final write, reported to its parent in the same atomic write.
+        """A child run's final write, then its report to its parent: three writes, each
+        alone, in this order (a transaction over them costs twice the units).
 
         ``changes`` apply under ``guard`` as ``update_run``'s do (``ConditionFailed``
-        otherwise, nothing written). When the parent's record at ``report.position`` is
-        still a WAITING child record and the parent is not terminal, the same write
-        settles that record as ``report`` says and bumps the parent's ``inbox`` with
-        ``due_at = now`` (so a running parent notices, a waiting one is due): the
-        completion is never lost nor counted twice. When the parent cannot take it
-        (finished, or the record is settled already) the run's write happens alone.
-        Returns the new run item and whether the parent took the report.
+        otherwise, nothing written). Then, unless the parent is seen ended (a finished
+        run's records do not change), when its record at ``report.position`` is still a
+        WAITING record naming this child, it is settled as ``report`` says; then, while
+        the parent goes on, its ``inbox`` is bumped (its due time left alone), so a
+        running parent's suspension is refused and it reloads. A record settles once
+        (from a report or from the parent's own look at the child): a completion is
+        never counted twice. A worker stopped between the writes loses the report or the
+        wake-up, never the outcome: the parent looks at a child whose report is overdue
+        (``durable.engine.children.look_for_ends``).
+        Returns the new run item and whether the parent took the report (settled and
+        woken); an error writing the report is logged and counts as not taken.
         """
         ...
 

@@ -54,6 +54,10 @@ KEYS = (
     API_REQUESTS,
 )
 
+# What a child's report to its parent uses after the child's final write
+# (``UsageLedger.finish_child``).
+REPORT_USAGE = {REQUESTS: 3.0, READ_UNITS: 1.0, WRITE_UNITS: 2.0}
+
 # List prices in USD per unit, by region (on-demand DynamoDB, Lambda on arm64, EventBridge
 # Scheduler past its free tier, API Gateway REST APIs' first tier), as published in 2026.
 # A region not listed is priced as us-east-1 (and says so); DURABLE_PRICES overrides any.
@@ -252,12 +256,12 @@ class UsageLedger(ForwardReads, Ledger):
         *,
         now: str,
     ) -> tuple[RunRecord, bool]:
-        # One transaction of three writes (this run, the parent's record and run item):
-        # billed as twice this run's update, the parent's share counted on the parent.
-        def units(before: RunRecord, billed: Mapping[str, Any]) -> float:
-            return 2.0 * self._meter.units_of_update(before, billed)
-
-        billed = self._billed(run_id, changes, units)
+        # This run's update, then its report (``Ledger.finish_child``): a read of the
+        # parent, an update of its record and one of its run item, sent after the write
+        # that records the bill, so billed here as DynamoDB counts them when the parent
+        # takes the report (a consistent read and two updates of items under 1 KB; a
+        # parent's item past a KB, or a report not taken, is a unit or two off).
+        billed = self._billed(run_id, changes, extra=REPORT_USAGE)
         return self._ledger.finish_child(run_id, guard, billed, report, now=now)
 
     def continue_run(
@@ -354,7 +358,11 @@ class UsageLedger(ForwardReads, Ledger):
         run_id: str,
         changes: Mapping[str, Any],
         units: Callable[[RunRecord, Mapping[str, Any]], float] | None = None,
+        *,
+        extra: Mapping[str, float] | None = None,
     ) -> Mapping[str, Any]:
+        """``extra``: what requests sent after this write will use (billed now: the
+        invocation's usage is recorded by this write)."""
         claimed = self._claimed.get(run_id)
         ends = "lease_owner" in changes and changes["lease_owner"] is None
         if not ends or claimed is None:
@@ -363,6 +371,7 @@ class UsageLedger(ForwardReads, Ledger):
         if not used:
             return changes
         used[REQUESTS] = used.get(REQUESTS, 0.0) + 1.0  # this write
+        used = added(used, dict(extra or {}))
         total = added(claimed.usage, used)
         cost = units or self._meter.units_of_update
         own = _fixed_point(lambda n: cost(claimed, {**changes, "usage": _plus(total, n)}))

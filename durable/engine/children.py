@@ -9,15 +9,23 @@ waits for it. Its id is derived from the parent's id and P (or, with ``id=``, fr
 child's workflow and that key, as a start with that idempotency key would be), so a
 parent that crashes and replays finds its record and starts nothing twice.
 
-The child's final write and its report to the parent are one atomic write too
-(``Ledger.finish_child``): the parent's record at P becomes DONE (the child's result) or
-TERMINAL_FAILED (its error), and the parent's inbox is bumped so it wakes. A completion
-is never lost nor counted twice. A parent that ended first (fire and forget, or a parent
-canceled meanwhile) takes no report: the child's write happens alone.
+The child's end is its own final write, then its report (``Ledger.finish_child``: plain
+conditional writes, not one transaction, which would cost twice the units): the parent's
+record at P becomes DONE (the child's result) or TERMINAL_FAILED (its error) if it still
+waits for this child, then the parent's inbox is bumped so it wakes. A record settles
+once, so a completion is never counted twice. A parent that ended first (fire and
+forget, or a parent canceled meanwhile) is not woken.
 
-The parent waits like it waits for a callback: suspended with no due time until the
-report arrives. Its own cancel cancels the children it is still waiting for (with their
-compensations when the cancel asks for them); any other end leaves them running.
+A worker can stop between the child's end and its report (or between the report and the
+wake-up): the outcome is in the child's run item, and nobody tells the parent. So the
+parent that waits for a child does not wait for ever: it suspends due at its next look
+(``report_look_due``: after as long again as it has waited, from one minute to an hour),
+and a wake-up by that due time (the sweeper's, or a timer's) looks at each child whose
+record has waited that minute (``look_for_ends``) and settles the record from the
+child's end. A report that comes first leaves the look nothing to do; a look that
+comes first leaves the report nothing to settle. Its own cancel cancels the children it
+is still waiting for (with their compensations when the cancel asks for them); any
+other end leaves them running.
 
 A keyed child (``id=``) whose key a running run already holds (started by another
 parent, or by an operator under that key) is refused by default (``if_running="fail"``);
@@ -33,7 +41,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
 # A TypeVar default (PEP 696, typing's from Python 3.13) keeps a bare ``ChildHandle``
@@ -87,6 +95,16 @@ IF_RUNNING: tuple[IfRunning, ...] = ("fail", "attach")
 # it has waited so far, within these bounds.
 ATTACHED_LOOK_MIN = timedelta(seconds=10)
 ATTACHED_LOOK_MAX = timedelta(minutes=15)
+# How often a parent looks at its own child for an end whose report was lost: after as
+# long again as it has waited, within these bounds. A lost report is rare (a worker
+# stopped in the moment between two writes), and each look is a wake-up of the parent
+# (a claim, a load, a read of the child, a suspension: about 5 write units), so the
+# looks thin out: a child that runs an hour costs its parent 6 of them, a day 29.
+REPORT_LOOK_MIN = timedelta(minutes=1)
+REPORT_LOOK_MAX = timedelta(hours=1)
+# The wake-ups a parent's due time brings: only those look (a report's wake-up, or a
+# worker going on in the same invocation, has news and no reason to).
+_LOOKING_REASONS = frozenset({"timer", "sweep"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -362,7 +380,61 @@ def await_child(
         raise ChildFailed(
             child_of(rec), rec.name, position, rec.error_type or "Failed", rec.error_summary or ""
         )
-    raise x.suspend(None, position, replayed=True)
+    if not is_attached(rec) and look_for_ends(x, [rec]):
+        return await_child(x, position, wf, codec)
+    raise x.suspend(report_look_due(rec, x.clock.now()), replayed=True)
+
+
+def report_look_due(rec: StepRecord, now: datetime) -> str:
+    """When a parent waiting since ``rec`` was written looks at its child next, should
+    no report wake it first: after as long again as it has waited, within
+    ``REPORT_LOOK_MIN`` and ``REPORT_LOOK_MAX``. The due time alone (no timer): the
+    sweeper's pass brings it."""
+    waited = now - parse_time(rec.updated_at)
+    return format_time(now + min(max(waited, REPORT_LOOK_MIN), REPORT_LOOK_MAX))
+
+
+def look_for_ends(x: ExecutionParts, records: list[StepRecord]) -> list[StepRecord]:
+    """Settle each of ``records`` (WAITING for a child of this run) whose child has ended
+    without its report reaching the record, from the child's run item; the settled
+    records. Only on a wake-up the parent's due time brought, and only for records that
+    have waited ``REPORT_LOOK_MIN``: a report normally lands long before, and a look
+    reads one run item per child.
+
+    The write is fenced and settles nothing a report settled meanwhile (the first final
+    record wins, the later writer adopts it): one outcome, counted once."""
+    if x.reason not in _LOOKING_REASONS or x.dry_run or x.cursor.replay_only:
+        return []
+    now = x.clock.now()
+    settled: list[StepRecord] = []
+    for rec in records:
+        if rec.status != StepStatus.WAITING or is_attached(rec):
+            continue
+        if now - parse_time(rec.updated_at) < REPORT_LOOK_MIN:
+            continue
+        child_id = child_of(rec)
+        child = x.ledger.get_run(child_id)
+        if child is not None and child.parent != link(x.run.run_id, rec.position):
+            child = None  # a keyed id's next run, started elsewhere: this one is gone
+        if child is not None and not child.terminal:
+            continue  # running: its report will come
+        if child is None:
+            # Its retention ended before this look (a look comes within an hour of the
+            # lost report, a retention lasts days: a sweeper stopped that long): the
+            # outcome is gone, and waiting for it would be for ever.
+            ended = replace(
+                rec,
+                status=StepStatus.TERMINAL_FAILED,
+                error_type="ChildGone",
+                error_summary=f"child run {child_id} ended and no longer exists (its "
+                "retention ended before its parent took its outcome)",
+                updated_at=x.now_text(),
+            )
+        else:
+            log.info("child run %s ended without its report reaching its parent", child_id)
+            ended = _settled_from(rec, child, x.now_text())
+        settled.append(x.write_fenced(ended))
+    return settled
 
 
 def is_attached(rec: StepRecord) -> bool:

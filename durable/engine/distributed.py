@@ -1,11 +1,11 @@
 """Distributed maps: ``ctx.map(workflow, items, distributed=True)``, each item a child run.
 
 The map takes one position P in its caller's sequence. Item i runs as a child run of
-the registered workflow, recorded at ``P.i`` like ``ctx.start_child`` (``durable.engine.children``:
-the record and the child are written together, the child's end settles the record and
-wakes the parent in the same atomic write). What the parent knows is what those records
-say, so everything below is recomputed from them on every invocation, never kept in
-memory:
+the registered workflow, recorded at ``P.i`` like ``ctx.start_child``
+(``durable.engine.children``: the record and the child are written together, the child's
+end settles the record and wakes the parent, or the parent's look at the child does).
+What the parent knows is what those records say, so everything below is recomputed from
+them on every invocation, never kept in memory:
 
 * the **window**: children started (records under P) minus children ended (records
   settled) is at most ``max_concurrency``. The parent starts the next items, in order,
@@ -19,10 +19,12 @@ memory:
   crash between replays the decision and cancels them again (a cancel is idempotent);
 * while the window is full the parent looks again at the open items' records only (a
   batched read, O(window)) and goes on in the same invocation as long as children keep
-  ending; when none has, it suspends with no due time. Each report bumps the parent's
-  inbox, so a suspension that raced one is refused and the parent reloads, and a parent
-  that is waiting is invoked by the report. The parent is woken per stall of progress,
-  not per child, and a look costs O(window), not O(items).
+  ending; when none has, it suspends until its next look at its children themselves
+  (``durable.engine.children.report_look_due``: a report can be lost between a child's
+  end and the parent's record). Each report bumps the parent's inbox, so a suspension
+  that raced one is refused and the parent reloads, and a parent that is waiting is
+  invoked by the report. The parent is woken per stall of progress, not per child, and
+  a look costs O(window), not O(items).
 
 ``BatchResult`` is built from the records: an item's value is its child's result
 (decoded by the workflow's return annotation), its error a ``ChildFailed``, and an item
@@ -53,7 +55,14 @@ from durable.core.limits import record_size
 from durable.core.model import RunRecord, StepKind, StepRecord, StepStatus, position_path
 from durable.core.ports import MAX_CHILDREN_PER_START, TRANSACTION_BYTES, ConditionFailed, RunExists
 from durable.core.retention import incarnation
-from durable.engine.children import child_annotation, child_detail, child_of, link
+from durable.engine.children import (
+    child_annotation,
+    child_detail,
+    child_of,
+    link,
+    look_for_ends,
+    report_look_due,
+)
 from durable.errors import (
     ChildFailed,
     InvalidInput,
@@ -141,7 +150,11 @@ def run_distributed(
                 _check_items(x, wf, items)
             _start(x, wf, position, items, started + 1, min(total, started + free))
         elif not _refresh(x, position, open_, looked):
-            raise x.suspend(None, position, replayed=True)
+            waiting = [x.steps[_item_position(position, i)] for i in open_]
+            if look_for_ends(x, waiting):
+                continue  # ends whose reports were lost: settled from the children
+            oldest = min(waiting, key=lambda rec: rec.updated_at)
+            raise x.suspend(report_look_due(oldest, x.clock.now()), replayed=True)
 
 
 def _check(name: str, wf: WorkflowDef, total: int, rule: Completion) -> None:

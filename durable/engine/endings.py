@@ -316,8 +316,8 @@ class Endings:
         return Outcome(run.run_id, "canceled", RunStatus.CANCELED.value)
 
     def final_write(self, run: RunRecord, guard: RunGuard, changes: dict[str, Any]) -> RunRecord:
-        """The run's last write; a child's also reports its end to its parent, in the
-        same atomic write (``durable.engine.children``), and wakes the parent."""
+        """The run's last write; a child's then reports its end to its parent and wakes
+        it (``durable.engine.children``: a report lost in between, the parent finds)."""
         driven = _DRIVEN.get()
         if driven is not None and driven.run.run_id == run.run_id:
             changes = {**changes, **driven.progress_changes()}
@@ -334,8 +334,9 @@ class Endings:
         """Whether the parent that took a report must be invoked: not while a live
         owner holds it (read after the report, so that owner's next suspension finds the
         inbox moved and reloads). A map's thousand children finishing while their parent
-        runs cost a thousand reads, not a thousand invocations that cannot claim it; the
-        report made the parent due, so the sweeper covers a read that lied."""
+        runs cost a thousand reads, not a thousand invocations that cannot claim it; a
+        parent waiting for a child is due at its next look at it, so the sweeper covers a
+        read that lied (later)."""
         try:
             parent = self.ledger.get_run(parent_id)
         except Exception:

@@ -68,6 +68,8 @@ class ExecutionParts(Protocol):
     aio: LoopRun | None
     # What ``ctx.set_progress`` set last, for the run item's next write.
     progress: dict[str, Any] | None
+    # Why the worker was invoked: start, continue, timer, sweep, event, child, ...
+    reason: str
 
     @property
     def root(self) -> Cursor: ...

@@ -1,9 +1,11 @@
 """Ledger contract, part five: child runs (``start_child``, ``finish_child``) on every
 backend: a child exists only with the parent's record that waits for it, and its end
-settles that record exactly once, in the same atomic write as the child's own."""
+settles that record at most once, by plain writes after the child's own (a report lost
+between them the parent finds itself: ``tests/unit/test_lost_child_reports.py``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -102,6 +104,7 @@ def test_a_final_record_at_the_position_is_kept_and_no_child_is_created(ledger: 
 
 def test_finish_child_settles_the_parents_record_and_bumps_its_inbox(ledger: Any) -> None:
     _, child = started(ledger)
+    due = ledger.get_run("RUN1").due_at
     run, taken = ledger.finish_child("KID1", child, FINAL, DONE, now=t(5))
     assert taken and run.status == RunStatus.SUCCEEDED
     record = ledger.get_step("RUN1", "0001")
@@ -112,7 +115,9 @@ def test_finish_child_settles_the_parents_record_and_bumps_its_inbox(ledger: Any
     )
     assert (record.name, record.detail, record.kind) == ("price", {"child": "KID1"}, "child")
     parent = ledger.get_run("RUN1")
-    assert (parent.inbox, parent.due_at) == (1, t(5))
+    # The report wakes the parent and leaves its due time alone (its next look at its
+    # children): moving it would be a delete and a put in the due index.
+    assert (parent.inbox, parent.due_at) == (1, due)
 
 
 def test_a_failure_report_carries_the_error_and_clears_nothing_else(ledger: Any) -> None:
@@ -158,6 +163,28 @@ def test_a_finished_parent_takes_no_report_and_the_child_still_ends(ledger: Any)
     assert ledger.get_step("RUN1", "0001").status == StepStatus.WAITING
     after = ledger.get_run("RUN1")
     assert (after.inbox, after.due_at) == (0, None)  # a finished run is never made due
+
+
+def test_a_report_changes_the_parents_run_item_by_its_inbox_alone(ledger: Any) -> None:
+    """The wake-up is one small update of the parent's item: no listing field, no due
+    time moves (each would be index writes for every child's end)."""
+    _, child = started(ledger)
+    before = ledger.get_run("RUN1")
+    assert ledger.finish_child("KID1", child, FINAL, DONE, now=t(5))[1]
+    after = ledger.get_run("RUN1")
+    assert after == replace(before, inbox=before.inbox + 1)
+
+
+def test_a_report_to_a_parent_that_is_gone_writes_the_childs_end_alone(ledger: Any) -> None:
+    """A parent whose retention ended (its partition purged) takes no report, and the
+    report creates nothing in its place: the record's update requires the record."""
+    _, child = started(ledger)
+    run, taken = ledger.finish_child(
+        "KID1", child, FINAL, replace(DONE, parent_id="GONE1"), now=t(5)
+    )
+    assert not taken and run.status == RunStatus.SUCCEEDED
+    assert ledger.get_step("GONE1", "0001") is None
+    assert ledger.get_run("GONE1") is None
 
 
 def test_a_zombie_childs_final_write_changes_nothing(ledger: Any) -> None:

@@ -12,6 +12,7 @@ violations where they happen.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 from collections.abc import Callable
@@ -25,8 +26,8 @@ from durable.core.claim_check import ClaimCheck
 from durable.core.clock import FakeClock
 from durable.core.config import EngineConfig
 from durable.core.history_cache import CachingLedger
-from durable.core.model import RunHistory, StepRecord, StepStatus, format_time
-from durable.core.ports import Invocation
+from durable.core.model import RunHistory, StepKind, StepRecord, StepStatus, format_time
+from durable.core.ports import ChildReport, ConditionFailed, Invocation, RunGuard
 from durable.core.retention import incarnation
 from durable.core.tokens import token_hash
 from durable.engine.engine import Engine
@@ -67,7 +68,7 @@ from tests.simulation.programs import (
     Hooks,
     Op,
 )
-from tests.simulation.scheduler import Scheduler, SimPort, Task
+from tests.simulation.scheduler import LOSE_WAKE, Scheduler, SimPort, Task
 
 WORKERS = ("w1", "w2", "w3")
 SWEEPER, OUTSIDE = "sweeper", "outside"
@@ -143,6 +144,7 @@ class World:
         self.raw = ledger
         self.timers = MemoryTimers()
         self.invoker = MemoryInvoker()
+        self.within = {"finish_child": self.end_without_report}
         self.monitor = FinishedRunMonitor(ledger, self.journal, self.hooks.stamp)
         self.stuck = StuckMonitor(ledger, self.journal, self.armed, self.hooks.stamp)
         self.window = WindowMonitor(ledger, self.journal, self.hooks.stamp)
@@ -166,7 +168,7 @@ class World:
         )
         self.engine = Engine(
             APP,
-            SimPort("ledger", ledger, self.sched, self.observe),
+            SimPort("ledger", ledger, self.sched, self.observe, self.within),
             SimPort("invoker", self.invoker, self.sched),
             SimPort("effects", MemoryEffectStore(), self.sched),
             clock=self.clock,
@@ -179,7 +181,13 @@ class World:
         # instead of a load is compared with a real one.
         self.at_claim: dict[str, RunHistory | None] = {}  # what a load right after w1's claim saw
         self.cache = CachingLedger(
-            SimPort("ledger", _Snapshots(ledger, self.at_claim), self.sched, self.observe),
+            SimPort(
+                "ledger",
+                _Snapshots(ledger, self.at_claim),
+                self.sched,
+                self.observe,
+                self.within,
+            ),
             check=self.check_view,
         )
         self.engines = {
@@ -218,6 +226,38 @@ class World:
         self.window.observe(method, args, result)
         self.progress.observe(method, args, result)
 
+    def end_without_report(
+        self,
+        command: str,
+        run_id: str,
+        guard: RunGuard,
+        changes: Any,
+        report: ChildReport,
+        *,
+        now: str,
+    ) -> None:
+        """A worker dying inside ``Ledger.finish_child``, after some of its writes: the
+        child's end (always), then with ``LOSE_WAKE`` the report to a parent that goes
+        on, never the parent's wake-up. The parent must still see the outcome, once
+        (``child_reports_match``, ``no_stuck_runs``): it looks at the child itself."""
+        try:
+            new = self.raw.update_run(run_id, guard, changes)
+        except ConditionFailed:
+            return  # a zombie child: nothing of it is written
+        self.observe("ledger.update_run", (run_id, guard, changes), new)
+        self.journal.produced[f"a child's end without its {command.removeprefix('lose_')}"] += 1
+        if command != LOSE_WAKE:
+            return
+        parent = self.raw.get_run(report.parent_id)
+        if parent is None or parent.terminal:
+            return
+        if isinstance(self.raw, MemoryLedger):
+            self.raw.settle_report(report, now)
+            return
+        client = self.raw.client  # the DynamoDB replay: the report's own update alone
+        with contextlib.suppress(client.exceptions.ConditionalCheckFailedException):
+            client.update_item(**self.raw._settle(report, now)["Update"])
+
     def check_view(self, run_id: str, view: RunHistory) -> None:
         """A warm worker's view must hold what a load would: every record, except one a
         zombie (an older fence) wrote at a position the view lacks, which the engine
@@ -242,6 +282,8 @@ class World:
                 continue  # a zombie's record (step_replaceable let it in, as after a load)
             if _heartbeat_only(held, stored):
                 continue  # a heartbeat moved the wait's expiry on (no inbox bump, by design)
+            if _report_unwoken(held, stored):
+                continue  # a child's report whose wake-up was lost (LOSE_WAKE)
             self.violate(
                 "cached_view_true",
                 f"{run_id} at {position}: the view holds {_brief(held)}, the ledger "
@@ -702,6 +744,22 @@ class _Snapshots:
         if claim is not None:
             self._into[run_id] = self._raw.load(run_id)
         return claim
+
+
+def _report_unwoken(held: StepRecord | None, stored: StepRecord | None) -> bool:
+    """A child's report lands before the parent's inbox moves (two writes: a worker can
+    die between them), so a warm view may hold the record still WAITING for the child
+    the stored one settled. The engine then settles it from the child when it looks
+    (``durable.engine.children.look_for_ends``); the ledger keeps the first final record
+    and the worker adopts it: the same outcome."""
+    return (
+        held is not None
+        and stored is not None
+        and held.kind == stored.kind == StepKind.CHILD
+        and held.status == StepStatus.WAITING
+        and stored.status.final
+        and (held.detail or {}).get("child") == (stored.detail or {}).get("child")
+    )
 
 
 def _heartbeat_only(held: StepRecord | None, stored: StepRecord | None) -> bool:

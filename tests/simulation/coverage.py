@@ -90,7 +90,11 @@ ENGINE_CALLS: dict[str, tuple[str, ...]] = {
     ),
     "sweep": ("engine.sweep",),
     "purge_expired": ("engine.purge_expired",),
-    "resume": ("a worker crash", "a worker crash_after", "a worker pause_after"),
+    "resume": (
+        *("a worker crash", "a worker crash_after", "a worker pause_after"),
+        # Inside a child's end: after its final write, or after its report too.
+        *("a worker lose_report", "a worker lose_wake"),
+    ),
 }
 # Public ``Engine`` methods that are the engine's own plumbing or reads, not actions of
 # the outside world (each is exercised through the ones above).

@@ -28,7 +28,15 @@ from tests.simulation.programs import (
     generate_program,
     keyed_program,
 )
-from tests.simulation.scheduler import CRASH, CRASH_AFTER, PAUSE_AFTER, RUN, Decision
+from tests.simulation.scheduler import (
+    CRASH,
+    CRASH_AFTER,
+    LOSE_REPORT,
+    LOSE_WAKE,
+    PAUSE_AFTER,
+    RUN,
+    Decision,
+)
 from tests.simulation.scripts import Stage, scripts_for
 
 CLOCK_JUMPS = (1, 5, 20, 70, 600, 3600, 3 * 3600, 86400)
@@ -124,6 +132,12 @@ class Policy:
         rate = w.settings.crash_rate if w.crashes < w.settings.max_crashes else 0.0
         if roll < rate:
             w.crashes += 1
+            # Inside a child's end (its final write, its report, the parent's wake-up:
+            # three writes), the death can come between them too.
+            task = next((t for t in w.sched.tasks if t.name == name), None)
+            ending = task is not None and task.label.startswith("ledger.finish_child")
+            if ending and roll < rate * 2 / 3:
+                return {"do": LOSE_REPORT if roll < rate / 3 else LOSE_WAKE}
             return {"do": CRASH}
         if roll < rate * 1.5:
             w.crashes += 1

@@ -53,7 +53,7 @@ import random
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +65,11 @@ from durable.testing import SimulatedCrash
 
 # What the scheduler tells a blocked actor when it lets it go on.
 RUN, CRASH, CRASH_AFTER, PAUSE_AFTER = "run", "crash", "crash_after", "pause_after"
+# A worker that dies inside a port call made of several writes, after some of them
+# (``SimPort``'s ``within``): a child's end written, its report not (LOSE_REPORT), or the
+# report written and the parent's wake-up not (LOSE_WAKE).
+LOSE_REPORT, LOSE_WAKE = "lose_report", "lose_wake"
+WITHIN = (LOSE_REPORT, LOSE_WAKE)
 
 
 @dataclass(frozen=True)
@@ -196,22 +201,30 @@ class SimPort:
         target: Any,
         sched: Scheduler,
         observe: Callable[[str, tuple[Any, ...], Any], None] | None = None,
+        within: Mapping[str, Callable[..., None]] | None = None,
     ) -> None:
         self._name = name
         self._target = target
         self._sched = sched
         self._observe = observe
+        # Per method made of several writes: what of it a worker dying inside it leaves
+        # written, by command (``WITHIN``); a method without one dies before the call.
+        self._within = within or {}
 
     def __getattr__(self, attr: str) -> Any:
         value = getattr(self._target, attr)
         if not callable(value) or attr.startswith("_"):
             return value
         method = f"{self._name}.{attr}"
-        sched, observe = self._sched, self._observe
+        sched, observe, within = self._sched, self._observe, self._within.get(attr)
 
         def call(*args: Any, **kwargs: Any) -> Any:
             label = f"{method} {_subject(args)}".strip()
             command = sched.pause(label)
+            if command in WITHIN:
+                if within is not None:
+                    within(command, *args, **kwargs)
+                raise SimulatedCrash(f"{sched.actor()} crashed inside {label} ({command})")
             result = value(*args, **kwargs)
             if observe is not None:
                 observe(method, args, result)

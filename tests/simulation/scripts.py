@@ -37,7 +37,14 @@ from tests.simulation.programs import (
     keyed_program,
     shared_name,
 )
-from tests.simulation.scheduler import CRASH, CRASH_AFTER, PAUSE_AFTER, Decision
+from tests.simulation.scheduler import (
+    CRASH,
+    CRASH_AFTER,
+    LOSE_REPORT,
+    LOSE_WAKE,
+    PAUSE_AFTER,
+    Decision,
+)
 
 Apply = Callable[[Decision], None]
 
@@ -256,6 +263,48 @@ def worker(do: str) -> Stage:
     return Stage(lambda w: _blocked_worker(w) is not None, make, _invocation)
 
 
+def _ending_child(world: World) -> str | None:
+    """A worker about to write a child's end (``Ledger.finish_child``)."""
+    names = [
+        t.name
+        for t in world.sched.tasks
+        if t.name in WORKERS and t.stalled == 0 and t.label.startswith("ledger.finish_child")
+    ]
+    return names[0] if names else None
+
+
+def inside_a_childs_end(do: str) -> Stage:
+    """A worker dies inside a child's end: after its final write (``LOSE_REPORT``), or
+    after its report too (``LOSE_WAKE``). The parent must find the outcome itself."""
+
+    def make(world: World) -> Decision | None:
+        name = _ending_child(world)
+        return None if name is None else Decision("step", name, {"do": do})
+
+    return Stage(lambda w: _ending_child(w) is not None, make, _child_ending)
+
+
+def _child_ending(world: World, apply: Apply) -> None:
+    """(Calmly) a parent that waits for a one-step child, driven until a worker is
+    about to write the child's end."""
+    world.drain_invoker()
+    if not any(reason == "start" for _, reason, _ in world.pool):
+        apply(_event(type="start", script="prepare", program=[child([step()])], key=None))
+        world.drain_invoker()
+    for _ in range(200):
+        if _ending_child(world) is not None:
+            return
+        busy = [t for t in world.sched.tasks if t.name in WORKERS]
+        if busy:
+            world.sched.step(busy[0])
+            continue
+        world.drain_invoker()
+        idle = [n for n in WORKERS if not world.busy(n)]
+        if not world.pool or not idle:
+            return
+        apply(Decision("invoke", idle[0], {"index": len(world.pool) - 1, "deadline": False}))
+
+
 def pooled(kind: str) -> Stage:
     """An invocation in the pool lost (drop) or delivered twice (dup)."""
     return Stage(lambda w: bool(w.pool), lambda w: Decision(kind, "", {"index": 0}), _queued)
@@ -381,7 +430,12 @@ def _children_and_maps(name: str, suffix: str) -> list[Stage]:
         batch([[{"op": "continue", "times": 1, "bad": False}]]),  # continues from a branch
         dmap([[step()], [step()]], lanes=["refused-0", None]),  # refused: one lacks its lane
     ]
-    return [start(name, f"children{suffix}", children), start(name, f"maps{suffix}", ops)]
+    return [
+        start(name, f"children{suffix}", children),
+        start(name, f"maps{suffix}", ops),
+        inside_a_childs_end(LOSE_REPORT),
+        inside_a_childs_end(LOSE_WAKE),
+    ]
 
 
 def _async_tour(name: str, suffix: str) -> list[Stage]:
@@ -560,6 +614,7 @@ TOURS: dict[str, tuple[tuple[str, ...], TourStages]] = {
             "ctx.map(distributed=True) over a keyed gate",
             "a map item missing its gate key",
             *("ctx.continue_as_new", "ctx.continue_as_new in a branch", "a run continues as new"),
+            *("a worker lose_report", "a worker lose_wake"),
         ),
         _children_and_maps,
     ),

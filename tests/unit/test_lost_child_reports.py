@@ -1,0 +1,115 @@
+"""A child's end and its report to its parent are separate writes (issue 48): a worker that
+stops between them leaves the end in the child's run item and nothing in the parent's
+record. The parent, waiting due at its next look (``durable.engine.children``), finds it.
+
+Each test loses the report the way such a worker would: the child's final write happens,
+the report does not (``lose_reports``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durable import App, ChildHandle, Context, RunStatus, StepStatus
+from durable.core.model import StepKind, StepRecord, format_time, parse_time
+from durable.engine.children import REPORT_LOOK_MAX, REPORT_LOOK_MIN, report_look_due
+from durable.testing import LocalRunner
+
+
+def make_app() -> App:
+    app = App()
+
+    @app.workflow
+    def slow(ctx: Context, n: int) -> int:
+        ctx.sleep(timedelta(minutes=10))
+        return n * n
+
+    @app.workflow
+    def waits(ctx: Context) -> int:
+        handle: ChildHandle[int] = ctx.start_child(slow, 3)
+        result: int = handle.result()
+        return result
+
+    @app.workflow
+    def squares(ctx: Context, n: int) -> list[int]:
+        return ctx.map(slow, range(n), name="sq", distributed=True, max_concurrency=2).values()
+
+    return app
+
+
+def lose_reports(runner: LocalRunner, lost: list[str]) -> None:
+    """Every child's end is written and its report never sent (as by a worker stopped
+    between the two); ``lost`` collects the children whose report was lost."""
+    ledger = runner.memory_ledger
+
+    def end_alone(run_id: str, guard: Any, changes: Any, report: Any, *, now: str) -> Any:
+        lost.append(run_id)
+        return ledger.update_run(run_id, guard, changes), False
+
+    ledger.finish_child = end_alone  # type: ignore[method-assign]
+
+
+def test_a_parent_finds_the_end_of_a_child_whose_report_was_lost() -> None:
+    runner = LocalRunner(make_app())
+    lost: list[str] = []
+    lose_reports(runner, lost)
+    run = runner.start("waits")
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).status == RunStatus.WAITING
+    runner.advance(hours=1)
+    assert len(lost) == 1  # the child ended, and said nothing
+    parent = runner.get_run(run.run_id)
+    assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "9")
+    (record,) = runner.history(run.run_id)
+    assert (record.status, record.output, record.detail) == (
+        StepStatus.DONE,
+        "9",
+        {"child": lost[0], "version": 1},
+    )
+
+
+def test_a_distributed_map_finds_every_end_whose_report_was_lost() -> None:
+    runner = LocalRunner(make_app())
+    lost: list[str] = []
+    lose_reports(runner, lost)
+    run = runner.start("squares", 5)
+    runner.advance(hours=3)
+    assert len(lost) == 5
+    parent = runner.get_run(run.run_id)
+    assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "[0,1,4,9,16]")
+
+
+def test_a_parent_waiting_for_a_child_is_due_at_its_next_look() -> None:
+    """Not waiting on nothing: the due time (no timer; the sweeper's pass) is when it
+    looks at the child should no report come first. The report still wakes it at once."""
+    runner = LocalRunner(make_app())
+    run = runner.start("waits")
+    runner.run_until_idle()
+    waiting = runner.get_run(run.run_id)
+    assert waiting.status == RunStatus.WAITING
+    assert waiting.due_at == format_time(runner.clock.now() + REPORT_LOOK_MIN)
+    assert all(rid != run.run_id for rid, _ in runner.timers.armed.values())
+    runner.advance(minutes=10, seconds=1)
+    parent = runner.get_run(run.run_id)
+    assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "9")
+
+
+def test_the_looks_thin_out_as_the_wait_grows() -> None:
+    """After as long again as the parent has waited, from a minute to an hour: a child
+    that runs an hour costs its parent 6 looks, one that runs a day 29."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    rec = StepRecord("P", "0001", "slow", StepKind.CHILD, StepStatus.WAITING, format_time(start))
+
+    def looks(over: timedelta) -> int:
+        count, now = 0, start
+        while True:
+            now = parse_time(report_look_due(rec, now))
+            if now > start + over:
+                return count
+            count += 1
+
+    assert report_look_due(rec, start) == format_time(start + REPORT_LOOK_MIN)
+    later = start + timedelta(hours=5)
+    assert report_look_due(rec, later) == format_time(later + REPORT_LOOK_MAX)
+    assert looks(timedelta(hours=1)) == 6
+    assert looks(timedelta(days=1)) == 29
