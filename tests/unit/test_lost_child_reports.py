@@ -109,7 +109,11 @@ def test_the_looks_thin_out_as_the_wait_grows() -> None:
             count += 1
 
     assert report_look_due(rec, start) == format_time(start + REPORT_LOOK_MIN)
-    later = start + timedelta(hours=5)
+    waited = start + timedelta(hours=5)  # as long again as it has waited, below the cap
+    assert report_look_due(rec, waited) == format_time(waited + timedelta(hours=5))
+    later = start + timedelta(days=2)
     assert report_look_due(rec, later) == format_time(later + REPORT_LOOK_MAX)
+    # The looks grow with the wait's logarithm: a day-long child is not looked at hourly.
     assert looks(timedelta(hours=1)) == 6
-    assert looks(timedelta(days=1)) == 29
+    assert looks(timedelta(days=1)) == 11
+    assert looks(timedelta(days=3)) == 13
