@@ -159,12 +159,14 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         signals.sort(key=signal_order)
         return RunHistory(run, steps, signals)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         # Keys and times only; then one conditional delete per old item (BatchWriteItem
         # cannot be conditional, and an item rewritten meanwhile must stay).
         old: list[tuple[dict[str, Any], str]] = []
-        for item in self._partition(run_id, "pk, sk, updated_at, received_at"):
+        for item in self._partition(run_id, "pk, sk, updated_at, received_at, purge_at"):
             sk = item["sk"]["S"]
+            if keep_expiring and "purge_at" in item:
+                continue  # TTL deletes it, for no write unit (``durable.core.lifetime``)
             field = "received_at" if sk.startswith(SIGNAL_PREFIX) else "updated_at"
             written = item.get(field, {}).get("S")
             if sk != RUN_SK and written is not None and written < before:

@@ -397,9 +397,11 @@ class ClaimCheck(Ledger):
         stored = self._raw(self._ledger.create_run, out)
         return self._kept(run, out, stored)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         # Deletes items: nothing to keep aside (their objects go with ``purge_payloads``).
-        return self._call(self._ledger.purge_leftovers, run_id, before=before)
+        return self._call(
+            self._ledger.purge_leftovers, run_id, before=before, keep_expiring=keep_expiring
+        )
 
     def claim(
         self,

@@ -61,8 +61,8 @@ class WatchedLedger(ForwardReads, Ledger):
     def create_run(self, run: RunRecord) -> RunRecord:
         return self._ledger.create_run(run)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
-        return self._ledger.purge_leftovers(run_id, before=before)
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
+        return self._ledger.purge_leftovers(run_id, before=before, keep_expiring=keep_expiring)
 
     def claim(
         self,

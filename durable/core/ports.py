@@ -198,11 +198,13 @@ class LedgerWrites(Protocol):
         """Put the run item if no item has its id; else raise ``RunExists``."""
         ...
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         """Delete the step and signal items under ``run_id`` last written before ``before``
         (never the run item): what an earlier run with the same id left behind when its
         run item expired (TTL). Each delete is conditional on that time, so an item written
-        meanwhile stays. Returns how many were deleted."""
+        meanwhile stays. ``keep_expiring`` leaves the items that carry a TTL of their own
+        (``purge_at``, a declared lifetime: ``durable.core.lifetime``): DynamoDB deletes
+        those for free. Returns how many were deleted."""
         ...
 
     def claim(

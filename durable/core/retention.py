@@ -120,7 +120,9 @@ def purge_expired(
     cutoff = format_time(now - LEFTOVER_MARGIN)
     if current is not None:
         cutoff = min(cutoff, leftover_cutoff(current))
-    purged = ledger.purge_leftovers(run_id, before=cutoff)
+    # What carries a TTL of its own (a declared lifetime) is left to TTL, which deletes it
+    # without a write unit (``durable.core.lifetime``); the purge deletes the rest.
+    purged = ledger.purge_leftovers(run_id, before=cutoff, keep_expiring=True)
     if purge_payloads is not None:
         purged += purge_payloads(run_id, before=cutoff)
     return purged

@@ -278,8 +278,8 @@ class UsageLedger(ForwardReads, Ledger):
     # units reach the meter from the adapter, and the invocation's releasing write above
     # records them (an outside event's own request is not counted: the module's note).
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
-        return self._ledger.purge_leftovers(run_id, before=before)
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
+        return self._ledger.purge_leftovers(run_id, before=before, keep_expiring=keep_expiring)
 
     def operate(
         self,

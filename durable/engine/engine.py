@@ -27,6 +27,7 @@ from durable.core.ids import (
     reserved_prefix,
     run_id_for_key,
 )
+from durable.core.lifetime import items_purge_at, lifetime_end
 from durable.core.model import (
     RunHistory,
     RunRecord,
@@ -34,7 +35,6 @@ from durable.core.model import (
     SignalRecord,
     StepRecord,
     format_time,
-    parse_time,
     position_key,
 )
 from durable.core.ports import (
@@ -357,6 +357,7 @@ class Engine:
             # ``gate``: a one-slot gate of the caller's (a buffer_one schedule's).
             gate=gate or self.admission.gate_for(wf, input_text),
             parent=parent,
+            items_purge_at=items_purge_at(stamp, wf.max_lifetime, self.config.retention),
         )
 
     def new_sealer(self, run_id: str, annotation: Any) -> tuple[Sealer | None, str | None]:
@@ -465,7 +466,7 @@ class Engine:
         except WorkflowNotFound as e:
             log.warning("run %s deferred: %s", run_id, e)
             return self.endings.defer(history, owner, e)
-        if now > parse_time(claim.run.created_at) + self.config.max_run_lifetime:
+        if now > lifetime_end(claim.run, self.config.max_run_lifetime, self.config.retention):
             return self.endings.fail_for_good(
                 claim.run,
                 owner,
