@@ -83,3 +83,25 @@ def _ceil_epoch(when: datetime) -> int:
     seconds = when.timestamp()
     whole = int(seconds)
     return whole if whole == seconds else whole + 1
+
+
+# --- large values: the payload bucket's lifecycle ------------------------------------------
+
+# The expiry classes of the payload bucket's lifecycle rules (template.yaml, one rule per
+# class, matched by the object's ``durable-expire-days`` tag): S3 counts whole days from an
+# object's creation (rounded up to the next midnight UTC), so a lifecycle rule cannot say
+# "at this date" and an object takes the smallest class that outlives its run's TTL. Up
+# to 3650 days of lifetime plus 3650 of retention.
+LIFECYCLE_DAYS = (1, 2, 3, 7, 14, 30, 60, 90, 180, 365, 730, 1095, 1825, 3650, 7300)
+LIFECYCLE_TAG = "durable-expire-days"
+
+
+def lifecycle_days(purge_at: int | None, now: datetime) -> int | None:
+    """The lifecycle class of a large value written now for an item whose TTL is
+    ``purge_at``: the fewest days (of ``LIFECYCLE_DAYS``) after which S3 may delete it
+    without deleting it before that item; None for an item without a TTL (the purge
+    deletes its values)."""
+    if purge_at is None:
+        return None
+    needed = (purge_at - now.timestamp()) / 86400
+    return next((days for days in LIFECYCLE_DAYS if days >= needed), LIFECYCLE_DAYS[-1])

@@ -502,7 +502,11 @@ class PayloadStore(Protocol):
     content-addressed, so a put is idempotent and a zombie's put of the same value is
     the same object."""
 
-    def put(self, key: str, data: bytes) -> None: ...
+    def put(self, key: str, data: bytes, *, expire_days: int | None = None) -> None:
+        """Store ``data`` under ``key``; ``expire_days`` (a class of
+        ``durable.core.lifetime.LIFECYCLE_DAYS``) lets the store delete it that many days
+        after this write, for nothing, as TTL does the items of a declared lifetime."""
+        ...
 
     def get(self, key: str) -> bytes:
         """The object's bytes; ``StorageError`` when it is missing."""

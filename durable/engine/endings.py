@@ -220,6 +220,10 @@ class Endings:
 
     def final_changes(self, run: RunRecord, changes: dict[str, Any]) -> dict[str, Any]:
         now = self.clock.now()
+        if run.items_purge_at is not None:
+            # Written again unchanged, for the payload store: a large result is kept
+            # as long as the items (``durable.core.claim_check``).
+            changes = {**changes, "items_purge_at": run.items_purge_at}
         return {
             **changes,
             "lease_owner": None,

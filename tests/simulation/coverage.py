@@ -119,6 +119,7 @@ OUTSIDE_EVENTS = (
     "timer twice",
     "timer never",
     "ttl expires a run",
+    "ttl deletes the items of a declared lifetime",
     "invocation drop",
     "invocation dup",
     "a worker stalls past its lease (a zombie)",
@@ -146,7 +147,11 @@ ASYNC_CALLS = (
 
 
 # What a stack does besides the calls above (counted as it happens).
-OTHER_EVENTS = ("a body of a gated run", "a value kept in the payload store")
+OTHER_EVENTS = (
+    "a body of a gated run",
+    "a value kept in the payload store",
+    "engine.start(a workflow declaring max_lifetime)",
+)
 
 
 def required() -> set[str]:
