@@ -42,6 +42,7 @@ from durable.core.ids import due_shard
 from durable.core.leases import apply_changes, claim_kind, claimed, reopening
 from durable.core.limits import check_item_size, value_size
 from durable.core.model import (
+    TERMINAL_RUN_STATUSES,
     RunHistory,
     RunRecord,
     RunStatus,
@@ -187,6 +188,25 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
             except Exception as e:
                 storage_error(e, "deleting leftovers")
         return deleted
+
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        e = Expr()
+        statuses = ", ".join(e.value(s(v), "st") for v in TERMINAL_RUN_STATUSES)
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key={"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
+                ConditionExpression=(
+                    f"{e.name('created_at')} = {e.value(s(created_at), 'c')} "
+                    f"AND {e.name('status')} IN ({statuses})"
+                ),
+                **e.kwargs(),
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        except Exception as e2:
+            storage_error(e2, "deleting the run item")
+        return True
 
     # --- the lease protocol ----------------------------------------------------------
 

@@ -160,6 +160,15 @@ class MemoryLedger:
             self._signals[run_id] = kept
             return len(old) + len(signals) - len(kept)
 
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None or run.created_at != created_at or not run.terminal:
+                return False
+            del self._runs[run_id]
+            self._listed.pop(run_id, None)
+            return True
+
     def expire(self, now: datetime) -> list[str]:
         """Do what DynamoDB's TTL does: delete every item whose ``purge_at`` has passed,
         and only those: run items, and the steps and signals of runs whose lifetime is

@@ -415,6 +415,10 @@ class ClaimCheck(Ledger):
         stored = self._raw(self._ledger.create_run, out)
         return self._kept(run, out, stored)
 
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        # Deletes an item: its objects go with ``purge_payloads``.
+        return self._call(self._ledger.delete_run, run_id, created_at=created_at)
+
     def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         # Deletes items: nothing to keep aside (their objects go with ``purge_payloads``).
         return self._call(

@@ -207,6 +207,12 @@ class LedgerWrites(Protocol):
         those for free. Returns how many were deleted."""
         ...
 
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        """Delete the run item of ``run_id`` if it is the run created at ``created_at`` and
+        it has finished: an erasure (``Engine.erase``), after its other items went.
+        False when there is no such item (gone, another run of the id, or still going)."""
+        ...
+
     def claim(
         self,
         run_id: str,
@@ -422,6 +428,7 @@ LEDGER_READS: tuple[str, ...] = (
 LEDGER_WRITES: tuple[str, ...] = (
     "create_run",
     "purge_leftovers",
+    "delete_run",
     "claim",
     "update_run",
     "continue_run",
@@ -539,6 +546,7 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.consume_signal",
     "ledger.continue_run",
     "ledger.create_run",
+    "ledger.delete_run",
     "ledger.due_runs",
     "ledger.extend_wait",
     "ledger.finish_child",

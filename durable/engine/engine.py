@@ -76,12 +76,15 @@ from durable.errors import (
     DurableError,
     IdempotencyConflict,
     InvalidInput,
+    InvalidState,
     LeaseLost,
     RunNotFound,
     WorkflowNotFound,
 )
 
 log = logging.getLogger("durable.engine")
+# Later than any time a ledger holds: an erasure deletes whatever was written under an id.
+_EVER = "9999-12-31T23:59:59.999Z"
 
 
 class Engine:
@@ -550,6 +553,24 @@ class Engine:
             current=self.claims.unresolved().get_run(run_id),  # its state, not its values
             purge_payloads=self.claims.purge_payloads,
         )
+
+    def erase(self, run_id: str) -> int:
+        """Delete a finished run now, whatever its TTL says: every item under its id
+        and its large values, then its run item (an erasure request; a run whose item
+        already expired has its leftovers deleted). ``InvalidState`` while it runs
+        (cancel it first). Returns how many items and objects were deleted."""
+        run = self.claims.unresolved().get_run(run_id)  # its state, not its values
+        if run is not None and not run.terminal:
+            raise InvalidState(
+                f"run {run_id} is {run.status.value}: erase a finished run (cancel it first)"
+            )
+        # Its items first and its run item last: an erasure cut short leaves the run to be
+        # erased again, never items no run item names (which no purge would come for).
+        erased = self.ledger.purge_leftovers(run_id, before=_EVER)
+        erased += self.claims.purge_payloads(run_id, before=_EVER)
+        if run is not None and self.ledger.delete_run(run_id, created_at=run.created_at):
+            erased += 1
+        return erased
 
     def peek_run(self, run_id: str) -> RunRecord | None:
         """The run's item with large values left as references (``durable.core.claim_check``):

@@ -50,3 +50,19 @@ def test_the_stream_purge_leaves_items_with_their_own_ttl(ledger: Any) -> None:
     assert ledger.purge_leftovers("RUN1", before=t(100)) == 2
     history = ledger.load("RUN1")
     assert history is not None and history.steps == {} and history.signals == []
+
+
+def test_deleting_a_run_item_takes_only_that_finished_run(ledger: Any) -> None:
+    # GIVEN a run still waiting, and a finished one
+    declared(ledger)
+    ledger.create_run(make_run("RUN2", status=RunStatus.SUCCEEDED, due_at=None))
+    waiting, done = ledger.get_run("RUN1"), ledger.get_run("RUN2")
+    # THEN the waiting one's item is never deleted, nor the finished one's under another
+    # run's creation (a later run of the id)
+    assert ledger.delete_run("RUN1", created_at=waiting.created_at) is False
+    assert ledger.delete_run("RUN2", created_at=t(999)) is False
+    assert ledger.get_run("RUN1") == waiting and ledger.get_run("RUN2") == done
+    # AND the finished one's is, once
+    assert ledger.delete_run("RUN2", created_at=done.created_at) is True
+    assert ledger.get_run("RUN2") is None and ledger.load("RUN2") is None
+    assert ledger.delete_run("RUN2", created_at=done.created_at) is False

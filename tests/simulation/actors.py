@@ -488,6 +488,17 @@ class World:
         if kind == "callback":
             self._callback(arg, facts)
             return
+        if kind == "erase":  # an operator erases a finished run (an erasure request)
+            run_id = self.tagged.get(arg["tag"])
+            if run_id is None:
+                return
+            facts.update(run_id=run_id)
+            engine.erase(run_id)
+            produced["engine.erase"] += 1
+            # Gone as if TTL had deleted it: the invariants treat it as expired.
+            self.monitor.forget([run_id])
+            self.ever_expired.add(run_id)
+            return
         if "on" in arg or "child_of" in arg:  # a script's run (or its failed child)
             run_id = self._scripted_run(arg)
         else:

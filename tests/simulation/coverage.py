@@ -90,6 +90,7 @@ ENGINE_CALLS: dict[str, tuple[str, ...]] = {
     ),
     "sweep": ("engine.sweep",),
     "purge_expired": ("engine.purge_expired",),
+    "erase": ("engine.erase",),
     "resume": ("a worker crash", "a worker crash_after", "a worker pause_after"),
 }
 # Public ``Engine`` methods that are the engine's own plumbing or reads, not actions of

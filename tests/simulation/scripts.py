@@ -507,7 +507,14 @@ def _cancels(name: str, suffix: str) -> list[Stage]:
 def _expiry(name: str, suffix: str) -> list[Stage]:
     stages = restart_after_retention(name, f"exp{suffix}", f"e{suffix}", [step()])
     purge = Stage(lambda w: bool(w.expired), lambda w: _event(type="purge", script=name))
-    return [*stages[:3], purge, stages[3], *_lived_expiry(name, suffix)]
+    tag = f"exp{suffix}"
+
+    def restarted(world: World) -> bool:  # the key's second run, finished
+        run = _run(world, tag)
+        return world.tagged.get(tag) in world.ever_expired and run is not None and run.terminal
+
+    erase = Stage(restarted, lambda w: _event(type="erase", script=name, tag=tag))
+    return [*stages[:3], purge, stages[3], erase, *_lived_expiry(name, suffix)]
 
 
 def _lived_expiry(name: str, suffix: str) -> list[Stage]:
@@ -623,6 +630,7 @@ TOURS: dict[str, tuple[tuple[str, ...], TourStages]] = {
         (
             *("ttl expires a run", "engine.start(key) after its run expired"),
             *("engine.purge_expired", "engine.start(a workflow declaring max_lifetime)"),
+            "engine.erase",
             "ttl deletes the items of a declared lifetime",
         ),
         _expiry,
