@@ -195,8 +195,8 @@ class App:
         ``max_lifetime`` (a ``timedelta``) declares how long any run of it may live: every
         item of its runs is then written with a TTL (its start plus that lifetime plus the
         retention), so DynamoDB deletes them for free instead of the purge; a run still
-        going at the end of its lifetime fails (``durable.core.lifetime``). It may not
-        exceed the stack's ``max_run_lifetime``, which bounds every run anyway.
+        going at the end of its lifetime fails (``durable.core.lifetime``). The stack's
+        ``max_run_lifetime`` still bounds every run, when it is the shorter.
         """
         limit = concurrency_of(concurrency)
         if max_lifetime is not None and (

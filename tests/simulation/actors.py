@@ -493,11 +493,12 @@ class World:
             if run_id is None:
                 return
             facts.update(run_id=run_id)
-            engine.erase(run_id)
-            produced["engine.erase"] += 1
-            # Gone as if TTL had deleted it: the invariants treat it as expired.
+            # Gone as if TTL had deleted it: the invariants treat it as expired (forgotten
+            # first: its records are deleted, not changed).
             self.monitor.forget([run_id])
             self.ever_expired.add(run_id)
+            engine.erase(run_id)
+            produced["engine.erase"] += 1
             return
         if "on" in arg or "child_of" in arg:  # a script's run (or its failed child)
             run_id = self._scripted_run(arg)
