@@ -11,6 +11,12 @@ write of that item).
     python -m benchmarks.write_units
 
 Targets: <= 20 WCU (tiny input) and <= 24 WCU (4 KB input) for the whole run.
+
+Then the purge (issue 48): the run's item deleted as TTL deletes it (no units: TTL's
+deletes are free, and they are made here on another client), and the purge the table's
+stream starts (``Engine.purge_expired``) counted. Once for the workflow as above, and
+once for the same workflow declaring ``max_lifetime``: its items carry their own TTL
+(``durable.core.lifetime``), so the purge has nothing to delete (target 0 units).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from benchmarks.common import (
+    CONFIG,
     Figure,
     benchmark_step,
     dynamo_client,
@@ -34,17 +41,22 @@ from durable.core.clock import FakeClock
 TINY_TARGET = 20.0
 LARGE_TARGET = 24.0
 READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
+PURGE_TARGET = 0.0
 PLANNED = [
     ("WCU per run, 10 steps + sleep, tiny input", f"<= {TINY_TARGET:.0f}"),
     ("WCU per run, 10 steps + sleep, 4 KB input", f"<= {LARGE_TARGET:.0f}"),
+    ("WCU at purge, 10 steps + sleep, no declared lifetime", "(report)"),
+    ("WCU at purge, 10 steps + sleep, declared max_lifetime", f"= {PURGE_TARGET:.0f}"),
 ]
+# The lifetime the second workflow declares.
+LIFETIME = timedelta(days=7)
 
 
-def build_app() -> App:
+def build_app(lifetime: timedelta | None = None) -> App:
     app = App()
     step = app.step(benchmark_step)
 
-    @app.workflow(name="ten_and_sleep")
+    @app.workflow(name="ten_and_sleep", max_lifetime=lifetime)
     def ten_and_sleep(ctx: Context, payload: Any) -> int:
         total = 0
         for i in range(5):
@@ -61,6 +73,7 @@ class UnitCounter:
     """Adds up consumed write and read units per table/index, and requests by operation."""
 
     def __init__(self, client: Any) -> None:
+        self.client = client
         self.writes: dict[str, float] = {}
         self.reads: dict[str, float] = {}
         self.requests: Counter[str] = Counter()
@@ -95,10 +108,18 @@ class UnitCounter:
         self.reads[where] = self.reads.get(where, 0.0) + read
 
 
-def one_run(endpoint: str, payload: Any, *, billed: bool = False) -> UnitCounter:
+def one_run(
+    endpoint: str,
+    payload: Any,
+    *,
+    billed: bool = False,
+    lifetime: timedelta | None = None,
+    purge: UnitCounter | None = None,
+) -> UnitCounter:
     """The run on a fresh table; ``billed``: composed as the worker is, the run's usage
     recorded by each invocation's last write (``durable.core.usage``), to see what keeping
-    the bill costs in units."""
+    the bill costs in units. ``lifetime``: the workflow declares it. ``purge``: a counter
+    on its own client, which then counts the purge after the run item expired."""
     from durable.adapters import dynamodb_units
     from durable.adapters.dynamodb import DynamoLedger
     from durable.core.usage import Meter, UsageLedger
@@ -113,7 +134,7 @@ def one_run(endpoint: str, payload: Any, *, billed: bool = False) -> UnitCounter
         units = dynamodb_units.RunWriteUnits(ledger)
         units.install(meter)
         ledger = UsageLedger(ledger, meter)
-    engine, _ = make_engine(build_app(), ledger, clock=clock)
+    engine, _ = make_engine(build_app(lifetime), ledger, clock=clock)
     counter = UnitCounter(client)
     run = engine.start("ten_and_sleep", payload)
     with meter.invocation(memory_mb=512, timer=False):
@@ -125,7 +146,28 @@ def one_run(endpoint: str, payload: Any, *, billed: bool = False) -> UnitCounter
         last = engine.resume(run.run_id, reason="timer")
     if last.result != "succeeded":
         raise RuntimeError(f"expected the run to finish, got {last.result}")
+    if purge is not None:
+        expire_and_purge(endpoint, table, run.run_id, clock, purge, lifetime)
     return counter
+
+
+def expire_and_purge(
+    endpoint: str,
+    table: str,
+    run_id: str,
+    clock: FakeClock,
+    counter: UnitCounter,
+    lifetime: timedelta | None,
+) -> None:
+    """After the retention: TTL deletes the run item (uncounted: free), then the purge the
+    stream starts runs with its own client, counted by ``counter``."""
+    from durable.adapters.dynamodb import DynamoLedger
+
+    clock.advance(CONFIG.retention + timedelta(minutes=1))
+    ttl = dynamo_client(endpoint)
+    ttl.delete_item(TableName=table, Key={"pk": {"S": f"RUN#{run_id}"}, "sk": {"S": "RUN"}})
+    purger, _ = make_engine(build_app(lifetime), DynamoLedger(counter.client, table), clock=clock)
+    purger.purge_expired(run_id)
 
 
 def _describe(counter: UnitCounter) -> str:
@@ -139,7 +181,7 @@ def measure(endpoint: str) -> list[Figure]:
     say("write units: a 10-step run with a sleep, tiny and 4 KB inputs ...")
     figures = []
     for (label, target), payload in zip(
-        PLANNED, ({"user": "u1"}, {"user": "u1", "notes": "x" * 4096}), strict=True
+        PLANNED[:2], ({"user": "u1"}, {"user": "u1", "notes": "x" * 4096}), strict=True
     ):
         plain, billed = one_run(endpoint, payload), one_run(endpoint, payload, billed=True)
         figures.append(
@@ -152,6 +194,19 @@ def measure(endpoint: str) -> list[Figure]:
                 f"{sum(billed.writes.values()):g} WCU",
             )
         )
+    say("write units: the purge after the run item expired, without and with max_lifetime ...")
+    for (label, _), lifetime in zip(PLANNED[2:], (None, LIFETIME), strict=True):
+        purge = UnitCounter(dynamo_client(endpoint))
+        run = one_run(endpoint, {"user": "u1"}, lifetime=lifetime, purge=purge)
+        ran, purged = sum(run.writes.values()), sum(purge.writes.values())
+        note = (
+            f"the run {ran:g} WCU + the purge {purged:g} = {ran + purged:g} WCU; "
+            f"purge: {_describe(purge)}"
+        )
+        if lifetime is None:
+            figures.append(Figure.info(label, f"{purged:g}", note=note))
+        else:
+            figures.append(Figure.exactly(label, purged, PURGE_TARGET, "g", note=note))
     return figures
 
 

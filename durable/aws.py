@@ -655,7 +655,22 @@ def expired_run_id(record: Any) -> str | None:
 PURGE_RESERVE_MS = 15_000
 
 
+def _erase(runtime: Runtime, telemetry: Any, run_id: Any) -> dict[str, Any]:
+    """An operator's erasure of one finished run (``{"erase": "<run id>"}``, invoked
+    directly): every item and large value under its id, now (``Engine.erase``)."""
+    if not isinstance(run_id, str) or not run_id.isalnum() or len(run_id) > 64:
+        raise InvalidInput("erase takes a run id", field="erase")
+    erased = runtime.engine.erase(run_id)
+    telemetry.count("RunsErased")
+    telemetry.logger.info(
+        f"erased {erased} items and values of run", extra={"run_id": run_id, "erased": erased}
+    )
+    return {"run_id": run_id, "erased": erased}
+
+
 def _purge(runtime: Runtime, telemetry: Any, event: Any, context: Any) -> dict[str, Any]:
+    if isinstance(event, dict) and "erase" in event:
+        return _erase(runtime, telemetry, event["erase"])
     records = event.get("Records") if isinstance(event, dict) else None
     if not isinstance(records, list):
         raise InvalidInput("not a DynamoDB Streams batch (no Records)", field="Records")
@@ -706,8 +721,10 @@ def purge_handler(
     compose_at_init: bool = False,
 ) -> LambdaHandler:
     """The purge, fed by the ledger table's stream: once TTL has deleted a finished run's
-    item, delete the step and signal items it left (TTL deletes only the item carrying
-    ``purge_at``). Reports the records that failed (``ReportBatchItemFailures``)."""
+    item, delete the step and signal items it left that carry no TTL of their own (TTL
+    deletes only the items carrying ``purge_at``). Reports the records that failed
+    (``ReportBatchItemFailures``).
+    Invoked directly with ``{"erase": "<run id>"}``, it erases that finished run now."""
     return LambdaHandler("purge", _purge, app, settings, services, compose_at_init=compose_at_init)
 
 

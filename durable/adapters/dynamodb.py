@@ -42,6 +42,7 @@ from durable.core.ids import due_shard
 from durable.core.leases import apply_changes, claim_kind, claimed, reopening
 from durable.core.limits import check_item_size, value_size
 from durable.core.model import (
+    TERMINAL_RUN_STATUSES,
     RunHistory,
     RunRecord,
     RunStatus,
@@ -159,12 +160,14 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         signals.sort(key=signal_order)
         return RunHistory(run, steps, signals)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         # Keys and times only; then one conditional delete per old item (BatchWriteItem
         # cannot be conditional, and an item rewritten meanwhile must stay).
         old: list[tuple[dict[str, Any], str]] = []
-        for item in self._partition(run_id, "pk, sk, updated_at, received_at"):
+        for item in self._partition(run_id, "pk, sk, updated_at, received_at, purge_at"):
             sk = item["sk"]["S"]
+            if keep_expiring and "purge_at" in item:
+                continue  # TTL deletes it, for no write unit (``durable.core.lifetime``)
             field = "received_at" if sk.startswith(SIGNAL_PREFIX) else "updated_at"
             written = item.get(field, {}).get("S")
             if sk != RUN_SK and written is not None and written < before:
@@ -185,6 +188,25 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
             except Exception as e:
                 storage_error(e, "deleting leftovers")
         return deleted
+
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        e = Expr()
+        statuses = ", ".join(e.value(s(v), "st") for v in TERMINAL_RUN_STATUSES)
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key={"pk": s(run_pk(run_id)), "sk": s(RUN_SK)},
+                ConditionExpression=(
+                    f"{e.name('created_at')} = {e.value(s(created_at), 'c')} "
+                    f"AND {e.name('status')} IN ({statuses})"
+                ),
+                **e.kwargs(),
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        except Exception as e2:
+            storage_error(e2, "deleting the run item")
+        return True
 
     # --- the lease protocol ----------------------------------------------------------
 

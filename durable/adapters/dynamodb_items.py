@@ -154,6 +154,7 @@ def run_to_item(run: RunRecord, shards: int, *, input_item: str | None = None) -
             "cancel_compensate": run.cancel_compensate,
             "due_at": run.due_at,
             "purge_at": run.purge_at,
+            "items_purge_at": run.items_purge_at,
             "continued_from": run.continued_from,
             "forked_from": run.forked_from,
             "parent": run.parent,
@@ -194,6 +195,7 @@ def input_to_item(run: RunRecord, sk: str) -> dict[str, Any]:
             "input": run.input,
             "input_hash": run.input_hash,
             "updated_at": run.created_at,
+            "purge_at": run.items_purge_at,  # ``durable.core.lifetime``
         }
     )
 
@@ -225,6 +227,7 @@ def step_to_item(step: StepRecord) -> dict[str, Any]:
             "token_hash": step.token_hash,
             "detail": json.dumps(step.detail, separators=(",", ":")) if step.detail else None,
             "fence": step.fence,
+            "purge_at": step.purge_at,  # ``durable.core.lifetime``
         }
     )
 
@@ -258,6 +261,7 @@ def signal_to_item(signal: SignalRecord) -> dict[str, Any]:
             "payload_hash": signal.payload_hash,
             "seq": signal.seq,
             "sent_by": signal.sent_by,
+            "purge_at": signal.purge_at,  # ``durable.core.lifetime``
         }
     )
 
@@ -297,6 +301,7 @@ def item_to_run(raw: dict[str, Any]) -> RunRecord:
         cancel_compensate=bool(d.get("cancel_compensate", False)),
         due_at=d.get("due_at"),
         purge_at=int(d["purge_at"]) if d.get("purge_at") is not None else None,
+        items_purge_at=_epoch(d.get("items_purge_at")),
         continued_from=d.get("continued_from"),
         forked_from=d.get("forked_from"),
         parent=d.get("parent"),
@@ -345,6 +350,7 @@ def item_to_step(raw: dict[str, Any]) -> StepRecord:
         token_hash=d.get("token_hash"),
         detail=json.loads(d["detail"]) if d.get("detail") else None,
         fence=int(d.get("fence", 0)),
+        purge_at=_epoch(d.get("purge_at")),
     )
 
 
@@ -361,7 +367,12 @@ def item_to_signal(raw: dict[str, Any]) -> SignalRecord:
         payload_hash=d.get("payload_hash"),
         seq=int(d.get("seq", 0)),
         sent_by=d.get("sent_by"),
+        purge_at=_epoch(d.get("purge_at")),
     )
+
+
+def _epoch(value: Any) -> int | None:
+    return int(value) if value is not None else None
 
 
 def run_attribute_value(name: str, value: Any) -> dict[str, Any]:
@@ -385,6 +396,6 @@ RUN_ATTRIBUTES = frozenset(
         *("due_at", "purge_at", "continued_from", "forked_from", "parent", "children"),
         *("deferrals", "compensated", "data_key", "operations", "usage", "gate", "queued_at"),
         *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk", "waiting_for"),
-        *("input_item", "sleeps", "woke_at", "progress"),
+        *("input_item", "sleeps", "woke_at", "progress", "items_purge_at"),
     }
 )

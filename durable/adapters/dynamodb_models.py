@@ -96,6 +96,8 @@ class RunItem(_Base):
     cancel_compensate = BooleanAttribute(default=False)
     due_at = UnicodeAttribute(null=True)
     purge_at = NumberAttribute(null=True)
+    # The TTL its other items carry (a declared lifetime, durable.core.lifetime).
+    items_purge_at = NumberAttribute(null=True)
     continued_from = UnicodeAttribute(null=True)
     forked_from = UnicodeAttribute(null=True)
     parent = UnicodeAttribute(null=True)
@@ -128,6 +130,7 @@ class InputItem(_Base):
     input = UnicodeAttribute()
     input_hash = UnicodeAttribute()
     updated_at = UnicodeAttribute()  # the run's creation: the purge's clock
+    purge_at = NumberAttribute(null=True)  # TTL of a declared lifetime (durable.core.lifetime)
 
 
 class StepItem(_Base):
@@ -153,6 +156,7 @@ class StepItem(_Base):
     token_hash = UnicodeAttribute(null=True)
     detail = UnicodeAttribute(null=True)  # JSON text
     fence = NumberAttribute(default=0)
+    purge_at = NumberAttribute(null=True)  # TTL of a declared lifetime (durable.core.lifetime)
 
 
 class SignalItem(_Base):
@@ -168,3 +172,4 @@ class SignalItem(_Base):
     payload_hash = UnicodeAttribute(null=True)
     seq = NumberAttribute(default=0)
     sent_by = UnicodeAttribute(null=True)
+    purge_at = NumberAttribute(null=True)  # TTL of a declared lifetime (durable.core.lifetime)

@@ -141,27 +141,53 @@ class MemoryLedger:
             signals = [replace(s) for s in self._signals[run_id]]
             return RunHistory(copy_run(run), with_sleeps(run, steps), signals)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         with self._lock:
             steps = self._steps.get(run_id, {})
-            old = [p for p, step in steps.items() if step.updated_at < before]
+            old = [
+                p
+                for p, step in steps.items()
+                if step.updated_at < before and not (keep_expiring and step.purge_at)
+            ]
             for position in old:
                 del steps[position]
             signals = self._signals.get(run_id, [])
-            kept = [signal for signal in signals if signal.received_at >= before]
+            kept = [
+                signal
+                for signal in signals
+                if signal.received_at >= before or (keep_expiring and signal.purge_at)
+            ]
             self._signals[run_id] = kept
             return len(old) + len(signals) - len(kept)
 
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None or run.created_at != created_at or not run.terminal:
+                return False
+            del self._runs[run_id]
+            self._listed.pop(run_id, None)
+            return True
+
     def expire(self, now: datetime) -> list[str]:
-        """Do what DynamoDB's TTL does: delete the run items whose ``purge_at`` has
-        passed, and only those (their steps and signals stay until purged). Returns the
-        ids, as the table's stream would report them."""
+        """Do what DynamoDB's TTL does: delete every item whose ``purge_at`` has passed,
+        and only those: run items, and the steps and signals of runs whose lifetime is
+        declared (``durable.core.lifetime``); the others stay until purged. Returns the
+        ids of the run items deleted, as the table's stream would report them."""
         epoch = now.timestamp()
         with self._lock:
             gone = [r for r, run in self._runs.items() if run.purge_at and run.purge_at <= epoch]
             for run_id in gone:
                 del self._runs[run_id]
                 self._listed.pop(run_id, None)
+            for steps in self._steps.values():
+                for position in [p for p, s in steps.items() if s.purge_at and s.purge_at <= epoch]:
+                    del steps[position]
+            for run_id, signals in self._signals.items():
+                if any(s.purge_at and s.purge_at <= epoch for s in signals):
+                    self._signals[run_id] = [
+                        s for s in signals if not (s.purge_at and s.purge_at <= epoch)
+                    ]
             return gone
 
     def claim(

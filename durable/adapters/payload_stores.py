@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import threading
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from durable.core.clock import Clock, SystemClock
@@ -23,12 +23,31 @@ class MemoryPayloads:
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock or SystemClock()
         self.objects: dict[str, tuple[bytes, datetime]] = {}
+        # The lifecycle class each tagged object was written with (``expire``).
+        self.expire_days: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes, *, expire_days: int | None = None) -> None:
         check_object("the memory payload store", key, data)  # the stored-bytes rule
         with self._lock:
             self.objects[key] = (data, self.clock.now())
+            if expire_days is not None:
+                self.expire_days[key] = expire_days
+
+    def expire(self, now: datetime) -> int:
+        """Do what the bucket's lifecycle rules do: delete every object whose class's days
+        since its write have passed (S3 rounds up to the next midnight UTC: later, never
+        sooner). Returns how many."""
+        with self._lock:
+            gone = [
+                key
+                for key, days in self.expire_days.items()
+                if key in self.objects and self.objects[key][1] + timedelta(days=days) <= now
+            ]
+            for key in gone:
+                del self.objects[key]
+                del self.expire_days[key]
+        return len(gone)
 
     def get(self, key: str) -> bytes:
         with self._lock:
@@ -61,7 +80,9 @@ class FolderPayloads:
             raise StorageError(f"payload key {key!r} is not <run id>/<sha256>", retryable=False)
         return self.root / run_id / digest
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes, *, expire_days: int | None = None) -> None:
+        # ``durable dev`` keeps every value until the run's purge or the folder is deleted
+        # (DynamoDB Local runs no TTL either): ``expire_days`` has nothing to do here.
         check_object("the folder payload store", key, data)  # the stored-bytes rule
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)

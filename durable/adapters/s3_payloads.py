@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from durable.adapters.dynamodb_support import error_code, storage_error
+from durable.core.lifetime import LIFECYCLE_TAG
 from durable.core.stored_bytes import check_object
 from durable.errors import StorageError
 
@@ -24,15 +25,19 @@ class S3Payloads:
         self.bucket = bucket
         self.prefix = prefix
 
-    def put(self, key: str, data: bytes) -> None:
+    def put(self, key: str, data: bytes, *, expire_days: int | None = None) -> None:
         # The stored-bytes rule: an object holding a token is refused before it is sent.
         check_object(f"s3://{self.bucket}", key, data)
+        # A declared lifetime's value is tagged with its expiry class: the bucket's
+        # lifecycle rule of that class deletes it (template.yaml), not the purge.
+        tagging = {} if expire_days is None else {"Tagging": f"{LIFECYCLE_TAG}={expire_days}"}
         try:
             self.client.put_object(
                 Bucket=self.bucket,
                 Key=self.prefix + key,
                 Body=data,
                 ContentType="application/json",
+                **tagging,
             )
         except Exception as e:  # botocore's ClientError and connection errors alike
             storage_error(e, f"storing payload {key} in s3://{self.bucket}")

@@ -37,6 +37,9 @@ class WorkflowDef:
     # Flow control (``durable.core.flow``): runs active at once, and starts per period.
     concurrency: Concurrency | None = None
     rate_limit: RateLimit | None = None
+    # Its runs' lifetime, when it declares one: every item of its runs then carries a TTL
+    # from its first write (``durable.core.lifetime``); None keeps the purge.
+    max_lifetime: timedelta | None = None
 
 
 @dataclass(slots=True)

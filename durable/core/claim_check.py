@@ -61,6 +61,7 @@ from typing import Any, TypeVar
 from durable.core.clock import Clock, SystemClock
 from durable.core.flow import GateState
 from durable.core.ids import new_ulid
+from durable.core.lifetime import lifecycle_days
 from durable.core.model import (
     RunHistory,
     RunRecord,
@@ -153,7 +154,7 @@ class ClaimCheck(Ledger):
 
     # --- texts --------------------------------------------------------------------------
 
-    def _out(self, run_id: str, text: str, what: str) -> str:
+    def _out(self, run_id: str, text: str, what: str, purge_at: int | None = None) -> str:
         """``text`` itself (the same object) when it stays in the item, else a reference."""
         if self.store is None:
             return text  # the ledger refuses what does not fit
@@ -173,7 +174,9 @@ class ClaimCheck(Ledger):
         digest = hashlib.sha256(data).hexdigest()
         object_id = new_ulid(self.clock.now())
         key = payload_key(run_id, object_id)
-        self.store.put(key, data)
+        # Kept as long as the item naming it: by the bucket's lifecycle when the item has
+        # a TTL of its own (``durable.core.lifetime``), else until the purge.
+        self.store.put(key, data, expire_days=lifecycle_days(purge_at, self.clock.now()))
         self._cache.add(key, text, len(data))
         held = {"object": object_id, "sha256": digest, "bytes": len(data)}
         return MARK + json.dumps(held, separators=(",", ":")) + "}"
@@ -217,11 +220,12 @@ class ClaimCheck(Ledger):
 
     def _run_out(self, run: RunRecord) -> RunRecord:
         rid = run.run_id
-        input = self._out(rid, run.input, f"the input of run {rid}")
+        ttl = run.items_purge_at
+        input = self._out(rid, run.input, f"the input of run {rid}", ttl)
         output = (
             run.output
             if run.output is None
-            else self._out(rid, run.output, f"the result of run {rid}")
+            else self._out(rid, run.output, f"the result of run {rid}", ttl)
         )
         if input is run.input and output is run.output:
             return run
@@ -231,11 +235,14 @@ class ClaimCheck(Ledger):
 
     def _step_out(self, step: StepRecord) -> StepRecord:
         what = f"the result of step {step.name!r} at {step.position}"
-        output = step.output if step.output is None else self._out(step.run_id, step.output, what)
+        ttl = step.purge_at
+        output = (
+            step.output if step.output is None else self._out(step.run_id, step.output, what, ttl)
+        )
         checkpoint = step.checkpoint
         state = None if checkpoint is None else checkpoint.get("state")
         if isinstance(state, str):
-            stored = self._out(step.run_id, state, f"the state of step {step.name!r}")
+            stored = self._out(step.run_id, state, f"the state of step {step.name!r}", ttl)
             if stored is not state:
                 checkpoint = {**(checkpoint or {}), "state": stored}
         if output is step.output and checkpoint is step.checkpoint:
@@ -245,15 +252,26 @@ class ClaimCheck(Ledger):
         return copy
 
     def _signal_out(self, signal: SignalRecord) -> SignalRecord:
-        payload = self._out(signal.run_id, signal.payload, f"signal {signal.name!r}")
+        payload = self._out(
+            signal.run_id, signal.payload, f"signal {signal.name!r}", signal.purge_at
+        )
         return signal if payload is signal.payload else replace(signal, payload=payload)
 
     def _changes_out(self, run_id: str, changes: Mapping[str, Any]) -> Mapping[str, Any]:
         out = dict(changes)
+        # A final write of a run with a declared lifetime says its items' TTL (the run
+        # item's is never later): its result is kept as long. Any other value is kept
+        # until the purge.
+        ttl = changes.get("items_purge_at")
         for name in ("input", "output"):
             value = changes.get(name)
             if isinstance(value, str):
-                out[name] = self._out(run_id, value, f"the {name} of run {run_id}")
+                out[name] = self._out(
+                    run_id,
+                    value,
+                    f"the {name} of run {run_id}",
+                    ttl if isinstance(ttl, int) else None,
+                )
         return out
 
     # --- records in (reads) -------------------------------------------------------------
@@ -397,9 +415,15 @@ class ClaimCheck(Ledger):
         stored = self._raw(self._ledger.create_run, out)
         return self._kept(run, out, stored)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        # Deletes an item: its objects go with ``purge_payloads``.
+        return self._call(self._ledger.delete_run, run_id, created_at=created_at)
+
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         # Deletes items: nothing to keep aside (their objects go with ``purge_payloads``).
-        return self._call(self._ledger.purge_leftovers, run_id, before=before)
+        return self._call(
+            self._ledger.purge_leftovers, run_id, before=before, keep_expiring=keep_expiring
+        )
 
     def claim(
         self,

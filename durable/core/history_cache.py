@@ -346,9 +346,13 @@ class CachingLedger(ForwardReads, Ledger):
         self.forget(signal.run_id)
         self._ledger.add_signal(signal, now=now)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
         self.forget(run_id)
-        return self._ledger.purge_leftovers(run_id, before=before)
+        return self._ledger.delete_run(run_id, created_at=created_at)
+
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
+        self.forget(run_id)
+        return self._ledger.purge_leftovers(run_id, before=before, keep_expiring=keep_expiring)
 
     # --- writes no view needs to follow ------------------------------------------------
 

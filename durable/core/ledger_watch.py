@@ -61,8 +61,11 @@ class WatchedLedger(ForwardReads, Ledger):
     def create_run(self, run: RunRecord) -> RunRecord:
         return self._ledger.create_run(run)
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
-        return self._ledger.purge_leftovers(run_id, before=before)
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        return self._ledger.delete_run(run_id, created_at=created_at)
+
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
+        return self._ledger.purge_leftovers(run_id, before=before, keep_expiring=keep_expiring)
 
     def claim(
         self,

@@ -201,6 +201,10 @@ class RunRecord:
     cancel_compensate: bool = False
     due_at: str | None = None
     purge_at: int | None = None
+    # The TTL (epoch seconds) every other item of the run carries from its first write,
+    # for a workflow that declares ``max_lifetime`` (``durable.core.lifetime``); None: its
+    # items carry none, and the purge deletes them after the run item expired.
+    items_purge_at: int | None = None
     continued_from: str | None = None
     forked_from: str | None = None  # "<run_id>@<position>"
     # A child run's parent and the position that started it ("<run_id>@<position>"):
@@ -310,6 +314,8 @@ class StepRecord:
     token_nonce: str | None = None
     token_hash: str | None = None
     detail: dict[str, Any] | None = None  # kind-specific extras (wait reason, compensation)
+    # Its TTL (epoch seconds): its run's ``items_purge_at`` (``durable.core.lifetime``).
+    purge_at: int | None = None
     # The lease fence of the worker that wrote this record (``durable.fencing``): a worker
     # never replaces a pending record written under a newer fence than its own.
     fence: int = 0
@@ -337,6 +343,8 @@ class SignalRecord:
     seq: int = 0
     # Who sent it through the management API (the IAM caller): the run's audit trail.
     sent_by: str | None = None
+    # Its TTL (epoch seconds): its run's ``items_purge_at`` (``durable.core.lifetime``).
+    purge_at: int | None = None
 
 
 def signal_order(signal: SignalRecord) -> tuple[int, str]:

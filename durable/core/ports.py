@@ -198,11 +198,19 @@ class LedgerWrites(Protocol):
         """Put the run item if no item has its id; else raise ``RunExists``."""
         ...
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         """Delete the step and signal items under ``run_id`` last written before ``before``
         (never the run item): what an earlier run with the same id left behind when its
         run item expired (TTL). Each delete is conditional on that time, so an item written
-        meanwhile stays. Returns how many were deleted."""
+        meanwhile stays. ``keep_expiring`` leaves the items that carry a TTL of their own
+        (``purge_at``, a declared lifetime: ``durable.core.lifetime``): DynamoDB deletes
+        those for free. Returns how many were deleted."""
+        ...
+
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        """Delete the run item of ``run_id`` if it is the run created at ``created_at`` and
+        it has finished: an erasure (``Engine.erase``), after its other items went.
+        False when there is no such item (gone, another run of the id, or still going)."""
         ...
 
     def claim(
@@ -436,6 +444,7 @@ LEDGER_READS: tuple[str, ...] = (
 LEDGER_WRITES: tuple[str, ...] = (
     "create_run",
     "purge_leftovers",
+    "delete_run",
     "claim",
     "update_run",
     "continue_run",
@@ -516,7 +525,11 @@ class PayloadStore(Protocol):
     content-addressed, so a put is idempotent and a zombie's put of the same value is
     the same object."""
 
-    def put(self, key: str, data: bytes) -> None: ...
+    def put(self, key: str, data: bytes, *, expire_days: int | None = None) -> None:
+        """Store ``data`` under ``key``; ``expire_days`` (a class of
+        ``durable.core.lifetime.LIFECYCLE_DAYS``) lets the store delete it that many days
+        after this write, for nothing, as TTL does the items of a declared lifetime."""
+        ...
 
     def get(self, key: str) -> bytes:
         """The object's bytes; ``StorageError`` when it is missing."""
@@ -549,6 +562,7 @@ CRASH_TARGETS: tuple[str, ...] = (
     "ledger.consume_signal",
     "ledger.continue_run",
     "ledger.create_run",
+    "ledger.delete_run",
     "ledger.due_runs",
     "ledger.extend_wait",
     "ledger.finish_child",

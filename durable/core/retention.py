@@ -1,13 +1,14 @@
 """After retention: an expired run leaves nothing, and an id that comes back starts clean.
 
-DynamoDB's TTL deletes a finished run's item ``retention`` after it ended, and only that
-item; the purge fed by the table's stream (``durable.aws.purge_handler``) then deletes the
-steps and signals it left. A run id can come back: a keyed start derives it from its key,
-so the same key after expiry starts a new run under the same id, possibly before the
-purge has run (or after it gave up to its dead-letter queue). Every record of a run is
-written after the run was created, so anything written well before that is a leftover:
-the engine purges leftovers before replaying, and callbacks and keyed signals refuse to
-take a leftover for the current run's.
+DynamoDB's TTL deletes a finished run's item ``retention`` after it ended; the purge fed
+by the table's stream (``durable.aws.purge_handler``) then deletes the steps and signals it
+left, except those carrying a TTL of their own (a declared lifetime,
+``durable.core.lifetime``), which TTL deletes too. A run id can come back: a keyed start
+derives it from its key, so the same key after expiry starts a new run under the same
+id, possibly before the purge has run (or after it gave up to its dead-letter queue).
+Every record of a run is written after the run was created, so anything written well
+before that is a leftover: the engine purges leftovers before replaying, and callbacks
+and keyed signals refuse to take a leftover for the current run's.
 """
 
 from __future__ import annotations
@@ -120,7 +121,9 @@ def purge_expired(
     cutoff = format_time(now - LEFTOVER_MARGIN)
     if current is not None:
         cutoff = min(cutoff, leftover_cutoff(current))
-    purged = ledger.purge_leftovers(run_id, before=cutoff)
+    # What carries a TTL of its own (a declared lifetime) is left to TTL, which deletes it
+    # without a write unit (``durable.core.lifetime``); the purge deletes the rest.
+    purged = ledger.purge_leftovers(run_id, before=cutoff, keep_expiring=True)
     if purge_payloads is not None:
         purged += purge_payloads(run_id, before=cutoff)
     return purged

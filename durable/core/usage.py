@@ -282,8 +282,11 @@ class UsageLedger(ForwardReads, Ledger):
     # units reach the meter from the adapter, and the invocation's releasing write above
     # records them (an outside event's own request is not counted: the module's note).
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
-        return self._ledger.purge_leftovers(run_id, before=before)
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        return self._ledger.delete_run(run_id, created_at=created_at)
+
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
+        return self._ledger.purge_leftovers(run_id, before=before, keep_expiring=keep_expiring)
 
     def operate(
         self,

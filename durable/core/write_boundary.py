@@ -115,9 +115,13 @@ class WriteBoundary(ForwardReads, Ledger):
     def create_run(self, run: RunRecord) -> RunRecord:
         return self._ledger.create_run(scrub(run))
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        # Deletes an item; it stores no value.
+        return self._ledger.delete_run(run_id, created_at=created_at)
+
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         # Deletes items; it stores no value.
-        return self._ledger.purge_leftovers(run_id, before=before)
+        return self._ledger.purge_leftovers(run_id, before=before, keep_expiring=keep_expiring)
 
     def claim(
         self,

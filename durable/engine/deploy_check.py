@@ -71,7 +71,10 @@ class ReadOnlyLedger(ForwardReads, Ledger):
     def create_run(self, run: RunRecord) -> RunRecord:
         _refused("ledger", "create_run")
 
-    def purge_leftovers(self, run_id: str, *, before: str) -> int:
+    def delete_run(self, run_id: str, *, created_at: str) -> bool:
+        _refused("ledger", "delete_run")
+
+    def purge_leftovers(self, run_id: str, *, before: str, keep_expiring: bool = False) -> int:
         _refused("ledger", "purge_leftovers")
 
     def claim(

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from durable.core import serde
 from durable.core.completion import BatchFailed
 from durable.core.ids import new_ulid
+from durable.core.lifetime import ended_purge_at, items_purge_at
 from durable.core.model import RunError, RunHistory, RunRecord, RunStatus, format_time
 from durable.core.ports import ConditionFailed, RunExists, RunGuard
 from durable.core.retry import error_type_name
@@ -217,15 +218,19 @@ class Endings:
 
     # --- run-item transitions --------------------------------------------------------
 
-    def final_changes(self, changes: dict[str, Any]) -> dict[str, Any]:
+    def final_changes(self, run: RunRecord, changes: dict[str, Any]) -> dict[str, Any]:
         now = self.clock.now()
+        if run.items_purge_at is not None:
+            # Written again unchanged, for the payload store: a large result is kept
+            # as long as the items (``durable.core.claim_check``).
+            changes = {**changes, "items_purge_at": run.items_purge_at}
         return {
             **changes,
             "lease_owner": None,
             "lease_until": None,
             "due_at": None,
             "updated_at": format_time(now),
-            "purge_at": int((now + self.config.retention).timestamp()),
+            "purge_at": ended_purge_at(run, now, self.config.retention),
         }
 
     def _finish(
@@ -246,7 +251,7 @@ class Endings:
         """
         guard = RunGuard(fence=run.fence, owner=owner, statuses=ACTIVE, no_cancel=not cancel_ok)
         try:
-            stored = self.final_write(run, guard, self.final_changes(changes))
+            stored = self.final_write(run, guard, self.final_changes(run, changes))
         except ConditionFailed as e:
             current = e.current
             if current is not None and current.fence == run.fence and current.cancel_requested:
@@ -303,11 +308,12 @@ class Endings:
         """CANCELED; ``compensated`` when its compensations ran (and all succeeded), so the
         run shows that its earlier steps were undone."""
         changes = self.final_changes(
+            run,
             {
                 "status": RunStatus.CANCELED.value,
                 "error": RunError("Canceled", run.cancel_reason or "canceled"),
                 **({"compensated": True} if compensated else {}),
-            }
+            },
         )
         try:
             self.final_write(run, RunGuard(fence=run.fence, owner=owner), changes)
@@ -423,7 +429,7 @@ class Endings:
         successor = self._successor(x, input_value)
         left = unconsumed_signals(x.signals, x.steps)
         output = serde.canonical_json(marker_output(successor.run_id, len(left)))
-        changes = self.final_changes({"status": RunStatus.SUCCEEDED.value, "output": output})
+        changes = self.final_changes(x.run, {"status": RunStatus.SUCCEEDED.value, "output": output})
         changes.update(x.progress_changes())  # the predecessor's last word; not the successor's
         guard = RunGuard(
             fence=x.run.fence,
@@ -460,7 +466,9 @@ class Endings:
         ):
             self.engine.leave_gate(successor)
         if left:
-            hand_over_signals(self.engine, x.run.run_id, left, successor.run_id)
+            hand_over_signals(
+                self.engine, x.run.run_id, left, successor.run_id, successor.items_purge_at
+            )
         self.engine.invoke_worker(successor.run_id, "start")
         return Outcome(x.run.run_id, "succeeded", RunStatus.SUCCEEDED.value)
 
@@ -525,6 +533,8 @@ class Endings:
             continued_from=x.run.run_id,
             data_key=data_key,
             gate=gate,
+            # The successor's own lifetime, from its own start (``durable.core.lifetime``).
+            items_purge_at=items_purge_at(stamp, chosen.max_lifetime, self.config.retention),
         )
 
 

@@ -27,6 +27,7 @@ from durable.core.ids import (
     reserved_prefix,
     run_id_for_key,
 )
+from durable.core.lifetime import items_purge_at, lifetime_end
 from durable.core.model import (
     RunHistory,
     RunRecord,
@@ -34,7 +35,6 @@ from durable.core.model import (
     SignalRecord,
     StepRecord,
     format_time,
-    parse_time,
     position_key,
 )
 from durable.core.ports import (
@@ -76,12 +76,15 @@ from durable.errors import (
     DurableError,
     IdempotencyConflict,
     InvalidInput,
+    InvalidState,
     LeaseLost,
     RunNotFound,
     WorkflowNotFound,
 )
 
 log = logging.getLogger("durable.engine")
+# Later than any time a ledger holds: an erasure deletes whatever was written under an id.
+_EVER = "9999-12-31T23:59:59.999Z"
 
 
 class Engine:
@@ -357,6 +360,7 @@ class Engine:
             # ``gate``: a one-slot gate of the caller's (a buffer_one schedule's).
             gate=gate or self.admission.gate_for(wf, input_text),
             parent=parent,
+            items_purge_at=items_purge_at(stamp, wf.max_lifetime, self.config.retention),
         )
 
     def new_sealer(self, run_id: str, annotation: Any) -> tuple[Sealer | None, str | None]:
@@ -465,7 +469,7 @@ class Engine:
         except WorkflowNotFound as e:
             log.warning("run %s deferred: %s", run_id, e)
             return self.endings.defer(history, owner, e)
-        if now > parse_time(claim.run.created_at) + self.config.max_run_lifetime:
+        if now > lifetime_end(claim.run, self.config.max_run_lifetime, self.config.retention):
             return self.endings.fail_for_good(
                 claim.run,
                 owner,
@@ -549,6 +553,24 @@ class Engine:
             current=self.claims.unresolved().get_run(run_id),  # its state, not its values
             purge_payloads=self.claims.purge_payloads,
         )
+
+    def erase(self, run_id: str) -> int:
+        """Delete a finished run now, whatever its TTL says: every item under its id
+        and its large values, then its run item (an erasure request; a run whose item
+        already expired has its leftovers deleted). ``InvalidState`` while it runs
+        (cancel it first). Returns how many items and objects were deleted."""
+        run = self.claims.unresolved().get_run(run_id)  # its state, not its values
+        if run is not None and not run.terminal:
+            raise InvalidState(
+                f"run {run_id} is {run.status.value}: erase a finished run (cancel it first)"
+            )
+        # Its items first and its run item last: an erasure cut short leaves the run to be
+        # erased again, never items no run item names (which no purge would come for).
+        erased = self.ledger.purge_leftovers(run_id, before=_EVER)
+        erased += self.claims.purge_payloads(run_id, before=_EVER)
+        if run is not None and self.ledger.delete_run(run_id, created_at=run.created_at):
+            erased += 1
+        return erased
 
     def peek_run(self, run_id: str) -> RunRecord | None:
         """The run's item with large values left as references (``durable.core.claim_check``):

@@ -52,7 +52,7 @@ class AdmissionParts(Protocol):
 class EndingsParts(Protocol):
     """``durable.engine.endings.Endings``, as the others use it."""
 
-    def final_changes(self, changes: dict[str, Any]) -> dict[str, Any]: ...
+    def final_changes(self, run: RunRecord, changes: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class EngineParts(Protocol):

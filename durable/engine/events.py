@@ -467,6 +467,7 @@ def _send(
         key_hash=key_hash,
         payload_hash=payload_hash,
         sent_by=sent_by,
+        purge_at=run.items_purge_at,  # ``durable.core.lifetime``
     )
     try:
         _add_signal(engine, run, signal, format_time(now))
@@ -514,13 +515,18 @@ def carried_by(predecessor_id: str) -> str:
 
 
 def hand_over_signals(
-    engine: EngineParts, predecessor_id: str, signals: list[SignalRecord], successor_id: str
+    engine: EngineParts,
+    predecessor_id: str,
+    signals: list[SignalRecord],
+    successor_id: str,
+    purge_at: int | None,
 ) -> int:
     """Copy ``signals`` (a run's unconsumed ones, in arrival order) to its successor, in
     order; returns how many were stored now. Each copy is keyed (the original's key, or
     one made of the original's id), so copying again, by a second worker or after a
     crash, stores nothing twice; a copy is stored only after the one before it exists,
-    so the order holds whoever copies. Every copy says which run sent it on."""
+    so the order holds whoever copies. Every copy says which run sent it on, and carries
+    the successor's TTL (``purge_at``: its ``items_purge_at``)."""
     stored = 0
     for signal in signals:
         now = format_time(engine.clock.now())
@@ -534,6 +540,7 @@ def hand_over_signals(
             payload_hash=signal.payload_hash
             or serde.sha256_hex(serde.canonical_json(json.loads(signal.payload))),
             sent_by=carried_by(predecessor_id),
+            purge_at=purge_at,
         )
         try:
             engine.ledger.add_signal(copy, now=now)
@@ -577,4 +584,4 @@ def ensure_inherited(
     if before is None:
         return False
     left = unconsumed_signals(before.signals, before.steps)
-    return hand_over_signals(engine, predecessor.run_id, left, run.run_id) > 0
+    return hand_over_signals(engine, predecessor.run_id, left, run.run_id, run.items_purge_at) > 0

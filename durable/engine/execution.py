@@ -27,6 +27,7 @@ from durable.core.callables import (
 )
 from durable.core.codecs import Coded, Serdes, coded
 from durable.core.leases import decided_batch_above, waiting_for
+from durable.core.lifetime import lifetime_end, wake_by_lifetime
 from durable.core.model import (
     RunHistory,
     RunRecord,
@@ -133,7 +134,9 @@ class Execution(LeaseKeeping):
         # suspend guard. Never a count a later write returned (a lease renewal's item may
         # already count an event this replay has not loaded).
         self.events_inbox = history.run.inbox if events_inbox is None else events_inbox
-        self.lifetime_end = parse_time(history.run.created_at) + engine.config.max_run_lifetime
+        self.lifetime_end = lifetime_end(
+            history.run, engine.config.max_run_lifetime, engine.config.retention
+        )
         self.owner = owner
         self.invocation = invocation
         self.poisoned = poisoned
@@ -466,6 +469,8 @@ class Execution(LeaseKeeping):
             status=status,
             updated_at=updated_at or self.now_text(),
             fence=self.run.fence,
+            # Written with its TTL, when its run's lifetime is declared (``durable.core.lifetime``).
+            purge_at=self.run.items_purge_at,
             **fields,
         )
 
@@ -646,6 +651,16 @@ class Execution(LeaseKeeping):
         # An undo waiting (a retry's backoff) keeps the run COMPENSATING: the run item says
         # it is undoing, and a cancel cannot take it for a run merely waiting.
         status = RunStatus.COMPENSATING if self.run.status == RunStatus.COMPENSATING else None
+        # A run whose items expire is woken by its lifetime's end whatever it waits for
+        # (a wait without a timeout included): the claim then fails it before they go.
+        if self.run.items_purge_at is not None:
+            bound = wake_by_lifetime(
+                parse_time(due_at) if due_at is not None else None,
+                self.run,
+                self.config.max_run_lifetime,
+                self.config.retention,
+            )
+            due_at = format_time(bound) if bound is not None else None
         changes: dict[str, Any] = {
             "status": (status or RunStatus.WAITING).value,
             "lease_owner": None,

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from durable.core.ids import new_ulid
+from durable.core.lifetime import items_purge_at, lifetime_end
 from durable.core.model import (
     TERMINAL_RUN_STATUSES,
     RunError,
@@ -19,7 +20,6 @@ from durable.core.model import (
     StepRecord,
     StepStatus,
     format_time,
-    parse_time,
     position_key,
     position_path,
     top_index,
@@ -179,10 +179,11 @@ def _cancel_one(
                 statuses=_STOPPED,
                 unleased=True,
                 changes=engine.endings.final_changes(
+                    run,
                     {
                         "status": RunStatus.CANCELED.value,
                         "error": RunError("Canceled", reason),
-                    }
+                    },
                 ),
             )
             engine.cancel_timers(run_id)
@@ -222,7 +223,9 @@ def retry(
     run = history.run
     if run.status != RunStatus.FAILED:
         raise InvalidState(f"run {run_id} is {run.status.value}; only FAILED runs can be retried")
-    if engine.clock.now() > parse_time(run.created_at) + engine.config.max_run_lifetime:
+    if engine.clock.now() > lifetime_end(
+        run, engine.config.max_run_lifetime, engine.config.retention
+    ):
         raise InvalidState(
             f"run {run_id} is past its max_run_lifetime "
             f"({engine.config.max_run_lifetime.days} days): the records that keep its side "
@@ -383,6 +386,8 @@ def fork(
         forked_from=f"{run_id}@{position}",
         gate=engine.admission.gate_for(wf, source.input),
         data_key=source.data_key,  # the copied values stay sealed under the source's key
+        # A lifetime of its own, from its own start: the copied steps carry its TTL.
+        items_purge_at=items_purge_at(stamp, wf.max_lifetime, engine.config.retention),
         operations=[
             _operation(engine, "fork", requested_by, None, source=run_id, from_step=position)
         ],
@@ -395,7 +400,9 @@ def fork(
     # batch's): its replay re-runs compensating branches from them.
     kept = sorted((p for p in history.steps if top_index(p) < index), key=position_key)
     for p in kept:
-        engine.ledger.write_step(replace(history.steps[p], run_id=new.run_id, fence=0))
+        engine.ledger.write_step(
+            replace(history.steps[p], run_id=new.run_id, fence=0, purge_at=new.items_purge_at)
+        )
     engine.ledger.create_run(new)
     engine.invoke_worker(new.run_id, "fork")
     return new

@@ -18,6 +18,7 @@ from durable.core.callables import (
     resolve_annotation,
     return_annotation,
 )
+from durable.core.config import MAX_DURATION
 from durable.core.flow import Concurrency, RateLimit, concurrency_of
 from durable.core.retry import RetryPolicy
 from durable.core.serde import NO_ANNOTATION
@@ -158,6 +159,7 @@ class App:
         timezone: str = "UTC",
         concurrency: int | Concurrency | None = None,
         rate_limit: RateLimit | None = None,
+        max_lifetime: timedelta | None = None,
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -171,6 +173,7 @@ class App:
         timezone: str = "UTC",
         concurrency: int | Concurrency | None = None,
         rate_limit: RateLimit | None = None,
+        max_lifetime: timedelta | None = None,
     ) -> Any:
         """Register a workflow function ``(ctx[, input]) -> result``.
 
@@ -188,8 +191,21 @@ class App:
         line, in order. ``rate_limit=RateLimit(100, timedelta(minutes=1))`` lets at most
         that many runs start in any period; the others start later, in order
         (``durable.core.flow``).
+
+        ``max_lifetime`` (a ``timedelta``) declares how long any run of it may live: every
+        item of its runs is then written with a TTL (its start plus that lifetime plus the
+        retention), so DynamoDB deletes them for free instead of the purge; a run still
+        going at the end of its lifetime fails (``durable.core.lifetime``). The stack's
+        ``max_run_lifetime`` still bounds every run, when it is the shorter.
         """
         limit = concurrency_of(concurrency)
+        if max_lifetime is not None and (
+            not isinstance(max_lifetime, timedelta)
+            or not timedelta(hours=1) <= max_lifetime <= MAX_DURATION
+        ):
+            raise RegistrationError(
+                "max_lifetime= takes a datetime.timedelta from 1 hour to 3650 days"
+            )
         if rate_limit is not None and not isinstance(rate_limit, RateLimit):
             raise RegistrationError("rate_limit= takes a durable.RateLimit")
 
@@ -227,6 +243,7 @@ class App:
                 hook,
                 concurrency=limit,
                 rate_limit=rate_limit,
+                max_lifetime=max_lifetime,
             )
             if schedule is not None:
                 self.schedule(wf_name, schedule, timezone=timezone)

@@ -245,3 +245,25 @@ def test_a_purge_out_of_time_hands_the_rest_of_the_batch_back(stack: Stack) -> N
     # AND with time enough, the retry purges both
     assert deliver(purge(stack), *records) == {"batchItemFailures": []}
     assert partition(stack, first) == partition(stack, second) == []
+
+
+def test_an_erasure_deletes_a_finished_run_now_and_refuses_a_live_one(stack: Stack) -> None:
+    # GIVEN a finished run (run item, step, signal) and one still waiting
+    run_id = finished_run(stack)
+    waiting = start_keyed(stack, "signup-44")
+    stack.drain()
+    assert len(partition(stack, run_id)) == 3
+    context = LambdaContext(function_name="durable-purge-test")
+    # WHEN an operator invokes the purge function to erase the finished one
+    answer = purge(stack)({"erase": run_id}, context)
+    # THEN every item of it is gone at once, and nothing else was touched
+    assert answer == {"run_id": run_id, "erased": 3}
+    assert partition(stack, run_id) == []
+    assert stack.call(api_event("GET", f"/runs/{run_id}")).status == 404
+    # AND a run still going is refused (cancel it first), with nothing deleted
+    before = partition(stack, waiting)
+    with pytest.raises(Exception, match="erase a finished run"):
+        purge(stack)({"erase": waiting}, context)
+    assert partition(stack, waiting) == before
+    with pytest.raises(InvalidInput):
+        purge(stack)({"erase": "RUN#x"}, context)

@@ -461,7 +461,8 @@ def test_large_values_are_read_and_written_only_under_runs_and_deleted_only_by_t
         )
         for name, props in FUNCTIONS.items()
     }
-    rw = [(["s3:GetObject", "s3:PutObject"], RUN_OBJECTS, None)]
+    # PutObjectTagging: a declared lifetime's value is written with its expiry class.
+    rw = [(["s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"], RUN_OBJECTS, None)]
     assert s3["WorkerFunction"] == rw and s3["ApiFunction"] == rw and s3["EventsFunction"] == rw
     assert s3["PurgeFunction"] == [
         (["s3:DeleteObject"], RUN_OBJECTS, None),
@@ -473,6 +474,23 @@ def test_large_values_are_read_and_written_only_under_runs_and_deleted_only_by_t
     ]
     assert s3["SweeperFunction"] == [] and s3["DeployHookFunction"] == []
     assert set(s3) == set(FUNCTIONS)
+
+
+def test_the_payload_buckets_lifecycle_has_a_rule_per_expiry_class() -> None:
+    """A value of a run with a declared lifetime is tagged with its class
+    (``durable.core.lifetime.lifecycle_days``): each class has its rule, deleting it that
+    many days after its write, and nothing untagged expires."""
+    from durable.core.lifetime import LIFECYCLE_DAYS, LIFECYCLE_TAG
+
+    rules = RESOURCES["PayloadBucket"]["Properties"]["LifecycleConfiguration"]["Rules"]
+    expiring = {
+        int(rule["ExpirationInDays"]): rule["TagFilters"]
+        for rule in rules
+        if "ExpirationInDays" in rule
+    }
+    assert sorted(expiring) == list(LIFECYCLE_DAYS)
+    for days, filters in expiring.items():
+        assert filters == [{"Key": LIFECYCLE_TAG, "Value": str(days)}]
 
 
 def test_the_payload_bucket_is_private_encrypted_and_tls_only() -> None:

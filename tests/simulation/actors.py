@@ -26,9 +26,17 @@ from durable.core.claim_check import ClaimCheck
 from durable.core.clock import FakeClock
 from durable.core.config import EngineConfig
 from durable.core.history_cache import CachingLedger
-from durable.core.model import RunHistory, StepKind, StepRecord, StepStatus, format_time
+from durable.core.lifetime import lifetime_end
+from durable.core.model import (
+    RunHistory,
+    SignalRecord,
+    StepKind,
+    StepRecord,
+    StepStatus,
+    format_time,
+)
 from durable.core.ports import ChildReport, ConditionFailed, Invocation, RunGuard
-from durable.core.retention import incarnation
+from durable.core.retention import incarnation, visible_history
 from durable.core.tokens import token_hash
 from durable.engine.engine import Engine
 from durable.engine.engine_parts import Reuse
@@ -62,6 +70,7 @@ from tests.simulation.programs import (
     BUFFERED,
     CHAIN_SIGNAL,
     GATED,
+    LIVED,
     RATED,
     SCHEDULE,
     WORKFLOW,
@@ -459,6 +468,9 @@ class World:
         # a start asked "rated" the copy behind a rate limit.
         gated = arg.get("gated") or (key or "").startswith("g")
         workflow = GATED if gated else RATED if arg.get("rated") else WORKFLOW
+        if (key or "").startswith("l") and not arg.get("scope"):
+            workflow = LIVED  # the copy declaring a lifetime (``policy.workflow_of_key``)
+            produced["engine.start(a workflow declaring max_lifetime)"] += 1
         if arg.get("async"):
             workflow = ASYNC
         attach = bool(key) and bool(arg.get("attach"))
@@ -524,6 +536,18 @@ class World:
             return
         if kind == "callback":
             self._callback(arg, facts)
+            return
+        if kind == "erase":  # an operator erases a finished run (an erasure request)
+            run_id = self.tagged.get(arg["tag"])
+            if run_id is None:
+                return
+            facts.update(run_id=run_id)
+            # Gone as if TTL had deleted it: the invariants treat it as expired (forgotten
+            # first: its records are deleted, not changed).
+            self.monitor.forget([run_id])
+            self.ever_expired.add(run_id)
+            engine.erase(run_id)
+            produced["engine.erase"] += 1
             return
         if "on" in arg or "child_of" in arg:  # a script's run (or its failed child)
             run_id = self._scripted_run(arg)
@@ -715,11 +739,58 @@ class World:
         return f"{name[-12:]} due {format_time(wake_at)}"
 
     def ttl(self) -> list[str]:
-        gone = sorted(expire_runs(self.raw, self.clock.now()))
+        """DynamoDB's TTL: deletes every item whose ``purge_at`` is due now, run items and
+        the items of runs declaring a lifetime alike (after checking the promise it
+        relies on, ``check_item_ttls``)."""
+        now = self.clock.now()
+        self.check_item_ttls()
+        kept: list[StepRecord | SignalRecord] = []
+        if isinstance(self.raw, MemoryLedger):
+            kept.extend(step for steps in self.raw._steps.values() for step in steps.values())
+            kept.extend(signal for signals in self.raw._signals.values() for signal in signals)
+        if any(
+            item.purge_at is not None and item.purge_at <= now.timestamp() for item in kept
+        ):  # the run items' TTL aside (counted apart, once expired)
+            self.journal.produced["ttl deletes the items of a declared lifetime"] += 1
+        gone = sorted(expire_runs(self.raw, now))
         self.monitor.forget(gone)
         self.expired.extend(gone)
         self.ever_expired.update(gone)
         return gone
+
+    def check_item_ttls(self) -> int:
+        """The promise a declared lifetime's TTL relies on (``durable.core.lifetime``),
+        checked whenever the clock moves and before TTL deletes anything: an item of a
+        live run is due only once the run's lifetime and retention are over (its TTL is
+        its own run's, never an earlier one's: a fork's copies, a successor's handed
+        signals, a keyed restart's items), and such a run is due to be woken, so that a
+        claim fails it (past its lifetime's end a claim ends the run before it replays,
+        so no item it would read is missed). Returns how many items are due."""
+        now = self.clock.now()
+        epoch = now.timestamp()
+        due_items = 0
+        for run_id in sorted({*self.runs, *self.journal.runs_seen}):
+            # What an earlier run of a reused id left is not this run's (it is purged
+            # before the new one replays): its TTL is the earlier run's.
+            history = visible_history(self.raw.load(run_id))
+            if history is None:
+                continue
+            items: list[StepRecord | SignalRecord] = [*history.steps.values(), *history.signals]
+            due = [i for i in items if i.purge_at is not None and i.purge_at <= epoch]
+            due_items += len(due)
+            run = history.run
+            if not due or run.terminal:
+                continue
+            end = lifetime_end(run, self.config.max_run_lifetime, self.config.retention)
+            wrong = [i for i in due if i.purge_at != run.items_purge_at]
+            if wrong or now < end + self.config.retention or run.due_at is None:
+                self.violate(
+                    "live_items_never_expire",
+                    f"run {run_id} is {run.status.value} (due at {run.due_at}, its lifetime "
+                    f"ends {format_time(end)}) at {format_time(now)}, but TTL deletes "
+                    f"{len(due)} of its items now ({len(wrong)} with another run's TTL)",
+                )
+        return due_items
 
 
 def _brief(step: StepRecord | None) -> str:

@@ -90,6 +90,7 @@ ENGINE_CALLS: dict[str, tuple[str, ...]] = {
     ),
     "sweep": ("engine.sweep",),
     "purge_expired": ("engine.purge_expired",),
+    "erase": ("engine.erase",),
     "resume": (
         *("a worker crash", "a worker crash_after", "a worker pause_after"),
         # Inside a child's end: after its final write, or after its report too.
@@ -123,6 +124,7 @@ OUTSIDE_EVENTS = (
     "timer twice",
     "timer never",
     "ttl expires a run",
+    "ttl deletes the items of a declared lifetime",
     "invocation drop",
     "invocation dup",
     "a worker stalls past its lease (a zombie)",
@@ -150,7 +152,11 @@ ASYNC_CALLS = (
 
 
 # What a stack does besides the calls above (counted as it happens).
-OTHER_EVENTS = ("a body of a gated run", "a value kept in the payload store")
+OTHER_EVENTS = (
+    "a body of a gated run",
+    "a value kept in the payload store",
+    "engine.start(a workflow declaring max_lifetime)",
+)
 
 
 def required() -> set[str]:

@@ -21,6 +21,7 @@ from tests.simulation.async_programs import is_async_start
 from tests.simulation.programs import (
     CHILD_KEYS,
     GATED,
+    LIVED,
     SCHEDULE,
     SIGNALS,
     WORKFLOW,
@@ -47,6 +48,11 @@ CLOCK_WEIGHTS = (4, 4, 3, 4, 2, 2, 1, 1)
 # few, so that an operator's key sometimes equals what such a run shows (issue 43).
 SENDER_SCOPES = ("sqs", "eventbridge")
 SENDER_KEYS = ("m1", "m2")
+
+
+def workflow_of_key(key: str) -> str:
+    """The workflow an operator's start under ``key`` runs (``actors.World._start``)."""
+    return GATED if key.startswith("g") else LIVED if key.startswith("l") else WORKFLOW
 
 
 class Policy:
@@ -193,7 +199,9 @@ class Policy:
         keyed = 0.8 if "keyed restart after retention" in focus else 0.4
         if r.random() < keyed:
             self.keys += 1
-            key = f"{'g' if gated else 'k'}{self.keys}"
+            # Every other ungated key starts the copy declaring a lifetime (no draw of
+            # its own): its keyed restarts, retries, forks and TTL meet the rest.
+            key = f"{'g' if gated else 'l' if self.keys % 2 == 1 else 'k'}{self.keys}"
         program = generate_program(r, focus)
         asynchronous = is_async_start(self.starts, gated, rated, key)  # no draw of its own
         if "async workflow" in focus and key is None and not gated and not rated:
@@ -335,7 +343,7 @@ class Policy:
     @staticmethod
     def _run_of(key: str) -> str:
         """The run id an operator's start under ``key`` takes (``actors.World._event``)."""
-        return derived_run_id(GATED if key.startswith("g") else WORKFLOW, key)
+        return derived_run_id(workflow_of_key(key), key)
 
     def _shown_key(self) -> str:
         """A key as a sender's run shows it, or a fire's of the skip schedule."""
@@ -390,6 +398,7 @@ class Policy:
             return f"timer {d.arg['mode']}: {w.fire_timer(d.arg['mode'], d.arg['index'])}"
         if d.kind == "clock":
             w.clock.advance(timedelta(seconds=d.arg["s"]))
+            w.check_item_ttls()
             return f"clock +{d.arg['s']}s"
         if d.kind == "stall":
             stalled = next((t for t in w.sched.tasks if t.name == d.actor), None)

@@ -44,6 +44,11 @@ GATED = "sim-gated"  # the same workflow behind a concurrency limit (``durable.c
 GATE_LIMIT = 2
 RATED = "sim-rated"  # the same workflow behind a rate limit
 LANED = "sim-laned"  # behind a keyed gate: one run at a time per ``lane`` of the input
+# The same workflow declaring a lifetime (``durable.core.lifetime``): every item of its runs
+# carries a TTL, which the explorer's TTL actor honours; short enough that schedules
+# reach it (a run failed at its end, its items deleted by TTL after the retention).
+LIVED = "sim-lived"
+LIVED_LIFETIME = timedelta(hours=1)
 LANES = ("east", "west")
 REFUSED = "refused-"  # the lanes of a map one of whose items lacks its lane
 BIG = 410_000  # characters: a result over DynamoDB's 400 KB item limit
@@ -639,6 +644,7 @@ def poll_state(run: str, index: int | str, state: int) -> int:
 APP = App()
 
 
+@APP.workflow(name=LIVED, max_lifetime=LIVED_LIFETIME)
 @APP.workflow(name=LANED, concurrency=Concurrency(1, key="lane"))
 @APP.workflow(name=RATED, rate_limit=RateLimit(2, timedelta(minutes=1)))
 @APP.workflow(name=GATED, concurrency=GATE_LIMIT)

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from durable.core.model import RunRecord
+from durable.core.model import RunRecord, parse_time
 from tests.simulation.actors import OUTSIDE, SWEEPER, WORKERS, World
 from tests.simulation.coverage import FEATURES, features_of
 from tests.simulation.programs import (
@@ -561,7 +561,54 @@ def _cancels(name: str, suffix: str) -> list[Stage]:
 def _expiry(name: str, suffix: str) -> list[Stage]:
     stages = restart_after_retention(name, f"exp{suffix}", f"e{suffix}", [step()])
     purge = Stage(lambda w: bool(w.expired), lambda w: _event(type="purge", script=name))
-    return [*stages[:3], purge, stages[3]]
+    tag = f"exp{suffix}"
+
+    def restarted(world: World) -> bool:  # the key's second run, finished
+        run = _run(world, tag)
+        return world.tagged.get(tag) in world.ever_expired and run is not None and run.terminal
+
+    def tick(world: World) -> Decision | None:
+        # Erased, the id is free for a keyed start at once: a start in the millisecond
+        # the erased run was created in would share its incarnation (a fake clock's
+        # artifact: on AWS the run's own work lies between). So the clock moves first.
+        run = _run(world, tag)
+        if run is None or world.clock.now() > parse_time(run.created_at):
+            return None
+        return Decision("clock", "", {"s": 1})
+
+    erase = Stage(restarted, lambda w: _event(type="erase", script=name, tag=tag))
+    return [
+        *stages[:3],
+        purge,
+        stages[3],
+        Stage(restarted, tick),
+        erase,
+        *_lived_expiry(name, suffix),
+    ]
+
+
+def _lived_expiry(name: str, suffix: str) -> list[Stage]:
+    """A keyed run of the workflow declaring a lifetime (``l`` keys), restarted after its
+    retention, then the clock past its items' own TTL and TTL deleting them."""
+    tag = f"lived{suffix}"
+    stages = restart_after_retention(name, tag, f"l{suffix}", [step()])
+
+    def again(world: World) -> bool:  # the restarted run, finished
+        run = _run(world, tag)
+        return world.tagged.get(tag) in world.ever_expired and run is not None and run.terminal
+
+    def to_items_ttl(world: World) -> Decision | None:
+        run = _run(world, tag)
+        if run is None or run.items_purge_at is None:
+            return None
+        seconds = math.ceil(run.items_purge_at - world.clock.now().timestamp()) + 1
+        return Decision("clock", "", {"s": seconds}) if seconds > 0 else None
+
+    return [
+        *stages,
+        Stage(again, to_items_ttl),
+        Stage(lambda w: True, lambda w: Decision("ttl")),
+    ]
 
 
 def _schedules(name: str, suffix: str) -> list[Stage]:
@@ -651,7 +698,12 @@ TOURS: dict[str, tuple[tuple[str, ...], TourStages]] = {
         _cancels,
     ),
     "expiry": (
-        ("ttl expires a run", "engine.start(key) after its run expired", "engine.purge_expired"),
+        (
+            *("ttl expires a run", "engine.start(key) after its run expired"),
+            *("engine.purge_expired", "engine.start(a workflow declaring max_lifetime)"),
+            "engine.erase",
+            "ttl deletes the items of a declared lifetime",
+        ),
         _expiry,
     ),
     "schedules": (

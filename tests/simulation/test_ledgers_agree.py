@@ -35,23 +35,22 @@ class DynamoSimLedger(DynamoLedger):
         return Page(sorted(page.items, key=lambda item: (item[1], item[0])), page.cursor)
 
     def expire(self, now: datetime) -> list[str]:
-        """DynamoDB's TTL, which DynamoDB Local does not run: delete the run items whose
-        ``purge_at`` passed (and only those)."""
+        """DynamoDB's TTL, which DynamoDB Local does not run: delete every item whose
+        ``purge_at`` passed (run items, and the items of a declared lifetime); returns
+        the run ids whose run items went, as the stream reports them."""
         gone: list[str] = []
         request: dict[str, Any] = {
             "TableName": self.table,
-            "FilterExpression": "sk = :run AND purge_at <= :now",
-            "ExpressionAttributeValues": {
-                ":run": {"S": "RUN"},
-                ":now": {"N": str(int(now.timestamp()))},
-            },
+            "FilterExpression": "purge_at <= :now",
+            "ExpressionAttributeValues": {":now": {"N": str(int(now.timestamp()))}},
             "ProjectionExpression": "pk, sk",
         }
         while True:
             page = self.client.scan(**request)
             for item in page.get("Items", []):
                 self.client.delete_item(TableName=self.table, Key=item)
-                gone.append(item["pk"]["S"].removeprefix("RUN#"))
+                if item["sk"]["S"] == "RUN":
+                    gone.append(item["pk"]["S"].removeprefix("RUN#"))
             if "LastEvaluatedKey" not in page:
                 return gone
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
