@@ -157,11 +157,16 @@ def derived_run_id(workflow: str, idempotency_key: str, scope: str | None = None
     return _base32(int.from_bytes(digest[:17], "big") >> 6, 26)
 
 
+def key_shard(run_id: str, shards: int) -> int:
+    """Which of ``shards`` partitions an index entry of ``run_id`` goes to: a hash of the
+    id, so a run's entries always land on the same one and a burst of runs (one
+    workflow's, one failure storm's) spreads evenly over all of them."""
+    return int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards
+
+
 def due_shard(run_id: str, shards: int) -> str:
     """The due index's partition for a run: spreads sweeper reads over ``shards`` keys."""
-    return str(
-        int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards
-    )
+    return str(key_shard(run_id, shards))
 
 
 def timer_name(run_id: str, position: str, rearm_at: datetime | None = None) -> str:
