@@ -154,7 +154,9 @@ class ListingMixin(TableBase):
         merged newest first, taken a page's worth at a time, the runs ``keep`` refuses left
         out until the page is full or every shard is read."""
         at = _decode(cursor, listing)
-        shards = [_Shard(p, pos, done=pos is False) for p, pos in zip(listing.partitions, at, strict=True)]
+        shards = [
+            _Shard(p, pos, done=pos is False) for p, pos in zip(listing.partitions, at, strict=True)
+        ]
         for shard in shards:
             if isinstance(shard.at, list):
                 shard.start = _start_key(listing, shard.partition, shard.at)
@@ -231,7 +233,7 @@ class ListingMixin(TableBase):
                 {"pk": raw["pk"], "sk": {"S": RUN_SK}} for raw in entries[low : low + _BATCH_GET]
             ]
             for _ in range(_BATCH_GET_ROUNDS):
-                request = {"Keys": keys, "ProjectionExpression": projection, **e.kwargs()}
+                request: Any = {"Keys": keys, "ProjectionExpression": projection, **e.kwargs()}
                 try:
                     response: Any = self.client.batch_get_item(RequestItems={self.table: request})
                 except Exception as err:

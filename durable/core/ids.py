@@ -164,6 +164,15 @@ def key_shard(run_id: str, shards: int) -> int:
     return int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards
 
 
+# The due index's shards, by default. It is shared by every workflow, its sort key is a
+# time, and a run writes about 4 units there (its create, a sleep's move, its end): at 4
+# shards, 1,000 runs a second put each at a partition's limit of about 1,000 units a second
+# (docs/performance.md, "Capacity"). Raising the count on a live table is safe (the
+# sweeper reads every shard below it, so a run keyed under the old count is still found);
+# lowering it hides the runs keyed above it.
+DUE_SHARDS = 8
+
+
 def due_shard(run_id: str, shards: int) -> str:
     """The due index's partition for a run: spreads sweeper reads over ``shards`` keys."""
     return str(key_shard(run_id, shards))

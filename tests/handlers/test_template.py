@@ -276,7 +276,8 @@ def test_tables_keep_their_schema_and_protection() -> None:
     assert [k["AttributeName"] for k in ledger["KeySchema"]] == ["pk", "sk"]
     assert [i["IndexName"] for i in ledger["GlobalSecondaryIndexes"]] == [
         "due-index",
-        "list-index",
+        "listing-index",
+        "list-index",  # the first listing index, until the next release (listing_migration)
         "attention-index",
     ]
     assert ledger["TimeToLiveSpecification"] == {"AttributeName": "purge_at", "Enabled": True}
@@ -511,9 +512,11 @@ def test_the_purge_has_its_log_group_and_a_dead_letter_alarm() -> None:
 
 
 def test_the_listing_indexes_project_what_a_listing_shows_and_nothing_else() -> None:
-    """Input, output, lease and operations stay out of both indexes: no copy of a run's
-    payload on every write of the run item (issue 15), and what ledgers return from a
-    listing (``durable.core.leases.listed``) is exactly what the indexes hold."""
+    """Input, output, lease and operations stay out of the indexes: no copy of a run's
+    payload on every write of the run item (issue 15). The listing index holds its keys
+    alone: a projected ``status`` or ``updated_at`` is rewritten there by every transition
+    (issue 48), so a listing reads its page's run items instead. The attention index holds
+    what a listing shows (``durable.core.leases.listed``)."""
     from durable.core.leases import LISTED_FIELDS
 
     ledger = load_template()["Resources"]["LedgerTable"]["Properties"]
@@ -522,7 +525,8 @@ def test_the_listing_indexes_project_what_a_listing_shows_and_nothing_else() -> 
         projection = indexes[name]["Projection"]
         assert projection["ProjectionType"] == "INCLUDE"
         assert tuple(projection["NonKeyAttributes"]) == LISTED_FIELDS
-    assert indexes["due-index"]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    for name in ("due-index", "listing-index"):
+        assert indexes[name]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
 
 
 def test_deployed_code_knows_the_ledger_indexes_the_templates_declare() -> None:
