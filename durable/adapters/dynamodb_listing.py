@@ -12,6 +12,7 @@ status is read from the ``open#`` phase only, a finished one from ``done#``:
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import time
 from collections import deque
@@ -60,8 +61,16 @@ class _Listing:
 
     @property
     def name(self) -> str:
-        """What a cursor of this listing must name (another listing's is refused)."""
-        return f"{self.index}|{self.partitions[0]}|{self.phase or ''}"
+        """What a cursor of this listing must name (another listing's is refused): a
+        digest, so a long workflow name does not lengthen every cursor."""
+        text = f"{self.index}|{self.partitions[0]}|{self.phase or ''}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def keyed_by_run(self) -> bool:
+        """Whether the sort key ends with the run id (``listing_key``): a cursor then
+        holds the sort key alone."""
+        return self.range_key == "list_sk"
 
 
 @dataclass(slots=True)
@@ -264,10 +273,15 @@ def _start_key(listing: _Listing, partition: str, at: list[str]) -> dict[str, An
 
 
 def _encode(listing: _Listing, shards: list[_Shard]) -> str:
-    data = {
-        "l": listing.name,
-        "at": [False if sh.done and not sh.buffer else sh.at for sh in shards],
-    }
+    at: list[Any] = []
+    for shard in shards:
+        if shard.done and not shard.buffer:
+            at.append(False)
+        elif isinstance(shard.at, list):
+            at.append(shard.at[1] if listing.keyed_by_run else shard.at)
+        else:
+            at.append(None)
+    data = {"l": listing.name, "at": at}
     return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode()
 
 
@@ -286,14 +300,19 @@ def _decode(cursor: str | None, listing: _Listing) -> list[Position]:
     at = data["at"]
     if not isinstance(at, list) or len(at) != len(fresh):
         raise InvalidCursor(BAD_CURSOR)
-    for pos in at:
-        if pos is None or pos is False:
-            continue
-        if not (
-            isinstance(pos, list)
-            and len(pos) == 2
-            and all(isinstance(p, str) and 0 < len(p) <= 1024 for p in pos)
-            and pos[1].startswith(listing.phase or "")
-        ):
-            raise InvalidCursor(BAD_CURSOR)
-    return at
+    return [_position(listing, pos) for pos in at]
+
+
+def _position(listing: _Listing, pos: Any) -> Position:
+    if pos is None or pos is False:
+        return pos
+    if listing.keyed_by_run and isinstance(pos, str):
+        pos = [pos.rpartition("#")[2], pos]
+    if not (
+        isinstance(pos, list)
+        and len(pos) == 2
+        and all(isinstance(p, str) and 0 < len(p) <= 1024 for p in pos)
+        and pos[1].startswith(listing.phase or "")
+    ):
+        raise InvalidCursor(BAD_CURSOR)
+    return pos

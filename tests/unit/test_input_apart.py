@@ -511,9 +511,23 @@ def test_a_cursor_of_another_listing_is_refused(tables: Tables) -> None:
         with pytest.raises(InvalidCursor, match="start again without it"):
             tables.ledger.list_runs(**{"workflow": "wf", **other}, cursor=cursor)  # type: ignore[arg-type]
     data = json.loads(base64.urlsafe_b64decode(cursor))
-    data["at"] = [["R1", f"open#{t(1)}#R1"]] * len(data["at"])  # not in the done# range
+    data["at"] = [f"open#{t(1)}#R1"] * len(data["at"])  # not in the done# range
     crafted = base64.urlsafe_b64encode(json.dumps(data).encode()).decode()
     with pytest.raises(InvalidCursor):
         tables.ledger.list_runs(workflow="wf", status="FAILED", cursor=crafted)
     page = tables.ledger.list_runs(workflow="wf", status="FAILED", cursor=cursor)
     assert [r.run_id for r in page.items] == ["R1", "R0"]
+
+
+def test_a_cursor_across_every_shard_fits_the_api_s_query_limit(tables: Tables) -> None:
+    """The cursor holds a position in each shard: with the longest workflow name the API
+    takes (200) and every shard started, it stays within the API's 2,048 characters."""
+    from durable.core.leases import LISTING_SHARDS
+
+    workflow = "w" * 200
+    for i in range(4 * LISTING_SHARDS):
+        tables.ledger.create_run(make_run(f"R{i:025d}", workflow=workflow, created_at=t(i)))
+    first = tables.ledger.list_runs(workflow=workflow, limit=3 * LISTING_SHARDS)
+    assert first.cursor is not None and len(first.cursor) <= 2048
+    rest = tables.ledger.list_runs(workflow=workflow, limit=100, cursor=first.cursor)
+    assert len(first.items) + len(rest.items) == 4 * LISTING_SHARDS
