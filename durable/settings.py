@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from durable.core.config import EngineConfig
+from durable.core.ids import DUE_SHARDS
 from durable.core.ports import check_crash_target
 from durable.errors import InvalidInput
 
@@ -103,7 +104,7 @@ class Settings(BaseModel):
     # {"wcu": 7.05e-7} (negotiated rates, another region).
     price_region: str = ""
     prices: str = ""
-    due_shards: int = Field(default=4, ge=1, le=64)
+    due_shards: int = Field(default=DUE_SHARDS, ge=1, le=64)
     # Write an input over 512 bytes in an item of its own (docs/architecture.md, "Data
     # model"): every transition of the run item then costs a unit, not one per KB of input.
     # Off until every function of the stack runs a version that reads that layout (a

@@ -38,7 +38,7 @@ from durable.adapters.dynamodb_support import (
     s,
     storage_error,
 )
-from durable.core.ids import due_shard
+from durable.core.ids import DUE_SHARDS, due_shard
 from durable.core.leases import apply_changes, claim_kind, claimed, reopening
 from durable.core.limits import check_item_size, value_size
 from durable.core.model import (
@@ -72,7 +72,7 @@ class DynamoLedger(StepsMixin, EventsMixin, GatesMixin, ChildrenMixin, ListingMi
         client: DynamoDBClient,
         table_name: str,
         *,
-        due_shards: int = 4,
+        due_shards: int = DUE_SHARDS,
         inputs_apart: bool = True,
     ) -> None:
         """``inputs_apart``: whether this ledger writes a large input in an item of its

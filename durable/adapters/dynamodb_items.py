@@ -14,7 +14,12 @@ import secrets
 from typing import Any
 
 from durable.core.ids import due_shard
-from durable.core.leases import listing_key, wants_a_person
+from durable.core.leases import (
+    attention_partition,
+    listing_key,
+    listing_partition,
+    wants_a_person,
+)
 from durable.core.model import (
     Attempt,
     RunError,
@@ -31,17 +36,12 @@ RUN_SK = "RUN"
 STEP_PREFIX = "STEP#"
 SIGNAL_PREFIX = "SIGNAL#"
 INPUT_PREFIX = "INPUT#"
-ATTENTION_PK = "ATTENTION"
 # The largest input (bytes of its JSON text) the run item holds itself.
 INPUT_INLINE_MAX = 512
 
 
 def run_pk(run_id: str) -> str:
     return f"RUN#{run_id}"
-
-
-def list_pk(workflow: str) -> str:
-    return f"WF#{workflow}"
 
 
 def input_apart(run: RunRecord) -> bool:
@@ -171,10 +171,10 @@ def run_to_item(run: RunRecord, shards: int, *, input_item: str | None = None) -
             "woke_at": run.woke_at,
             "progress": run.progress or None,
             "due_shard": due_shard(run.run_id, shards) if run.due_at else None,
-            "list_pk": list_pk(run.workflow),
+            "listing_pk": listing_partition(run.workflow, run.run_id),
             "list_sk": listing_key(run.run_id, run.status.value, run.created_at, run.updated_at),
             "attention_pk": (
-                ATTENTION_PK
+                attention_partition(run.run_id)
                 if wants_a_person(run.status, run.needs_attention, run.waiting_for)
                 else None
             ),
@@ -396,6 +396,6 @@ RUN_ATTRIBUTES = frozenset(
         *("due_at", "purge_at", "continued_from", "forked_from", "parent", "children"),
         *("deferrals", "compensated", "data_key", "operations", "usage", "gate", "queued_at"),
         *("start_at", "due_shard", "list_pk", "list_sk", "attention_pk", "waiting_for"),
-        *("input_item", "sleeps", "woke_at", "progress", "items_purge_at"),
+        *("input_item", "sleeps", "woke_at", "progress", "items_purge_at", "listing_pk"),
     }
 )

@@ -1,36 +1,92 @@
 """Listing runs by workflow or by a person's attention (``Ledger.list_runs``).
 
-The listing index's sort key holds a run's phase (``durable.core.leases.listing_key``):
-a listing of a status reads the phase that holds it, a key range a query reads in order,
-then the first layout's prefixes a table upgraded in place may still hold. One cursor
-walks them all: the key it stops at says which range it is in."""
+Both indexes are sharded (``durable.core.leases.listing_partition``,
+``attention_partition``): a listing queries each shard newest first and merges them, so
+its order is the one a single partition would give. Its cursor holds where it stopped in
+each shard. The listing index holds keys only: the listed fields come from the run items
+of the page, one BatchGetItem, and so does the status a filter picks (an unfinished
+status is read from the ``open#`` phase only, a finished one from ``done#``:
+``listing_phase``). The attention index projects the listed fields and is read as it is.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import base64
+import hashlib
+import json
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from durable.adapters.dynamodb_items import ATTENTION_PK, item_to_run, list_pk
-from durable.adapters.dynamodb_support import (
-    BAD_CURSOR,
-    Expr,
-    decode_cursor,
-    encode_cursor,
-    n,
-    s,
-    storage_error,
-)
+from durable.adapters.dynamodb_items import RUN_SK, item_to_run, run_pk
+from durable.adapters.dynamodb_support import BAD_CURSOR, Expr, n, s, storage_error
 from durable.adapters.dynamodb_table import TableBase
 from durable.core.leases import (
-    LEGACY_OPEN_LISTINGS,
+    LISTED_FIELDS,
     OPEN_LISTING,
+    attention_partitions,
     check_listing,
     listed,
-    listing_prefixes,
+    listing_partitions,
+    listing_phase,
 )
 from durable.core.model import RunRecord
 from durable.core.ports import Page
-from durable.errors import InvalidCursor
+from durable.errors import InvalidCursor, StorageError
+
+LISTING_INDEX, ATTENTION_INDEX = "listing-index", "attention-index"
+# BatchGetItem's most keys, and how often keys DynamoDB leaves unprocessed are asked again.
+_BATCH_GET, _BATCH_GET_ROUNDS, _BATCH_GET_PAUSE = 100, 8, 0.05
+# A cursor names the listing it came from, and where it stopped in each shard: after the
+# entry ``[run id, sort key]``, not started (None) or at the shard's end (False).
+Position = list[str] | None | bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """One listing: which index, which partitions it merges, which key range, and which
+    runs it keeps of what it reads."""
+
+    index: str
+    hash_key: str
+    range_key: str
+    partitions: tuple[str, ...]
+    phase: str | None
+    # A FilterExpression on the index's projection (the attention index's), built in a
+    # query's own expression.
+    filters: Callable[[Expr], str | None]
+    keep: Callable[[RunRecord], bool]
+
+    @property
+    def name(self) -> str:
+        """What a cursor of this listing must name (another listing's is refused): a
+        digest, so a long workflow name does not lengthen every cursor."""
+        text = f"{self.index}|{self.partitions[0]}|{self.phase or ''}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    @property
+    def keyed_by_run(self) -> bool:
+        """Whether the sort key ends with the run id (``listing_key``): a cursor then
+        holds the sort key alone."""
+        return self.range_key == "list_sk"
+
+
+@dataclass(slots=True)
+class _Shard:
+    """One partition's stream: the entries read and not yet taken, where its next query
+    starts, and where the page being built stopped in it."""
+
+    partition: str
+    at: Position
+    buffer: deque[dict[str, Any]] = field(default_factory=deque)
+    start: dict[str, Any] | None = None
+    done: bool = False
+
+    def head(self, range_key: str) -> tuple[str, str]:
+        raw = self.buffer[0]
+        return raw[range_key]["S"], raw["pk"]["S"]
 
 
 class ListingMixin(TableBase):
@@ -46,122 +102,217 @@ class ListingMixin(TableBase):
     ) -> Page[RunRecord]:
         check_listing(workflow, needs_attention)
         if needs_attention:
-            index = "attention-index"
-            cursor_keys: tuple[str, ...] = ("pk", "sk", "attention_pk", "updated_at")
-            cursor_expect = {"attention_pk": ATTENTION_PK}
-            prefixes: tuple[str | None, ...] = (None,)
-        else:
-            index = "list-index"
-            cursor_keys = ("pk", "sk", "list_pk", "list_sk")
-            cursor_expect = {"list_pk": list_pk(str(workflow))}
-            prefixes = listing_prefixes(status) or (None,)
-        filters = _Filters(workflow, status, needs_attention, version)
-        return self._walk(index, cursor_keys, cursor_expect, prefixes, filters, limit, cursor)
+
+            def filters(e: Expr) -> str | None:
+                parts = []
+                if workflow is not None:
+                    parts.append(f"{e.name('workflow')} = {e.value(s(workflow), 'wf')}")
+                if status is not None:
+                    parts.append(f"{e.name('status')} = {e.value(s(status), 'st')}")
+                if version is not None:
+                    parts.append(f"{e.name('version')} = {e.value(n(version), 'ver')}")
+                return " AND ".join(parts) or None
+
+            listing = _Listing(
+                ATTENTION_INDEX,
+                "attention_pk",
+                "updated_at",
+                attention_partitions(),
+                None,
+                filters,
+                lambda run: True,
+            )
+            return self._walk(listing, limit, cursor)
+
+        def keep(run: RunRecord) -> bool:
+            return (
+                (status is None or run.status.value == status)
+                and (version is None or run.version == version)
+                and (needs_attention is None or not run.needs_attention)
+            )
+
+        return self._walk(
+            self._by_workflow(str(workflow), listing_phase(status), keep), limit, cursor
+        )
 
     def open_runs(
         self, workflow: str, *, limit: int = 100, cursor: str | None = None
     ) -> Page[RunRecord]:
-        # The open phase and the first layout's unfinished prefixes hold every unfinished
-        # run and no ended one (an end moves a run's key to ``done#``): no status filter,
-        # so a run a worker claims or suspends meanwhile stays in the range being read.
-        return self._walk(
-            "list-index",
-            ("pk", "sk", "list_pk", "list_sk"),
-            {"list_pk": list_pk(workflow)},
-            (OPEN_LISTING, *LEGACY_OPEN_LISTINGS),
-            _Filters(workflow, None, None, None),
-            limit,
-            cursor,
+        # The open phase holds every unfinished run and no ended one (an end moves a run's
+        # key to ``done#``), and a claim or a suspension leaves its entry where it is: a
+        # run a worker moves meanwhile stays in the range being read. One that ended since
+        # the index was read is left out by its run item.
+        listing = self._by_workflow(workflow, OPEN_LISTING, lambda run: not run.terminal)
+        return self._walk(listing, limit, cursor)
+
+    def _by_workflow(
+        self, workflow: str, phase: str | None, keep: Callable[[RunRecord], bool]
+    ) -> _Listing:
+        return _Listing(
+            LISTING_INDEX,
+            "listing_pk",
+            "list_sk",
+            listing_partitions(workflow),
+            phase,
+            lambda e: None,
+            keep,
         )
 
-    def _walk(
-        self,
-        index: str,
-        cursor_keys: tuple[str, ...],
-        cursor_expect: dict[str, str],
-        prefixes: tuple[str | None, ...],
-        filters: _Filters,
-        limit: int,
-        cursor: str | None,
-    ) -> Page[RunRecord]:
-        """Up to ``limit`` runs of ``prefixes``' key ranges in turn, from ``cursor`` on."""
-        start = decode_cursor(cursor, cursor_keys, cursor_expect)
+    def _walk(self, listing: _Listing, limit: int, cursor: str | None) -> Page[RunRecord]:
+        """Up to ``limit`` runs of ``listing``, from ``cursor`` on: the shards' entries
+        merged newest first, taken a page's worth at a time, the runs ``keep`` refuses left
+        out until the page is full or every shard is read."""
+        at = _decode(cursor, listing)
+        shards = [
+            _Shard(p, pos, done=pos is False) for p, pos in zip(listing.partitions, at, strict=True)
+        ]
+        for shard in shards:
+            if isinstance(shard.at, list):
+                shard.start = _start_key(listing, shard.partition, shard.at)
+        chunk = max(4, 2 * -(-limit // len(shards)))  # a shard's share of a page, twice over
         items: list[RunRecord] = []
-        last: dict[str, Any] | None = None  # the key of the last item taken
-        first = _range_of(start, prefixes)
-        for i in range(first, len(prefixes)):
-            query = filters.request(self.table, index, prefixes[i])
-            while len(items) < limit:
-                query["Limit"] = limit - len(items)
-                if start:
-                    query["ExclusiveStartKey"] = start
-                try:
-                    response = self.client.query(**query)
-                except Exception as err:
-                    storage_error(err, "listing runs")
-                for raw in response.get("Items", []):
-                    items.append(listed(item_to_run(raw)))
-                    last = {k: raw[k] for k in cursor_keys}
-                start = response.get("LastEvaluatedKey")
-                if not start:
-                    break
-            if len(items) >= limit:
-                # Full: the next page starts where this query stopped, or after the last
-                # item taken when its range ended with it and another range follows.
-                if not start and i + 1 < len(prefixes):
-                    start = last
+        while len(items) < limit:
+            taken = self._take(listing, shards, limit - len(items), chunk)
+            if not taken:
                 break
-            start = None
-        return Page(items, encode_cursor(start))
+            runs = (
+                [item_to_run(raw) for raw in taken]
+                if listing.index == ATTENTION_INDEX
+                else self._runs_of(taken)
+            )
+            items += [listed(run) for run in runs if listing.keep(run)]
+        more = any(shard.buffer or not shard.done for shard in shards)
+        return Page(items, _encode(listing, shards) if more else None)
 
+    def _take(
+        self, listing: _Listing, shards: list[_Shard], want: int, chunk: int
+    ) -> list[dict[str, Any]]:
+        """The next ``want`` entries of the merged shards, newest first; each shard's
+        position moves past the ones taken from it."""
+        taken: list[dict[str, Any]] = []
+        while len(taken) < want:
+            for shard in shards:
+                while not shard.buffer and not shard.done:
+                    self._read(listing, shard, chunk)
+            live = [sh for sh in shards if sh.buffer]
+            if not live:
+                break
+            best = max(live, key=lambda sh: sh.head(listing.range_key))
+            raw = best.buffer.popleft()
+            best.at = [raw["pk"]["S"].removeprefix("RUN#"), raw[listing.range_key]["S"]]
+            taken.append(raw)
+        return taken
 
-def _range_of(start: dict[str, Any] | None, prefixes: tuple[str | None, ...]) -> int:
-    """Which of the listing's key ranges a cursor stopped in (its ``list_sk`` says)."""
-    if start is None or prefixes == (None,):
-        return 0
-    at = start["list_sk"]["S"]
-    for i, prefix in enumerate(prefixes):
-        if prefix is not None and at.startswith(prefix):
-            return i
-    raise InvalidCursor(BAD_CURSOR)
-
-
-@dataclass(frozen=True, slots=True)
-class _Filters:
-    """One listing's query of one key range: the key condition and the filters."""
-
-    workflow: str | None
-    status: str | None
-    needs_attention: bool | None
-    version: int | None
-
-    def request(self, table: str, index: str, prefix: str | None) -> dict[str, Any]:
+    def _read(self, listing: _Listing, shard: _Shard, chunk: int) -> None:
+        """One query of ``shard``, newest first from where it stopped."""
         e = Expr()
-        filters: list[str] = []
-        if self.needs_attention:
-            key = f"{e.name('attention_pk')} = {e.value(s(ATTENTION_PK), 'pk')}"
-            if self.workflow is not None:
-                filters.append(f"{e.name('workflow')} = {e.value(s(self.workflow), 'wf')}")
-        else:
-            key = f"{e.name('list_pk')} = {e.value(s(list_pk(str(self.workflow))), 'pk')}"
-            if prefix is not None:  # one range of the listing (``listing_prefixes``)
-                key += f" AND begins_with({e.name('list_sk')}, {e.value(s(prefix), 'ph')})"
-            if self.needs_attention is False:
-                na = e.name("needs_attention")
-                filters.append(
-                    f"(attribute_not_exists({na}) OR {na} = {e.value({'BOOL': False}, 'na')})"
-                )
-        if self.status is not None:  # a range holds several statuses: a filter picks one
-            filters.append(f"{e.name('status')} = {e.value(s(self.status), 'st')}")
-        if self.version is not None:
-            filters.append(f"{e.name('version')} = {e.value(n(self.version), 'ver')}")
-        built: dict[str, Any] = {
-            "TableName": table,
-            "IndexName": index,
+        key = f"{e.name(listing.hash_key)} = {e.value(s(shard.partition), 'pk')}"
+        if listing.phase is not None:
+            range_name = e.name(listing.range_key)
+            key += f" AND begins_with({range_name}, {e.value(s(listing.phase), 'ph')})"
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": listing.index,
             "KeyConditionExpression": key,
             "ScanIndexForward": False,
-            **e.kwargs(),
+            "Limit": chunk,
         }
+        filters = listing.filters(e)
         if filters:
-            built["FilterExpression"] = " AND ".join(filters)
-        return built
+            query["FilterExpression"] = filters
+        query.update(e.kwargs())
+        if shard.start:
+            query["ExclusiveStartKey"] = shard.start
+        try:
+            response = self.client.query(**query)
+        except Exception as err:
+            storage_error(err, "listing runs")
+        shard.buffer.extend(response.get("Items", []))
+        shard.start = response.get("LastEvaluatedKey")
+        shard.done = not shard.start
+
+    def _runs_of(self, entries: list[dict[str, Any]]) -> list[RunRecord]:
+        """The run items of a page's index entries, in the entries' order (BatchGetItem,
+        the listed fields only); a run purged since the index was read is left out."""
+        e = Expr()
+        projection = ", ".join(e.name(f) for f in LISTED_FIELDS)
+        found: dict[str, RunRecord] = {}
+        for low in range(0, len(entries), _BATCH_GET):
+            keys: list[Any] = [
+                {"pk": raw["pk"], "sk": {"S": RUN_SK}} for raw in entries[low : low + _BATCH_GET]
+            ]
+            for _ in range(_BATCH_GET_ROUNDS):
+                request: Any = {"Keys": keys, "ProjectionExpression": projection, **e.kwargs()}
+                try:
+                    response: Any = self.client.batch_get_item(RequestItems={self.table: request})
+                except Exception as err:
+                    storage_error(err, "listing runs")
+                for item in response.get("Responses", {}).get(self.table, []):
+                    run = item_to_run(item)
+                    found[run.run_id] = run
+                keys = list(response.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", []))
+                if not keys:
+                    break
+                time.sleep(_BATCH_GET_PAUSE)
+            else:
+                raise StorageError("listing runs: keys left unprocessed; try again", retryable=True)
+        ids = [raw["pk"]["S"].removeprefix("RUN#") for raw in entries]
+        return [found[i] for i in ids if i in found]
+
+
+def _start_key(listing: _Listing, partition: str, at: list[str]) -> dict[str, Any]:
+    """The ExclusiveStartKey of the entry ``at`` (run id, sort key): the run item's key
+    and the index's."""
+    run_id, sort = at
+    return {
+        "pk": s(run_pk(run_id)),
+        "sk": s(RUN_SK),
+        listing.hash_key: s(partition),
+        listing.range_key: s(sort),
+    }
+
+
+def _encode(listing: _Listing, shards: list[_Shard]) -> str:
+    at: list[Any] = []
+    for shard in shards:
+        if shard.done and not shard.buffer:
+            at.append(False)
+        elif isinstance(shard.at, list):
+            at.append(shard.at[1] if listing.keyed_by_run else shard.at)
+        else:
+            at.append(None)
+    data = {"l": listing.name, "at": at}
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode()
+
+
+def _decode(cursor: str | None, listing: _Listing) -> list[Position]:
+    """Where a cursor stopped in each shard, checked to be what this listing could have
+    returned: a crafted cursor is ``InvalidCursor``, never a request DynamoDB refuses."""
+    fresh: list[Position] = [None] * len(listing.partitions)
+    if not cursor:
+        return fresh
+    try:
+        data: Any = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidCursor(BAD_CURSOR) from e
+    if not isinstance(data, dict) or set(data) != {"l", "at"} or data["l"] != listing.name:
+        raise InvalidCursor(BAD_CURSOR)
+    at = data["at"]
+    if not isinstance(at, list) or len(at) != len(fresh):
+        raise InvalidCursor(BAD_CURSOR)
+    return [_position(listing, pos) for pos in at]
+
+
+def _position(listing: _Listing, pos: Any) -> Position:
+    if pos is None or pos is False:
+        return pos
+    if listing.keyed_by_run and isinstance(pos, str):
+        pos = [pos.rpartition("#")[2], pos]
+    if not (
+        isinstance(pos, list)
+        and len(pos) == 2
+        and all(isinstance(p, str) and 0 < len(p) <= 1024 for p in pos)
+        and pos[1].startswith(listing.phase or "")
+    ):
+        raise InvalidCursor(BAD_CURSOR)
+    return pos

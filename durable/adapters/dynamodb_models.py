@@ -117,8 +117,11 @@ class RunItem(_Base):
     progress = MapAttribute(null=True)  # type: ignore[var-annotated]
     # Index keys, derived from the fields above by this adapter.
     due_shard = UnicodeAttribute(null=True)
-    list_pk = UnicodeAttribute(null=True)
+    listing_pk = UnicodeAttribute(null=True)
     list_sk = UnicodeAttribute(null=True)
+    # The first listing index's partition (``WF#<workflow>``), on items written before
+    # the sharded ``listing-index``: ``durable.adapters.listing_migration`` moves them.
+    list_pk = UnicodeAttribute(null=True)
     attention_pk = UnicodeAttribute(null=True)
 
 

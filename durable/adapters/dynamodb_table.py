@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from durable.adapters.dynamodb_items import (
-    ATTENTION_PK,
     RUN_SK,
     STEP_PREFIX,
     input_apart,
@@ -26,7 +25,12 @@ from durable.adapters.dynamodb_items import (
 )
 from durable.adapters.dynamodb_support import Expr, guard_condition, s, storage_error
 from durable.core.ids import due_shard
-from durable.core.leases import normalize_changes, relisted, wants_a_person
+from durable.core.leases import (
+    attention_partition,
+    normalize_changes,
+    relisted,
+    wants_a_person,
+)
 from durable.core.model import RunRecord, StepRecord
 from durable.core.ports import RunGuard
 from durable.errors import StorageError
@@ -302,9 +306,9 @@ class TableBase:
                 bool(normalized.get("needs_attention", False)),
                 normalized.get("waiting_for"),
             )
-            out["attention_pk"] = s(ATTENTION_PK) if wanted else None
+            out["attention_pk"] = s(attention_partition(run_id)) if wanted else None
         elif normalized.get("needs_attention"):
-            out["attention_pk"] = s(ATTENTION_PK)
+            out["attention_pk"] = s(attention_partition(run_id))
         moved = relisted(run_id, normalized, reopens=reopens)
         if moved is not None:  # the run ends or reopens: its listing entry changes phase
             out["list_sk"] = s(moved)

@@ -34,8 +34,14 @@ _LISTED = {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(LISTED_FIELDS)}
 LEDGER_INDEXES: tuple[dict[str, Any], ...] = (
     # Sparse: only runs that need a future trigger carry due_shard/due_at.
     _index("due-index", "due_shard", "due_at", {"ProjectionType": "KEYS_ONLY"}),
-    # list_runs without scans: WF#<workflow> / <status>#<updated_at>.
+    # list_runs without scans: WF#<shard>#<workflow> / open#<created_at>#<run id>, then
+    # done#<ended at>#<run id> (durable.core.leases.listing_partition, listing_key). Keys
+    # only: a transition that changes no key writes nothing here.
+    _index("listing-index", "listing_pk", "list_sk", {"ProjectionType": "KEYS_ONLY"}),
+    # The first listing index (WF#<workflow>, the listed fields projected): nothing new is
+    # written to it; it stays until a table's runs are moved to listing-index
+    # (durable.adapters.listing_migration, docs/operations.md), and goes in the next release.
     _index("list-index", "list_pk", "list_sk", _LISTED),
-    # Sparse: runs an operator must look at.
+    # Sparse: runs an operator must look at, ATTENTION#<shard> / updated_at.
     _index("attention-index", "attention_pk", "updated_at", _LISTED),
 )

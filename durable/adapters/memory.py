@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durable.core.flow import GateState
-from durable.core.ids import due_shard, timer_name
+from durable.core.ids import DUE_SHARDS, due_shard, timer_name
 from durable.core.leases import (
     apply_changes,
     check_listing,
@@ -89,7 +89,7 @@ def _signal(signal: SignalRecord) -> SignalRecord:
 class MemoryLedger:
     """A ledger in a dict, atomic under one lock."""
 
-    def __init__(self, *, due_shards: int = 4) -> None:
+    def __init__(self, *, due_shards: int = DUE_SHARDS) -> None:
         self.shards = due_shards
         self._lock = threading.RLock()
         self._runs: dict[str, RunRecord] = {}

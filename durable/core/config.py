@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from durable.core.ids import DUE_SHARDS
 from durable.core.retry import DEFAULT_RETRY, RetryPolicy
 
 # The longest lifetime and retention a configuration may set (Settings' retention_days
@@ -46,7 +47,7 @@ class EngineConfig:
     cancel_check_interval: timedelta = timedelta(seconds=5)
     max_takeovers: int = 3
     max_history: int = 10_000
-    due_shards: int = 4
+    due_shards: int = DUE_SHARDS
     # Finished runs are purged after this long (DynamoDB TTL on ``purge_at``).
     retention: timedelta = timedelta(days=30)
     # Upper bound on a run's life, used to keep side-effect records at least as long

@@ -157,11 +157,25 @@ def derived_run_id(workflow: str, idempotency_key: str, scope: str | None = None
     return _base32(int.from_bytes(digest[:17], "big") >> 6, 26)
 
 
+def key_shard(run_id: str, shards: int) -> int:
+    """Which of ``shards`` partitions an index entry of ``run_id`` goes to: a hash of the
+    id, so a run's entries always land on the same one and a burst of runs (one
+    workflow's, one failure storm's) spreads evenly over all of them."""
+    return int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards
+
+
+# The due index's shards, by default. It is shared by every workflow, its sort key is a
+# time, and a run writes about 4 units there (its create, a sleep's move, its end): at 4
+# shards, 1,000 runs a second put each at a partition's limit of about 1,000 units a second
+# (docs/performance.md, "Capacity"). Raising the count on a live table is safe (the
+# sweeper reads every shard below it, so a run keyed under the old count is still found);
+# lowering it hides the runs keyed above it.
+DUE_SHARDS = 8
+
+
 def due_shard(run_id: str, shards: int) -> str:
     """The due index's partition for a run: spreads sweeper reads over ``shards`` keys."""
-    return str(
-        int(hashlib.md5(run_id.encode(), usedforsecurity=False).hexdigest()[:8], 16) % shards
-    )
+    return str(key_shard(run_id, shards))
 
 
 def timer_name(run_id: str, position: str, rearm_at: datetime | None = None) -> str:

@@ -12,6 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from durable.core.ids import key_shard
 from durable.core.model import (
     RunError,
     RunRecord,
@@ -137,11 +138,12 @@ def sweep_trigger(
     return False, format_time(parse_time(run.lease_until) + skew)
 
 
-# What a listing carries of each run (the API's RunSummary): the listing and attention
-# indexes project these and nothing else (template.yaml, a test holds them equal), so a
-# run's input, output, lease and operations are not copied into two indexes on every
-# write of the run item. Every ledger returns listed runs cut to these fields, whatever
-# its server projects, so no caller can come to rely on more.
+# What a listing carries of each run (the API's RunSummary): the attention index projects
+# these and nothing else (template.yaml, a test holds them equal), so a run's input,
+# output, lease and operations are not copied into it on every write of the run item; a
+# listing by workflow reads them from the run items of its page (``listing_partition``).
+# Every ledger returns listed runs cut to these fields, whatever its server holds, so no
+# caller can come to rely on more.
 LISTED_FIELDS = (
     "run_id",
     "workflow",
@@ -262,17 +264,51 @@ def check_listing(workflow: str | None, needs_attention: bool | None) -> None:
 #
 # So the key holds the run's *phase* only: ``open#<created_at>#<run id>`` from its
 # creation to its end, ``done#<ended at>#<run id>`` after. It moves once, when the run
-# ends (and back when a retry reopens a failed run); every other transition updates the
-# entry in place. A listing of an unfinished status reads the open runs only (a few, not
-# the history); a listing of a finished status filters the finished ones. Newest first
-# within each phase, the open runs above the finished ones.
+# ends (and back when a retry reopens a failed run). Newest first within each phase, the
+# open runs above the finished ones.
+#
+# The index projects the keys and nothing else: a projected ``status`` or ``updated_at``
+# is rewritten in the index by every transition that changes it (a unit each: a claim, a
+# suspension, the next claim), and an entry whose key and projection do not change costs
+# nothing. A listing reads the run items of the page it lists (one BatchGetItem) for what
+# it shows, and the status a filter wants is the one the run item holds.
+#
+# And the key is spread: one partition takes about 1,000 write units a second, and a sort
+# key that grows with time keeps DynamoDB from splitting one for heat. Keyed by the
+# workflow alone, every run of a workflow wrote its entries to one partition, so a
+# workflow throttled near 1,000 / (units a run writes there) runs a second. The partition
+# is the workflow and one of ``LISTING_SHARDS`` shards of the run id
+# (``durable.core.ids.key_shard``); a listing reads the shards newest first and merges
+# them, so its order is the one a single partition had. The attention index is spread the
+# same way: a failure storm flags every failing run at once.
 
 OPEN_LISTING, DONE_LISTING = "open#", "done#"
-# Keys the first layout wrote (``<STATUS>#<updated_at>``, upper case: below every key of
-# this one) stay until their run's next change of phase rewrites them, or its purge. A
-# run of that layout that a newer worker claimed still sits under its old status's
-# prefix, so a listing of an unfinished status reads the prefixes of all of them.
-LEGACY_OPEN_LISTINGS = ("WAITING#", "RUNNING#", "PENDING#", "COMPENSATING#")
+# Few enough that a listing's page merges them in one round of queries, enough that one
+# workflow at 1,000 runs a second writes each about a third of a partition's limit
+# (docs/performance.md, "Capacity"). Readers and writers must agree: never change it on a
+# live table.
+LISTING_SHARDS = 8
+ATTENTION_SHARDS = 8
+
+
+def listing_partition(workflow: str, run_id: str) -> str:
+    """The listing index's partition of a run: ``WF#<shard>#<workflow>`` (the shard
+    first, so no workflow name can spell another's)."""
+    return f"WF#{key_shard(run_id, LISTING_SHARDS)}#{workflow}"
+
+
+def listing_partitions(workflow: str) -> tuple[str, ...]:
+    """Every partition a listing of ``workflow`` merges."""
+    return tuple(f"WF#{shard}#{workflow}" for shard in range(LISTING_SHARDS))
+
+
+def attention_partition(run_id: str) -> str:
+    """The attention index's partition of a run that wants a person: ``ATTENTION#<shard>``."""
+    return f"ATTENTION#{key_shard(run_id, ATTENTION_SHARDS)}"
+
+
+def attention_partitions() -> tuple[str, ...]:
+    return tuple(f"ATTENTION#{shard}" for shard in range(ATTENTION_SHARDS))
 
 
 def listing_key(run_id: str, status: str, created_at: str, updated_at: str) -> str:
@@ -310,14 +346,12 @@ def relisted(run_id: str, changes: Mapping[str, Any], *, reopens: bool = False) 
     return None
 
 
-def listing_prefixes(status: str | None) -> tuple[str, ...] | None:
-    """The key ranges (prefixes of ``list_sk``, in descending order) a listing of
-    ``status`` reads; None: the whole workflow."""
+def listing_phase(status: str | None) -> str | None:
+    """The key range (a prefix of ``list_sk``) a listing of ``status`` reads; None: the
+    whole workflow."""
     if status is None:
         return None
-    if RunStatus(status).terminal:  # a first-layout key of a final status never moves
-        return (DONE_LISTING, f"{status}#")
-    return (OPEN_LISTING, *LEGACY_OPEN_LISTINGS)
+    return DONE_LISTING if RunStatus(status).terminal else OPEN_LISTING
 
 
 def guard_holds(run: RunRecord, guard: RunGuard) -> bool:

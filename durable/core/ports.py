@@ -171,16 +171,17 @@ class LedgerReads(Protocol):
     ) -> Page[RunRecord]:
         """Runs from the listing or attention index (never a scan): a workflow's unfinished
         runs first (newest created first), then its ended ones (latest ended first);
-        those needing attention latest changed first (``durable.core.leases.listing_key``)."""
+        those needing attention latest changed first (``durable.core.leases.listing_key``).
+        The status a listing shows and filters on is the run's own, read for the page."""
         ...
 
     def open_runs(
         self, workflow: str, *, limit: int = 100, cursor: str | None = None
     ) -> Page[RunRecord]:
-        """A workflow's unfinished runs, whatever their status, newest created first (then
-        any the listing's first layout still keys), as ``list_runs`` shows a run.
+        """A workflow's unfinished runs, whatever their status, newest created first, as
+        ``list_runs`` shows a run.
 
-        Read from the listing index's ranges a run stays in from its creation to its end
+        Read from the listing index's range a run stays in from its creation to its end
         (``durable.core.leases.listing_key``), with no filter on the status: a run a
         worker moves between unfinished statuses meanwhile (a claim, a suspension) is
         listed at one or the other, where a listing per status can miss it between two

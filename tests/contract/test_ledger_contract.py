@@ -503,6 +503,46 @@ def test_list_runs_pages_with_a_cursor(ledger: Any) -> None:
     assert sorted(seen) == [f"R{i}" for i in range(5)] and len(seen) == 5
 
 
+def _walk(ledger: Any, limit: int, **listing: Any) -> list[str]:
+    seen: list[str] = []
+    cursor = None
+    for _ in range(100):
+        page = ledger.list_runs(**listing, limit=limit, cursor=cursor)
+        assert len(page.items) <= limit
+        seen += [r.run_id for r in page.items]
+        cursor = page.cursor
+        if cursor is None:
+            return seen
+    raise AssertionError("the cursor never ended")
+
+
+def test_a_cursor_pages_through_a_listing_in_its_order_whatever_its_shards(ledger: Any) -> None:
+    """GIVEN 24 runs of one workflow (the DynamoDB ledger spreads them over the listing's
+    shards), a third of them ended, some failed and needing attention WHEN each listing
+    is walked a few runs a page THEN the pages give the whole listing once, in its order:
+    the unfinished runs newest created first, then the ended ones latest ended first; a
+    listing by status the runs of that status only (read from the run items); the
+    attention listing latest changed first. A cursor no listing returned is refused."""
+    from durable.errors import InvalidCursor
+
+    for i in range(24):
+        ledger.create_run(make_run(f"R{i:02d}", created_at=t(i), updated_at=t(i)))
+    ended = {f"R{i:02d}": ("FAILED" if i % 2 else "SUCCEEDED", 100 - i) for i in range(0, 24, 3)}
+    for run_id, (status, at) in ended.items():
+        _finish(ledger, run_id, status, at, attention=status == "FAILED")
+    unfinished = [f"R{i:02d}" for i in reversed(range(24)) if f"R{i:02d}" not in ended]
+    by_end = sorted(ended, key=lambda r: ended[r][1], reverse=True)
+    failed = [r for r in by_end if ended[r][0] == "FAILED"]
+    assert _walk(ledger, 5, workflow="wf") == unfinished + by_end
+    assert _walk(ledger, 1, workflow="wf", status="PENDING") == unfinished
+    assert _walk(ledger, 2, workflow="wf", status="FAILED") == failed
+    assert _walk(ledger, 3, needs_attention=True) == failed
+    assert _walk(ledger, 2, needs_attention=True, workflow="wf", status="FAILED") == failed
+    for listing in ({"workflow": "wf"}, {"needs_attention": True}):
+        with pytest.raises(InvalidCursor):
+            ledger.list_runs(**listing, cursor="not-a-cursor")
+
+
 # --- leftovers of an expired run under a reused id ----------------------------------
 
 

@@ -276,7 +276,8 @@ def test_tables_keep_their_schema_and_protection() -> None:
     assert [k["AttributeName"] for k in ledger["KeySchema"]] == ["pk", "sk"]
     assert [i["IndexName"] for i in ledger["GlobalSecondaryIndexes"]] == [
         "due-index",
-        "list-index",
+        "listing-index",
+        "list-index",  # the first listing index, until the next release (listing_migration)
         "attention-index",
     ]
     assert ledger["TimeToLiveSpecification"] == {"AttributeName": "purge_at", "Enabled": True}
@@ -529,9 +530,11 @@ def test_the_purge_has_its_log_group_and_a_dead_letter_alarm() -> None:
 
 
 def test_the_listing_indexes_project_what_a_listing_shows_and_nothing_else() -> None:
-    """Input, output, lease and operations stay out of both indexes: no copy of a run's
-    payload on every write of the run item (issue 15), and what ledgers return from a
-    listing (``durable.core.leases.listed``) is exactly what the indexes hold."""
+    """Input, output, lease and operations stay out of the indexes: no copy of a run's
+    payload on every write of the run item (issue 15). The listing index holds its keys
+    alone: a projected ``status`` or ``updated_at`` is rewritten there by every transition
+    (issue 48), so a listing reads its page's run items instead. The attention index holds
+    what a listing shows (``durable.core.leases.listed``)."""
     from durable.core.leases import LISTED_FIELDS
 
     ledger = load_template()["Resources"]["LedgerTable"]["Properties"]
@@ -540,7 +543,8 @@ def test_the_listing_indexes_project_what_a_listing_shows_and_nothing_else() -> 
         projection = indexes[name]["Projection"]
         assert projection["ProjectionType"] == "INCLUDE"
         assert tuple(projection["NonKeyAttributes"]) == LISTED_FIELDS
-    assert indexes["due-index"]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    for name in ("due-index", "listing-index"):
+        assert indexes[name]["Projection"] == {"ProjectionType": "KEYS_ONLY"}
 
 
 def test_deployed_code_knows_the_ledger_indexes_the_templates_declare() -> None:
@@ -648,3 +652,28 @@ def test_reserved_concurrency_is_a_parameter_unset_by_default(
     assert FUNCTIONS[function]["ReservedConcurrentExecutions"] == {
         "If": [condition, {"Ref": parameter}, {"Ref": "AWS::NoValue"}]
     }
+
+
+def _query_grants(props: dict[str, Any]) -> set[str]:
+    """The resources a function may Query, as the template names them."""
+    found: set[str] = set()
+    for statement in statements(props):
+        acts = statement["Action"]
+        if "dynamodb:Query" not in (acts if isinstance(acts, list) else [acts]):
+            continue
+        resources = statement["Resource"]
+        for resource in resources if isinstance(resources, list) else [resources]:
+            found.add(str(resource.get("Sub") or resource.get("GetAtt") or resource))
+    return found
+
+
+def test_the_worker_may_read_the_open_runs_a_schedule_fire_checks() -> None:
+    """A schedule's fire is delivered to the worker (``durable.aws._worker``), and a
+    ``skip`` or ``buffer_one`` fire reads the workflow's open runs from the listing index
+    (``durable.engine.schedules``, ``Ledger.open_runs``): on AWS a worker without Query on
+    that index fails every such fire with AccessDenied. The sweeper reads the due index."""
+    worker = _query_grants(FUNCTIONS["WorkerFunction"])
+    assert "${LedgerTable.Arn}/index/listing-index" in worker, worker
+    assert not any("list-index" in g or "attention-index" in g for g in worker), worker
+    sweeper = _query_grants(FUNCTIONS["SweeperFunction"])
+    assert "${LedgerTable.Arn}/index/due-index" in sweeper, sweeper

@@ -42,6 +42,7 @@ def test_create_tables_builds_what_the_template_describes(
     # AND the ledger has the three indexes the engine queries
     assert {i[0] for i in expected_shape(definitions[LEDGER]).indexes} == {
         "due-index",
+        "listing-index",
         "list-index",
         "attention-index",
     }

@@ -1,5 +1,5 @@
 """Where a run sits in its workflow's listing (``durable.core.leases``: ``listing_key``,
-``relisted``, ``reopening``, ``listing_prefixes``), the one rule both ledgers follow.
+``relisted``, ``reopening``, ``listing_phase``), the one rule both ledgers follow.
 
 The listing index's key holds a run's phase and when it began: it moves when the run
 ends and when a retry reopens it, and for nothing else (each move is a delete and a put
@@ -9,13 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from durable.core.leases import (
-    LEGACY_OPEN_LISTINGS,
-    listing_key,
-    listing_prefixes,
-    relisted,
-    reopening,
-)
+from durable.core.leases import listing_key, listing_phase, relisted, reopening
 from durable.core.model import RunStatus
 
 OPEN = [s.value for s in RunStatus if not s.terminal]
@@ -65,11 +59,8 @@ def test_only_an_operation_on_ended_runs_that_opens_one_reopens() -> None:
 
 
 def test_a_listing_reads_the_phase_that_holds_its_status() -> None:
-    assert listing_prefixes(None) is None
+    assert listing_phase(None) is None
     for status in OPEN:
-        assert listing_prefixes(status) == ("open#", *LEGACY_OPEN_LISTINGS)
+        assert listing_phase(status) == "open#"
     for status in ENDED:
-        assert listing_prefixes(status) == ("done#", f"{status}#")
-    # the first layout's unfinished prefixes, in descending order as a query reads them
-    assert list(LEGACY_OPEN_LISTINGS) == sorted(LEGACY_OPEN_LISTINGS, reverse=True)
-    assert {p.rstrip("#") for p in LEGACY_OPEN_LISTINGS} == set(OPEN)
+        assert listing_phase(status) == "done#"
