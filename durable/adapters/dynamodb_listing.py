@@ -24,8 +24,8 @@ from durable.adapters.dynamodb_items import RUN_SK, item_to_run, run_pk
 from durable.adapters.dynamodb_support import BAD_CURSOR, Expr, n, s, storage_error
 from durable.adapters.dynamodb_table import TableBase
 from durable.core.leases import (
-    LISTED_FIELDS,
     OPEN_LISTING,
+    PAGE_FIELDS,
     attention_partitions,
     check_listing,
     listed,
@@ -235,7 +235,7 @@ class ListingMixin(TableBase):
         """The run items of a page's index entries, in the entries' order (BatchGetItem,
         the listed fields only); a run purged since the index was read is left out."""
         e = Expr()
-        projection = ", ".join(e.name(f) for f in LISTED_FIELDS)
+        projection = ", ".join(e.name(f) for f in PAGE_FIELDS)
         found: dict[str, RunRecord] = {}
         for low in range(0, len(entries), _BATCH_GET):
             keys: list[Any] = [

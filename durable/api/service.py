@@ -405,11 +405,11 @@ class ApiService:
         return RunPage(runs=[self._listed(r) for r in page.items], next_cursor=page.cursor)
 
     def _listed(self, run: RunRecord) -> RunSummary:
-        """A listed run; a WAITING one with what it waits for, and a run not ended with its
-        progress, read from its item: the listing indexes project neither ``waiting_for``
-        nor ``progress`` (a global secondary index's projection cannot change in place on
-        a deployed table; docs/architecture.md), so a page pays one read per run on it
-        that is running or waiting (an ended run's progress is on its own view)."""
+        """A listed run; a WAITING one with what it waits for, and its progress. A listing
+        by workflow has both from the page's run items (``leases.PAGE_FIELDS``); the
+        attention index projects neither (a global secondary index's projection cannot
+        change in place on a deployed table; docs/architecture.md), so there a page pays
+        one read per run on it that is running or waiting."""
         summary = RunSummary.of(run)
         if run.status in _READ_WHOLE and run.waiting_for is None and run.progress is None:
             whole = self.engine.peek_run(run.run_id)  # its state; its values stay put

@@ -163,10 +163,17 @@ LISTED_FIELDS = (
 )
 
 
+# A listing by workflow reads its page's run items from the table (the listing index
+# holds keys only), so it shows two fields no index projects: what a waiting run waits
+# for, and the progress a run reported, kept once it ended. The attention index projects
+# ``LISTED_FIELDS`` alone; a listing of it leaves these at None.
+PAGE_FIELDS = (*LISTED_FIELDS, "waiting_for", "progress")
+
+
 def listed(run: RunRecord) -> RunRecord:
-    """``run`` as a listing shows it: the listed fields, every other one at its default
+    """``run`` as a listing shows it: the page's fields, every other one at its default
     (``input`` and ``input_hash`` empty)."""
-    return RunRecord(input="", input_hash="", **{f: getattr(run, f) for f in LISTED_FIELDS})
+    return RunRecord(input="", input_hash="", **{f: getattr(run, f) for f in PAGE_FIELDS})
 
 
 # The kinds of wait a person answers: a run waiting on one wants a person.

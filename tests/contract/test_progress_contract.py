@@ -50,10 +50,11 @@ def test_progress_rides_in_a_checkpoint_write(ledger: Any) -> None:
     assert ledger.get_run("RUN1").progress == PROGRESS
 
 
-def test_a_listing_does_not_carry_progress(ledger: Any) -> None:
-    """The listing indexes project the listed fields only (a projection cannot change in
-    place on a deployed table): the API reads the run item of an active run for it."""
+def test_a_listing_by_workflow_carries_progress(ledger: Any) -> None:
+    """A listing by workflow reads its page's run items (the listing index holds keys
+    only): each row carries the run's progress, as the run item holds it
+    (``leases.PAGE_FIELDS``), with no read of the API's own."""
     guard = _claimed(ledger)
     ledger.update_run("RUN1", guard, {"progress": dict(PROGRESS)})
     (row,) = ledger.list_runs(workflow="wf").items
-    assert row == listed(ledger.get_run("RUN1")) and row.progress is None
+    assert row == listed(ledger.get_run("RUN1")) and row.progress == PROGRESS

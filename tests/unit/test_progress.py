@@ -297,6 +297,29 @@ def test_the_api_shows_progress_in_the_run_view_and_the_listing() -> None:
     assert row["progress"] == view["progress"] and row["waiting_for"] == "signal go"
 
 
+def test_a_listing_shows_the_progress_an_ended_run_kept() -> None:
+    """GIVEN a run that reported 3/3 and then ended
+    THEN a listing of its workflow still shows its progress, as its own view does (the
+    listing reads its page's run items: an ended child's row showed none)."""
+    runner = LocalRunner(app)
+    run = runner.start("import", 3)
+    runner.run_until_idle()
+    runner.signal(run.run_id, "go", None)
+    runner.signal(run.run_id, "again", None)
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    api = ApiService(
+        runner.engine, clock=runner.clock, nonces=MemoryNonceStore(), webhook_secret=lambda: None
+    )
+    page = api.list_runs(
+        workflow="import", status=None, needs_attention=None, version=None, limit=10, cursor=None
+    )
+    (row,) = page.model_dump(mode="json")["runs"]
+    assert row["status"] == "SUCCEEDED"
+    assert row["progress"] == api.get_run(run.run_id).model_dump(mode="json")["progress"]
+    assert row["progress"]["done"] == 3
+
+
 def test_durable_runs_has_a_progress_column_and_show_a_progress_line() -> None:
     progress = {"done": 3, "total": 300, "note": "supplier 12", "at": "2026-01-02T03:04:05.678Z"}
     row = {
