@@ -10,7 +10,8 @@ write of that item).
 
     python -m benchmarks.write_units
 
-Targets: <= 20 WCU (tiny input) and <= 24 WCU (4 KB input) for the whole run.
+Targets: <= 22 WCU (tiny input; issue 48's, after issue 15's 20 was argued to a floor of
+25 unit by unit) and <= 24 WCU (4 KB input, issue 15's) for the whole run.
 
 Then the purge (issue 48): the run's item deleted as TTL deletes it (no units: TTL's
 deletes are free, and they are made here on another client), and the purge the table's
@@ -38,7 +39,7 @@ from benchmarks.common import (
 from durable import App, Context
 from durable.core.clock import FakeClock
 
-TINY_TARGET = 20.0
+TINY_TARGET = 22.0  # issue 48
 LARGE_TARGET = 24.0
 READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
 PURGE_TARGET = 0.0
