@@ -1,6 +1,7 @@
 """Cold start of every handler, against ``import boto3`` measured in the same run (issue 47).
 
-    python -m benchmarks.cold_start [--samples 7] [--build-dir DIR] [--repo] [--clock cpu]
+    python -m benchmarks.cold_start [--samples 7] [--build-dir DIR] [--before DIR] [--repo]
+                                    [--clock cpu]
 
 The package is what a plain ``sam build`` makes (the SAM CLI itself, python3.12 on PATH:
 template.yaml's ``BuildMethod: makefile`` compiles it), or ``--build-dir``, a ``sam build``
@@ -20,6 +21,8 @@ every case interleaved, medians printed:
 * ``INIT (snap-start)``: the import with ``AWS_LAMBDA_INITIALIZATION_TYPE=snap-start``,
   which composes during INIT, and ``1st event`` after it;
 * the same package with its bytecode removed (``no .pyc``);
+* with ``--before``, a second ``sam build`` folder (the package before a change), its
+  samples interleaved with the others';
 * the baselines: ``import boto3``, and ``import boto3`` plus a DynamoDB client; and that
   plus one pydantic model, the floor for an app whose types are pydantic models (the
   examples', ``durable init``'s): pydantic's first model loads most of pydantic.
@@ -292,6 +295,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=7)
     parser.add_argument("--build-dir", type=Path, help="a sam build folder (default: build now)")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="a second sam build folder (the package before a change), measured with bytecode "
+        "in the same rounds, sample by sample",
+    )
     parser.add_argument("--repo", action="store_true", help="the repo's package, this venv")
     parser.add_argument(
         "--clock",
@@ -317,6 +326,8 @@ def main() -> None:
             folder, python, source = found
             bare = True
             folders = {".pyc": folder, "no .pyc": without_bytecode(folder, work)}
+            if args.before is not None:
+                folders["before .pyc"] = args.before / "WorkerFunction"
         print(f"package: {source}")
         print(
             f"interpreter: {python}; {args.samples} fresh interpreters per case, medians "
