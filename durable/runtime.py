@@ -20,7 +20,6 @@ from durable.core.usage import Meter
 from durable.engine.determinism import WarningGuard
 from durable.engine.engine import Engine
 from durable.engine.registry import App
-from durable.engine.schedules import RecurringSchedules
 from durable.errors import InvalidInput
 from durable.settings import Settings
 
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from durable.api.hooks import NonceStore
     from durable.api.served import ServedVersions
     from durable.api.service import ApiService
+    from durable.engine.schedules import RecurringSchedules
 
 SecretSource = Callable[[str], str]
 MetricSink = Callable[[str], None]

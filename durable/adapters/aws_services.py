@@ -16,10 +16,8 @@ from typing import TYPE_CHECKING, Any, cast
 from durable.adapters import dynamodb_units, item_boundary
 from durable.adapters.dynamodb import DynamoLedger
 from durable.adapters.idempotency import DynamoEffectStore
-from durable.adapters.kms import KmsKeys
 from durable.adapters.lambda_invoker import LambdaCaller, LambdaInvoker
 from durable.adapters.nonces import DynamoNonceStore
-from durable.adapters.scheduler import SchedulerRecurring, SchedulerTimers
 from durable.core.clock import Clock, SystemClock
 from durable.core.ports import NoTimers, PayloadStore, Timers
 from durable.core.secrets import KeyService
@@ -31,6 +29,7 @@ from durable.settings import Settings
 if TYPE_CHECKING:
     import boto3
 
+    from durable.adapters.scheduler import SchedulerRecurring
     from durable.runtime import SecretSource
 
 SECRET_MAX_AGE = 300
@@ -151,6 +150,10 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
     timers: Timers = NoTimers()
     recurring: SchedulerRecurring | None = None
     if settings.scheduler_group:
+        # Imported where configured, as the KMS and S3 adapters are: a stack without them
+        # loads none of their code on a cold start.
+        from durable.adapters.scheduler import SchedulerRecurring, SchedulerTimers
+
         scheduler = cast(Any, client("scheduler"))
         role = settings.require("scheduler_role_arn", "arming timers")
         timers = SchedulerTimers(
@@ -241,6 +244,8 @@ def _payloads(
 def _keys(settings: Settings, client: Callable[[str], Any]) -> KeyService | None:
     """KMS when a key is configured; durable dev's file key; else none (secrets refused)."""
     if settings.kms_key_id:
+        from durable.adapters.kms import KmsKeys
+
         return KmsKeys(client("kms"), settings.kms_key_id)
     if settings.local_key_file:
         from durable.core.secrets import LocalKeys

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 from durable.core.flow import Concurrency, RateLimit
 from durable.core.serde import NO_ANNOTATION
 from durable.errors import RegistrationError
-from durable.hooks import HookSpec
 
 if TYPE_CHECKING:
     from durable.core.retry import RetryPolicy
+    from durable.hooks import HookSpec
 
 Semantics = Literal["at_least_once", "at_most_once_per_attempt"]
 

@@ -26,7 +26,6 @@ from durable.core.model import (
 )
 from durable.core.ports import ConditionFailed
 from durable.engine import lineage
-from durable.engine.schedules import not_the_schedule_s
 from durable.errors import (
     InvalidInput,
     InvalidState,
@@ -360,6 +359,8 @@ def _parse_position(from_step: int | str, settled: int) -> int:
 def fork(
     engine: EngineParts, run_id: str, from_step: int | str, requested_by: str | None
 ) -> RunRecord:
+    from durable.engine.schedules import not_the_schedule_s  # only a fork needs the schedules
+
     history = engine.load(run_id)
     source = history.run
     if not source.terminal:

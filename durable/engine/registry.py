@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
 from durable.core import serde
 from durable.core.callables import (
@@ -23,9 +23,14 @@ from durable.core.flow import Concurrency, RateLimit, concurrency_of
 from durable.core.retry import RetryPolicy
 from durable.core.serde import NO_ANNOTATION
 from durable.engine.context import Context, active_context
-from durable.engine.schedules import Missed, Overlap, Schedule
 from durable.errors import InvalidInput, RegistrationError, WorkflowNotFound
-from durable.hooks import HookSpec
+
+if TYPE_CHECKING:
+    # Imported where a schedule or a hook is declared: an app without them (and a worker
+    # running one) never loads the schedules' engine, the cron and rate parser or the
+    # senders' signature checks.
+    from durable.engine.schedules import Missed, Overlap, Schedule
+    from durable.hooks import HookSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -223,10 +228,13 @@ class App:
                     f"workflow {wf_name!r} version {version} is already registered; "
                     "bump version= for the new code"
                 )
-            if hook is not None and not isinstance(hook, HookSpec):
-                raise RegistrationError(
-                    f"workflow {wf_name!r}: hook= takes a durable.hooks spec, e.g. github()"
-                )
+            if hook is not None:
+                from durable.hooks import HookSpec  # its maker imported it already
+
+                if not isinstance(hook, HookSpec):
+                    raise RegistrationError(
+                        f"workflow {wf_name!r}: hook= takes a durable.hooks spec, e.g. github()"
+                    )
             keyed = any(g is not None and g.key is not None for g in (limit, rate_limit))
             if keyed and not takes_input:
                 raise RegistrationError(
@@ -325,6 +333,8 @@ class App:
         while the schedule's last run is still going, ``overlap="buffer_one"`` keeps one
         fire waiting for it (and drops the rest); ``missed="catch_up"`` starts a fire
         delivered more than ``grace`` late instead of dropping it."""
+        from durable.engine.schedules import Schedule
+
         declared = Schedule(
             name or workflow, workflow, expression, timezone, input, overlap, missed, grace
         )

@@ -116,6 +116,55 @@ def test_a_composed_handler_loads_nothing_the_lambda_package_lacks(function: str
     assert out.stdout.strip() == "[]"
 
 
+# What the worker never runs, so its cold start must not load it (issue 47: a cold start
+# is import plus composition): the API and its models, the console, the CLI and durable
+# dev, the events handler's SQS and EventBridge parsing, the project scaffold, the test
+# kit, the YAML and JSON Schema readers; for an app with no schedule and no webhook, the
+# schedules' engine and the senders' checks; the adapters of services the stack does not
+# configure.
+WORKER_NEVER_LOADS = (
+    "durable.api",
+    "durable.console",
+    "durable.cli",
+    "durable.local",
+    "durable.ingress.event_sources",
+    "durable.scaffold",
+    "durable.testing",
+    "yaml",
+    "jsonschema",
+    "durable.engine.schedules",
+    "durable.core.recurrence",
+    "durable.hooks",
+    "durable.adapters.scheduler",
+    "durable.adapters.kms",
+    "durable.adapters.s3_payloads",
+)
+
+
+def test_the_worker_loads_only_what_it_runs() -> None:
+    """GIVEN a stack without Scheduler, KMS or a payload bucket, and an app without
+    schedules or webhooks WHEN the worker handler is imported, composed and answers an event
+    THEN none of ``WORKER_NEVER_LOADS`` was imported: each would be paid by every cold start."""
+    env = {
+        **{k: v for k, v in COMPOSE_ENV.items() if "SCHEDULER" not in k and "KMS" not in k},
+        "DURABLE_APP": "tests.handlers.plain_workflows:app",
+    }
+    code = (
+        "import sys, handlers.worker as h\n"
+        "assert h.handler.prepare()\n"
+        "from tests.handlers.events import LambdaContext\n"
+        "assert 'shout' in h.handler({'control': 'describe'}, LambdaContext())['workflows']\n"
+        f"never = {WORKER_NEVER_LOADS!r}\n"
+        "print(sorted(m for m in sys.modules if m.startswith(tuple(n + '.' for n in never))"
+        " or m in never))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_tracing_on_without_the_xray_sdk_says_how_to_fix_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
