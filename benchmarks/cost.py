@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 
 from benchmarks import provisioned
@@ -51,6 +52,8 @@ INVOCATION_MS = 10.0  # assumed fixed time of a warm invocation outside our code
 # The steady load the provisioned column prices: about 10 million runs a month, evenly.
 STEADY_RUNS_PER_SECOND = 4.0
 PROVISIONED_TARGET = 8.0  # issue 48: the first row, provisioned at a steady load, $/M runs
+ON_DEMAND_TARGET = 17.0  # issue 48: the first row on-demand, its workflow declaring a lifetime
+LIFETIME = timedelta(days=7)  # what the second row's workflow declares
 STEADY = provisioned.template_load(STEADY_RUNS_PER_SECOND)
 ASSUMPTIONS = [
     "prices: us-east-1 list prices (PRICES in benchmarks/cost.py), no free tier",
@@ -101,7 +104,8 @@ def build_app() -> App:
     """The seed workflows and the ten-step shape, on the effect store of the benchmark."""
     from examples.app import app as examples_app
 
-    return App().include(examples_app).include(build_ten_and_sleep())
+    lived = build_ten_and_sleep(LIFETIME, name="ten_and_sleep_lived")
+    return App().include(examples_app).include(build_ten_and_sleep()).include(lived)
 
 
 def _approve(engine: Engine, run_id: str) -> None:
@@ -110,6 +114,15 @@ def _approve(engine: Engine, run_id: str) -> None:
 
 SHAPES = [
     Shape("10 steps + 1 sleep", "ten_and_sleep", {"user": "u1"}, steps=10, waits=1),
+    # The same, declaring a lifetime: its items carry their own TTL, so the purge deletes
+    # nothing (durable.core.lifetime; docs/operations.md, "Declared lifetimes").
+    Shape(
+        "the same, max_lifetime=7 days",
+        "ten_and_sleep_lived",
+        {"user": "u1"},
+        steps=10,
+        waits=1,
+    ),
     Shape(
         "onboarding (4 steps, 3-day sleep)",
         "onboarding",
@@ -191,18 +204,19 @@ def run_shape(endpoint: str, shape: Shape) -> Counted:
 
 def _purged_items(client: Any, table: str, run_id: str) -> int:
     """The items the purge deletes when the run's retention ends: every item of its
-    partition but the run item (TTL deletes that one). Counted as stored, not from the
-    history: a sleep kept in the run item (``durable.core.sleeps``) has no item."""
+    partition but the run item (TTL deletes that one) and those carrying a TTL of their
+    own (a declared lifetime's: TTL deletes them too, for nothing). Counted as stored, not
+    from the history: a sleep kept in the run item (``durable.core.sleeps``) has no item."""
     from durable.adapters.dynamodb_items import RUN_SK, run_pk
 
     request: dict[str, Any] = {
         "TableName": table,
         "KeyConditionExpression": "pk = :pk",
         "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}},
-        "ProjectionExpression": "sk",
+        "ProjectionExpression": "sk, purge_at",
     }
     items = client.query(**request)["Items"]
-    return sum(1 for item in items if item["sk"]["S"] != RUN_SK)
+    return sum(1 for item in items if item["sk"]["S"] != RUN_SK and "purge_at" not in item)
 
 
 def ours(counted: Counted) -> float:
@@ -297,18 +311,28 @@ def main() -> None:
     print("\nassumptions:")
     for line in ASSUMPTIONS:
         print(f"  - {line}")
-    first = rows[0][1]
+    first, lived = rows[0][1], rows[1][1]
+    label = f"{rows[0][0].title}, max_lifetime={LIFETIME.days} days"
+    at_90 = replace(STEADY, utilization=0.9)
     print_figures(
         "targets",
         [
             Figure.at_most(
-                f"{rows[0][0].title}, provisioned at a steady load, $/M runs",
-                ours_provisioned(first) * 1e6,
+                f"{label}: on-demand $/M runs",
+                ours(lived) * 1e6,
+                ON_DEMAND_TARGET,
+                ".2f",
+                note=f"without a declared lifetime {ours(first) * 1e6:.2f}",
+            ),
+            Figure.at_most(
+                f"{label}: provisioned at a steady load, $/M runs",
+                ours_provisioned(lived) * 1e6,
                 PROVISIONED_TARGET,
                 ".2f",
-                note=f"on-demand {ours(first) * 1e6:.2f}; at TargetUtilization=90: "
-                f"{ours_provisioned(first, replace(STEADY, utilization=0.9)) * 1e6:.2f}",
-            )
+                note=f"on-demand {ours(lived) * 1e6:.2f}; at TargetUtilization=90: "
+                f"{ours_provisioned(lived, at_90) * 1e6:.2f}; without a declared lifetime "
+                f"{ours_provisioned(first) * 1e6:.2f}",
+            ),
         ],
     )
 

@@ -53,11 +53,11 @@ PLANNED = [
 LIFETIME = timedelta(days=7)
 
 
-def build_app(lifetime: timedelta | None = None) -> App:
+def build_app(lifetime: timedelta | None = None, name: str = "ten_and_sleep") -> App:
     app = App()
     step = app.step(benchmark_step)
 
-    @app.workflow(name="ten_and_sleep", max_lifetime=lifetime)
+    @app.workflow(name=name, max_lifetime=lifetime)
     def ten_and_sleep(ctx: Context, payload: Any) -> int:
         total = 0
         for i in range(5):
