@@ -176,6 +176,7 @@ POSITIONS: dict[str, str] = {
     "Engine.complete_wait:error": VALUE,
     "Engine.complete_wait:requested_by": VALUE,
     "Engine.complete_wait:position": ADDRESS,
+    "Engine.erase:run_id": ADDRESS,  # reads and deletes; writes nothing
     "Engine.fork:run_id": ADDRESS,
     "Engine.fork:from_step": ADDRESS,
     "Engine.fork:requested_by": VALUE,
