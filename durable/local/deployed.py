@@ -55,6 +55,23 @@ CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "deployed",
     "AWS_SESSION_TOKEN": "deployed",
 }
+
+
+def local_client(service: str, endpoint: str) -> Any:
+    """A client of a local server (DynamoDB Local, moto) with the stack's own credentials,
+    the ones its functions get: never the machine's (a laptop may have none, and
+    `make smoke` must not need any), and the same key as the functions, which DynamoDB
+    Local keeps tables apart by unless it shares one database."""
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name=REGION,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=CREDENTIALS["AWS_SESSION_TOKEN"],
+    )
+
+
 # The template's own time, for the scheduled events: one minute is what EventBridge sends.
 TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
@@ -309,9 +326,9 @@ class DeployedStack:
         self.intrinsics = Intrinsics(
             self.template, {"Stage": self.stage, **(parameters or {})}, self._local_resource
         )
-        self.dynamodb = boto3.client("dynamodb", endpoint_url=dynamodb, region_name=REGION)
+        self.dynamodb = local_client("dynamodb", dynamodb)
         self._moto: dict[str, Any] = {
-            service: boto3.client(service, endpoint_url=moto, region_name=REGION)
+            service: local_client(service, moto)
             for service in ("scheduler", "secretsmanager", "kms", "s3")
         }
         self.clock_file = work / "clock.json"
@@ -515,9 +532,7 @@ class DeployedStack:
         return self.invoke("PurgeFunction", {"Records": [record]})
 
     def _removal(self, table: str, keys: dict[str, Any]) -> dict[str, Any]:
-        streams = boto3.client(
-            "dynamodbstreams", endpoint_url=self.dynamodb_endpoint, region_name=REGION
-        )
+        streams = local_client("dynamodbstreams", self.dynamodb_endpoint)
         arn = self.dynamodb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
         for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
             iterator = streams.get_shard_iterator(

@@ -57,7 +57,9 @@ def functions(stack: Stack) -> list[str]:
 def _events(stack: Stack) -> dict[str, tuple[str, Callable[[], Any]]]:
     """One harmless event per function the template defines (what it is, how to send it)."""
     return {
-        "ApiFunction": ("GET /runs", lambda: _ok_status(stack.api("GET", "/runs"))),
+        # The app's workflows: the app imported, the route table answered. (A bare
+        # GET /runs is refused: runs are listed per workflow.)
+        "ApiFunction": ("GET /workflows", lambda: _ok_status(stack.api("GET", "/workflows"))),
         # The worker's event: {run_id, reason, hop}. A run no ledger holds: it looks
         # in the ledger and finds nothing to do.
         "WorkerFunction": (
@@ -160,6 +162,9 @@ def run(
 
     architecture = host_architecture()
     began = time.perf_counter()
+    # Absolute: each function runs in a process of its own, in a folder of its own, where
+    # the project's relative ``.aws-sam/smoke`` names nothing.
+    project, build_dir = project.resolve(), build_dir.resolve()
     if build:
         say(f"• building for this machine ({architecture}) into {build_dir}…")
         code = sam.run(["build", "--architecture", architecture, "--build-dir", str(build_dir)])

@@ -122,7 +122,15 @@ class FakeStack:
         self._answer("ApiFunction", {"method": method, "path": path, "body": body})
         if method == "POST":
             return 202, {"run_id": "R" * 26}
-        return 200, {"status": "WAITING"} if path.startswith("/runs/") else {"runs": []}
+        if path.startswith("/runs/"):
+            return 200, {"status": "WAITING"}
+        if path == "/workflows":
+            return 200, {"workflows": []}
+        # As the API answers: runs are listed per workflow (or by attention) only; the
+        # smoke's GET /runs failed on the real stack, never here, until this said so.
+        if path.startswith("/runs") and "workflow=" not in path and "attention" not in path:
+            return 400, {"error": {"type": "MissingFilter", "field": "workflow"}}
+        return 200, {"runs": []}
 
     def sweep(self) -> Any:
         return self._answer("SweeperFunction", {"detail-type": "Scheduled Event"})
@@ -224,3 +232,38 @@ def test_the_project_has_make_smoke(tmp_path: Path) -> None:
         check=True,
     )
     assert "-m durable.local.smoke --workflow 'greet' --input '{\"name\": \"Ada\"}'" in done.stdout
+
+
+def test_smoke_hands_its_stack_the_build_folder_as_an_absolute_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``make smoke`` names the build folder relative to the project (``.aws-sam/smoke``);
+    the stack runs each function in a process of its own in another folder, where that
+    relative path named nothing: every handler failed with "No module named 'handlers'"
+    in a real ``make smoke`` from a project made by ``durable init``."""
+    from durable.local import deployed
+
+    monkeypatch.setattr(sam, "run", lambda args: 0)
+    monkeypatch.setattr(sam, "find_runtime_python", lambda: Path("/opt/py/bin/python3.12"))
+    monkeypatch.setattr(deployed, "host_architecture", lambda: "x86_64")
+    made: list[Path] = []
+
+    def fake_stack(build: Path, dynamodb: str, moto: str, python: str, work: Path) -> Any:
+        made.append(build)
+        return FakeStack()
+
+    class Servers:
+        def __init__(self, dev: Any) -> None:
+            pass
+
+        def __enter__(self) -> tuple[str, str]:
+            return "http://moto", "http://moto"
+
+        def __exit__(self, *_: object) -> None:
+            return None
+
+    monkeypatch.setattr(smoke, "_stack", fake_stack)
+    monkeypatch.setattr(smoke, "_servers", Servers)
+    monkeypatch.chdir(tmp_path)
+    smoke.run(Path("."), smoke.BUILD_DIR, say=lambda _: None)
+    assert made == [tmp_path / ".aws-sam" / "smoke"]
