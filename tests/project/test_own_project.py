@@ -33,7 +33,6 @@ from pathlib import Path
 import pytest
 
 from durable.local.harness import with_default_sigint
-from infra.local.deployed_stack import build_for_host
 from infra.lock import LOCK, installed, pins
 from tests.conftest import StackFactory
 from tests.deployed import journeys
@@ -498,9 +497,18 @@ def _deployed(steps: Steps, project: Path, venv: Path, stacks: StackFactory) -> 
     from its built folder in a bare python3.12: the API starts a run, the worker steps it,
     an approval through the API, a lost timer found by the sweeper, children, a start by an
     EventBridge event, the deploy gate, the purge after retention (issue 30)."""
+    # The project's own recipe (issue 46, item 5): make smoke builds for this machine into
+    # .aws-sam/smoke and sends each built function an event in a bare python3.12, then
+    # starts a run through the built API; that build then serves the journeys below.
+    out = steps.run(
+        "make smoke",
+        ["make", "smoke", f"VENV={venv}", "WORKFLOW=greet", 'INPUT={"name": "Ada"}'],
+        project,
+    )
+    assert "• 7 of 7 checks passed" in out, out[-3000:]
+    assert "✓ a run of greet:" in out
     began = time.perf_counter()
-    sam = [str(venv / "bin" / "durable"), "sam"]
-    build = build_for_host(project / "template.yaml", project / ".host-build", sam, env=steps.env)
+    build = project / ".aws-sam" / "smoke"
     locked = pins(LOCK.read_text())
     built = installed(build / "WorkerFunction")
     assert built.pop("durable-lambda") == "0.1.0"  # the library, from the wheel
