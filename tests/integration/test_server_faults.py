@@ -100,6 +100,8 @@ LEDGER_CALLS: dict[str, Callable[[Any], object]] = {
     "get_run": lambda ledger: ledger.get_run("RUN1"),
     "load": lambda ledger: ledger.load("RUN1"),
     "purge_leftovers": lambda ledger: ledger.purge_leftovers("RUN1", before=t(0)),
+    # An erasure's last write: refused here (RUN1 was created at another time, and runs).
+    "delete_run": lambda ledger: ledger.delete_run("RUN1", created_at=t(-1)),
     "claim": lambda ledger: ledger.claim(
         "RUN1", "w1", now=t(10), lease_until=t(70), stale_before=t(5)
     ),
@@ -287,6 +289,7 @@ def test_every_call_is_valid_without_faults(dynamodb_client: Any, make_tables: M
     results = {name: call(ledger) for name, call in LEDGER_CALLS.items()}
     assert results["claim"] is not None and results["claim_trigger"] is True
     assert results["purge_leftovers"] == 0  # nothing of RUN1 is older than its creation
+    assert results["delete_run"] is False and ledger.get_run("RUN1") is not None
     assert results["write_gate"] is True
     assert results["read_gate"] == GateState(holders=("RUN1",), version=1)
     assert results["operate (reopening a step)"] is False  # the step is DONE, not TERMINAL_FAILED
