@@ -39,6 +39,11 @@ from durable.errors import InvalidCursor, StorageError
 LISTING_INDEX, ATTENTION_INDEX = "listing-index", "attention-index"
 # BatchGetItem's most keys, and how often keys DynamoDB leaves unprocessed are asked again.
 _BATCH_GET, _BATCH_GET_ROUNDS, _BATCH_GET_PAUSE = 100, 8, 0.05
+# The most index entries one page looks at. A listing that filters (a status, a version)
+# reads each entry's run item to decide, so a rare status among many ended runs would read
+# them all in one request: the API's time and the read units grow with the table. Past
+# this a page ends short, with a cursor, as a DynamoDB query with a filter does.
+MAX_EXAMINED = 1000
 # A cursor names the listing it came from, and where it stopped in each shard: after the
 # entry ``[run id, sort key]``, not started (None) or at the shard's end (False).
 Position = list[str] | None | bool
@@ -171,10 +176,13 @@ class ListingMixin(TableBase):
                 shard.start = _start_key(listing, shard.partition, shard.at)
         chunk = max(4, 2 * -(-limit // len(shards)))  # a shard's share of a page, twice over
         items: list[RunRecord] = []
-        while len(items) < limit:
-            taken = self._take(listing, shards, limit - len(items), chunk)
+        examined = 0
+        while len(items) < limit and examined < MAX_EXAMINED:
+            want = min(limit - len(items), MAX_EXAMINED - examined)
+            taken = self._take(listing, shards, want, chunk)
             if not taken:
                 break
+            examined += len(taken)
             runs = (
                 [item_to_run(raw) for raw in taken]
                 if listing.index == ATTENTION_INDEX

@@ -543,6 +543,26 @@ def test_a_cursor_pages_through_a_listing_in_its_order_whatever_its_shards(ledge
             ledger.list_runs(**listing, cursor="not-a-cursor")
 
 
+def test_a_filtered_page_looks_at_a_bounded_number_of_runs(
+    ledger: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GIVEN two failed runs behind many succeeded ones (a rare status among ended runs)
+    WHEN the failed ones are listed THEN no page looks at more than the listing's bound of
+    entries (on DynamoDB each one is a read of its run item: one request would otherwise
+    read the whole workflow); a short page carries a cursor, and the walk still gives
+    both, in order."""
+    from durable.adapters import dynamodb_listing
+
+    monkeypatch.setattr(dynamodb_listing, "MAX_EXAMINED", 4)
+    for i in range(14):
+        ledger.create_run(make_run(f"R{i:02d}", created_at=t(i), updated_at=t(i)))
+        _finish(ledger, f"R{i:02d}", "FAILED" if i < 2 else "SUCCEEDED", 100 + i)
+    first = ledger.list_runs(workflow="wf", status="FAILED", limit=10)
+    if isinstance(ledger, dynamodb_listing.ListingMixin):
+        assert first.items == [] and first.cursor is not None  # 4 looked at, none failed
+    assert _walk(ledger, 10, workflow="wf", status="FAILED") == ["R01", "R00"]
+
+
 # --- leftovers of an expired run under a reused id ----------------------------------
 
 
