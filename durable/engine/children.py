@@ -19,7 +19,7 @@ forget, or a parent canceled meanwhile) is not woken.
 A worker can stop between the child's end and its report (or between the report and the
 wake-up): the outcome is in the child's run item, and nobody tells the parent. So the
 parent that waits for a child does not wait for ever: it suspends due at its next look
-(``report_look_due``: after as long again as it has waited, from one minute to an hour),
+(``report_look_due``: after as long again as it has waited, from one minute to a day),
 and a wake-up by that due time (the sweeper's, or a timer's) looks at each child whose
 record has waited that minute (``look_for_ends``) and settles the record from the
 child's end. A report that comes first leaves the look nothing to do; a look that
