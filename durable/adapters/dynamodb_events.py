@@ -132,8 +132,11 @@ class EventsMixin(TableBase):
             self._replace_pending(step, token_hash, now, shown, "a heartbeat of")
         except RunFinished as refused:
             # Refused for the run's text alone (the run parked again since it was read,
-            # and its worker wrote what is true now): the wait moves all the same.
-            if refused.current is None or refused.current.terminal:
+            # and its worker wrote what is true now): the wait moves all the same. The
+            # refusal carries the run item where the server returns it (DynamoDB does; an
+            # older moto leaves it out of a transaction's reasons): else it is read.
+            current = refused.current or self.get_run(step.run_id)
+            if current is None or current.terminal:
                 raise
             self._replace_pending(step, token_hash, now, still_going, "a heartbeat of")
 
