@@ -11,9 +11,7 @@ status is read from the ``open#`` phase only, a finished one from ``done#``:
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import time
 from collections import deque
 from collections.abc import Callable
@@ -21,7 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from durable.adapters.dynamodb_items import RUN_SK, item_to_run, run_pk
-from durable.adapters.dynamodb_support import BAD_CURSOR, Expr, n, s, storage_error
+from durable.adapters.dynamodb_support import (
+    BAD_CURSOR,
+    Expr,
+    cursor_data,
+    cursor_text,
+    n,
+    s,
+    storage_error,
+)
 from durable.adapters.dynamodb_table import TableBase
 from durable.core.leases import (
     OPEN_LISTING,
@@ -289,8 +295,7 @@ def _encode(listing: _Listing, shards: list[_Shard]) -> str:
             at.append(shard.at[1] if listing.keyed_by_run else shard.at)
         else:
             at.append(None)
-    data = {"l": listing.name, "at": at}
-    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode()
+    return cursor_text({"l": listing.name, "at": at})
 
 
 def _decode(cursor: str | None, listing: _Listing) -> list[Position]:
@@ -299,10 +304,7 @@ def _decode(cursor: str | None, listing: _Listing) -> list[Position]:
     fresh: list[Position] = [None] * len(listing.partitions)
     if not cursor:
         return fresh
-    try:
-        data: Any = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InvalidCursor(BAD_CURSOR) from e
+    data = cursor_data(cursor)
     if not isinstance(data, dict) or set(data) != {"l", "at"} or data["l"] != listing.name:
         raise InvalidCursor(BAD_CURSOR)
     at = data["at"]

@@ -63,10 +63,21 @@ def n(number: int) -> dict[str, Any]:
     return {"N": str(number)}
 
 
+def cursor_text(data: Any) -> str:
+    """A cursor's form on the wire: compact JSON in URL-safe base64 (a query string's)."""
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode()
+
+
+def cursor_data(cursor: str) -> Any:
+    """What ``cursor_text`` wrote; ``InvalidCursor`` for text it cannot have written."""
+    try:
+        return json.loads(base64.urlsafe_b64decode(cursor.encode()))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise InvalidCursor(BAD_CURSOR) from e
+
+
 def encode_cursor(key: dict[str, Any] | None) -> str | None:
-    if not key:
-        return None
-    return base64.urlsafe_b64encode(json.dumps(key, separators=(",", ":")).encode()).decode()
+    return cursor_text(key) if key else None
 
 
 BAD_CURSOR = "cursor is not one this listing returned; start again without it"
@@ -81,10 +92,7 @@ def decode_cursor(
     DynamoDB refuses."""
     if not cursor:
         return None
-    try:
-        data: Any = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise InvalidCursor(BAD_CURSOR) from e
+    data = cursor_data(cursor)
     if not isinstance(data, dict) or set(data) != set(keys):
         raise InvalidCursor(BAD_CURSOR)
     for name, value in data.items():

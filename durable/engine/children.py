@@ -423,16 +423,14 @@ def look_for_ends(x: ExecutionParts, records: list[StepRecord]) -> list[StepReco
         if child is not None and not child.terminal:
             continue  # running: its report will come
         if child is None:
-            # Its retention ended before this look (a look comes within an hour of the
-            # lost report, a retention lasts days: a sweeper stopped that long): the
-            # outcome is gone, and waiting for it would be for ever.
-            ended = replace(
+            # Its retention ended before this look (a sweeper stopped for longer than
+            # the retention, or a look due after it): the outcome is gone, and waiting
+            # for it would be for ever.
+            ended = _gone(
+                x,
                 rec,
-                status=StepStatus.TERMINAL_FAILED,
-                error_type="ChildGone",
-                error_summary=f"child run {child_id} ended and no longer exists (its "
-                "retention ended before its parent took its outcome)",
-                updated_at=x.now_text(),
+                "ended and no longer exists (its retention ended before its parent "
+                "took its outcome)",
             )
         else:
             log.info("child run %s ended without its report reaching its parent", child_id)
@@ -489,6 +487,17 @@ def child_of(rec: StepRecord) -> str:
     return str((rec.detail or {}).get("child", ""))
 
 
+def _gone(x: ExecutionParts, rec: StepRecord, why: str) -> StepRecord:
+    """``rec`` failed for good with ``ChildGone``: its child's run item no longer exists."""
+    return replace(
+        rec,
+        status=StepStatus.TERMINAL_FAILED,
+        error_type="ChildGone",
+        error_summary=f"child run {child_of(rec)} {why}",
+        updated_at=x.now_text(),
+    )
+
+
 def _reopened(x: ExecutionParts, rec: StepRecord) -> StepRecord:
     """A child record an operator's retry of the parent reopened (the child had failed):
     retry the child too when it can be, and wait for it again; settle the record from
@@ -498,15 +507,14 @@ def _reopened(x: ExecutionParts, rec: StepRecord) -> StepRecord:
     child = x.ledger.get_run(child_id)
     if child is None:
         # Its retention ended and its run item expired: nothing is left to wait for.
-        gone = replace(
-            rec,
-            status=StepStatus.TERMINAL_FAILED,
-            error_type="ChildGone",
-            error_summary=f"child run {child_id} no longer exists (its retention ended); "
-            "fork this run from an earlier step to start the child again",
-            updated_at=x.now_text(),
+        return x.write_fenced(
+            _gone(
+                x,
+                rec,
+                "no longer exists (its retention ended); fork this run from an "
+                "earlier step to start the child again",
+            )
         )
-        return x.write_fenced(gone)
     if child.status == RunStatus.FAILED and not child.compensated:
         try:
             engine.retry(child_id, requested_by=f"run {x.run.run_id}")
