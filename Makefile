@@ -104,11 +104,15 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# Both tiers spread their tests over the machine's cores (pytest-xdist): on CI's two cores the
+# unit tier takes about 6 minutes instead of 10. PYTEST_WORKERS=0 runs them in one process
+# (a debugger, or output printed as it comes).
+PYTEST_WORKERS ?= auto
 unit: $(STAMP)
-	$(BIN)/pytest -m unit
+	$(BIN)/pytest -m unit -n $(PYTEST_WORKERS)
 
 integration: $(STAMP)
-	$(BIN)/pytest -m integration
+	$(BIN)/pytest -m integration -n $(PYTEST_WORKERS)
 
 # The simulation (tests/simulation) for longer than the unit tier's budget, from a fresh
 # first seed (the summary prints the seeds; SIM_SEED_START picks one): SOAK_SECONDS long.
