@@ -1,9 +1,17 @@
-"""The AWS ports of a deployment, built from ``Settings``: boto3 clients and adapters.
+"""The AWS ports of a deployment, built from ``Settings``: botocore clients and adapters.
 
-Clients are created on first use: a boto3 client costs tens of milliseconds to build
-(the Lambda client about 100 ms), and most invocations never call most services (a worker
-that suspends never invokes Lambda). Secrets go through Powertools parameters, cached
-for ``SECRET_MAX_AGE`` so rotation reaches warm containers.
+Clients are created on first use: a client costs tens of milliseconds to build (the Lambda
+client about 100 ms), and most invocations never call most services (a worker that
+suspends never invokes Lambda). Secrets go through Powertools parameters, cached for
+``SECRET_MAX_AGE`` so rotation reaches warm containers.
+
+The clients come from a botocore session, not boto3's: a boto3 client *is* a botocore
+client (``boto3.client`` calls ``create_client`` on the botocore session it wraps, and
+adds only resources and S3's transfer methods, which nothing here uses), but importing
+boto3 also loads its resource machinery and s3transfer, which loads ``multiprocessing``:
+about a sixth of ``import boto3`` + a DynamoDB client, paid by every cold start for
+nothing (issue 47, ``benchmarks.cold_start``). boto3 is still installed: Powertools'
+idempotency layer imports it, when an app first uses it.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from durable.runtime import Services
 from durable.settings import Settings
 
 if TYPE_CHECKING:
-    import boto3
+    import botocore.session
 
     from durable.adapters.scheduler import SchedulerRecurring
     from durable.runtime import SecretSource
@@ -68,7 +76,7 @@ def client_options(settings: Settings | None = None, **overrides: Any) -> dict[s
 
 
 class LazyClient:
-    """A boto3 client created on its first attribute access (thread-safe)."""
+    """A botocore client created on its first attribute access (thread-safe)."""
 
     def __init__(self, factory: Callable[[], Any]) -> None:
         self._factory = factory
@@ -110,11 +118,11 @@ class LazyClient:
         return getattr(self.botocore_client(), name)
 
 
-def aws_services(settings: Settings, session: boto3.session.Session | None = None) -> Services:
-    import boto3
+def aws_services(settings: Settings, session: botocore.session.Session | None = None) -> Services:
     from botocore.config import Config
+    from botocore.session import get_session
 
-    own = session or boto3.session.Session()
+    own = session or get_session()
     # Every client this composition makes, for ``after_restore``.
     clients: list[LazyClient] = []
 
@@ -125,7 +133,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
 
     def client(service: str, **options: Any) -> Any:
         config = Config(**client_options(settings, **options))
-        return lazy(lambda: own.client(service, config=config))  # type: ignore[call-overload]
+        return lazy(lambda: own.create_client(service, config=config))
 
     # Every DynamoDB request reports the units it consumed to the meter: each
     # invocation's run records what it used (``durable.core.usage``).
@@ -133,7 +141,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
 
     def watched_dynamodb() -> Any:
         config = Config(**client_options(settings, **DYNAMODB_CLIENT_OPTIONS))
-        made = own.client("dynamodb", config=config)
+        made = own.create_client("dynamodb", config=config)
         dynamodb_units.watch(made, meter)
         return item_boundary.install(made)
 
@@ -177,11 +185,7 @@ def aws_services(settings: Settings, session: boto3.session.Session | None = Non
         invoker=LambdaInvoker(cast(Any, client("lambda")), worker),
         nonces=DynamoNonceStore(dynamodb, settings.idempotency_table),
         timers=timers,
-        secrets=secrets_manager(
-            lazy(
-                lambda: own.client("secretsmanager", config=Config(**client_options(settings)))
-            ).botocore_client
-        ),
+        secrets=secrets_manager(client("secretsmanager").botocore_client),
         idempotency=lambda: _persistence(settings, own, lazy),
         keys=_keys(settings, client),
         # Asked while an API request waits: a short timeout, no retries (unknown = start).
@@ -276,7 +280,7 @@ def secrets_manager(factory: Callable[[], Any]) -> SecretSource:
 
 def _persistence(
     settings: Settings,
-    session: boto3.session.Session,
+    session: botocore.session.Session,
     lazy: Callable[[Callable[[], Any]], LazyClient] = LazyClient,
 ) -> Any:
     """Powertools' DynamoDB layer on the idempotency table (imported when first needed),
@@ -286,7 +290,9 @@ def _persistence(
 
     # Made here, not by Powertools, so its requests cross the stored-bytes rule as well:
     # the records it writes (a webhook's answer) are in the same table as the effects.
-    made = lazy(lambda: session.client("dynamodb", config=Config(**client_options(settings))))
+    made = lazy(
+        lambda: session.create_client("dynamodb", config=Config(**client_options(settings)))
+    )
     return DynamoDBPersistenceLayer(
         table_name=settings.idempotency_table,
         boto3_client=item_boundary.install(made.botocore_client()),

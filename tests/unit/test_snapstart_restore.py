@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
+import botocore.session
 import pytest
 
 from durable.adapters.aws_services import LazyClient
@@ -149,7 +149,9 @@ def test_the_aws_composition_makes_its_store_client_at_init_and_closes_it_on_res
     from durable.adapters.aws_services import aws_services
 
     monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "snap-start")
-    services = aws_services(SETTINGS, boto3.session.Session(region_name="us-east-1"))
+    session = botocore.session.get_session()
+    session.set_config_variable("region", "us-east-1")
+    services = aws_services(SETTINGS, session)
     handler = worker_handler(
         workflows.app, SETTINGS, services=services, compose_at_init=composes_at_init()
     )

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.session
 import pytest
 from pydantic import BaseModel, SecretStr
 
@@ -444,10 +445,9 @@ def test_powertools_persistence_layer_writes_through_the_hook(
     from durable.settings import Settings
 
     _, idem = make_tables(aws_client("dynamodb", None))
-    layer = _persistence(
-        Settings.model_construct(idempotency_table=idem),
-        boto3.session.Session(region_name="us-east-1"),
-    )
+    session = botocore.session.get_session()
+    session.set_config_variable("region", "us-east-1")
+    layer = _persistence(Settings.model_construct(idempotency_table=idem), session)
     layer.client.put_item(TableName=idem, Item={"id": {"S": "hook#1"}, "data": {"S": URL}})
     items = scan(aws_client("dynamodb", None), idem)
     assert len(items) == 1 and TOKEN not in json.dumps(items)
