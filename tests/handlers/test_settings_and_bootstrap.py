@@ -121,7 +121,8 @@ def test_a_composed_handler_loads_nothing_the_lambda_package_lacks(function: str
 # dev, the events handler's SQS and EventBridge parsing, the project scaffold, the test
 # kit, the YAML and JSON Schema readers; for an app with no schedule and no webhook, the
 # schedules' engine and the senders' checks; the adapters of services the stack does not
-# configure.
+# configure; boto3 itself (its resources and s3transfer), the deployment's clients being
+# botocore's.
 WORKER_NEVER_LOADS = (
     "durable.api",
     "durable.console",
@@ -138,6 +139,8 @@ WORKER_NEVER_LOADS = (
     "durable.adapters.scheduler",
     "durable.adapters.kms",
     "durable.adapters.s3_payloads",
+    "boto3",
+    "s3transfer",
 )
 
 
