@@ -79,6 +79,7 @@ from durable.errors import (
 
 if TYPE_CHECKING:
     from durable.core.callables import WorkflowDef
+    from durable.core.ports import LedgerReads
     from durable.engine.engine_parts import EngineParts
     from durable.engine.execution_parts import ExecutionParts
 
@@ -106,9 +107,12 @@ ATTACHED_LOOK_MAX = timedelta(minutes=15)
 # more than the transaction this design saves (6 units a child).
 REPORT_LOOK_MIN = timedelta(minutes=1)
 REPORT_LOOK_MAX = timedelta(days=1)
-# The wake-ups a parent's due time brings: only those look (a report's wake-up, or a
-# worker going on in the same invocation, has news and no reason to).
-_LOOKING_REASONS = frozenset({"timer", "sweep"})
+# The wake-ups a parent's due time brings, and the one a child's retried invocation sends
+# when it finds the child ended and its parent still waiting (``parent_to_wake``): only
+# those look (a report's wake-up, or a worker going on in the same invocation, has news
+# and no reason to).
+LOOK_REASON = "look"
+_LOOKING_REASONS = frozenset({"timer", "sweep", LOOK_REASON})
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +393,35 @@ def await_child(
     raise x.suspend(report_look_due(rec, x.clock.now()), replayed=True)
 
 
+def parent_to_wake(ledger: LedgerReads, run_id: str) -> str | None:
+    """The parent to wake with ``LOOK_REASON`` for a run a worker could not claim: when
+    the run is a child that has ended and its parent's record still waits for it, its
+    report was lost (or is landing right now); else None.
+
+    Why here: a child's end and its report are separate writes, and a worker stopped
+    between them is the invocation Lambda retries about a minute later. That retry cannot
+    claim the ended child; without this, the end waited for the parent's own next look,
+    which after a day's wait is up to a day away. With it, the retry heals the loss within
+    about a minute. Costs a busy claim one read of the run item (and a running child
+    nothing more); a report that landed meanwhile is found settled and wakes nothing, one
+    landing right now races the parent's look, which settles nothing a report settled
+    first (``look_for_ends``)."""
+    run = ledger.get_run(run_id)
+    if run is None or not run.terminal or run.parent is None:
+        return None
+    parent_id, position = parse_link(run.parent)
+    rec = ledger.get_step(parent_id, position)
+    if (
+        rec is None
+        or rec.kind != StepKind.CHILD
+        or rec.status != StepStatus.WAITING
+        or is_attached(rec)
+        or child_of(rec) != run_id
+    ):
+        return None
+    return parent_id
+
+
 def report_look_due(rec: StepRecord, now: datetime) -> str:
     """When a parent waiting since ``rec`` was written looks at its child next, should
     no report wake it first: after as long again as it has waited, within
@@ -418,7 +451,7 @@ def look_for_ends(x: ExecutionParts, records: list[StepRecord]) -> list[StepReco
             continue
         child_id = child_of(rec)
         child = x.ledger.get_run(child_id)
-        if child is not None and child.parent != link(x.run.run_id, rec.position):
+        if child is not None and _later_run(x, rec, child):
             child = None  # a keyed id's next run, started elsewhere: this one is gone
         if child is not None and not child.terminal:
             continue  # running: its report will come
@@ -437,6 +470,18 @@ def look_for_ends(x: ExecutionParts, records: list[StepRecord]) -> list[StepReco
             ended = _settled_from(rec, child, x.now_text())
         settled.append(x.write_fenced(ended))
     return settled
+
+
+def _later_run(x: ExecutionParts, rec: StepRecord, child: RunRecord) -> bool:
+    """Whether ``child``, the run now under the id ``rec`` names, is a later run than the
+    one ``rec`` waits for: one started elsewhere after the record was written (the run it
+    named ended, expired, and its key was used again). Not this run's child, and newer
+    than the record: a keyed run this run adopted (started by an operator or another
+    parent, and waited for again after an operator's retry of this run reopened the
+    record, ``_reopened``) is older than the record, and its end is this record's."""
+    if child.parent == link(x.run.run_id, rec.position):
+        return False
+    return parse_time(child.created_at) > parse_time(rec.updated_at)
 
 
 def is_attached(rec: StepRecord) -> bool:

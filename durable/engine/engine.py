@@ -62,7 +62,7 @@ from durable.core.tokens import refuse_token
 from durable.core.write_boundary import WriteBoundary
 from durable.engine import events, keys, lineage, operations
 from durable.engine.admission import Admission
-from durable.engine.children import check_if_running
+from durable.engine.children import LOOK_REASON, check_if_running, parent_to_wake
 from durable.engine.determinism import Guard, NoGuard
 from durable.engine.effects import Effects
 from durable.engine.endings import FINISHED, Endings, LifetimeExceeded, Outcome
@@ -419,6 +419,17 @@ class Engine:
             wf = None
         self.admission.leave(run, self.admission.limit_of(wf, run))
 
+    def _busy(self, run_id: str) -> Outcome:
+        """A run this worker could not claim (running elsewhere, ended or missing). An
+        ended child whose parent still waits for it had its report lost: this is the
+        invocation Lambda retries after such a loss, so the parent is woken to look now
+        (``durable.engine.children.parent_to_wake``)."""
+        parent_id = parent_to_wake(self.ledger, run_id)
+        if parent_id is not None:
+            log.info("child run %s ended without its report; waking %s", run_id, parent_id)
+            self.invoke_worker(parent_id, LOOK_REASON)
+        return Outcome(run_id, "busy")
+
     def _resume(
         self,
         run_id: str,
@@ -447,7 +458,7 @@ class Engine:
             due_at=format_time(now + lease + self.config.clock_skew),
         )
         if claim is None:
-            return Outcome(run_id, "busy")
+            return self._busy(run_id)
         claimed.append(claim.run)
         if nothing_recorded_yet(claim.run):
             history: RunHistory | None = RunHistory(claim.run, {}, [])

@@ -38,6 +38,7 @@ from durable.core.model import (
 from durable.core.ports import ChildReport, ConditionFailed, Invocation, RunGuard
 from durable.core.retention import incarnation, visible_history
 from durable.core.tokens import token_hash
+from durable.engine.children import LOOK_REASON
 from durable.engine.engine import Engine
 from durable.engine.engine_parts import Reuse
 from durable.engine.sweeper import SweepReport
@@ -126,6 +127,9 @@ class Settings:
     # ``coverage.FEATURES`` is some seed's focus, so pairs meet within the budget.
     focus: frozenset[str] = frozenset()
     tour: str = ""  # the rare operations this schedule carries out (``scripts.TOURS``)
+    # Lambda's retries of an invocation whose worker died (SIM_LAMBDA_RETRIES=1): off in
+    # the unit tier's budget until the seeds they found are settled (docs/testing.md).
+    lambda_retries: bool = False
 
     def weight(self, kind: str) -> float:
         return dict(self.weights)[kind]
@@ -225,6 +229,7 @@ class World:
         self.requests = 0
         self.crashes = 0
         self.raised: dict[str, int] = {}  # run id -> errors that escaped resume
+        self.retried: dict[tuple[str, str, int], int] = {}  # event -> Lambda's retries of it
 
     # --- bookkeeping -------------------------------------------------------------------
 
@@ -315,6 +320,8 @@ class World:
 
     def drain_invoker(self) -> None:
         while (item := self.invoker.pop()) is not None:
+            if item.reason == LOOK_REASON:
+                self.journal.produced["a parent woken to look by its child's retry"] += 1
             self.pool.append((item.run_id, item.reason, item.hop))
         for run_id in self.journal.runs_seen:
             self.know(run_id)
@@ -361,6 +368,14 @@ class World:
             try:
                 engine.resume(run_id, invocation, hop, reason)
             except SimulatedCrash:
+                # Lambda retries an asynchronous invocation that failed, twice at most
+                # (about a minute, then two, later): the same event again. A retry that
+                # finds its child ended wakes a parent its lost report left waiting.
+                event = (run_id, reason, hop)
+                if self.settings.lambda_retries and self.retried.get(event, 0) < 2:
+                    self.retried[event] = self.retried.get(event, 0) + 1
+                    self.pool.append(event)
+                    self.journal.produced["an invocation retried after its worker died"] += 1
                 raise
             except BaseException as error:  # a control-flow signal escaping is a bug too
                 self.raised[run_id] = self.raised.get(run_id, 0) + 1

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durable import App, ChildHandle, Context, RunStatus, StepStatus
+from durable import App, ChildHandle, Context, RunStatus, StepStatus, TerminalError
 from durable.core.model import StepKind, StepRecord, format_time, parse_time
 from durable.engine.children import REPORT_LOOK_MAX, REPORT_LOOK_MIN, report_look_due
 from durable.testing import LocalRunner
@@ -27,6 +27,17 @@ def make_app() -> App:
     @app.workflow
     def waits(ctx: Context) -> int:
         handle: ChildHandle[int] = ctx.start_child(slow, 3)
+        result: int = handle.result()
+        return result
+
+    @app.workflow
+    def day_long(ctx: Context, n: int) -> int:
+        ctx.sleep(timedelta(days=1))
+        return n + 1
+
+    @app.workflow
+    def waits_a_day(ctx: Context) -> int:
+        handle: ChildHandle[int] = ctx.start_child(day_long, 41)
         result: int = handle.result()
         return result
 
@@ -79,6 +90,53 @@ def test_a_distributed_map_finds_every_end_whose_report_was_lost() -> None:
     assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "[0,1,4,9,16]")
 
 
+def test_the_retried_invocation_of_a_child_whose_report_was_lost_wakes_its_parent() -> None:
+    """GIVEN a day-long child whose worker stopped between its end and its report (Lambda
+    retries that asynchronous invocation about a minute later) WHEN the retry finds the
+    child ended THEN its parent, whose record still waits, is woken to look at once: the
+    end is taken within the minute, not at the parent's next look (hours away after a
+    day's wait)."""
+    runner = LocalRunner(make_app())
+    lost: list[str] = []
+    lose_reports(runner, lost)
+    run = runner.start("waits_a_day")
+    runner.advance(days=1, seconds=1)
+    assert len(lost) == 1
+    waiting = runner.get_run(run.run_id)
+    assert waiting.status == RunStatus.WAITING
+    next_look = parse_time(waiting.due_at or "")
+    assert next_look - runner.clock.now() > timedelta(hours=6)
+
+    runner.advance(minutes=1)
+    retried = runner.engine.resume(lost[0], reason="timer")  # Lambda's retry
+    assert retried.result == "busy"  # the child ended: nothing of it to run again
+    runner.run_until_idle()
+    parent = runner.get_run(run.run_id)
+    assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "42")
+
+
+def test_a_retried_invocation_of_an_ended_child_whose_report_landed_wakes_nothing() -> None:
+    """The same retry after a report that did land (or of a run that is no child) reads
+    and invokes nothing more: the parent is not woken for nothing."""
+    runner = LocalRunner(make_app())
+    run = runner.start("waits")
+    runner.advance(minutes=10, seconds=1)
+    assert runner.get_run(run.run_id).status == RunStatus.SUCCEEDED
+    (record,) = runner.history(run.run_id)
+    child = str((record.detail or {})["child"])
+    invoked: list[tuple[str, str]] = []
+    real = runner.engine.invoke_worker
+
+    def watched(run_id: str, reason: str, hop: int = 0) -> None:
+        invoked.append((run_id, reason))
+        real(run_id, reason, hop)
+
+    runner.engine.invoke_worker = watched  # type: ignore[method-assign]
+    assert runner.engine.resume(child, reason="timer").result == "busy"
+    assert runner.engine.resume(run.run_id, reason="timer").result == "busy"
+    assert invoked == []
+
+
 def test_a_parent_waiting_for_a_child_is_due_at_its_next_look() -> None:
     """Not waiting on nothing: the due time (no timer; the sweeper's pass) is when it
     looks at the child should no report come first. The report still wakes it at once."""
@@ -117,3 +175,47 @@ def test_the_looks_thin_out_as_the_wait_grows() -> None:
     assert looks(timedelta(hours=1)) == 6
     assert looks(timedelta(days=1)) == 11
     assert looks(timedelta(days=3)) == 13
+
+
+def test_a_keyed_child_adopted_then_retried_with_its_adopter_is_not_taken_for_gone() -> None:
+    """GIVEN a keyed child started by one parent, failed, adopted (failed) by a second
+    parent, then retried by an operator's retry of that second parent (which waits for it
+    again) WHEN the child succeeds (its report goes to the parent that started it) THEN the
+    second parent's look settles its record from the child's end: it is the run the
+    record named, not a later run under the key (explorer seed 468, found with the
+    child's retried invocation waking parents)."""
+    app = App()
+    failing = {"now": True}
+
+    @app.step
+    def work(n: int) -> int:
+        if failing["now"]:
+            raise TerminalError("not yet")
+        return n * 2
+
+    @app.workflow
+    def keyed(ctx: Context, n: int) -> int:
+        return work(n)
+
+    @app.workflow
+    def uses_key(ctx: Context) -> int:
+        result: int = ctx.run_child(keyed, 21, id="shared")
+        return result
+
+    runner = LocalRunner(app)
+    first = runner.start("uses_key")
+    runner.run_until_idle()
+    second = runner.start("uses_key")  # the key's run has failed: adopted, failed
+    runner.run_until_idle()
+    assert runner.get_run(first.run_id).status == RunStatus.FAILED
+    assert runner.get_run(second.run_id).status == RunStatus.FAILED
+    (adopted,) = runner.history(second.run_id)
+    child_id = str((adopted.detail or {})["child"])
+    assert runner.get_run(child_id).parent != f"{second.run_id}@{adopted.position}"
+
+    failing["now"] = False
+    runner.engine.retry(second.run_id)  # reopens the record and retries the child
+    runner.advance(hours=1)
+    assert runner.get_run(child_id).status == RunStatus.SUCCEEDED
+    parent = runner.get_run(second.run_id)
+    assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "42")
