@@ -79,6 +79,7 @@ from durable.errors import (
     InvalidState,
     LeaseLost,
     RunNotFound,
+    StorageError,
     WorkflowNotFound,
 )
 
@@ -424,7 +425,14 @@ class Engine:
         ended child whose parent still waits for it had its report lost: this is the
         invocation Lambda retries after such a loss, so the parent is woken to look now
         (``durable.engine.children.parent_to_wake``)."""
-        parent_id = parent_to_wake(self.ledger, run_id)
+        try:
+            # States only, never values: a busy claim fetches no object (and an erasure
+            # may have deleted them). Best effort: a failed read leaves the parent's own
+            # look to find the end.
+            parent_id = parent_to_wake(self.claims.unresolved(), run_id)
+        except StorageError:
+            log.warning("could not read run %s after a refused claim", run_id, exc_info=True)
+            parent_id = None
         if parent_id is not None:
             log.info("child run %s ended without its report; waking %s", run_id, parent_id)
             self.invoke_worker(parent_id, LOOK_REASON)
