@@ -219,3 +219,78 @@ def test_a_keyed_child_adopted_then_retried_with_its_adopter_is_not_taken_for_go
     assert runner.get_run(child_id).status == RunStatus.SUCCEEDED
     parent = runner.get_run(second.run_id)
     assert (parent.status, parent.output) == (RunStatus.SUCCEEDED, "42")
+
+
+def test_a_child_gone_before_its_parent_looks_fails_the_wait_as_gone() -> None:
+    """GIVEN a child whose report was lost and whose run item expired before its parent
+    looked WHEN the parent looks THEN the wait fails as ``ChildGone`` saying why, instead
+    of waiting for ever (explorer seed 13)."""
+    runner = LocalRunner(make_app())
+    lost: list[str] = []
+    lose_reports(runner, lost)
+    run = runner.start("waits")
+    runner.advance(minutes=10, seconds=1)
+    (child_id,) = lost
+    child = runner.get_run(child_id)
+    assert runner.memory_ledger.delete_run(child_id, created_at=child.created_at)
+    runner.advance(hours=1)
+    (record,) = runner.history(run.run_id)
+    assert (record.status, record.error_type) == (StepStatus.TERMINAL_FAILED, "ChildGone")
+    assert "no longer exists" in (record.error_summary or "")
+    assert runner.get_run(run.run_id).status == RunStatus.FAILED
+
+
+def test_a_child_started_with_an_unknown_reuse_is_refused_naming_the_field() -> None:
+    app = App()
+
+    @app.workflow
+    def leaf(ctx: Context) -> int:
+        return 1
+
+    @app.workflow
+    def starts(ctx: Context) -> int:
+        bad: Any = "sometimes"
+        handle: ChildHandle[int] = ctx.start_child(leaf, id="k", reuse=bad)
+        result: int = handle.result()
+        return result
+
+    runner = LocalRunner(app)
+    run = runner.start("starts")
+    runner.run_until_idle()
+    failed = runner.get_run(run.run_id)
+    assert failed.status == RunStatus.FAILED and failed.error is not None
+    assert 'reuse is "never"' in failed.error.message
+    assert runner.history(run.run_id) == []  # refused before any child was started
+
+
+def test_a_retried_parent_whose_failed_child_is_gone_says_how_to_start_it_again() -> None:
+    """GIVEN a parent failed by its child, the child's run item expired since WHEN an
+    operator retries the parent THEN the reopened wait fails as ``ChildGone`` and says to
+    fork the parent from an earlier step (nothing is left to retry)."""
+    app = App()
+
+    @app.step
+    def boom() -> int:
+        raise TerminalError("no")
+
+    @app.workflow
+    def leaf(ctx: Context) -> int:
+        return boom()
+
+    @app.workflow
+    def parent(ctx: Context) -> int:
+        result: int = ctx.run_child(leaf)
+        return result
+
+    runner = LocalRunner(app)
+    run = runner.start("parent")
+    runner.run_until_idle()
+    assert runner.get_run(run.run_id).status == RunStatus.FAILED
+    (record,) = runner.history(run.run_id)
+    child = runner.get_run(str((record.detail or {})["child"]))
+    assert runner.memory_ledger.delete_run(child.run_id, created_at=child.created_at)
+    runner.engine.retry(run.run_id)
+    runner.run_until_idle()
+    (record,) = runner.history(run.run_id)
+    assert (record.status, record.error_type) == (StepStatus.TERMINAL_FAILED, "ChildGone")
+    assert "fork this run from an earlier step" in (record.error_summary or "")
