@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durable import App, ChildHandle, Context, RunStatus, StepStatus, TerminalError
+from durable.core.ids import timer_name
 from durable.core.model import StepKind, StepRecord, format_time, parse_time
 from durable.engine.children import REPORT_LOOK_MAX, REPORT_LOOK_MIN, report_look_due
 from durable.testing import LocalRunner
@@ -294,3 +295,42 @@ def test_a_retried_parent_whose_failed_child_is_gone_says_how_to_start_it_again(
     (record,) = runner.history(run.run_id)
     assert (record.status, record.error_type) == (StepStatus.TERMINAL_FAILED, "ChildGone")
     assert "fork this run from an earlier step" in (record.error_summary or "")
+
+
+def test_an_attached_wait_woken_by_its_timer_rearms_under_a_fresh_schedule_name() -> None:
+    """GIVEN a run attached to a keyed run another parent started, looking at it on a
+    timer WHEN the timer wakes it and the attached run still runs THEN its next look is
+    armed under a fresh schedule name: the fired one-shot schedule may still exist on
+    EventBridge Scheduler, where arming the same name again would be refused."""
+    app = App()
+
+    @app.workflow
+    def long(ctx: Context) -> int:
+        ctx.sleep(timedelta(hours=1))
+        return 7
+
+    @app.workflow
+    def owner(ctx: Context) -> int:
+        result: int = ctx.run_child(long, id="k")
+        return result
+
+    @app.workflow
+    def watcher(ctx: Context) -> int:
+        result: int = ctx.run_child(long, id="k", if_running="attach")
+        return result
+
+    runner = LocalRunner(app)
+    runner.start("owner")
+    runner.run_until_idle()
+    run = runner.start("watcher")
+    runner.run_until_idle()
+    (record,) = runner.history(run.run_id)
+    assert (record.detail or {}).get("attached") is True
+    first = {n for n, (r, _) in runner.timers.armed.items() if r == run.run_id}
+    assert first == {timer_name(run.run_id, record.position)}
+    runner.advance(seconds=11)  # the first look's timer fires; the run still sleeps
+    again = {n for n, (r, _) in runner.timers.armed.items() if r == run.run_id}
+    assert len(again) == 1 and again != first
+    assert next(iter(again)).startswith(timer_name(run.run_id, record.position) + "-r")
+    runner.advance(hours=2)  # the run ends within a look (a tenth of the wait, 15 min at most)
+    assert runner.get_run(run.run_id).output == "7"
