@@ -62,7 +62,7 @@ from durable.core.model import (
     parse_time,
 )
 from durable.core.ports import ChildReport, ConditionFailed, RunExists
-from durable.core.retention import incarnation
+from durable.core.retention import incarnation, leftover_cutoff
 from durable.core.tokens import refuse_token
 from durable.engine import keys
 from durable.engine.engine_parts import IfRunning, Reuse
@@ -474,14 +474,15 @@ def look_for_ends(x: ExecutionParts, records: list[StepRecord]) -> list[StepReco
 
 def _later_run(x: ExecutionParts, rec: StepRecord, child: RunRecord) -> bool:
     """Whether ``child``, the run now under the id ``rec`` names, is a later run than the
-    one ``rec`` waits for: one started elsewhere after the record was written (the run it
-    named ended, expired, and its key was used again). Not this run's child, and newer
-    than the record: a keyed run this run adopted (started by an operator or another
-    parent, and waited for again after an operator's retry of this run reopened the
-    record, ``_reopened``) is older than the record, and its end is this record's."""
+    one ``rec`` waits for: not this run's child, and ``rec`` a leftover beside it by
+    ``durable.core.retention``'s rule (written well before it was created: the run it
+    named ended, expired, and its key was used again). A keyed run this run adopted
+    (started by an operator or another parent, and waited for again after an operator's
+    retry of this run reopened the record, ``_reopened``) is older than the record, and
+    its end is this record's."""
     if child.parent == link(x.run.run_id, rec.position):
         return False
-    return parse_time(child.created_at) > parse_time(rec.updated_at)
+    return rec.updated_at < leftover_cutoff(child)
 
 
 def is_attached(rec: StepRecord) -> bool:
