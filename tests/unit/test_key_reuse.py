@@ -244,7 +244,16 @@ def test_a_keyed_child_by_default_adopts_the_ended_runs_outcome() -> None:
     assert len(runner.memory_ledger.all_run_ids()) == 3
 
 
-def test_a_child_id_in_a_senders_namespace_is_refused_before_anything_is_read() -> None:
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"id": "hook:other/k", "reuse": "after_end"}, "'hook:'"),  # a sender's namespace
+        ({"id": "k", "reuse": "sometimes"}, 'reuse is "never"'),  # no such reuse
+    ],
+)
+def test_a_bad_child_key_is_refused_before_anything_is_read(
+    options: dict[str, Any], says: str
+) -> None:
     app = App()
 
     @app.workflow
@@ -253,7 +262,7 @@ def test_a_child_id_in_a_senders_namespace_is_refused_before_anything_is_read() 
 
     @app.workflow
     def parent(ctx: Context) -> int:
-        value: int = ctx.run_child(child, id="hook:other/k", reuse="after_end")
+        value: int = ctx.run_child(child, **options)
         return value
 
     runner = LocalRunner(app)
@@ -261,4 +270,5 @@ def test_a_child_id_in_a_senders_namespace_is_refused_before_anything_is_read() 
     runner.run_until_idle()
     failed = runner.get_run(run.run_id)
     assert failed.status == RunStatus.FAILED and failed.error is not None
-    assert failed.error.type == "InvalidInput" and "'hook:'" in failed.error.message
+    assert failed.error.type == "InvalidInput" and says in failed.error.message
+    assert runner.history(run.run_id) == []  # refused before any child was started

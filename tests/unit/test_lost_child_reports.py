@@ -49,6 +49,35 @@ def make_app() -> App:
     return app
 
 
+def flaky_app() -> tuple[App, dict[str, bool]]:
+    """A child that fails for good while ``failing["now"]``: run keyed by ``uses_key``,
+    unkeyed by ``parent``."""
+    app = App()
+    failing = {"now": True}
+
+    @app.step
+    def work(n: int) -> int:
+        if failing["now"]:
+            raise TerminalError("not yet")
+        return n * 2
+
+    @app.workflow
+    def keyed(ctx: Context, n: int) -> int:
+        return work(n)
+
+    @app.workflow
+    def uses_key(ctx: Context) -> int:
+        result: int = ctx.run_child(keyed, 21, id="shared")
+        return result
+
+    @app.workflow
+    def parent(ctx: Context) -> int:
+        result: int = ctx.run_child(keyed, 21)
+        return result
+
+    return app, failing
+
+
 def lose_reports(runner: LocalRunner, lost: list[str]) -> None:
     """Every child's end is written and its report never sent (as by a worker stopped
     between the two); ``lost`` collects the children whose report was lost."""
@@ -185,24 +214,7 @@ def test_a_keyed_child_adopted_then_retried_with_its_adopter_is_not_taken_for_go
     second parent's look settles its record from the child's end: it is the run the
     record named, not a later run under the key (explorer seed 468, found with the
     child's retried invocation waking parents)."""
-    app = App()
-    failing = {"now": True}
-
-    @app.step
-    def work(n: int) -> int:
-        if failing["now"]:
-            raise TerminalError("not yet")
-        return n * 2
-
-    @app.workflow
-    def keyed(ctx: Context, n: int) -> int:
-        return work(n)
-
-    @app.workflow
-    def uses_key(ctx: Context) -> int:
-        result: int = ctx.run_child(keyed, 21, id="shared")
-        return result
-
+    app, failing = flaky_app()
     runner = LocalRunner(app)
     first = runner.start("uses_key")
     runner.run_until_idle()
@@ -241,48 +253,11 @@ def test_a_child_gone_before_its_parent_looks_fails_the_wait_as_gone() -> None:
     assert runner.get_run(run.run_id).status == RunStatus.FAILED
 
 
-def test_a_child_started_with_an_unknown_reuse_is_refused_naming_the_field() -> None:
-    app = App()
-
-    @app.workflow
-    def leaf(ctx: Context) -> int:
-        return 1
-
-    @app.workflow
-    def starts(ctx: Context) -> int:
-        bad: Any = "sometimes"
-        handle: ChildHandle[int] = ctx.start_child(leaf, id="k", reuse=bad)
-        result: int = handle.result()
-        return result
-
-    runner = LocalRunner(app)
-    run = runner.start("starts")
-    runner.run_until_idle()
-    failed = runner.get_run(run.run_id)
-    assert failed.status == RunStatus.FAILED and failed.error is not None
-    assert 'reuse is "never"' in failed.error.message
-    assert runner.history(run.run_id) == []  # refused before any child was started
-
-
 def test_a_retried_parent_whose_failed_child_is_gone_says_how_to_start_it_again() -> None:
     """GIVEN a parent failed by its child, the child's run item expired since WHEN an
     operator retries the parent THEN the reopened wait fails as ``ChildGone`` and says to
     fork the parent from an earlier step (nothing is left to retry)."""
-    app = App()
-
-    @app.step
-    def boom() -> int:
-        raise TerminalError("no")
-
-    @app.workflow
-    def leaf(ctx: Context) -> int:
-        return boom()
-
-    @app.workflow
-    def parent(ctx: Context) -> int:
-        result: int = ctx.run_child(leaf)
-        return result
-
+    app, _ = flaky_app()
     runner = LocalRunner(app)
     run = runner.start("parent")
     runner.run_until_idle()
