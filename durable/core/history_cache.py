@@ -20,7 +20,9 @@ next claim of the run returns its item, and the view is complete when
   child's report bumps the inbox in a write after its record's (``Ledger.finish_child``):
   a worker that dies between them leaves a view holding the record WAITING; the
   parent's look at the child settles it (``durable.engine.children.look_for_ends``),
-  and the ledger's final record, the same outcome, is the one kept;
+  and the ledger's final record, the same outcome, is the one kept. A final record the
+  worker reads itself (a distributed map's look at its open items) joins the view, since
+  the worker may decide on it;
 * ``created_at`` is the view's (an expired run's id was not reused by a keyed start),
   and the claim is not a takeover.
 
@@ -205,6 +207,38 @@ class CachingLedger(ForwardReads, Ledger):
         self._basis[run.run_id] = (run.fence, run.inbox, run.created_at)
         while len(self._basis) > self._max_runs:  # claims never followed by a load
             del self._basis[next(iter(self._basis))]
+
+    # --- reads the view follows ------------------------------------------------------
+
+    def get_step(self, run_id: str, position: str) -> StepRecord | None:
+        found = self._ledger.get_step(run_id, position)
+        if found is not None:
+            self._settled(run_id, {position: found})
+        return found
+
+    def get_steps(self, run_id: str, positions: list[str]) -> dict[str, StepRecord]:
+        found = self._ledger.get_steps(run_id, positions)
+        self._settled(run_id, found)
+        return found
+
+    def _settled(self, run_id: str, read: Mapping[str, StepRecord]) -> None:
+        """Final records read of a run this container holds a view of, into the view.
+
+        A child's report settles its parent's record in one write and bumps the parent's
+        inbox in the next; a worker that dies between them leaves the inbox where a view
+        has it. A distributed map that read the settled record itself (its look at the
+        open items) decides on it, so the view must hold it too: without it, the next
+        invocation replays the decision over a WAITING record and reads the item as
+        canceled. Only final records are taken: a final record is never replaced (the
+        first final one wins; an operator's reopening bumps the inbox), so it is true for
+        as long as the view is, where an open one read now may already be older."""
+        view = self._views.get(run_id)
+        if view is None:
+            return
+        for position, rec in read.items():
+            held = view.steps.get(position)
+            if rec.status.final and (held is None or not held.status.final):
+                view.steps[position] = copy_step(rec)
 
     # --- writes the view follows -----------------------------------------------------
 

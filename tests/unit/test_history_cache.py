@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from durable import App, Context, RetryPolicy, RunStatus
+from durable import App, BatchResult, Context, RetryPolicy, RunStatus
 from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
 from durable.core.clock import FakeClock
 from durable.core.config import EngineConfig
@@ -55,6 +55,12 @@ def _app() -> App:
     @app.workflow(name="flaky")
     def flaky(ctx: Context) -> int:
         return add(1) + fragile(2)
+
+    @app.workflow(name="fan")
+    def fan(ctx: Context) -> list[str]:
+        result: BatchResult[int] = ctx.map("count", [3], distributed=True, max_concurrency=1)
+        ctx.sleep(timedelta(minutes=1))  # the next invocation replays the map
+        return [item.status for item in result]
 
     return app
 
@@ -166,6 +172,26 @@ def test_a_write_that_raised_drops_the_view() -> None:
     w.ledger.write_step = original  # type: ignore[method-assign]
     w.clock.advance(timedelta(hours=1))  # the failed invocation's lease runs out
     assert w.until_done(w.warm, run.run_id) == "succeeded"
+
+
+def test_a_child_record_a_map_read_itself_stays_in_the_view() -> None:
+    """Explorer seed 7693: a child's report that lands without its wake-up (the worker
+    died between the two writes) leaves the parent's inbox where the view has it. The
+    map's own look reads the settled record and decides on it; the view must hold that
+    record, or the next invocation replays the decision over a WAITING item and calls
+    it canceled where the first run saw it succeed."""
+    w = World(steps_per_invocation=1000)
+    parent = w.warm.start("fan")
+    assert w.warm.resume(parent.run_id).result == "suspended"  # the child is running
+    (child,) = [r for r in w.ledger._runs.values() if r.workflow == "count"]
+    w.ledger.wake_parent = lambda parent_id: True  # type: ignore[method-assign]
+    assert w.cold.resume(child.run_id).result == "succeeded"
+    assert w.ledger.get_run(parent.run_id).inbox == parent.inbox  # type: ignore[union-attr]
+    assert w.warm.resume(parent.run_id, reason="sweep").result == "suspended"  # the sleep
+    w.clock.advance(timedelta(minutes=2))
+    assert w.warm.resume(parent.run_id, reason="timer").result == "succeeded"
+    assert w.cache.hits == 2  # both replays from the view: no reload hid the stale record
+    assert w.ledger.get_run(parent.run_id).output == '["succeeded"]'  # type: ignore[union-attr]
 
 
 def test_views_are_kept_for_a_bounded_number_of_runs() -> None:

@@ -538,3 +538,27 @@ def test_other_ledger_calls_pass_through() -> None:
     w = World()
     run = w.warm.start("count", 7)
     assert w.cache.get_run(run.run_id) == w.ledger.get_run(run.run_id)
+
+
+def test_a_read_takes_final_records_into_the_view_and_nothing_open() -> None:
+    """What a worker reads of its own run joins its view when final (it may decide on it,
+    explorer seed 7693), never when open (a record read open may be older than the
+    view's). Kills: the status checks of ``_settled`` negated or dropped, and ``get_step``
+    not following its read."""
+    ledger = MemoryLedger()
+    cache = CachingLedger(ledger)
+    waiting = StepRecord("r", "0001", "s", StepKind.CHILD, StepStatus.WAITING, "T0")
+    done = replace(waiting, status=StepStatus.DONE, output="1", updated_at="T1")
+    cache._keep("r", View(1, 0, "T", {"0001": waiting, "0002": done}, []))
+    reads = {"0001": done, "0002": waiting, "0003": waiting, "0004": done}
+    ledger.get_steps = lambda run_id, positions: {p: reads[p] for p in positions}  # type: ignore[method-assign]
+    ledger.get_step = lambda run_id, position: reads[position]  # type: ignore[method-assign]
+    assert cache.get_steps("r", ["0002", "0003"]) == {"0002": waiting, "0003": waiting}
+    assert cache._views["r"].steps == {"0001": waiting, "0002": done}  # open ones: not taken
+    assert cache.get_step("r", "0001") == done
+    assert cache._views["r"].steps["0001"] == done  # final: taken, as a copy
+    assert cache._views["r"].steps["0001"] is not done
+    cache.get_steps("r", ["0004"])
+    assert cache._views["r"].steps["0004"] == done  # one the view lacked
+    assert cache.get_steps("other", ["0001"]) == {"0001": done}  # no view: none made
+    assert "other" not in cache._views
