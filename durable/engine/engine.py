@@ -449,29 +449,20 @@ class Engine:
         invocation = invocation or Invocation()
         owner = uuid.uuid4().hex  # fresh per execution: Lambda retries reuse request ids
         now = self.clock.now()
-        lease = self.config.lease
-        if invocation.remaining_seconds is not None:
-            # The lease covers the whole invocation and the overrun renewals allow too:
-            # nobody takes over a worker that may still be running.
-            remaining = timedelta(seconds=max(invocation.remaining_seconds(), 1.0))
-            lease = remaining + self.config.deadline_overrun
-        claim = self.ledger.claim(
-            run_id,
-            owner,
-            now=format_time(now),
-            lease_until=format_time(now + lease),
-            stale_before=format_time(now - self.config.clock_skew),
-            # Due when a takeover could succeed: the sweeper then finds a dead owner
-            # exactly when a new worker can claim the run, not a skew margin too early.
-            due_at=format_time(now + lease + self.config.clock_skew),
-        )
+        try:
+            claim = self._claim(run_id, owner, invocation, now)
+        except StorageError as error:
+            return self._lost_while_reading(run_id, owner, error)
         if claim is None:
             return self._busy(run_id)
         claimed.append(claim.run)
         if nothing_recorded_yet(claim.run):
             history: RunHistory | None = RunHistory(claim.run, {}, [])
         else:
-            loaded = self.ledger.load(run_id)
+            try:
+                loaded = self.ledger.load(run_id)
+            except StorageError as error:
+                return self._lost_while_reading(run_id, owner, error)
             if loaded is None or loaded.run.created_at != claim.run.created_at:
                 # The run claimed expired and a new run took its id meanwhile (a keyed
                 # start): this claim is of nothing that exists now; touch nothing of it.
@@ -543,6 +534,44 @@ class Engine:
             if outcome.result in FINISHED and x.has_timers():
                 self.cancel_timers(run_id)
             return outcome
+
+    def _claim(
+        self, run_id: str, owner: str, invocation: Invocation, now: datetime
+    ) -> Claim | None:
+        lease = self.config.lease
+        if invocation.remaining_seconds is not None:
+            # The lease covers the whole invocation and the overrun renewals allow too:
+            # nobody takes over a worker that may still be running.
+            remaining = timedelta(seconds=max(invocation.remaining_seconds(), 1.0))
+            lease = remaining + self.config.deadline_overrun
+        return self.ledger.claim(
+            run_id,
+            owner,
+            now=format_time(now),
+            lease_until=format_time(now + lease),
+            stale_before=format_time(now - self.config.clock_skew),
+            # Due when a takeover could succeed: the sweeper then finds a dead owner
+            # exactly when a new worker can claim the run, not a skew margin too early.
+            due_at=format_time(now + lease + self.config.clock_skew),
+        )
+
+    def _lost_while_reading(self, run_id: str, owner: str, error: StorageError) -> Outcome:
+        """A claim or load that could not fetch one of the run's objects: a zombie's, when
+        the run is no longer this worker's. Its read hung past its lease, another worker
+        took the run over, and the run ended and was erased, objects first (explorer seed
+        657). That is a lost lease, not an error for Lambda to retry and alarm on. A run
+        still held by this worker has lost an object for real, and a retryable error is
+        the store's, not the run's: both are raised as they were."""
+        if error.retryable:
+            raise error
+        try:
+            run = self.claims.unresolved().get_run(run_id)  # its state only, no object
+        except StorageError:
+            raise error from None
+        if run is not None and run.lease_owner == owner:
+            raise error
+        log.info("run %s was taken over while this worker read it: %s", run_id, error)
+        return Outcome(run_id, "lease_lost")
 
     def _count_takeover(self, claim: Claim, history: RunHistory, owner: str) -> bool:
         """Whether the run's current step killed ``max_takeovers`` workers in a row."""

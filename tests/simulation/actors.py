@@ -127,8 +127,9 @@ class Settings:
     # ``coverage.FEATURES`` is some seed's focus, so pairs meet within the budget.
     focus: frozenset[str] = frozenset()
     tour: str = ""  # the rare operations this schedule carries out (``scripts.TOURS``)
-    # Lambda's retries of an invocation whose worker died (SIM_LAMBDA_RETRIES=1): off in
-    # the unit tier's budget until the seeds they found are settled (docs/testing.md).
+    # Lambda's retries of an invocation whose worker died, as Lambda retries an async
+    # event (twice at most). ``settings_for`` turns them on; SIM_LAMBDA_RETRIES=0 leaves
+    # them out, to tell a failure they bring about from one they do not.
     lambda_retries: bool = False
 
     def weight(self, kind: str) -> float:

@@ -128,6 +128,7 @@ OUTSIDE_EVENTS = (
     "invocation drop",
     "invocation dup",
     "a worker stalls past its lease (a zombie)",
+    "an invocation retried after its worker died",  # Lambda's retry of an async event
     "deploy",
     "schedule fire, on time",
     "schedule fire, late",

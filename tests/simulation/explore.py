@@ -79,7 +79,7 @@ def settings_for(seed: int) -> Settings:
         max_starts=r.choice((1, 3, 6)),
         steps_per_invocation=r.choice((1, 2, 1000, 1000)),
         weights=tuple((k, w * scale.get(k, 1.0)) for k, w in WEIGHTS.items()),
-        lambda_retries=os.environ.get("SIM_LAMBDA_RETRIES") == "1",
+        lambda_retries=os.environ.get("SIM_LAMBDA_RETRIES", "1") == "1",
     )
 
 

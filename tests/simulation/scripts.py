@@ -718,6 +718,7 @@ TOURS: dict[str, tuple[tuple[str, ...], TourStages]] = {
         (
             *("invocation drop", "invocation dup", "a worker stalls past its lease (a zombie)"),
             *("a worker crash", "a worker crash_after", "a worker pause_after", "engine.sweep"),
+            "an invocation retried after its worker died",
             *("timer on_time", "timer early", "timer twice", "timer never"),
             *("a body of a gated run", "a value kept in the payload store"),
         ),

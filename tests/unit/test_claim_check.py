@@ -18,7 +18,7 @@ import pytest
 from pydantic import BaseModel, SecretStr
 
 from durable import App, Context, PayloadTooLarge, current_step
-from durable.adapters.memory import MemoryEffectStore, MemoryInvoker
+from durable.adapters.memory import MemoryEffectStore, MemoryInvoker, MemoryLedger
 from durable.adapters.payload_stores import FolderPayloads, MemoryPayloads
 from durable.core.claim_check import MARK, ClaimCheck, _Cache, is_reference
 from durable.core.clock import FakeClock
@@ -510,3 +510,44 @@ def test_the_cache_drops_the_least_recently_used_text_first() -> None:
     assert cache.get("a") == "aaaa" and cache.get("c") == "cccc"
     cache.add("huge", "x" * 11, 11)  # larger than the whole cache: never kept
     assert cache.get("huge") is None and cache.get("c") == "cccc"
+
+
+def _taken_while_reading(erase_only: bool = False) -> tuple[Engine, str]:
+    """A worker whose first read of a run's input hangs past its lease (explorer seed
+    657): meanwhile another worker takes the run over (unless ``erase_only``) and the run
+    is ended and erased, its objects with it; then the read comes back."""
+    clock, store, ledger = FakeClock(), MemoryPayloads(FakeClock()), MemoryLedger()
+
+    def engine() -> Engine:
+        return Engine(
+            app, ledger, MemoryInvoker(), MemoryEffectStore(), clock=clock, payloads=store
+        )
+
+    run = engine().start("echo", {"blob": "s" * BIG})  # the API's engine, not the worker's
+    read = store.get
+
+    def stalled(key: str) -> bytes:
+        if not erase_only:
+            later = "2100-01-01T00:00:00.000Z"
+            assert ledger.claim(
+                run.run_id, "other", now=later, lease_until=later, stale_before=later
+            )
+        store.objects.clear()
+        return read(key)
+
+    store.get = stalled  # type: ignore[method-assign]
+    return engine(), run.run_id
+
+
+def test_a_worker_whose_run_was_taken_and_erased_while_it_read_leaves_quietly() -> None:
+    """A zombie's read of an object the erasure deleted is not an error of the run: the
+    invocation ends as a lost lease, raising nothing for Lambda to retry or alarm on."""
+    engine, run_id = _taken_while_reading()
+    assert engine.resume(run_id, Invocation()).result == "lease_lost"
+
+
+def test_a_missing_object_of_a_run_still_held_is_raised() -> None:
+    """The same read with the run still this worker's is a lost object, and says so."""
+    engine, run_id = _taken_while_reading(erase_only=True)
+    with pytest.raises(StorageError, match="missing from the payload store"):
+        engine.resume(run_id, Invocation())
