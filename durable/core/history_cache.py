@@ -24,7 +24,9 @@ next claim of the run returns its item, and the view is complete when
   worker reads itself (a distributed map's look at its open items) joins the view, since
   the worker may decide on it;
 * ``created_at`` is the view's (an expired run's id was not reused by a keyed start),
-  and the claim is not a takeover.
+  and the claim is not a takeover;
+* the run's items cannot have expired: a declared lifetime's TTL has not passed
+  (``items_may_be_gone``; a run woken that late is failed, its items going).
 
 Anything else, or anything this wrapper could not follow (a write that raised, a write
 refused because a final record was there, a run that ended), drops the view and the next
@@ -47,7 +49,14 @@ from typing import Any
 
 from durable.core.flow import GateState
 from durable.core.ledger_forward import ForwardReads
-from durable.core.model import RunHistory, RunRecord, SignalRecord, StepRecord, copy_step
+from durable.core.model import (
+    RunHistory,
+    RunRecord,
+    SignalRecord,
+    StepRecord,
+    copy_step,
+    parse_time,
+)
 from durable.core.ports import ChildReport, Claim, ConditionFailed, Ledger, RunGuard
 from durable.core.retention import nothing_recorded_yet
 from durable.core.sleeps import with_sleeps
@@ -68,15 +77,25 @@ class View:
     run: RunRecord | None = None  # the claim's run item, once a claim confirmed the view
 
 
-def view_still_true(view: View, claim: Claim) -> bool:
-    """Whether ``view`` holds every record of the run at the moment of ``claim``."""
+def view_still_true(view: View, claim: Claim, now: str) -> bool:
+    """Whether ``view`` holds every record of the run at the moment of ``claim`` (made at
+    ``now``)."""
     run = claim.run
     return (
         not claim.took_over
         and run.fence == view.fence + 1
         and run.inbox == view.inbox
         and run.created_at == view.created_at
+        and not items_may_be_gone(run, now)
     )
+
+
+def items_may_be_gone(run: RunRecord, now: str) -> bool:
+    """Whether Time to Live may have deleted items of ``run`` by ``now``: its declared
+    lifetime's TTL has passed (``durable.core.lifetime``). A run woken that late is failed
+    by the claim that finds it (``lifetime_end``), but its records are no longer what a
+    view of them holds."""
+    return run.items_purge_at is not None and parse_time(now).timestamp() >= run.items_purge_at
 
 
 def _copy_history(
@@ -143,7 +162,7 @@ class CachingLedger(ForwardReads, Ledger):
             return None
         run = claim.run
         view = self._views.get(run_id)
-        if view is not None and view_still_true(view, claim):
+        if view is not None and view_still_true(view, claim, now):
             view.fence, view.run = run.fence, run
             self._views.move_to_end(run_id)
             self._ready.add(run_id)
