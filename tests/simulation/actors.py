@@ -38,7 +38,7 @@ from durable.core.model import (
 from durable.core.ports import ChildReport, ConditionFailed, Invocation, RunGuard
 from durable.core.retention import incarnation, visible_history
 from durable.core.tokens import token_hash
-from durable.engine.children import LOOK_REASON
+from durable.engine.children import LOOK_REASON, child_of
 from durable.engine.engine import Engine
 from durable.engine.engine_parts import Reuse
 from durable.engine.sweeper import SweepReport
@@ -236,10 +236,32 @@ class World:
 
     def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
         """Every ledger call that returned, seen by the runtime checks."""
+        if method in ("ledger.start_child", "ledger.start_children") and result:
+            self._child_starts(args[0] if method == "ledger.start_children" else [args[0]])
+        elif method in ("ledger.write_step", "ledger.write_step_fenced") and result:
+            # A keyed run adopted finished is recorded settled at once, with no start.
+            self._child_starts([args[0]] if args[0].kind == StepKind.CHILD else [])
         self.monitor.observe(method, args, result)
         self.stuck.observe(method, args, result)
         self.window.observe(method, args, result)
         self.progress.observe(method, args, result)
+
+    def _child_starts(self, steps: list[StepRecord]) -> None:
+        """Which run each record is about: the one under the child's id when the record
+        starts waiting (its start, or an operator's retry reopening it) or, for a keyed
+        run adopted finished, when it is first written. A record settled later keeps it:
+        a look that settles it may find a later run under the id."""
+        for step in steps:
+            parent = self.raw.get_run(step.run_id)  # the raw ledger: no port call, no turn
+            if parent is None:
+                continue
+            child = self.raw.get_run(child_of(step))
+            key = (step.run_id, parent.created_at, step.position, child_of(step))
+            about = (step.updated_at, child.created_at if child is not None else None)
+            if step.status == StepStatus.WAITING:
+                self.journal.child_starts[key] = about
+            else:
+                self.journal.child_starts.setdefault(key, about)
 
     def end_without_report(
         self,

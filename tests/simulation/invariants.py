@@ -436,7 +436,7 @@ def attached_result_is_chain_end(f: Final) -> list[str]:
             attached = f.histories.get(target)
             if attached is None:
                 continue
-            if attached.run.created_at > rec.updated_at:
+            if _later_run(f, h, position, rec, attached.run, tie=False):
                 continue  # a later run under that key (restarted after its retention)
             chain = chain_of(get, attached.run)
             end = chain[-1]
@@ -559,6 +559,22 @@ def _fork_chain(f: Final, run_id: str) -> list[str]:
     return chain
 
 
+def _later_run(
+    f: Final, h: RunHistory, position: str, rec: StepRecord, child: RunRecord, *, tie: bool
+) -> bool:
+    """Whether ``child``, the run now under the id ``rec`` names, came after the run the
+    record was about (a keyed id outlives its run: expired, then started again). Known
+    exactly where the journal saw the record written (the run then under the id); a
+    fork's copies were not written here: judged by the record's last write, ``tie`` at
+    the same millisecond (the clock did not move between the two writes)."""
+    key = (h.run.run_id, h.run.created_at, position, str((rec.detail or {}).get("child")))
+    started = f.journal.child_starts.get(key)
+    if started is not None and started[1] is not None:
+        return child.created_at != started[1]
+    at = started[0] if started is not None else rec.updated_at
+    return child.created_at > at or (child.created_at == at and tie)
+
+
 def child_reports_match(f: Final) -> list[str]:
     """A parent's settled child record says what its child ended with: DONE with the
     child's output for a SUCCEEDED child, TERMINAL_FAILED for a FAILED or CANCELED one
@@ -578,12 +594,8 @@ def child_reports_match(f: Final) -> list[str]:
                     problems.append(f"run {run_id} waits at {position} on a missing child")
                 continue
             mine = {f"{r}@{position}" for r in _fork_chain(f, run_id)}
-            later = child.run.created_at > rec.updated_at or (
-                # The same millisecond (the clock did not move between the two writes):
-                # a run this parent did not start is the later one.
-                child.run.created_at == rec.updated_at and child.run.parent not in mine
-            )
-            if later:
+            # (At the same millisecond, a run this parent did not start is the later one.)
+            if _later_run(f, h, position, rec, child.run, tie=child.run.parent not in mine):
                 # A keyed child's id outlives it: expired, then started again under its
                 # key (an operator's ``durable start --key``), it is a later run the
                 # parent's record never saw.

@@ -88,6 +88,14 @@ class Journal:
     # What the schedule made the system do, by name (``tests/simulation/coverage.py``):
     # a durable call workflow code made, an operator's action, an outside event.
     produced: Counter[str] = field(default_factory=Counter)
+    # A parent's record for a child as first written: (parent id, the parent's creation,
+    # position, child id) -> (the record's first ``updated_at``, the creation of the run
+    # then under the child's id). A keyed child's id outlives its run, and a record's own
+    # ``updated_at`` moves when it is settled, so neither says whether the run now under
+    # the id is the one the record was about (``child_reports_match``).
+    child_starts: dict[tuple[str, str, str, str], tuple[str, str | None]] = field(
+        default_factory=dict
+    )
 
     def violate(self, name: str, detail: str, seq: int) -> None:
         self.violations.append(Violation(name, detail, seq))

@@ -26,6 +26,7 @@ from tests.simulation.invariants import (
     _key,
     at_most_once_body_per_attempt,
     attached_result_is_chain_end,
+    child_reports_match,
     effect_once_per_key,
     effect_once_per_key_with_zombies,
     key_names_latest_run,
@@ -356,3 +357,33 @@ def test_progress_that_goes_back_after_a_write_is_reported() -> None:
     stored.h = history(run(progress={"done": 1, "at": T0}, created_at="2026-02-01T00:00:00.000Z"))
     monitor.observe("ledger.update_run", ("R1",), None)
     assert len(journal.violations) == 1
+
+
+def test_a_later_run_under_a_childs_key_is_judged_by_when_the_record_was_started() -> None:
+    """GIVEN a parent's record for keyed child K, started at T0 and settled ChildGone at
+    T2 (its look found the run under K to be a later one), and that later run, created at
+    T1 between the two and SUCCEEDED
+    WHEN the invariant looks
+    THEN the later run is not the record's child (it came after the record was started),
+    though it came before the record's last write; without the start on record, only the
+    last write is known and the mismatch is reported (explorer seed 289)"""
+    t1, t2 = "2026-01-01T01:00:00.000Z", "2026-01-01T02:00:00.000Z"
+    gone = replace(
+        step("0001", StepKind.CHILD, StepStatus.TERMINAL_FAILED, detail={"child": "K"}),
+        error_type="ChildGone",
+        updated_at=t2,
+    )
+    later = run("K", status=RunStatus.SUCCEEDED, created_at=t1, parent=None, idempotency_key="k")
+    parent = run(status=RunStatus.FAILED)
+    journal = Journal(child_starts={("R1", T0, "0001", "K"): (T0, None)})
+    assert not child_reports_match(final(journal, history(parent, gone), history(later)))
+    problems = child_reports_match(final(Journal(), history(parent, gone), history(later)))
+    assert problems and "TERMINAL_FAILED" in problems[0]
+    # Where the journal saw which run was under K when the record was written, that
+    # decides, whatever the times: a run of another creation is a later one ...
+    seen = Journal(child_starts={("R1", T0, "0001", "K"): (T0, T0)})
+    assert not child_reports_match(final(seen, history(parent, gone), history(later)))
+    # ... and the run the record was about is held to what it ended with.
+    same = replace(later, created_at=T0)
+    problems = child_reports_match(final(seen, history(parent, gone), history(same)))
+    assert problems and "TERMINAL_FAILED" in problems[0]
