@@ -341,8 +341,10 @@ class DevServer:
         self.stack.storage_endpoint = self.stack.moto_endpoint
 
     def _start_dynamodb_local(self) -> None:
-
-        server = DynamoDBLocal()
+        # Out of reach of the Ctrl-C a terminal sends to durable dev's whole process group:
+        # the store must outlive the workers and the sweeper that use it, or they log
+        # connection errors while the stop catches up with them (``stop`` closes it last).
+        server = DynamoDBLocal(own_session=True)
         if not server.installed():
             self.o.say(
                 "• first use: installing DynamoDB Local (the official AWS jar, ~60 MB, from the "

@@ -114,8 +114,13 @@ class LocalServer:
         startup_timeout: float = 30.0,
         stop_timeout: float = 5.0,
         script: str | os.PathLike[str] | None = None,
+        own_session: bool = False,
     ) -> None:
         self._log_path_arg = Path(log_path) if log_path is not None else None
+        # A session (and process group) of its own: a Ctrl-C to the starter's group does
+        # not reach it, so the starter decides when it stops (``durable dev`` stops it
+        # after the workers and the sweeper that use it).
+        self._own_session = own_session
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
         self._script = Path(script) if script is not None else self.script_path
@@ -194,6 +199,7 @@ class LocalServer:
             stderr=subprocess.STDOUT,
             env=self._env(),
             preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509 - see the hook's docstring
+            start_new_session=self._own_session,
         )
         atexit.register(self.stop)
         try:

@@ -114,12 +114,14 @@ class DynamoDBLocal(LocalServer):
         stop_timeout: float = 5.0,
         java_opts: str | None = None,
         script: str | os.PathLike[str] | None = None,
+        own_session: bool = False,
     ) -> None:
         super().__init__(
             log_path=log_path,
             startup_timeout=startup_timeout,
             stop_timeout=stop_timeout,
             script=script,
+            own_session=own_session,
         )
         if home is not None:
             self._extra_env["DURABLE_LOCAL_HOME"] = str(Path(home))
