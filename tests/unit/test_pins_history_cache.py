@@ -50,6 +50,10 @@ def _app() -> App:
         amount = ctx.wait_for_signal("paid")
         return [*first, amount, *(add(i) for i in range(4, 10))]
 
+    @app.workflow(name="parent")
+    def parent(ctx: Context) -> int:
+        return add(1) + int(ctx.run_child("count", 3))
+
     @app.workflow(name="again")
     def again(ctx: Context, n: int) -> int:
         total = add(1) + add(2) + add(3)
@@ -562,3 +566,22 @@ def test_a_read_takes_final_records_into_the_view_and_nothing_open() -> None:
     assert cache._views["r"].steps["0004"] == done  # one the view lacked
     assert cache.get_steps("other", ["0001"]) == {"0001": done}  # no view: none made
     assert "other" not in cache._views
+
+
+def test_a_child_ending_in_this_container_drops_its_parents_view() -> None:
+    """GIVEN a warm worker holding the view of a parent that waits for its child
+    WHEN the same container runs the child to its end, and the report lands without the
+    parent's wake-up (the worker died between the two writes)
+    THEN the parent's next invocation loads: the view held its record WAITING, and nothing
+    else (no inbox bump) would say so. Kills: ``finish_child``'s ``forget`` of the parent
+    deleted (history_cache-7b355b85)."""
+    w = World()
+    parent = w.warm.start("parent")
+    assert w.warm.resume(parent.run_id).result == "suspended"
+    assert parent.run_id in w.cache._views
+    (child,) = [r for r in w.ledger._runs.values() if r.workflow == "count"]
+    w.ledger.wake_parent = lambda parent_id: True  # type: ignore[method-assign]
+    assert w.finish(w.warm, child.run_id) == "succeeded"
+    assert parent.run_id not in w.cache._views
+    assert w.finish(w.warm, parent.run_id) == "succeeded"  # every view used was checked
+    assert w.ledger.get_run(parent.run_id).output == "4"  # type: ignore[union-attr]
