@@ -18,7 +18,7 @@ from durable.core.clock import FakeClock
 from durable.core.config import EngineConfig
 from durable.core.history_cache import CachingLedger, View
 from durable.core.model import RunHistory, SignalRecord, StepKind, StepRecord, StepStatus
-from durable.core.ports import ConditionFailed, RunGuard
+from durable.core.ports import ChildReport, ConditionFailed, RunGuard
 from durable.engine.engine import Engine
 from durable.engine.events import send_signal
 from durable.testing import SimulatedCrash
@@ -585,3 +585,22 @@ def test_a_child_ending_in_this_container_drops_its_parents_view() -> None:
     assert parent.run_id not in w.cache._views
     assert w.finish(w.warm, parent.run_id) == "succeeded"  # every view used was checked
     assert w.ledger.get_run(parent.run_id).output == "4"  # type: ignore[union-attr]
+
+
+def test_a_child_end_that_raised_drops_the_childs_view() -> None:
+    """A worker that dies inside ``finish_child`` may have ended the child already: its
+    view of the child is not followed past that. Kills: ``forget`` in ``finish_child``'s
+    error path deleted (history_cache-98b74e4a)."""
+    w = World()
+    child = w.warm.start("count", 7)
+    w.warm_view(child.run_id)
+    guard = w.claim(child.run_id)
+    report = ChildReport("P", "0001", child.run_id, StepStatus.DONE, "21")
+
+    def crash(*args: Any, **kwargs: Any) -> Any:
+        raise SimulatedCrash("the container died after the child's end")
+
+    w.ledger.finish_child = crash  # type: ignore[method-assign]
+    with pytest.raises(SimulatedCrash):
+        w.cache.finish_child(child.run_id, guard, {"status": "SUCCEEDED"}, report, now="T")
+    assert child.run_id not in w.cache._views
