@@ -109,7 +109,8 @@ def test_a_thousand_branch_map_is_one_group_lane(dev: DevProcess, page: Any, run
         f"navigation to the group lane (the API's answer included); building the page "
         f"took {built[0]:.1f} ms; the page is {tall} px tall"
     )
-    assert shown < 10, shown  # generous for a shared machine: it was ~1 s, not a minute
+    # (A figure, printed: how long is not asserted here; the lane must appear within the
+    # selector's own wait.)
 
     # One lane for the map, its counts by status; no lane per branch or record.
     counts = group_counts(page)
