@@ -604,3 +604,16 @@ def test_a_child_end_that_raised_drops_the_childs_view() -> None:
     with pytest.raises(SimulatedCrash):
         w.cache.finish_child(child.run_id, guard, {"status": "SUCCEEDED"}, report, now="T")
     assert child.run_id not in w.cache._views
+
+
+def test_a_purge_through_the_cache_deletes_expiring_leftovers_unless_told_to_keep_them() -> None:
+    """The wrapper passes the ledger's own default on: a purge of leftovers deletes those
+    that carry a TTL too, unless ``keep_expiring`` says otherwise. Kills: the default of
+    ``keep_expiring`` flipped (history_cache-85f927de)."""
+    w = World()
+    old = StepRecord("r", "0001", "s", StepKind.STEP, StepStatus.DONE, "T0", purge_at=1)
+    w.ledger.write_step(old)
+    assert w.cache.purge_leftovers("r", before="T1", keep_expiring=True) == 0
+    assert w.ledger.get_step("r", "0001") is not None
+    assert w.cache.purge_leftovers("r", before="T1") == 1
+    assert w.ledger.get_step("r", "0001") is None
