@@ -193,6 +193,15 @@ class StorageError(DurableError):
         self.retryable = retryable
 
 
+class PayloadMissing(StorageError):
+    """An object a ledger item refers to is not in the payload store: deleted (a run's
+    erasure or purge, the bucket's lifecycle) or never readable by this role. Retrying
+    cannot bring it back."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 # --- control flow -----------------------------------------------------------------
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from durable.core.clock import Clock, SystemClock
 from durable.core.stored_bytes import check_object
-from durable.errors import StorageError
+from durable.errors import PayloadMissing, StorageError
 
 
-def _missing(key: str) -> StorageError:
-    return StorageError(f"payload {key} is missing from the payload store", retryable=False)
+def _missing(key: str) -> PayloadMissing:
+    return PayloadMissing(f"payload {key} is missing from the payload store")
 
 
 class MemoryPayloads:

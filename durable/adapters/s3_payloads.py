@@ -11,7 +11,7 @@ from typing import Any
 from durable.adapters.dynamodb_support import error_code, storage_error
 from durable.core.lifetime import LIFECYCLE_TAG
 from durable.core.stored_bytes import check_object
-from durable.errors import StorageError
+from durable.errors import PayloadMissing, StorageError
 
 PREFIX = "runs/"
 # S3 answers a missing key with 403 AccessDenied to a role that may not list the bucket
@@ -48,10 +48,9 @@ class S3Payloads:
             data: bytes = answer["Body"].read()
         except Exception as e:
             if error_code(e) in _MISSING:
-                raise StorageError(
+                raise PayloadMissing(
                     f"payload {key} is missing from s3://{self.bucket} (or this role may not "
-                    f"read it: {error_code(e)})",
-                    retryable=False,
+                    f"read it: {error_code(e)})"
                 ) from e
             storage_error(e, f"reading payload {key} from s3://{self.bucket}")
         return data

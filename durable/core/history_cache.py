@@ -249,8 +249,9 @@ class CachingLedger(ForwardReads, Ledger):
         open items) decides on it, so the view must hold it too: without it, the next
         invocation replays the decision over a WAITING record and reads the item as
         canceled. Only final records are taken: a final record is never replaced (the
-        first final one wins; an operator's reopening bumps the inbox), so it is true for
-        as long as the view is, where an open one read now may already be older."""
+        first final one wins; an operator's retry reopens records only of a run that
+        ended, whose view is dropped when it ends), so it is true for as long as the view
+        is, where an open one read now may already be older."""
         view = self._views.get(run_id)
         if view is None:
             return

@@ -78,6 +78,7 @@ from durable.errors import (
     InvalidInput,
     InvalidState,
     LeaseLost,
+    PayloadMissing,
     RunNotFound,
     StorageError,
     WorkflowNotFound,
@@ -451,23 +452,17 @@ class Engine:
         now = self.clock.now()
         try:
             claim = self._claim(run_id, owner, invocation, now)
-        except StorageError as error:
+        except PayloadMissing as error:  # the claim landed; a value of the run did not come
             return self._lost_while_reading(run_id, owner, error)
         if claim is None:
             return self._busy(run_id)
         claimed.append(claim.run)
-        if nothing_recorded_yet(claim.run):
-            history: RunHistory | None = RunHistory(claim.run, {}, [])
-        else:
-            try:
-                loaded = self.ledger.load(run_id)
-            except StorageError as error:
-                return self._lost_while_reading(run_id, owner, error)
-            if loaded is None or loaded.run.created_at != claim.run.created_at:
-                # The run claimed expired and a new run took its id meanwhile (a keyed
-                # start): this claim is of nothing that exists now; touch nothing of it.
-                return Outcome(run_id, "lease_lost")
-            history = without_leftovers(self.ledger, loaded)
+        try:
+            history = self._claimed_history(claim)
+        except PayloadMissing as error:
+            return self._lost_while_reading(run_id, owner, error)
+        if isinstance(history, Outcome):
+            return history
         if history is None:
             return Outcome(run_id, "busy")
         history.run = claim.run
@@ -522,7 +517,10 @@ class Engine:
             except InboxChanged as changed:
                 progress = x.progress
                 read_at = self.clock.now()
-                reloaded = self.ledger.load(run_id)
+                try:
+                    reloaded = self.ledger.load(run_id)
+                except PayloadMissing as error:
+                    return self._lost_while_reading(run_id, owner, error)
                 mine = (x.run.fence, owner)
                 if reloaded is None or (reloaded.run.fence, reloaded.run.lease_owner) != mine:
                     # Taken over since the refused suspension (this lease ran out): the
@@ -555,15 +553,26 @@ class Engine:
             due_at=format_time(now + lease + self.config.clock_skew),
         )
 
-    def _lost_while_reading(self, run_id: str, owner: str, error: StorageError) -> Outcome:
+    def _claimed_history(self, claim: Claim) -> RunHistory | Outcome | None:
+        """The history of the run just claimed: nothing to read at its first claim."""
+        run_id = claim.run.run_id
+        if nothing_recorded_yet(claim.run):
+            return RunHistory(claim.run, {}, [])
+        loaded = self.ledger.load(run_id)
+        if loaded is None or loaded.run.created_at != claim.run.created_at:
+            # The run claimed expired and a new run took its id meanwhile (a keyed
+            # start): this claim is of nothing that exists now; touch nothing of it.
+            return Outcome(run_id, "lease_lost")
+        return without_leftovers(self.ledger, loaded)
+
+    def _lost_while_reading(self, run_id: str, owner: str, error: PayloadMissing) -> Outcome:
         """A claim or load that could not fetch one of the run's objects: a zombie's, when
         the run is no longer this worker's. Its read hung past its lease, another worker
         took the run over, and the run ended and was erased, objects first (explorer seed
         657). That is a lost lease, not an error for Lambda to retry and alarm on. A run
-        still held by this worker has lost an object for real, and a retryable error is
-        the store's, not the run's: both are raised as they were."""
-        if error.retryable:
-            raise error
+        still held by this worker has lost an object for real: raised as it was. Only a
+        missing object is judged so: any other error of a claim (its own write refused,
+        the store down) says nothing of who holds the run, and is raised."""
         try:
             run = self.claims.unresolved().get_run(run_id)  # its state only, no object
         except StorageError:

@@ -15,7 +15,7 @@ import signal
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,25 +31,32 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def group_gone(pgid: int, within: float) -> bool:
-    """No process left in the group (an exited child may take a moment to be reaped)."""
-    deadline = time.time() + within
+def within(seconds: float, done: Callable[[], bool]) -> bool:
+    """Whether ``done`` holds within ``seconds`` (an exited child may take a moment to be
+    reaped)."""
+    deadline = time.time() + seconds
     while time.time() < deadline:
+        if done():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def group_gone(pgid: int, within_s: float) -> bool:
+    """No process left in the group."""
+
+    def empty() -> bool:
         try:
             os.killpg(pgid, 0)
         except ProcessLookupError:
             return True
-        time.sleep(0.1)
-    return False
+        return False
+
+    return within(within_s, empty)
 
 
-def gone(pid: int, within: float) -> bool:
-    deadline = time.time() + within
-    while time.time() < deadline:
-        if not Path(f"/proc/{pid}").exists():
-            return True
-        time.sleep(0.1)
-    return False
+def gone(pid: int, within_s: float) -> bool:
+    return within(within_s, lambda: not Path(f"/proc/{pid}").exists())
 
 
 def stores_of(pid: int) -> list[int]:
@@ -242,8 +249,8 @@ def test_ctrl_c_with_invocations_in_flight_is_quiet(dev: DevProcess) -> None:
     # no slot-thread error, no traceback from a worker hit by the SIGINT, no worker
     # reported dead for being stopped
     assert not dev.killed, "Ctrl-C did not stop durable dev: stop() had to SIGKILL it"
-    assert group_gone(pid, within=10)
-    assert all(gone(store, within=10) for store in stores), "durable dev left its store running"
+    assert group_gone(pid, within_s=10)
+    assert all(gone(store, within_s=10) for store in stores), "durable dev left its store running"
     after = dev.log_path.read_text(errors="replace")[len(logged) :]
     # The console's event lines (a step that finished before the stop reached it) are
     # what the stack did, not noise.

@@ -236,8 +236,10 @@ class World:
 
     def observe(self, method: str, args: tuple[Any, ...], result: Any) -> None:
         """Every ledger call that returned, seen by the runtime checks."""
-        if method in ("ledger.start_child", "ledger.start_children") and result:
-            self._child_starts(args[0] if method == "ledger.start_children" else [args[0]])
+        if method == "ledger.start_children" and result:
+            self._child_starts(args[0])
+        elif method == "ledger.start_child" and result.updated_at == args[0].updated_at:
+            self._child_starts([args[0]])  # (not a replay's start, refused for the record there)
         elif method in ("ledger.write_step", "ledger.write_step_fenced") and result:
             # A keyed run adopted finished is recorded settled at once, with no start.
             self._child_starts([args[0]] if args[0].kind == StepKind.CHILD else [])
@@ -247,10 +249,12 @@ class World:
         self.progress.observe(method, args, result)
 
     def _child_starts(self, steps: list[StepRecord]) -> None:
-        """Which run each record is about: the one under the child's id when the record
-        starts waiting (its start, or an operator's retry reopening it) or, for a keyed
-        run adopted finished, when it is first written. A record settled later keeps it:
-        a look that settles it may find a later run under the id."""
+        """Which run each record is about: the one under the child's id when the parent
+        writes the record waiting (its start, or an operator's retry reopening it) or
+        settled from that run (a keyed run adopted finished, a reopened record settled
+        from the run now under the id, a look at its own child). A ``ChildGone`` keeps
+        what the record was about: the look found the run it named gone, or a later run
+        under the id."""
         for step in steps:
             parent = self.raw.get_run(step.run_id)  # the raw ledger: no port call, no turn
             if parent is None:
@@ -258,10 +262,10 @@ class World:
             child = self.raw.get_run(child_of(step))
             key = (step.run_id, parent.created_at, step.position, child_of(step))
             about = (step.updated_at, child.created_at if child is not None else None)
-            if step.status == StepStatus.WAITING:
-                self.journal.child_starts[key] = about
-            else:
+            if step.error_type == "ChildGone":
                 self.journal.child_starts.setdefault(key, about)
+            else:
+                self.journal.child_starts[key] = about
 
     def end_without_report(
         self,

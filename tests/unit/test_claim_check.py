@@ -27,7 +27,7 @@ from durable.core.model import RunStatus, StepStatus
 from durable.core.ports import Invocation
 from durable.core.write_boundary import TOKEN_TEXT
 from durable.engine.engine import Engine
-from durable.errors import StorageError
+from durable.errors import PayloadMissing, StorageError
 from durable.testing import LocalRunner
 
 BIG = 450 * 1024  # over DynamoDB's 400 KB item limit on its own
@@ -512,10 +512,12 @@ def test_the_cache_drops_the_least_recently_used_text_first() -> None:
     assert cache.get("huge") is None and cache.get("c") == "cccc"
 
 
-def _taken_while_reading(erase_only: bool = False) -> tuple[Engine, str]:
-    """A worker whose first read of a run's input hangs past its lease (explorer seed
-    657): meanwhile another worker takes the run over (unless ``erase_only``) and the run
-    is ended and erased, its objects with it; then the read comes back."""
+def _taken_while_reading(erase_only: bool = False, at: str = "claim") -> tuple[Engine, str]:
+    """A worker whose first read of one of a run's objects hangs past its lease (explorer
+    seed 657): meanwhile another worker takes the run over (unless ``erase_only``) and the
+    run is ended and erased, its objects with it; then the read comes back. ``at``: the
+    object is the run's input, read by the claim, or a step's result, read by the load of
+    a later invocation."""
     clock, store, ledger = FakeClock(), MemoryPayloads(FakeClock()), MemoryLedger()
 
     def engine() -> Engine:
@@ -523,7 +525,12 @@ def _taken_while_reading(erase_only: bool = False) -> tuple[Engine, str]:
             app, ledger, MemoryInvoker(), MemoryEffectStore(), clock=clock, payloads=store
         )
 
-    run = engine().start("echo", {"blob": "s" * BIG})  # the API's engine, not the worker's
+    if at == "claim":
+        run = engine().start("echo", {"blob": "s" * BIG})  # the API's engine
+    else:
+        run = engine().start("big-result", BIG)  # a small input, a large step result
+        assert engine().resume(run.run_id, Invocation()).result == "suspended"
+        clock.advance(timedelta(minutes=2))
     read = store.get
 
     def stalled(key: str) -> bytes:
@@ -536,18 +543,36 @@ def _taken_while_reading(erase_only: bool = False) -> tuple[Engine, str]:
         return read(key)
 
     store.get = stalled  # type: ignore[method-assign]
-    return engine(), run.run_id
+    return engine(), run.run_id  # a worker of its own: nothing cached
 
 
-def test_a_worker_whose_run_was_taken_and_erased_while_it_read_leaves_quietly() -> None:
+@pytest.mark.parametrize("at", ["claim", "load"])
+def test_a_worker_whose_run_was_taken_and_erased_while_it_read_leaves_quietly(at: str) -> None:
     """A zombie's read of an object the erasure deleted is not an error of the run: the
     invocation ends as a lost lease, raising nothing for Lambda to retry or alarm on."""
-    engine, run_id = _taken_while_reading()
+    engine, run_id = _taken_while_reading(at=at)
     assert engine.resume(run_id, Invocation()).result == "lease_lost"
 
 
-def test_a_missing_object_of_a_run_still_held_is_raised() -> None:
+@pytest.mark.parametrize("at", ["claim", "load"])
+def test_a_missing_object_of_a_run_still_held_is_raised(at: str) -> None:
     """The same read with the run still this worker's is a lost object, and says so."""
-    engine, run_id = _taken_while_reading(erase_only=True)
-    with pytest.raises(StorageError, match="missing from the payload store"):
+    engine, run_id = _taken_while_reading(erase_only=True, at=at)
+    with pytest.raises(PayloadMissing, match="missing from the payload store"):
         engine.resume(run_id, Invocation())
+
+
+def test_a_claim_that_fails_for_another_reason_is_raised_whoever_holds_the_run() -> None:
+    """Only a missing object is taken for a zombie's: a claim refused by the store (its
+    own write, not a value's read) says nothing of who holds the run, and is raised
+    even though the run is not this worker's lease."""
+    clock, store, ledger = FakeClock(), MemoryPayloads(FakeClock()), MemoryLedger()
+    worker = Engine(app, ledger, MemoryInvoker(), MemoryEffectStore(), clock=clock, payloads=store)
+    run = worker.start("echo", {"blob": "small"})
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise StorageError("claiming the run failed: ValidationException", retryable=False)
+
+    ledger.claim = refused  # type: ignore[method-assign]
+    with pytest.raises(StorageError, match="ValidationException"):
+        worker.resume(run.run_id, Invocation())

@@ -302,8 +302,14 @@ def test_dynamodb_locals_port_can_be_chosen_and_a_taken_one_is_said(
     asked: list[int] = []
     said: list[str] = []
 
+    sessions: list[bool] = []
+
     class Recording:
         home = tmp_path
+
+        def __init__(self, *, own_session: bool = False) -> None:
+            # Out of reach of a Ctrl-C to durable dev's process group (it stops it last).
+            sessions.append(own_session)
 
         def installed(self) -> bool:
             return True
@@ -329,6 +335,7 @@ def test_dynamodb_locals_port_can_be_chosen_and_a_taken_one_is_said(
         )
         chosen._start_dynamodb_local()
         assert chosen.stack.storage_endpoint == "http://127.0.0.1:8000" and asked == [8000]
+        assert sessions == [True]
         clash = dev_server.DevServer(
             dev_server.DevOptions(
                 app="x:app", state_dir=tmp_path, dynamodb_port=taken_port, say=said.append
