@@ -27,6 +27,7 @@ from durable.core.model import RunStatus, StepStatus
 from durable.core.ports import Invocation
 from durable.core.write_boundary import TOKEN_TEXT
 from durable.engine.engine import Engine
+from durable.engine.events import send_signal
 from durable.errors import PayloadMissing, StorageError
 from durable.testing import LocalRunner
 
@@ -560,6 +561,42 @@ def test_a_missing_object_of_a_run_still_held_is_raised(at: str) -> None:
     engine, run_id = _taken_while_reading(erase_only=True, at=at)
     with pytest.raises(PayloadMissing, match="missing from the payload store"):
         engine.resume(run_id, Invocation())
+
+
+def test_a_zombie_reloading_after_a_refused_suspension_leaves_quietly() -> None:
+    """The reload after a refused suspension is a read of the same kind: a large signal
+    lands while the worker suspends (its suspension is refused for the inbox it moved);
+    while the reload fetches the signal's value, the run is taken over, ended and erased.
+    The invocation ends as a lost lease."""
+    clock, store, ledger = FakeClock(), MemoryPayloads(FakeClock()), MemoryLedger()
+
+    def engine() -> Engine:
+        return Engine(
+            app, ledger, MemoryInvoker(), MemoryEffectStore(), clock=clock, payloads=store
+        )
+
+    outside, worker = engine(), engine()
+    run = outside.start("listen")
+    suspend = ledger.update_run
+
+    def racing(run_id: str, guard: Any, changes: Any) -> Any:
+        if changes.get("status") == "WAITING" and not store.objects:
+            send_signal(outside, run.run_id, "data", "d" * BIG)  # moves the inbox
+            read = store.get
+
+            def stalled(key: str) -> bytes:
+                later = "2100-01-01T00:00:00.000Z"
+                assert ledger.claim(
+                    run.run_id, "other", now=later, lease_until=later, stale_before=later
+                )
+                store.objects.clear()
+                return read(key)
+
+            store.get = stalled  # type: ignore[method-assign]
+        return suspend(run_id, guard, changes)
+
+    ledger.update_run = racing  # type: ignore[method-assign]
+    assert worker.resume(run.run_id, Invocation()).result == "lease_lost"
 
 
 def test_a_claim_that_fails_for_another_reason_is_raised_whoever_holds_the_run() -> None:
