@@ -49,14 +49,8 @@ from typing import Any
 
 from durable.core.flow import GateState
 from durable.core.ledger_forward import ForwardReads
-from durable.core.model import (
-    RunHistory,
-    RunRecord,
-    SignalRecord,
-    StepRecord,
-    copy_step,
-    parse_time,
-)
+from durable.core.lifetime import items_may_be_gone
+from durable.core.model import RunHistory, RunRecord, SignalRecord, StepRecord, copy_step
 from durable.core.ports import ChildReport, Claim, ConditionFailed, Ledger, RunGuard
 from durable.core.retention import nothing_recorded_yet
 from durable.core.sleeps import with_sleeps
@@ -88,14 +82,6 @@ def view_still_true(view: View, claim: Claim, now: str) -> bool:
         and run.created_at == view.created_at
         and not items_may_be_gone(run, now)
     )
-
-
-def items_may_be_gone(run: RunRecord, now: str) -> bool:
-    """Whether Time to Live may have deleted items of ``run`` by ``now``: its declared
-    lifetime's TTL has passed (``durable.core.lifetime``). A run woken that late is failed
-    by the claim that finds it (``lifetime_end``), but its records are no longer what a
-    view of them holds."""
-    return run.items_purge_at is not None and parse_time(now).timestamp() >= run.items_purge_at
 
 
 def _copy_history(

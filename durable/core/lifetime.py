@@ -60,6 +60,14 @@ def lifetime_end(run: RunRecord, max_run_lifetime: timedelta, retention: timedel
     return min(end, datetime.fromtimestamp(run.items_purge_at, UTC) - retention)
 
 
+def items_may_be_gone(run: RunRecord, now: str) -> bool:
+    """Whether Time to Live may have deleted items of ``run`` by ``now``: its declared
+    lifetime's TTL has passed. A run woken that late is failed by the claim that finds it
+    (``lifetime_end``), but its records are no longer what an earlier read of them holds
+    (``durable.core.history_cache``)."""
+    return run.items_purge_at is not None and parse_time(now).timestamp() >= run.items_purge_at
+
+
 def wake_by_lifetime(
     due_at: datetime | None, run: RunRecord, max_run_lifetime: timedelta, retention: timedelta
 ) -> datetime | None:

@@ -406,7 +406,11 @@ class Engine:
     ) -> Outcome:
         """One worker invocation for ``run_id`` (``reason``: start, continue, timer, ...)."""
         claimed: list[RunRecord] = []
-        outcome = self._resume(run_id, invocation, hop, reason, claimed)
+        owner = uuid.uuid4().hex  # fresh per execution: Lambda retries reuse request ids
+        try:
+            outcome = self._resume(run_id, invocation, hop, reason, owner, claimed)
+        except PayloadMissing as error:
+            return self._lost_while_reading(run_id, owner, error)
         if outcome.result in FINISHED and claimed:
             self.leave_gate(claimed[0])
         return outcome
@@ -445,24 +449,39 @@ class Engine:
         invocation: Invocation | None,
         hop: int,
         reason: str,
+        owner: str,
         claimed: list[RunRecord],
     ) -> Outcome:
         invocation = invocation or Invocation()
-        owner = uuid.uuid4().hex  # fresh per execution: Lambda retries reuse request ids
         now = self.clock.now()
-        try:
-            claim = self._claim(run_id, owner, invocation, now)
-        except PayloadMissing as error:  # the claim landed; a value of the run did not come
-            return self._lost_while_reading(run_id, owner, error)
+        lease = self.config.lease
+        if invocation.remaining_seconds is not None:
+            # The lease covers the whole invocation and the overrun renewals allow too:
+            # nobody takes over a worker that may still be running.
+            remaining = timedelta(seconds=max(invocation.remaining_seconds(), 1.0))
+            lease = remaining + self.config.deadline_overrun
+        claim = self.ledger.claim(
+            run_id,
+            owner,
+            now=format_time(now),
+            lease_until=format_time(now + lease),
+            stale_before=format_time(now - self.config.clock_skew),
+            # Due when a takeover could succeed: the sweeper then finds a dead owner
+            # exactly when a new worker can claim the run, not a skew margin too early.
+            due_at=format_time(now + lease + self.config.clock_skew),
+        )
         if claim is None:
             return self._busy(run_id)
         claimed.append(claim.run)
-        try:
-            history = self._claimed_history(claim)
-        except PayloadMissing as error:
-            return self._lost_while_reading(run_id, owner, error)
-        if isinstance(history, Outcome):
-            return history
+        if nothing_recorded_yet(claim.run):
+            history: RunHistory | None = RunHistory(claim.run, {}, [])
+        else:
+            loaded = self.ledger.load(run_id)
+            if loaded is None or loaded.run.created_at != claim.run.created_at:
+                # The run claimed expired and a new run took its id meanwhile (a keyed
+                # start): this claim is of nothing that exists now; touch nothing of it.
+                return Outcome(run_id, "lease_lost")
+            history = without_leftovers(self.ledger, loaded)
         if history is None:
             return Outcome(run_id, "busy")
         history.run = claim.run
@@ -517,10 +536,7 @@ class Engine:
             except InboxChanged as changed:
                 progress = x.progress
                 read_at = self.clock.now()
-                try:
-                    reloaded = self.ledger.load(run_id)
-                except PayloadMissing as error:
-                    return self._lost_while_reading(run_id, owner, error)
+                reloaded = self.ledger.load(run_id)
                 mine = (x.run.fence, owner)
                 if reloaded is None or (reloaded.run.fence, reloaded.run.lease_owner) != mine:
                     # Taken over since the refused suspension (this lease ran out): the
@@ -533,40 +549,9 @@ class Engine:
                 self.cancel_timers(run_id)
             return outcome
 
-    def _claim(
-        self, run_id: str, owner: str, invocation: Invocation, now: datetime
-    ) -> Claim | None:
-        lease = self.config.lease
-        if invocation.remaining_seconds is not None:
-            # The lease covers the whole invocation and the overrun renewals allow too:
-            # nobody takes over a worker that may still be running.
-            remaining = timedelta(seconds=max(invocation.remaining_seconds(), 1.0))
-            lease = remaining + self.config.deadline_overrun
-        return self.ledger.claim(
-            run_id,
-            owner,
-            now=format_time(now),
-            lease_until=format_time(now + lease),
-            stale_before=format_time(now - self.config.clock_skew),
-            # Due when a takeover could succeed: the sweeper then finds a dead owner
-            # exactly when a new worker can claim the run, not a skew margin too early.
-            due_at=format_time(now + lease + self.config.clock_skew),
-        )
-
-    def _claimed_history(self, claim: Claim) -> RunHistory | Outcome | None:
-        """The history of the run just claimed: nothing to read at its first claim."""
-        run_id = claim.run.run_id
-        if nothing_recorded_yet(claim.run):
-            return RunHistory(claim.run, {}, [])
-        loaded = self.ledger.load(run_id)
-        if loaded is None or loaded.run.created_at != claim.run.created_at:
-            # The run claimed expired and a new run took its id meanwhile (a keyed
-            # start): this claim is of nothing that exists now; touch nothing of it.
-            return Outcome(run_id, "lease_lost")
-        return without_leftovers(self.ledger, loaded)
-
     def _lost_while_reading(self, run_id: str, owner: str, error: PayloadMissing) -> Outcome:
-        """A claim or load that could not fetch one of the run's objects: a zombie's, when
+        """A claim, load or reload that could not fetch one of the run's objects (a read
+        inside the replay fails the run instead, ``Endings.drive``): a zombie's, when
         the run is no longer this worker's. Its read hung past its lease, another worker
         took the run over, and the run ended and was erased, objects first (explorer seed
         657). That is a lost lease, not an error for Lambda to retry and alarm on. A run
