@@ -240,9 +240,13 @@ class World:
             self._child_starts(args[0])
         elif method == "ledger.start_child" and result.updated_at == args[0].updated_at:
             self._child_starts([args[0]])  # (not a replay's start, refused for the record there)
-        elif method in ("ledger.write_step", "ledger.write_step_fenced") and result:
-            # A keyed run adopted finished is recorded settled at once, with no start.
-            self._child_starts([args[0]] if args[0].kind == StepKind.CHILD else [])
+        elif (
+            method in ("ledger.write_step", "ledger.write_step_fenced")
+            and result
+            and args[0].kind == StepKind.CHILD
+        ):
+            # A record reopened, settled by a look, or adopted settled (with no start).
+            self._child_starts([args[0]])
         self.monitor.observe(method, args, result)
         self.stuck.observe(method, args, result)
         self.window.observe(method, args, result)

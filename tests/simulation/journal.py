@@ -88,11 +88,12 @@ class Journal:
     # What the schedule made the system do, by name (``tests/simulation/coverage.py``):
     # a durable call workflow code made, an operator's action, an outside event.
     produced: Counter[str] = field(default_factory=Counter)
-    # A parent's record for a child as first written: (parent id, the parent's creation,
-    # position, child id) -> (the record's first ``updated_at``, the creation of the run
-    # then under the child's id). A keyed child's id outlives its run, and a record's own
-    # ``updated_at`` moves when it is settled, so neither says whether the run now under
-    # the id is the one the record was about (``child_reports_match``).
+    # Which run a parent's record for a child is about: (parent id, the parent's creation,
+    # position, child id) -> (when the parent wrote that, the creation of the run then
+    # under the child's id), as ``World._child_starts`` keeps it. A keyed child's id
+    # outlives its run, and a record's own ``updated_at`` moves when a look settles it,
+    # so neither says whether the run now under the id is the record's
+    # (``child_reports_match``, ``attached_result_is_chain_end``).
     child_starts: dict[tuple[str, str, str, str], tuple[str, str | None]] = field(
         default_factory=dict
     )

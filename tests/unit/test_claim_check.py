@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -513,12 +514,8 @@ def test_the_cache_drops_the_least_recently_used_text_first() -> None:
     assert cache.get("huge") is None and cache.get("c") == "cccc"
 
 
-def _taken_while_reading(erase_only: bool = False, at: str = "claim") -> tuple[Engine, str]:
-    """A worker whose first read of one of a run's objects hangs past its lease (explorer
-    seed 657): meanwhile another worker takes the run over (unless ``erase_only``) and the
-    run is ended and erased, its objects with it; then the read comes back. ``at``: the
-    object is the run's input, read by the claim, or a step's result, read by the load of
-    a later invocation."""
+def _stack() -> tuple[FakeClock, MemoryPayloads, MemoryLedger, Callable[[], Engine]]:
+    """One ledger and payload store, and engines over them, each with a cache of its own."""
     clock, store, ledger = FakeClock(), MemoryPayloads(FakeClock()), MemoryLedger()
 
     def engine() -> Engine:
@@ -526,24 +523,39 @@ def _taken_while_reading(erase_only: bool = False, at: str = "claim") -> tuple[E
             app, ledger, MemoryInvoker(), MemoryEffectStore(), clock=clock, payloads=store
         )
 
+    return clock, store, ledger, engine
+
+
+def _erase_at_next_read(
+    store: MemoryPayloads, ledger: MemoryLedger, run_id: str, *, take_over: bool = True
+) -> None:
+    """The store's next read hangs past the reader's lease: meanwhile another worker takes
+    the run over (unless not ``take_over``) and the run is ended and erased, its objects
+    with it; then the read comes back."""
+    read = store.get
+
+    def stalled(key: str) -> bytes:
+        if take_over:
+            later = "2100-01-01T00:00:00.000Z"
+            assert ledger.claim(run_id, "other", now=later, lease_until=later, stale_before=later)
+        store.objects.clear()
+        return read(key)
+
+    store.get = stalled  # type: ignore[method-assign]
+
+
+def _taken_while_reading(erase_only: bool = False, at: str = "claim") -> tuple[Engine, str]:
+    """A worker whose first read of one of a run's objects is ``_erase_at_next_read``'s
+    (explorer seed 657). ``at``: the object is the run's input, read by the claim, or a
+    step's result, read by the load of a later invocation."""
+    clock, store, ledger, engine = _stack()
     if at == "claim":
         run = engine().start("echo", {"blob": "s" * BIG})  # the API's engine
     else:
         run = engine().start("big-result", BIG)  # a small input, a large step result
         assert engine().resume(run.run_id, Invocation()).result == "suspended"
         clock.advance(timedelta(minutes=2))
-    read = store.get
-
-    def stalled(key: str) -> bytes:
-        if not erase_only:
-            later = "2100-01-01T00:00:00.000Z"
-            assert ledger.claim(
-                run.run_id, "other", now=later, lease_until=later, stale_before=later
-            )
-        store.objects.clear()
-        return read(key)
-
-    store.get = stalled  # type: ignore[method-assign]
+    _erase_at_next_read(store, ledger, run.run_id, take_over=not erase_only)
     return engine(), run.run_id  # a worker of its own: nothing cached
 
 
@@ -568,13 +580,7 @@ def test_a_zombie_reloading_after_a_refused_suspension_leaves_quietly() -> None:
     lands while the worker suspends (its suspension is refused for the inbox it moved);
     while the reload fetches the signal's value, the run is taken over, ended and erased.
     The invocation ends as a lost lease."""
-    clock, store, ledger = FakeClock(), MemoryPayloads(FakeClock()), MemoryLedger()
-
-    def engine() -> Engine:
-        return Engine(
-            app, ledger, MemoryInvoker(), MemoryEffectStore(), clock=clock, payloads=store
-        )
-
+    _, store, ledger, engine = _stack()
     outside, worker = engine(), engine()
     run = outside.start("listen")
     suspend = ledger.update_run
@@ -582,17 +588,7 @@ def test_a_zombie_reloading_after_a_refused_suspension_leaves_quietly() -> None:
     def racing(run_id: str, guard: Any, changes: Any) -> Any:
         if changes.get("status") == "WAITING" and not store.objects:
             send_signal(outside, run.run_id, "data", "d" * BIG)  # moves the inbox
-            read = store.get
-
-            def stalled(key: str) -> bytes:
-                later = "2100-01-01T00:00:00.000Z"
-                assert ledger.claim(
-                    run.run_id, "other", now=later, lease_until=later, stale_before=later
-                )
-                store.objects.clear()
-                return read(key)
-
-            store.get = stalled  # type: ignore[method-assign]
+            _erase_at_next_read(store, ledger, run.run_id)
         return suspend(run_id, guard, changes)
 
     ledger.update_run = racing  # type: ignore[method-assign]
@@ -603,8 +599,8 @@ def test_a_claim_that_fails_for_another_reason_is_raised_whoever_holds_the_run()
     """Only a missing object is taken for a zombie's: a claim refused by the store (its
     own write, not a value's read) says nothing of who holds the run, and is raised
     even though the run is not this worker's lease."""
-    clock, store, ledger = FakeClock(), MemoryPayloads(FakeClock()), MemoryLedger()
-    worker = Engine(app, ledger, MemoryInvoker(), MemoryEffectStore(), clock=clock, payloads=store)
+    _, _, ledger, engine = _stack()
+    worker = engine()
     run = worker.start("echo", {"blob": "small"})
 
     def refused(*args: Any, **kwargs: Any) -> Any:
